@@ -1,0 +1,320 @@
+//! The one seam through which every byte of a table is read and written.
+//!
+//! [`TableStore`] is an `object_store` store plus the table's root. Production uses the local file
+//! system or a cloud store; tests use the in-memory store or wrap either to inject faults. The
+//! contracts the rest of the crate relies on:
+//!
+//! - [`TableStore::put_if_absent`] must be atomic: of two writers of the same path, exactly one
+//!   succeeds and the other must see [`PutOutcome::AlreadyExists`]. The commit protocol rests on it.
+//!   Local disk and the in-memory store do this natively; S3 needs conditional puts (on by default
+//!   for AWS S3 since 2024), GCS and Azure have them natively.
+//! - A put must never leave a partially written object visible under its final name.
+//! - Listing must return every object whose put has returned.
+//!
+//! Paths given to this module are *relative to the table root* and already percent-decoded (the log
+//! stores URI-encoded paths; [`decode_path`] turns them into store paths).
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::local::LocalFileSystem;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use url::Url;
+
+use crate::error::{Error, Result};
+
+/// What a put-if-absent did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub enum PutOutcome {
+    Created,
+    AlreadyExists,
+}
+
+/// A table's store and root.
+#[derive(Debug, Clone)]
+pub struct TableStore {
+    store: Arc<dyn ObjectStore>,
+    root: Path,
+    location: String,
+}
+
+impl TableStore {
+    /// A table at `root` inside `store`; `location` is how errors and users name it.
+    pub fn new(store: Arc<dyn ObjectStore>, root: Path, location: impl Into<String>) -> Self {
+        Self { store, root, location: location.into() }
+    }
+
+    /// A table in a local folder (created on first write).
+    pub fn local(dir: impl AsRef<std::path::Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create {}: {e}", dir.display())))?;
+        let absolute = std::fs::canonicalize(dir)
+            .map_err(|e| Error::InvalidArgument(format!("cannot resolve {}: {e}", dir.display())))?;
+        let root = Path::from_absolute_path(&absolute).map_err(|e| Error::InvalidArgument(e.to_string()))?;
+        Ok(Self::new(Arc::new(LocalFileSystem::new()), root, absolute.display().to_string()))
+    }
+
+    /// A table in a fresh in-memory store (for tests).
+    pub fn memory() -> Self {
+        Self::new(Arc::new(InMemory::new()), Path::from("table"), "memory://table")
+    }
+
+    /// Opens a location given as a local path, `file://` URL, or any URL that `object_store`
+    /// understands (`s3://`, `gs://`, `az://`, `memory://`), configured from the environment.
+    pub fn from_uri(uri: &str) -> Result<Self> {
+        if !uri.contains("://") {
+            return Self::local(uri);
+        }
+        let url = Url::parse(uri).map_err(|e| Error::InvalidArgument(format!("bad table location '{uri}': {e}")))?;
+        if url.scheme() == "file" {
+            let path = url
+                .to_file_path()
+                .map_err(|_| Error::InvalidArgument(format!("bad file URL '{uri}'")))?;
+            return Self::local(path);
+        }
+        let options: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        let (store, root) = object_store::parse_url_opts(&url, options)
+            .map_err(|e| Error::InvalidArgument(format!("cannot open '{uri}': {e}")))?;
+        Ok(Self::new(Arc::from(store), root, uri.trim_end_matches('/')))
+    }
+
+    /// The same store, rooted at a sub-folder (used for tables inside a warehouse).
+    pub fn child(&self, relative: &str) -> Self {
+        let root = join(&self.root, relative);
+        Self::new(self.store.clone(), root, format!("{}/{}", self.location, relative.trim_matches('/')))
+    }
+
+    /// How errors and users name the table.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The underlying object store.
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+
+    /// The table's root inside the object store.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// The store path of a file, given relative to the table root (decoded).
+    pub fn path(&self, relative: &str) -> Path {
+        join(&self.root, relative)
+    }
+
+    /// The store path of a file in `_delta_log/`.
+    pub fn log_path(&self, name: &str) -> Path {
+        self.root.clone().join("_delta_log").join(name)
+    }
+
+    /// The path relative to the table root of a store path under it (its real, decoded name: the
+    /// raw form of a store path is the file's name, see [`join`]).
+    pub fn relative(&self, path: &Path) -> Option<String> {
+        path.prefix_match(&self.root).map(|parts| parts.map(|p| p.as_ref().to_string()).collect::<Vec<_>>().join("/"))
+    }
+
+    /// Reads a whole object.
+    pub async fn get(&self, path: &Path) -> Result<Bytes> {
+        let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
+        result.bytes().await.map_err(|e| Error::store(path, e))
+    }
+
+    /// Reads a whole object with its metadata (size, modification time).
+    pub async fn get_with_meta(&self, path: &Path) -> Result<(Bytes, ObjectMeta)> {
+        let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
+        let meta = result.meta.clone();
+        let bytes = result.bytes().await.map_err(|e| Error::store(path, e))?;
+        Ok((bytes, meta))
+    }
+
+    /// Reads a byte range of an object.
+    pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<Bytes> {
+        self.store.get_range(path, range).await.map_err(|e| Error::store(path, e))
+    }
+
+    /// The size and modification time of an object.
+    pub async fn head(&self, path: &Path) -> Result<ObjectMeta> {
+        self.store.head(path).await.map_err(|e| Error::store(path, e))
+    }
+
+    /// Writes an object, replacing any previous one.
+    pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
+        Ok(())
+    }
+
+    /// Creates an object only if none exists at `path` (atomically: see the module docs).
+    pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<PutOutcome> {
+        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(path, PutPayload::from(bytes), options).await {
+            Ok(_) => Ok(PutOutcome::Created),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
+            Err(e) => Err(Error::store(path, e)),
+        }
+    }
+
+    /// Lists the objects under `prefix` (recursively), optionally only those after `offset`.
+    pub async fn list(&self, prefix: &Path, offset: Option<&Path>) -> Result<Vec<ObjectMeta>> {
+        let stream = match offset {
+            Some(offset) => self.store.list_with_offset(Some(prefix), offset),
+            None => self.store.list(Some(prefix)),
+        };
+        stream.try_collect().await.map_err(|e| Error::store(prefix, e))
+    }
+
+    /// Deletes an object; a missing object is not an error.
+    pub async fn delete(&self, path: &Path) -> Result<()> {
+        match self.store.delete(path).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(Error::store(path, e)),
+        }
+    }
+}
+
+/// A Parquet file read through the store (byte ranges and footer), for the Parquet async reader.
+pub struct ParquetFile {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: Option<u64>,
+}
+
+/// Bytes read from the end of a file in the first request, to get the footer in one trip.
+const PARQUET_FOOTER_PREFETCH_BYTES: usize = 64 * 1024;
+
+impl ParquetFile {
+    /// The file at `path`; `size` (if known from the log) saves a request.
+    pub fn new(store: &TableStore, path: Path, size: Option<u64>) -> Self {
+        Self { store: store.object_store(), path, size }
+    }
+}
+
+impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
+    fn get_bytes(&mut self, range: Range<u64>) -> futures::future::BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        Box::pin(async move {
+            self.store.get_range(&self.path, range).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> futures::future::BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        Box::pin(async move {
+            self.store.get_ranges(&self.path, &ranges).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+        })
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+    ) -> futures::future::BoxFuture<'a, parquet::errors::Result<Arc<parquet::file::metadata::ParquetMetaData>>> {
+        Box::pin(async move {
+            let reader = parquet::file::metadata::ParquetMetaDataReader::new().with_prefetch_hint(Some(PARQUET_FOOTER_PREFETCH_BYTES));
+            let size = match self.size {
+                Some(size) => size,
+                None => self.store.head(&self.path).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?.size,
+            };
+            let metadata = reader.load_and_finish(self, size).await?;
+            Ok(Arc::new(metadata))
+        })
+    }
+}
+
+/// Joins a decoded relative path to the root. The result's raw form is the file's real name, so
+/// local files and object keys are named exactly as the log's decoded paths say (`%`, spaces and
+/// all); only names the store cannot hold verbatim (control characters, `.`/`..`) are encoded.
+fn join(root: &Path, relative: &str) -> Path {
+    let relative = relative.trim_matches('/');
+    let joined = if root.as_ref().is_empty() { relative.to_string() } else { format!("{}/{relative}", root.as_ref()) };
+    Path::parse(&joined).unwrap_or_else(|_| {
+        let mut path = root.clone();
+        for part in relative.split('/').filter(|p| !p.is_empty()) {
+            path = path.join(part);
+        }
+        path
+    })
+}
+
+/// Percent-decodes a path from the log (`add.path`, `remove.path`, ...). `+` stays `+`: these are
+/// URI paths, not form data.
+pub fn percent_decode(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok().and_then(|h| u8::from_str_radix(h, 16).ok());
+            if let Some(byte) = hex {
+                out.push(byte);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
+}
+
+/// Percent-encodes a relative file path for the log: `%`, space, control characters and the
+/// characters that URIs reserve are encoded; `/` separates segments; non-ASCII stays as it is
+/// (as Spark writes it).
+pub fn percent_encode(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        let encode = c.is_ascii_control() || matches!(c, '%' | ' ' | '#' | '?' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}' | '[' | ']');
+        if encode {
+            let mut buffer = [0u8; 4];
+            for byte in c.encode_utf8(&mut buffer).bytes() {
+                out.push_str(&format!("%{byte:02X}"));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// Turns a path from the log into a relative, decoded path (absolute URIs under the root are made
+/// relative; other absolute URIs are returned whole, decoded).
+pub fn decode_path(store: &TableStore, logged: &str) -> String {
+    if let Ok(url) = Url::parse(logged) {
+        if url.scheme().len() > 1 {
+            let decoded = percent_decode(url.path());
+            let root = format!("/{}", store.root().as_ref());
+            return decoded.strip_prefix(&root).map(|r| r.trim_start_matches('/').to_string()).unwrap_or(decoded);
+        }
+    }
+    percent_decode(logged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percent_coding_round_trips() {
+        assert_eq!(percent_decode("_2=bar+%252521/x"), "_2=bar+%2521/x");
+        assert_eq!(percent_decode("a%2"), "a%2");
+        assert_eq!(percent_decode("😈/%20"), "😈/ ");
+        let raw = "k=a b%/😈#";
+        assert_eq!(percent_decode(&percent_encode(raw)), raw);
+    }
+
+    #[tokio::test]
+    async fn put_if_absent_refuses_the_second_writer() {
+        let store = TableStore::memory();
+        let path = store.log_path("00000000000000000000.json");
+        assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"a")).await.unwrap(), PutOutcome::Created);
+        assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"b")).await.unwrap(), PutOutcome::AlreadyExists);
+        assert_eq!(store.get(&path).await.unwrap(), Bytes::from_static(b"a"));
+        assert!(store.get(&store.log_path("nope")).await.unwrap_err().is_not_found());
+    }
+}

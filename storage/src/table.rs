@@ -1,0 +1,322 @@
+//! [`Table`]: a handle on one table, holding the latest snapshot it has seen.
+//!
+//! Everything that changes a table goes through [`Table::commit`], which commits a
+//! [`Transaction`], advances the cached snapshot from the commit's own actions (no re-read), and
+//! writes a checkpoint every `delta.checkpointInterval` versions. Several handles, in one process or
+//! many, may write the same table: the log's put-if-absent and the conflict rules in
+//! [`crate::commit`] keep them consistent.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use serde_json::{Map, Value};
+
+use crate::actions::{now_ms, Action, Format, Metadata};
+use crate::commit::{CommitOutcome, Transaction};
+use crate::error::{Error, Result};
+use crate::log::{self, LogFile, LogFileKind};
+use crate::parquet::WriteOptions;
+use crate::protocol;
+use crate::schema::{ColumnMappingMode, StructType, COLUMN_MAPPING_MAX_ID_KEY};
+use crate::snapshot::Snapshot;
+use crate::store::TableStore;
+
+/// What a new table looks like.
+#[derive(Debug, Clone, Default)]
+pub struct CreateTable {
+    pub schema: StructType,
+    pub partition_columns: Vec<String>,
+    /// Table properties (`delta.*` and user properties).
+    pub properties: HashMap<String, String>,
+    pub name: Option<String>,
+    pub description: Option<String>,
+}
+
+/// One entry of a table's history.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HistoryEntry {
+    pub version: u64,
+    pub timestamp_ms: i64,
+    pub operation: Option<String>,
+    pub operation_parameters: Option<Value>,
+    pub commit_info: Map<String, Value>,
+}
+
+/// A table and the newest snapshot this handle knows.
+#[derive(Debug)]
+pub struct Table {
+    store: TableStore,
+    latest: RwLock<Arc<Snapshot>>,
+    write_options: WriteOptions,
+}
+
+impl Table {
+    /// Opens an existing table.
+    pub async fn open(store: TableStore) -> Result<Self> {
+        let snapshot = Snapshot::load_latest(&store).await?;
+        Ok(Self::with_snapshot(store, snapshot))
+    }
+
+    /// Opens a table at a local path or URL (see [`TableStore::from_uri`]).
+    pub async fn open_uri(uri: &str) -> Result<Self> {
+        Self::open(TableStore::from_uri(uri)?).await
+    }
+
+    fn with_snapshot(store: TableStore, snapshot: Snapshot) -> Self {
+        Self { store, latest: RwLock::new(Arc::new(snapshot)), write_options: WriteOptions::default() }
+    }
+
+    /// Sets the options of this handle's writers.
+    pub fn with_write_options(mut self, options: WriteOptions) -> Self {
+        self.write_options = options;
+        self
+    }
+
+    pub fn write_options(&self) -> &WriteOptions {
+        &self.write_options
+    }
+
+    /// Creates a table (version 0) with the lowest protocol its schema and properties need.
+    pub async fn create(store: TableStore, create: CreateTable) -> Result<Self> {
+        let mut schema = create.schema;
+        schema.check_names()?;
+        for column in &create.partition_columns {
+            let field = schema.field(column).ok_or_else(|| Error::Schema(format!("partition column '{column}' is not in the schema")))?;
+            if !field.data_type.is_primitive() {
+                return Err(Error::Schema(format!("partition column '{column}' must have a primitive type")));
+            }
+        }
+        let mut configuration = create.properties;
+        if ColumnMappingMode::from_configuration(&configuration)? != ColumnMappingMode::None {
+            let max_id = schema.assign_column_mapping(0);
+            configuration.insert(COLUMN_MAPPING_MAX_ID_KEY.into(), max_id.to_string());
+        }
+        let metadata = Metadata {
+            id: uuid::Uuid::new_v4().to_string(),
+            name: create.name,
+            description: create.description,
+            format: Format::default(),
+            schema_string: schema.to_schema_string(),
+            partition_columns: create.partition_columns,
+            configuration,
+            created_time: Some(now_ms()),
+        };
+        let protocol = protocol::required_protocol(None, &metadata, &schema)?;
+        protocol::check_writable(&protocol, store.location())?;
+        let mut transaction = Transaction::new(None, "CREATE TABLE");
+        transaction.add_action(Action::Protocol(protocol)).add_action(Action::Metadata(metadata));
+        match transaction.commit(&store, None).await? {
+            CommitOutcome::Committed(_) => {}
+            CommitOutcome::Conflict(_) => return Err(Error::TableExists { location: store.location().to_string() }),
+        }
+        Self::open(store).await
+    }
+
+    /// Whether a Delta table exists at the store's root.
+    pub async fn exists(store: &TableStore) -> Result<bool> {
+        let files = log::list_log(store, None).await?;
+        Ok(!files.is_empty())
+    }
+
+    pub fn store(&self) -> &TableStore {
+        &self.store
+    }
+
+    pub fn location(&self) -> &str {
+        self.store.location()
+    }
+
+    /// The newest snapshot this handle has seen, without touching storage.
+    pub fn cached_snapshot(&self) -> Arc<Snapshot> {
+        self.latest.read().map(|s| s.clone()).unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+    }
+
+    fn store_snapshot(&self, snapshot: Arc<Snapshot>) {
+        let mut guard = self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if snapshot.version() > guard.version() {
+            *guard = snapshot;
+        }
+    }
+
+    /// The latest snapshot, after reading any commits other writers made.
+    pub async fn snapshot(&self) -> Result<Arc<Snapshot>> {
+        let cached = self.cached_snapshot();
+        match cached.advance().await? {
+            Some(newer) => {
+                let newer = Arc::new(newer);
+                self.store_snapshot(newer.clone());
+                Ok(self.cached_snapshot())
+            }
+            None => Ok(cached),
+        }
+    }
+
+    /// The table as of a version.
+    pub async fn snapshot_at_version(&self, version: u64) -> Result<Arc<Snapshot>> {
+        let cached = self.cached_snapshot();
+        if cached.version() == version {
+            return Ok(cached);
+        }
+        Ok(Arc::new(Snapshot::load_version(&self.store, version).await?))
+    }
+
+    /// The table as of a time: the last version committed at or before `timestamp_ms`.
+    pub async fn snapshot_at_timestamp(&self, timestamp_ms: i64) -> Result<Arc<Snapshot>> {
+        let version = self.version_at_timestamp(timestamp_ms).await?;
+        self.snapshot_at_version(version).await
+    }
+
+    /// The last version committed at or before `timestamp_ms`.
+    pub async fn version_at_timestamp(&self, timestamp_ms: i64) -> Result<u64> {
+        let timestamps = self.commit_timestamps().await?;
+        let found = timestamps.iter().rev().find(|(_, ts)| *ts <= timestamp_ms).map(|(v, _)| *v);
+        match found {
+            Some(version) => Ok(version),
+            None => {
+                let earliest = timestamps.first().map(|(_, ts)| *ts).unwrap_or(0);
+                Err(Error::TimestampTooEarly {
+                    location: self.location().to_string(),
+                    timestamp: format_ms(timestamp_ms),
+                    earliest: format_ms(earliest),
+                })
+            }
+        }
+    }
+
+    /// `(version, timestamp)` of every commit still in the log, made monotonic as Delta does
+    /// (a commit never appears older than the one before it).
+    async fn commit_timestamps(&self) -> Result<Vec<(u64, i64)>> {
+        let files = log::list_log(&self.store, None).await?;
+        let commits: Vec<LogFile> = files.into_iter().filter(|f| f.kind == LogFileKind::Commit).collect();
+        let ict = self.cached_snapshot().property_is_true(protocol::IN_COMMIT_TIMESTAMPS_KEY);
+        let mut out = Vec::with_capacity(commits.len());
+        let mut previous = i64::MIN;
+        if ict {
+            for (file, actions) in log::read_commits(&self.store, &commits).await? {
+                let ts = commit_info(&actions).and_then(|i| i.get("inCommitTimestamp").and_then(Value::as_i64)).unwrap_or(file.modified_ms);
+                previous = ts.max(previous.saturating_add(1));
+                out.push((file.version, previous));
+            }
+        } else {
+            for file in commits {
+                previous = file.modified_ms.max(previous.saturating_add(1));
+                out.push((file.version, previous));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The commits of the table, newest first, at most `limit` of them.
+    pub async fn history(&self, limit: Option<usize>) -> Result<Vec<HistoryEntry>> {
+        let timestamps = self.commit_timestamps().await?;
+        let take = limit.unwrap_or(usize::MAX).min(timestamps.len());
+        let newest = &timestamps[timestamps.len() - take..];
+        let files: Vec<LogFile> = newest
+            .iter()
+            .map(|(v, _)| LogFile { version: *v, kind: LogFileKind::Commit, path: self.store.log_path(&log::commit_file_name(*v)), size: 0, modified_ms: 0 })
+            .collect();
+        let mut entries = Vec::with_capacity(files.len());
+        for ((file, actions), (_, ts)) in log::read_commits(&self.store, &files).await?.into_iter().zip(newest) {
+            let info = commit_info(&actions).cloned().unwrap_or_default();
+            entries.push(HistoryEntry {
+                version: file.version,
+                timestamp_ms: *ts,
+                operation: info.get("operation").and_then(Value::as_str).map(str::to_string),
+                operation_parameters: info.get("operationParameters").cloned(),
+                commit_info: info,
+            });
+        }
+        entries.reverse();
+        Ok(entries)
+    }
+
+    /// Commits a transaction built on `snapshot`, then advances the cache and checkpoints when due.
+    pub async fn commit(&self, snapshot: &Snapshot, transaction: Transaction) -> Result<CommitOutcome> {
+        let outcome = transaction.commit(&self.store, Some(snapshot)).await?;
+        if let CommitOutcome::Committed(committed) = &outcome {
+            let commits = committed
+                .commits
+                .iter()
+                .map(|(version, modified, actions)| {
+                    let file = LogFile { version: *version, kind: LogFileKind::Commit, path: self.store.log_path(&log::commit_file_name(*version)), size: 0, modified_ms: *modified };
+                    (file, actions.clone())
+                })
+                .collect();
+            let next = Arc::new(snapshot.apply_commits(commits)?);
+            self.store_snapshot(next.clone());
+            if next.version() % next.checkpoint_interval() == 0 {
+                if let Err(e) = self.checkpoint(&next).await {
+                    tracing::warn!(table = self.location(), version = next.version(), "checkpoint failed (the commit stands): {e}");
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Writes a checkpoint of a snapshot.
+    pub async fn checkpoint(&self, snapshot: &Snapshot) -> Result<()> {
+        crate::checkpoint::write_checkpoint(&self.store, snapshot.version(), &snapshot.checkpoint_actions(now_ms())).await
+    }
+
+    /// Changes table properties (and upgrades the protocol if they need it). Setting
+    /// `delta.columnMapping.mode` assigns ids and physical names to the existing columns.
+    pub async fn set_properties(&self, properties: HashMap<String, String>, unset: &[String]) -> Result<CommitOutcome> {
+        let snapshot = self.snapshot().await?;
+        let mut metadata = snapshot.metadata().clone();
+        let mut schema = snapshot.schema().clone();
+        let before = snapshot.column_mapping_mode();
+        for key in unset {
+            metadata.configuration.remove(key);
+        }
+        metadata.configuration.extend(properties);
+        let after = ColumnMappingMode::from_configuration(&metadata.configuration)?;
+        if before == ColumnMappingMode::None && after != ColumnMappingMode::None {
+            // Existing files carry logical names: give the columns their names as physical names.
+            for field in &mut schema.fields {
+                field.metadata.entry(crate::schema::PHYSICAL_NAME_KEY.to_string()).or_insert_with(|| Value::String(field.name.clone()));
+            }
+            let max_id = schema.assign_column_mapping(schema.max_column_id());
+            metadata.configuration.insert(COLUMN_MAPPING_MAX_ID_KEY.into(), max_id.to_string());
+            metadata.schema_string = schema.to_schema_string();
+        } else if before != after && before != ColumnMappingMode::None {
+            return Err(Error::InvalidArgument(format!("column mapping cannot change from {before:?} to {after:?}")));
+        }
+        self.commit_metadata(&snapshot, metadata, &schema, "SET TBLPROPERTIES").await
+    }
+
+    /// Replaces the schema (for added or renamed columns); `schema` must keep every existing
+    /// column's physical name and id.
+    pub async fn set_schema(&self, snapshot: &Snapshot, mut schema: StructType, operation: &str) -> Result<CommitOutcome> {
+        schema.check_names()?;
+        let mut metadata = snapshot.metadata().clone();
+        if snapshot.column_mapping_mode() != ColumnMappingMode::None {
+            let max_id = schema.assign_column_mapping(
+                metadata.configuration.get(COLUMN_MAPPING_MAX_ID_KEY).and_then(|v| v.parse().ok()).unwrap_or(0).max(schema.max_column_id()),
+            );
+            metadata.configuration.insert(COLUMN_MAPPING_MAX_ID_KEY.into(), max_id.to_string());
+        }
+        metadata.schema_string = schema.to_schema_string();
+        self.commit_metadata(snapshot, metadata, &schema, operation).await
+    }
+
+    async fn commit_metadata(&self, snapshot: &Snapshot, metadata: Metadata, schema: &StructType, operation: &str) -> Result<CommitOutcome> {
+        let protocol = protocol::required_protocol(Some(snapshot.protocol()), &metadata, schema)?;
+        let mut transaction = Transaction::new(Some(snapshot), operation);
+        if &protocol != snapshot.protocol() {
+            transaction.add_action(Action::Protocol(protocol));
+        }
+        transaction.add_action(Action::Metadata(metadata));
+        self.commit(snapshot, transaction).await
+    }
+}
+
+fn commit_info(actions: &[Action]) -> Option<&Map<String, Value>> {
+    actions.iter().find_map(|a| match a {
+        Action::CommitInfo(info) => Some(info),
+        _ => None,
+    })
+}
+
+fn format_ms(ms: i64) -> String {
+    chrono::DateTime::from_timestamp_millis(ms).map(|t| t.to_rfc3339()).unwrap_or_else(|| ms.to_string())
+}

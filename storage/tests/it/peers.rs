@@ -1,0 +1,28 @@
+//! Finding the peer programs the test command installs (see scripts/test).
+
+use std::path::PathBuf;
+
+/// The Python with the pinned peers (`deltalake`, `pyarrow`, ...).
+pub fn python() -> PathBuf {
+    if let Ok(path) = std::env::var("SLUICE_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = crate::common::workspace().join(".venv/bin/python");
+    assert!(
+        venv.exists(),
+        "the Python peers are not installed: run ./scripts/test, which creates .venv with scripts/requirements.txt"
+    );
+    venv
+}
+
+/// Runs a Python script from tests/it with arguments; panics with its output on failure.
+pub fn run_python(script: &str, args: &[&str]) {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it").join(script);
+    let output = std::process::Command::new(python()).arg(&path).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "{script} failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+}
