@@ -5,3 +5,4 @@ mod fixtures;
 mod interop;
 mod peers;
 mod roundtrip;
+mod processes;
