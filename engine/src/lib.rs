@@ -1,1 +1,35 @@
-//! placeholder
+//! # Sluice: an embedded lakehouse database with streaming tables
+//!
+//! Tables are Delta Lake tables (see `sluice-storage`); SQL is DataFusion with Sluice's own
+//! statements on top. The pipeline of types:
+//!
+//! - [`Database`] opens a warehouse (local folder, `memory://`, `s3://`, `gs://`, `az://`) and
+//!   holds the [`catalog`] of schemas and tables;
+//! - a [`Session`] parses statements ([`sql::parser`]), plans queries with DataFusion over
+//!   [`provider::SluiceTable`] (one snapshot per table per statement, with file and row-group
+//!   pruning and deletion-vector masking), and runs DDL and DML as single Delta commits;
+//! - [`functions`] adds JSON operators and `table_changes`.
+//!
+//! ```no_run
+//! # async fn example() -> sluice::Result<()> {
+//! let db = sluice::Database::open("./warehouse").await?;
+//! db.execute("CREATE TABLE t (id bigint, name text)").await?;
+//! db.execute("INSERT INTO t VALUES (1, 'a'), (2, 'b')").await?;
+//! let batches = db.query("SELECT count(*) FROM t").await?;
+//! # Ok(()) }
+//! ```
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod catalog;
+pub mod database;
+pub mod error;
+pub mod functions;
+pub mod provider;
+pub mod session;
+pub mod sql;
+pub mod types;
+
+pub use database::{Database, DatabaseOptions};
+pub use error::{Error, Result};
+pub use session::{PreparedStatement, Session, StatementResult};

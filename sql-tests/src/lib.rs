@@ -1,1 +1,95 @@
+//! The sqllogictest driver for Sluice: runs `sql-tests/*.slt` against a fresh database per file.
+//!
+//! Values print as DataFusion's suite prints them: `NULL`, `(empty)` for the empty string,
+//! `true`/`false`, and Arrow's display for everything else. Column types are not checked.
 
+use arrow::array::{Array, RecordBatch};
+use arrow::datatypes::DataType;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use sluice::{Database, StatementResult};
+use sqllogictest::{DBOutput, DefaultColumnType};
+
+/// One test database (a fresh warehouse in a temporary folder).
+pub struct SluiceDb {
+    pub db: Database,
+    _dir: tempfile::TempDir,
+}
+
+impl SluiceDb {
+    pub async fn new() -> Result<Self, sluice::Error> {
+        let dir = tempfile::tempdir().map_err(|e| sluice::Error::Internal(e.to_string()))?;
+        let db = Database::open(dir.path().to_str().unwrap_or(".")).await?;
+        Ok(Self { db, _dir: dir })
+    }
+}
+
+fn column_type(data_type: &DataType) -> DefaultColumnType {
+    match data_type {
+        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
+            DefaultColumnType::Integer
+        }
+        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => DefaultColumnType::FloatingPoint,
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DefaultColumnType::Text,
+        _ => DefaultColumnType::Any,
+    }
+}
+
+/// Formats rows the way the .slt files expect them.
+pub fn format_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for batch in batches {
+        let formatters: Vec<_> = batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
+        for row in 0..batch.num_rows() {
+            let values = batch
+                .columns()
+                .iter()
+                .zip(&formatters)
+                .map(|(column, formatter)| {
+                    if column.is_null(row) {
+                        return "NULL".to_string();
+                    }
+                    let text = match formatter {
+                        Ok(f) => f.value(row).to_string(),
+                        Err(e) => format!("<{e}>"),
+                    };
+                    if text.is_empty() {
+                        "(empty)".to_string()
+                    } else {
+                        text
+                    }
+                })
+                .collect();
+            rows.push(values);
+        }
+    }
+    rows
+}
+
+#[async_trait::async_trait]
+impl sqllogictest::AsyncDB for SluiceDb {
+    type Error = sluice::Error;
+    type ColumnType = DefaultColumnType;
+
+    async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
+        let mut results = self.db.execute(sql).await?;
+        match results.pop() {
+            Some(StatementResult::Rows { schema, batches }) => Ok(DBOutput::Rows {
+                types: schema.fields().iter().map(|f| column_type(f.data_type())).collect(),
+                rows: format_rows(&batches),
+            }),
+            Some(StatementResult::Command { rows, .. }) => Ok(DBOutput::StatementComplete(rows.unwrap_or(0))),
+            None => Ok(DBOutput::StatementComplete(0)),
+        }
+    }
+
+    async fn shutdown(&mut self) {}
+
+    fn engine_name(&self) -> &str {
+        "sluice"
+    }
+
+    fn error_sql_state(err: &Self::Error) -> Option<String> {
+        Some(err.sqlstate().to_string())
+    }
+}

@@ -46,7 +46,12 @@ impl Table {
             return Err(Error::InvalidArgument(format!("change feed start {start} is after end {end}")));
         }
         if end > latest.version() {
-            return Err(Error::VersionNotFound { location: self.location().into(), version: end, earliest: 0, latest: latest.version() });
+            return Err(Error::VersionNotFound {
+                location: self.location().into(),
+                version: end,
+                earliest: 0,
+                latest: latest.version(),
+            });
         }
         let end_snapshot = self.snapshot_at_version(end).await?;
         let layout = TableLayout::from_snapshot(&end_snapshot);
@@ -59,22 +64,28 @@ impl Table {
         };
         let ict = end_snapshot.property_is_true(crate::protocol::IN_COMMIT_TIMESTAMPS_KEY);
         let files: Vec<LogFile> = (start..=end)
-            .map(|v| LogFile { version: v, kind: LogFileKind::Commit, path: self.store().log_path(&log::commit_file_name(v)), size: 0, modified_ms: 0 })
+            .map(|v| LogFile {
+                version: v,
+                kind: LogFileKind::Commit,
+                path: self.store().log_path(&log::commit_file_name(v)),
+                size: 0,
+                modified_ms: 0,
+            })
             .collect();
         let mut out = Vec::new();
         for file in files {
             let (bytes, meta) = self.store().get_with_meta(&file.path).await.map_err(|e| e.at_version(file.version))?;
             let actions = crate::actions::parse_commit(&bytes, file.path.as_ref(), file.version)?;
             let timestamp_ms = commit_timestamp(&actions, ict).unwrap_or(meta.last_modified.timestamp_millis());
-            let batches = version_changes(self.store(), &layout, &actions, &live).await.map_err(|e| e.at_version(file.version))?;
+            let batches = version_changes(self.store(), &layout, &actions, &live)
+                .await
+                .map_err(|e| e.at_version(file.version))?;
             apply_to_live(&mut live, &actions);
             if batches.is_empty() {
                 continue;
             }
-            let batches = batches
-                .into_iter()
-                .map(|b| stamp(b, file.version, timestamp_ms))
-                .collect::<Result<Vec<_>>>()?;
+            let batches =
+                batches.into_iter().map(|b| stamp(b, file.version, timestamp_ms)).collect::<Result<Vec<_>>>()?;
             out.push(ChangeBatch { version: file.version, timestamp_ms, batches });
         }
         Ok(out)
@@ -105,25 +116,44 @@ fn apply_to_live(live: &mut HashMap<String, Arc<Add>>, actions: &[Action]) {
 }
 
 /// The change rows of one commit (without the commit columns).
-async fn version_changes(store: &TableStore, layout: &TableLayout, actions: &[Action], live: &HashMap<String, Arc<Add>>) -> Result<Vec<RecordBatch>> {
+async fn version_changes(
+    store: &TableStore,
+    layout: &TableLayout,
+    actions: &[Action],
+    live: &HashMap<String, Arc<Add>>,
+) -> Result<Vec<RecordBatch>> {
     let cdc: Vec<_> = actions.iter().filter_map(|a| if let Action::Cdc(c) = a { Some(c) } else { None }).collect();
     if !cdc.is_empty() {
         let mut fields = layout.schema.fields.clone();
-        fields.push(StructField::new(CHANGE_TYPE_COLUMN, crate::schema::DataType::Primitive(crate::schema::PrimitiveType::String), true));
+        fields.push(StructField::new(
+            CHANGE_TYPE_COLUMN,
+            crate::schema::DataType::Primitive(crate::schema::PrimitiveType::String),
+            true,
+        ));
         let mut out = Vec::new();
         for c in cdc {
-            let file = FileToRead { path: c.path.clone(), size: u64::try_from(c.size).ok().filter(|s| *s > 0), partition_values: c.partition_values.clone(), mask: RowMask::All };
+            let file = FileToRead {
+                path: c.path.clone(),
+                size: u64::try_from(c.size).ok().filter(|s| *s > 0),
+                partition_values: c.partition_values.clone(),
+                mask: RowMask::All,
+            };
             out.extend(read_all(store, layout, &fields, &file).await?);
         }
         return Ok(out);
     }
     // Changes derived from file actions, grouped by path: (old DV if removed, new add if added).
-    let mut by_path: BTreeMap<&str, (Option<Option<&DeletionVectorDescriptor>>, Option<&Add>, Option<PartitionValues>)> = BTreeMap::new();
+    let mut by_path: BTreeMap<
+        &str,
+        (Option<Option<&DeletionVectorDescriptor>>, Option<&Add>, Option<PartitionValues>),
+    > = BTreeMap::new();
     for action in actions {
         match action {
             Action::Remove(r) if r.data_change => {
-                let old_dv = r.deletion_vector.as_ref().or_else(|| live.get(&r.path).and_then(|a| a.deletion_vector.as_ref()));
-                let values = r.partition_values.clone().or_else(|| live.get(&r.path).map(|a| a.partition_values.clone()));
+                let old_dv =
+                    r.deletion_vector.as_ref().or_else(|| live.get(&r.path).and_then(|a| a.deletion_vector.as_ref()));
+                let values =
+                    r.partition_values.clone().or_else(|| live.get(&r.path).map(|a| a.partition_values.clone()));
                 let entry = by_path.entry(r.path.as_str()).or_default();
                 entry.0 = Some(old_dv);
                 entry.2 = entry.2.take().or(values);
@@ -153,7 +183,10 @@ async fn version_changes(store: &TableStore, layout: &TableLayout, actions: &[Ac
             (Some(old), Some(new)) => {
                 let deleted = &new - &old;
                 let restored = &old - &new;
-                (non_empty(deleted).map(|d| RowMask::Only(Arc::new(d))), non_empty(restored).map(|r| RowMask::Only(Arc::new(r))))
+                (
+                    non_empty(deleted).map(|d| RowMask::Only(Arc::new(d))),
+                    non_empty(restored).map(|r| RowMask::Only(Arc::new(r))),
+                )
             }
             (Some(old), None) => (Some(RowMask::Without(Arc::new(old))), None),
             (None, Some(new)) => (None, Some(RowMask::Without(Arc::new(new)))),
@@ -180,7 +213,12 @@ async fn dv_rows(store: &TableStore, dv: Option<&DeletionVectorDescriptor>, path
     }
 }
 
-async fn read_all(store: &TableStore, layout: &TableLayout, fields: &[StructField], file: &FileToRead) -> Result<Vec<RecordBatch>> {
+async fn read_all(
+    store: &TableStore,
+    layout: &TableLayout,
+    fields: &[StructField],
+    file: &FileToRead,
+) -> Result<Vec<RecordBatch>> {
     read_file(store, layout, fields, file, &ScanOptions::default()).await?.try_collect().await
 }
 
@@ -201,9 +239,20 @@ fn stamp(batch: RecordBatch, version: u64, timestamp_ms: i64) -> Result<RecordBa
     columns.push(Arc::new(TimestampMicrosecondArray::from(vec![timestamp_ms * 1000; rows]).with_timezone("UTC")));
     let table_fields = batch.schema().fields().len() - 1;
     let schema = change_data_schema(&crate::schema::StructType::new(
-        batch.schema().fields().iter().take(table_fields).map(|f| {
-            crate::schema::StructField::new(f.name().clone(), crate::schema::DataType::from_arrow(f.data_type()).unwrap_or(crate::schema::DataType::Primitive(crate::schema::PrimitiveType::Void)), f.is_nullable())
-        }).collect(),
+        batch
+            .schema()
+            .fields()
+            .iter()
+            .take(table_fields)
+            .map(|f| {
+                crate::schema::StructField::new(
+                    f.name().clone(),
+                    crate::schema::DataType::from_arrow(f.data_type())
+                        .unwrap_or(crate::schema::DataType::Primitive(crate::schema::PrimitiveType::Void)),
+                    f.is_nullable(),
+                )
+            })
+            .collect(),
     ));
     let arrow_schema = Arc::new(schema.to_arrow());
     let options = RecordBatchOptions::new().with_row_count(Some(rows));
@@ -214,4 +263,3 @@ fn stamp(batch: RecordBatch, version: u64, timestamp_ms: i64) -> Result<RecordBa
 pub fn flatten(changes: Vec<ChangeBatch>) -> Vec<RecordBatch> {
     changes.into_iter().flat_map(|c| c.batches).collect()
 }
-

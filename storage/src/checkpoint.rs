@@ -31,8 +31,10 @@ pub async fn read_checkpoint(store: &TableStore, checkpoint: &CheckpointFiles) -
     for file in &checkpoint.files {
         let bytes = store.get(&file.path).await.map_err(|e| e.at_version(checkpoint.version))?;
         let mut part = match file.kind {
-            LogFileKind::V2Checkpoint { parquet: false } => parse_commit(&bytes, file.path.as_ref(), checkpoint.version)
-                .map_err(|e| corrupt(file, checkpoint.version, e.to_string()))?,
+            LogFileKind::V2Checkpoint { parquet: false } => {
+                parse_commit(&bytes, file.path.as_ref(), checkpoint.version)
+                    .map_err(|e| corrupt(file, checkpoint.version, e.to_string()))?
+            }
             _ => parquet_actions(bytes, file, checkpoint.version)?,
         };
         let sidecars: Vec<_> = part
@@ -47,7 +49,13 @@ pub async fn read_checkpoint(store: &TableStore, checkpoint: &CheckpointFiles) -
             let path = store.root().clone().join("_delta_log").join("_sidecars");
             let path = relative.split('/').fold(path, |p, segment| p.join(segment));
             let bytes = store.get(&path).await.map_err(|e| e.at_version(checkpoint.version))?;
-            let meta = LogFile { version: checkpoint.version, kind: LogFileKind::ClassicCheckpoint, path, size: 0, modified_ms: 0 };
+            let meta = LogFile {
+                version: checkpoint.version,
+                kind: LogFileKind::ClassicCheckpoint,
+                path,
+                size: 0,
+                modified_ms: 0,
+            };
             part.extend(parquet_actions(bytes, &meta, checkpoint.version)?);
         }
         actions.append(&mut part);
@@ -154,10 +162,8 @@ fn array_value(array: &ArrayRef, row: usize) -> Value {
 }
 
 fn string_map(name: &str) -> Field {
-    let entries = Fields::from(vec![
-        Field::new("key", ArrowType::Utf8, false),
-        Field::new("value", ArrowType::Utf8, true),
-    ]);
+    let entries =
+        Fields::from(vec![Field::new("key", ArrowType::Utf8, false), Field::new("value", ArrowType::Utf8, true)]);
     Field::new(name, ArrowType::Map(Arc::new(Field::new("key_value", ArrowType::Struct(entries), false)), false), true)
 }
 
@@ -232,7 +238,10 @@ pub fn checkpoint_schema() -> SchemaRef {
                 l("createdTime"),
             ],
         ),
-        st("protocol", vec![i("minReaderVersion"), i("minWriterVersion"), strings("readerFeatures"), strings("writerFeatures")]),
+        st(
+            "protocol",
+            vec![i("minReaderVersion"), i("minWriterVersion"), strings("readerFeatures"), strings("writerFeatures")],
+        ),
         st("domainMetadata", vec![s("domain"), s("configuration"), b("removed")]),
         st("checkpointMetadata", vec![l("version"), string_map("tags")]),
     ]))
@@ -242,9 +251,8 @@ pub fn checkpoint_schema() -> SchemaRef {
 pub fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
     let schema = checkpoint_schema();
     let json = crate::actions::serialize_commit(actions)?;
-    let mut decoder = arrow::json::ReaderBuilder::new(schema.clone())
-        .with_batch_size(actions.len().max(1))
-        .build_decoder()?;
+    let mut decoder =
+        arrow::json::ReaderBuilder::new(schema.clone()).with_batch_size(actions.len().max(1)).build_decoder()?;
     decoder.decode(&json)?;
     let batch = decoder.flush()?.unwrap_or_else(|| RecordBatch::new_empty(schema.clone()));
     let mut out = Vec::new();
@@ -298,20 +306,33 @@ mod tests {
             clustering_provider: None,
         };
         let actions = vec![
-            Action::Protocol(Protocol { min_reader_version: 1, min_writer_version: 2, reader_features: None, writer_features: None }),
+            Action::Protocol(Protocol {
+                min_reader_version: 1,
+                min_writer_version: 2,
+                reader_features: None,
+                writer_features: None,
+            }),
             Action::Txn(Txn { app_id: "app".into(), version: 7, last_updated: None }),
             Action::Add(add),
         ];
         let bytes = encode_checkpoint(&actions).unwrap();
-        let file = LogFile { version: 3, kind: LogFileKind::ClassicCheckpoint, path: "x".into(), size: 0, modified_ms: 0 };
+        let file =
+            LogFile { version: 3, kind: LogFileKind::ClassicCheckpoint, path: "x".into(), size: 0, modified_ms: 0 };
         let back = parquet_actions(bytes, &file, 3).unwrap();
         assert_eq!(back, actions);
     }
 
     #[test]
     fn truncated_checkpoint_names_file_and_version() {
-        let bytes = encode_checkpoint(&[Action::Txn(Txn { app_id: "a".into(), version: 1, last_updated: None })]).unwrap();
-        let file = LogFile { version: 9, kind: LogFileKind::ClassicCheckpoint, path: "cp.parquet".into(), size: 0, modified_ms: 0 };
+        let bytes =
+            encode_checkpoint(&[Action::Txn(Txn { app_id: "a".into(), version: 1, last_updated: None })]).unwrap();
+        let file = LogFile {
+            version: 9,
+            kind: LogFileKind::ClassicCheckpoint,
+            path: "cp.parquet".into(),
+            size: 0,
+            modified_ms: 0,
+        };
         let err = parquet_actions(bytes.slice(..bytes.len() / 2), &file, 9).unwrap_err().to_string();
         assert!(err.contains("cp.parquet") && err.contains("version 9"), "{err}");
     }

@@ -57,12 +57,20 @@ pub enum ConflictReason {
     MetadataChanged,
     ProtocolChanged,
     /// A file this commit removes was removed (or rewritten) by the winner.
-    ConcurrentDelete { path: String },
+    ConcurrentDelete {
+        path: String,
+    },
     /// Both commits carry a `txn` for this application.
-    ConcurrentTransaction { app_id: String },
-    ConcurrentDomainMetadata { domain: String },
+    ConcurrentTransaction {
+        app_id: String,
+    },
+    ConcurrentDomainMetadata {
+        domain: String,
+    },
     /// This commit replaces the table's content and the winner added data.
-    ConcurrentAppend { path: String },
+    ConcurrentAppend {
+        path: String,
+    },
 }
 
 impl std::fmt::Display for Conflict {
@@ -147,7 +155,8 @@ impl Transaction {
     }
 
     fn is_blind_append(&self) -> bool {
-        !self.replaces_data && self.actions.iter().all(|a| matches!(a, Action::Add(_) | Action::Txn(_) | Action::CommitInfo(_)))
+        !self.replaces_data
+            && self.actions.iter().all(|a| matches!(a, Action::Add(_) | Action::Txn(_) | Action::CommitInfo(_)))
     }
 
     fn commit_info(&self, version: u64) -> Action {
@@ -209,14 +218,22 @@ impl Transaction {
                 _ => None,
             })
             .collect();
-        let apps: HashSet<&str> = self.actions.iter().filter_map(|a| match a {
-            Action::Txn(t) => Some(t.app_id.as_str()),
-            _ => None,
-        }).collect();
-        let domains: HashSet<&str> = self.actions.iter().filter_map(|a| match a {
-            Action::DomainMetadata(d) => Some(d.domain.as_str()),
-            _ => None,
-        }).collect();
+        let apps: HashSet<&str> = self
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::Txn(t) => Some(t.app_id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let domains: HashSet<&str> = self
+            .actions
+            .iter()
+            .filter_map(|a| match a {
+                Action::DomainMetadata(d) => Some(d.domain.as_str()),
+                _ => None,
+            })
+            .collect();
         for action in winning {
             match action {
                 Action::Metadata(_) => return conflict(ConflictReason::MetadataChanged),
@@ -269,7 +286,11 @@ impl Transaction {
                         });
                         self.previous_ict = winner_ict.or(self.previous_ict);
                     }
-                    let modified = store.head(&path).await.map(|m| m.last_modified.timestamp_millis()).unwrap_or_else(|_| now_ms());
+                    let modified = store
+                        .head(&path)
+                        .await
+                        .map(|m| m.last_modified.timestamp_millis())
+                        .unwrap_or_else(|_| now_ms());
                     rebased_over.push((version, modified, winning));
                     version += 1;
                 }
@@ -330,7 +351,10 @@ mod tests {
         );
         let mut overwrite = append.clone();
         overwrite.replaces_data();
-        assert!(matches!(overwrite.conflict_with(2, &[add("b")]).map(|c| c.reason), Some(ConflictReason::ConcurrentAppend { .. })));
+        assert!(matches!(
+            overwrite.conflict_with(2, &[add("b")]).map(|c| c.reason),
+            Some(ConflictReason::ConcurrentAppend { .. })
+        ));
         let mut stream = append.clone();
         stream.add_action(Action::Txn(Txn { app_id: "f".into(), version: 3, last_updated: None }));
         let winner = Action::Txn(Txn { app_id: "f".into(), version: 3, last_updated: None });

@@ -29,7 +29,8 @@ const DV_FILE_FORMAT_VERSION: u8 = 1;
 /// Largest deletion vector Sluice reads (a guard against corrupt sizes): 1 GiB.
 const DV_SIZE_BYTES_MAX: usize = 1 << 30;
 
-const Z85_ALPHABET: &[u8; 85] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
+const Z85_ALPHABET: &[u8; 85] =
+    b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ.-:+=^!/*?&<>()[]{}@%$#";
 
 fn z85_digit(c: u8) -> Option<u32> {
     Z85_ALPHABET.iter().position(|&a| a == c).map(|p| p as u32)
@@ -64,7 +65,11 @@ pub fn z85_decode(text: &str, size: Option<usize>) -> Result<Vec<u8>> {
         let padding = block.iter().take_while(|&&c| c == b'#').count().min(3);
         let mut value: u64 = 0;
         for (index, &c) in block.iter().enumerate() {
-            let digit = if index < padding { 0 } else { z85_digit(c).ok_or_else(|| z85_error(format!("invalid character {:?}", c as char)))? };
+            let digit = if index < padding {
+                0
+            } else {
+                z85_digit(c).ok_or_else(|| z85_error(format!("invalid character {:?}", c as char)))?
+            };
             value = value * 85 + u64::from(digit);
         }
         if value > u64::from(u32::MAX) {
@@ -83,7 +88,11 @@ pub fn z85_decode(text: &str, size: Option<usize>) -> Result<Vec<u8>> {
 }
 
 fn z85_error(message: String) -> Error {
-    Error::CorruptFile { path: "<inline deletion vector>".into(), version: None, message: format!("bad Z85: {message}") }
+    Error::CorruptFile {
+        path: "<inline deletion vector>".into(),
+        version: None,
+        message: format!("bad Z85: {message}"),
+    }
 }
 
 /// Serializes a deletion vector: magic, then the portable Roaring treemap.

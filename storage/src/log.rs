@@ -49,7 +49,9 @@ pub fn parse_file_name(name: &str) -> Option<(u64, LogFileKind)> {
             let parts: Vec<&str> = rest.split('.').collect();
             match parts.as_slice() {
                 [part, parts, "parquet"]
-                    if part.len() == 10 && parts.len() == 10 && part.bytes().chain(parts.bytes()).all(|b| b.is_ascii_digit()) =>
+                    if part.len() == 10
+                        && parts.len() == 10
+                        && part.bytes().chain(parts.bytes()).all(|b| b.is_ascii_digit()) =>
                 {
                     LogFileKind::MultiPartCheckpoint { part: part.parse().ok()?, parts: parts.parse().ok()? }
                 }
@@ -211,12 +213,20 @@ pub async fn build_segment(store: &TableStore, at_version: Option<u64>) -> Resul
     let latest_commit = files.iter().filter(|f| f.kind == LogFileKind::Commit).map(|f| f.version).max();
     let latest_checkpoint = newest_checkpoint(&files, u64::MAX).map(|c| c.version);
     let Some(latest) = latest_commit.max(latest_checkpoint) else {
-        return Err(Error::NotATable { location: store.location().to_string(), reason: "_delta_log/ holds no commits".into() });
+        return Err(Error::NotATable {
+            location: store.location().to_string(),
+            reason: "_delta_log/ holds no commits".into(),
+        });
     };
     let target = match at_version {
         Some(v) if v > latest => {
             let earliest = earliest_version(&files).unwrap_or(0);
-            return Err(Error::VersionNotFound { location: store.location().to_string(), version: v, earliest, latest });
+            return Err(Error::VersionNotFound {
+                location: store.location().to_string(),
+                version: v,
+                earliest,
+                latest,
+            });
         }
         Some(v) => v,
         None => latest,
@@ -234,7 +244,12 @@ pub fn earliest_version(files: &[LogFile]) -> Option<u64> {
     files.iter().filter(|f| f.kind != LogFileKind::Commit).map(|f| f.version).min()
 }
 
-fn segment_from(store: &TableStore, files: &[LogFile], checkpoint: Option<CheckpointFiles>, target: u64) -> Result<LogSegment> {
+fn segment_from(
+    store: &TableStore,
+    files: &[LogFile],
+    checkpoint: Option<CheckpointFiles>,
+    target: u64,
+) -> Result<LogSegment> {
     let start = checkpoint.as_ref().map_or(0, |c| c.version + 1);
     let mut commits: Vec<LogFile> = files
         .iter()
@@ -255,7 +270,11 @@ fn segment_from(store: &TableStore, files: &[LogFile], checkpoint: Option<Checkp
             } else {
                 Error::InvalidLog {
                     location: store.location().to_string(),
-                    message: format!("commit {} is missing (found {} after it)", expected_first + index as u64, commit.version),
+                    message: format!(
+                        "commit {} is missing (found {} after it)",
+                        expected_first + index as u64,
+                        commit.version
+                    ),
                 }
             });
         }
@@ -264,7 +283,12 @@ fn segment_from(store: &TableStore, files: &[LogFile], checkpoint: Option<Checkp
     if reached != Some(target) {
         let earliest = earliest_version(files).unwrap_or(0);
         let latest = files.iter().map(|f| f.version).max().unwrap_or(0);
-        return Err(Error::VersionNotFound { location: store.location().to_string(), version: target, earliest, latest });
+        return Err(Error::VersionNotFound {
+            location: store.location().to_string(),
+            version: target,
+            earliest,
+            latest,
+        });
     }
     Ok(LogSegment { version: target, checkpoint, commits })
 }
@@ -299,7 +323,10 @@ mod tests {
     #[test]
     fn parses_log_file_names() {
         assert_eq!(parse_file_name("00000000000000000010.json"), Some((10, LogFileKind::Commit)));
-        assert_eq!(parse_file_name("00000000000000000010.checkpoint.parquet"), Some((10, LogFileKind::ClassicCheckpoint)));
+        assert_eq!(
+            parse_file_name("00000000000000000010.checkpoint.parquet"),
+            Some((10, LogFileKind::ClassicCheckpoint))
+        );
         assert_eq!(
             parse_file_name("00000000000000000001.checkpoint.0000000001.0000000002.parquet"),
             Some((1, LogFileKind::MultiPartCheckpoint { part: 1, parts: 2 }))

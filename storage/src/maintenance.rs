@@ -41,7 +41,8 @@ impl Table {
         }
         let mut chosen = Vec::new();
         for files in by_partition.into_values() {
-            let small_files: Vec<_> = files.iter().filter(|f| (f.size as u64) < small && f.deletion_vector.is_none()).cloned().collect();
+            let small_files: Vec<_> =
+                files.iter().filter(|f| (f.size as u64) < small && f.deletion_vector.is_none()).cloned().collect();
             if small_files.len() >= 2 {
                 chosen.extend(small_files);
             }
@@ -73,7 +74,12 @@ impl Table {
     /// and that are older than the retention (default `delta.deletedFileRetentionDuration`, one
     /// week). A retention shorter than the table's is refused unless `enforce_retention` is false,
     /// because readers of older versions may still need those files.
-    pub async fn vacuum(&self, retention_ms: Option<i64>, dry_run: bool, enforce_retention: bool) -> Result<VacuumResult> {
+    pub async fn vacuum(
+        &self,
+        retention_ms: Option<i64>,
+        dry_run: bool,
+        enforce_retention: bool,
+    ) -> Result<VacuumResult> {
         let snapshot = self.snapshot().await?;
         protocol::check_writable(snapshot.protocol(), self.location())?;
         let table_retention = snapshot.deleted_file_retention_ms();
@@ -146,7 +152,10 @@ impl Table {
         for add in old.files().filter(|a| !current.contains(&a.key())) {
             let path = self.store().path(&crate::store::decode_path(self.store(), &add.path));
             self.store().head(&path).await.map_err(|e| match e {
-                Error::MissingFile { path, .. } => Error::MissingFile { path: format!("{path} (vacuumed; version {version} cannot be restored)"), version: Some(version) },
+                Error::MissingFile { path, .. } => Error::MissingFile {
+                    path: format!("{path} (vacuumed; version {version} cannot be restored)"),
+                    version: Some(version),
+                },
                 other => other,
             })?;
             transaction.add_action(Action::Add(Add { data_change: true, modification_time: now, ..(**add).clone() }));
@@ -161,9 +170,10 @@ impl Table {
 /// Files VACUUM never touches: the log, and hidden files and folders (names starting with `_` or
 /// `.`) other than partition folders (`_col=value`) and `_change_data`.
 fn is_hidden(relative: &str) -> bool {
-    relative.split('/').any(|part| {
-        (part.starts_with('_') || part.starts_with('.')) && !part.contains('=') && part != "_change_data"
-    }) || relative.starts_with("_delta_log")
+    relative
+        .split('/')
+        .any(|part| (part.starts_with('_') || part.starts_with('.')) && !part.contains('=') && part != "_change_data")
+        || relative.starts_with("_delta_log")
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use std::sync::Arc;
 
 use arrow::array::{make_array, Array, ArrayData, ArrayRef, AsArray, RecordBatch, UInt32Array};
 use arrow::compute::{cast_with_options, take, CastOptions};
-use arrow::datatypes::*;
 use arrow::datatypes::DataType as ArrowType;
+use arrow::datatypes::*;
 use bytes::Bytes;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -25,8 +25,8 @@ use serde_json::{Map, Value};
 use crate::actions::{now_ms, Add, PartitionValues, Stats};
 use crate::error::{Error, Result};
 use crate::partition::{partition_directory, partition_strings};
-use crate::schema::{ColumnMappingMode, DataType, StructType};
 use crate::scan::TableLayout;
+use crate::schema::{ColumnMappingMode, DataType, StructType};
 use crate::store::{percent_encode, TableStore};
 
 /// Longest string kept in stats.
@@ -89,18 +89,38 @@ pub fn conform_batch(batch: &RecordBatch, schema: &StructType, location: &str) -
                     column.clone()
                 } else if arrow_field.data_type().is_nested() {
                     relabel(column, arrow_field.data_type()).map_err(|e| {
-                        invalid(format!("column '{}' has type {}, the table has {}: {e}", field.name, column.data_type(), arrow_field.data_type()))
+                        invalid(format!(
+                            "column '{}' has type {}, the table has {}: {e}",
+                            field.name,
+                            column.data_type(),
+                            arrow_field.data_type()
+                        ))
                     })?
                 } else {
-                    cast_with_options(column, arrow_field.data_type(), &CastOptions { safe: false, ..Default::default() })
-                        .map_err(|e| invalid(format!("column '{}': cannot store {} as {}: {e}", field.name, column.data_type(), arrow_field.data_type())))?
+                    cast_with_options(
+                        column,
+                        arrow_field.data_type(),
+                        &CastOptions { safe: false, ..Default::default() },
+                    )
+                    .map_err(|e| {
+                        invalid(format!(
+                            "column '{}': cannot store {} as {}: {e}",
+                            field.name,
+                            column.data_type(),
+                            arrow_field.data_type()
+                        ))
+                    })?
                 }
             }
             None if field.nullable => arrow::array::new_null_array(arrow_field.data_type(), batch.num_rows()),
             None => return Err(invalid(format!("column '{}' is NOT NULL and has no value", field.name))),
         };
         if !field.nullable && column.null_count() > 0 {
-            return Err(invalid(format!("column '{}' is NOT NULL but {} rows hold NULL", field.name, column.null_count())));
+            return Err(invalid(format!(
+                "column '{}' is NOT NULL but {} rows hold NULL",
+                field.name,
+                column.null_count()
+            )));
         }
         columns.push(column);
     }
@@ -116,16 +136,25 @@ fn relabel(array: &ArrayRef, target: &ArrowType) -> std::result::Result<ArrayRef
                 if data.child_data().len() != fields.len() {
                     return Err(arrow::error::ArrowError::SchemaError("struct fields differ".into()));
                 }
-                data.child_data().iter().zip(fields.iter()).map(|(c, f)| walk(c.clone(), f.data_type())).collect::<std::result::Result<_, _>>()?
+                data.child_data()
+                    .iter()
+                    .zip(fields.iter())
+                    .map(|(c, f)| walk(c.clone(), f.data_type()))
+                    .collect::<std::result::Result<_, _>>()?
             }
             ArrowType::List(f) | ArrowType::LargeList(f) | ArrowType::Map(f, _) => {
-                let child = data.child_data().first().cloned().ok_or_else(|| arrow::error::ArrowError::SchemaError("list without values".into()))?;
+                let child = data
+                    .child_data()
+                    .first()
+                    .cloned()
+                    .ok_or_else(|| arrow::error::ArrowError::SchemaError("list without values".into()))?;
                 vec![walk(child, f.data_type())?]
             }
             _ => {
                 if data.data_type() != target {
                     let array = make_array(data);
-                    return Ok(cast_with_options(&array, target, &CastOptions { safe: false, ..Default::default() })?.to_data());
+                    return Ok(cast_with_options(&array, target, &CastOptions { safe: false, ..Default::default() })?
+                        .to_data());
                 }
                 return Ok(data);
             }
@@ -139,15 +168,16 @@ fn relabel(array: &ArrayRef, target: &ArrowType) -> std::result::Result<ArrayRef
 pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result<Vec<PartitionGroup>> {
     let data_schema = crate::schema::data_schema(&layout.schema, &layout.partition_columns);
     let physical = Arc::new(data_schema.to_physical_arrow(layout.column_mapping));
-    let data_indexes: Vec<usize> = data_schema
-        .fields
-        .iter()
-        .filter_map(|f| layout.schema.index_of(&f.name))
-        .collect();
+    let data_indexes: Vec<usize> = data_schema.fields.iter().filter_map(|f| layout.schema.index_of(&f.name)).collect();
     let partition_indexes: Vec<usize> = layout
         .partition_columns
         .iter()
-        .map(|p| layout.schema.index_of(p).ok_or_else(|| Error::Schema(format!("partition column '{p}' is not in the schema"))))
+        .map(|p| {
+            layout
+                .schema
+                .index_of(p)
+                .ok_or_else(|| Error::Schema(format!("partition column '{p}' is not in the schema")))
+        })
         .collect::<Result<_>>()?;
     let to_physical = |batch: &RecordBatch| -> Result<RecordBatch> {
         let columns: Vec<ArrayRef> = data_indexes
@@ -172,7 +202,8 @@ pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result
     let mut groups: Vec<PartitionGroup> = Vec::new();
     let mut group_of: HashMap<Vec<Option<String>>, usize> = HashMap::new();
     for batch in batches.iter().filter(|b| b.num_rows() > 0) {
-        let keys: Vec<Vec<Option<String>>> = partition_indexes.iter().map(|&i| partition_strings(batch.column(i).as_ref())).collect::<Result<_>>()?;
+        let keys: Vec<Vec<Option<String>>> =
+            partition_indexes.iter().map(|&i| partition_strings(batch.column(i).as_ref())).collect::<Result<_>>()?;
         let mut rows_of: HashMap<Vec<Option<String>>, Vec<u32>> = HashMap::new();
         for row in 0..batch.num_rows() {
             let key: Vec<Option<String>> = keys.iter().map(|k| k[row].clone()).collect();
@@ -181,7 +212,11 @@ pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result
         for (key, rows) in rows_of {
             let indexes = UInt32Array::from(rows);
             let physical_batch = to_physical(batch)?;
-            let columns = physical_batch.columns().iter().map(|c| take(c.as_ref(), &indexes, None)).collect::<std::result::Result<Vec<_>, _>>()?;
+            let columns = physical_batch
+                .columns()
+                .iter()
+                .map(|c| take(c.as_ref(), &indexes, None))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
             let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(indexes.len()));
             let taken = RecordBatch::try_new_with_options(physical.clone(), columns, &options)?;
             let next = groups.len();
@@ -222,7 +257,8 @@ pub async fn write_groups(
         }
         let writers = (rows / options.writer_rows_min.max(1)).clamp(1, writers_max);
         let directory = partition_directory(&layout.partition_columns_physical(), &group.values);
-        let values: PartitionValues = layout.partition_columns_physical().into_iter().zip(group.values.iter().cloned()).collect();
+        let values: PartitionValues =
+            layout.partition_columns_physical().into_iter().zip(group.values.iter().cloned()).collect();
         // Deal the batches out to the writers in contiguous runs, keeping row order per file.
         let per_writer = rows.div_ceil(writers);
         let mut current: Vec<RecordBatch> = Vec::new();
@@ -287,7 +323,11 @@ impl TableLayout {
 }
 
 /// Encodes batches into one or more Parquet files of about `target_bytes`, with their stats.
-fn encode_files(batches: Vec<RecordBatch>, properties: WriterProperties, target_bytes: u64) -> Result<Vec<(Bytes, Stats)>> {
+fn encode_files(
+    batches: Vec<RecordBatch>,
+    properties: WriterProperties,
+    target_bytes: u64,
+) -> Result<Vec<(Bytes, Stats)>> {
     let Some(first) = batches.first() else { return Ok(vec![]) };
     let schema = first.schema();
     let mut files = Vec::new();
@@ -297,8 +337,14 @@ fn encode_files(batches: Vec<RecordBatch>, properties: WriterProperties, target_
         writer.write(batch)?;
         stats.update(batch);
         if writer.bytes_written() as u64 + writer.in_progress_size() as u64 >= target_bytes {
-            let finished = std::mem::replace(&mut writer, ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties.clone()))?);
-            files.push((Bytes::from(finished.into_inner()?), std::mem::replace(&mut stats, StatsCollector::new(&schema)).finish()));
+            let finished = std::mem::replace(
+                &mut writer,
+                ArrowWriter::try_new(Vec::new(), schema.clone(), Some(properties.clone()))?,
+            );
+            files.push((
+                Bytes::from(finished.into_inner()?),
+                std::mem::replace(&mut stats, StatsCollector::new(&schema)).finish(),
+            ));
         }
     }
     if stats.rows > 0 {
@@ -356,7 +402,9 @@ impl StatsCollector {
                 let child = match parent_nulls {
                     Some(nulls) if child.null_count() < column.len() => {
                         let combined = arrow::buffer::NullBuffer::union(Some(nulls), child.nulls());
-                        make_array(child.to_data().into_builder().nulls(combined).build().unwrap_or_else(|_| child.to_data()))
+                        make_array(
+                            child.to_data().into_builder().nulls(combined).build().unwrap_or_else(|_| child.to_data()),
+                        )
                     }
                     _ => child.clone(),
                 };
@@ -476,7 +524,11 @@ fn render(bound: &Bound, data_type: &ArrowType, upper: bool) -> Option<Value> {
             Some(Value::String(date.format("%Y-%m-%d").to_string()))
         }
         (Bound::Int(micros), ArrowType::Timestamp(_, zone)) => {
-            let millis = if upper { (micros as i64).div_euclid(1000) + i64::from((micros as i64).rem_euclid(1000) != 0) } else { (micros as i64).div_euclid(1000) };
+            let millis = if upper {
+                (micros as i64).div_euclid(1000) + i64::from((micros as i64).rem_euclid(1000) != 0)
+            } else {
+                (micros as i64).div_euclid(1000)
+            };
             let time = chrono::DateTime::from_timestamp_millis(millis)?;
             let text = if zone.is_some() {
                 time.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
@@ -516,7 +568,19 @@ pub fn has_bounds(data_type: &DataType) -> bool {
     use crate::schema::PrimitiveType as P;
     matches!(
         data_type,
-        DataType::Primitive(P::Byte | P::Short | P::Integer | P::Long | P::Float | P::Double | P::Date | P::Timestamp | P::TimestampNtz | P::Decimal { .. } | P::String)
+        DataType::Primitive(
+            P::Byte
+                | P::Short
+                | P::Integer
+                | P::Long
+                | P::Float
+                | P::Double
+                | P::Date
+                | P::Timestamp
+                | P::TimestampNtz
+                | P::Decimal { .. }
+                | P::String
+        )
     )
 }
 

@@ -28,7 +28,12 @@ pub struct PartitionReadOptions {
 }
 
 /// Builds a column of `rows` copies of a partition value of type `data_type`.
-pub fn partition_column(value: Option<&str>, data_type: &ArrowType, rows: usize, options: &PartitionReadOptions) -> Result<ArrayRef> {
+pub fn partition_column(
+    value: Option<&str>,
+    data_type: &ArrowType,
+    rows: usize,
+    options: &PartitionReadOptions,
+) -> Result<ArrayRef> {
     let value = value.filter(|v| !v.is_empty());
     let Some(text) = value else {
         return Ok(new_null_array(data_type, rows));
@@ -77,7 +82,11 @@ fn has_offset(text: &str) -> bool {
 pub fn partition_strings(column: &dyn Array) -> Result<Vec<Option<String>>> {
     match column.data_type() {
         ArrowType::Timestamp(unit, zone) => {
-            let micros = cast_with_options(&column.slice(0, column.len()), &ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone()), &CastOptions::default())?;
+            let micros = cast_with_options(
+                &column.slice(0, column.len()),
+                &ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone()),
+                &CastOptions::default(),
+            )?;
             let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
             let _ = unit;
             Ok(micros
@@ -94,7 +103,8 @@ pub fn partition_strings(column: &dyn Array) -> Result<Vec<Option<String>>> {
                 .collect())
         }
         ArrowType::Binary | ArrowType::LargeBinary | ArrowType::BinaryView => {
-            let binary = cast_with_options(&column.slice(0, column.len()), &ArrowType::Binary, &CastOptions::default())?;
+            let binary =
+                cast_with_options(&column.slice(0, column.len()), &ArrowType::Binary, &CastOptions::default())?;
             Ok(binary.as_binary::<i32>().iter().map(|v| v.map(|b| String::from_utf8_lossy(b).into_owned())).collect())
         }
         _ => {
@@ -108,7 +118,26 @@ pub fn partition_strings(column: &dyn Array) -> Result<Vec<Option<String>>> {
 pub fn escape_directory_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for c in value.chars() {
-        let escape = matches!(c, '\u{01}'..='\u{1F}' | '"' | '#' | '%' | '\'' | '*' | '/' | ':' | '=' | '?' | '\\' | '\u{7F}' | '{' | '[' | ']' | '^');
+        let escape = matches!(
+            c,
+            '\u{01}'
+                ..='\u{1F}'
+                    | '"'
+                    | '#'
+                    | '%'
+                    | '\''
+                    | '*'
+                    | '/'
+                    | ':'
+                    | '='
+                    | '?'
+                    | '\\'
+                    | '\u{7F}'
+                    | '{'
+                    | '['
+                    | ']'
+                    | '^'
+        );
         if escape {
             out.push_str(&format!("%{:02X}", c as u32));
         } else {
@@ -170,6 +199,9 @@ mod tests {
         assert_eq!(partition_strings(&ts).unwrap(), vec![Some("2021-09-08T11:11:11.000000Z".to_string()), None]);
         assert_eq!(partition_strings(&Int64Array::from(vec![1])).unwrap(), vec![Some("1".to_string())]);
         assert_eq!(escape_directory_value("/%20%f"), "%2F%2520%25f");
-        assert_eq!(partition_directory(&["a".into(), "b".into()], &[Some("x=y".into()), None]), "a=x%3Dy/b=__HIVE_DEFAULT_PARTITION__");
+        assert_eq!(
+            partition_directory(&["a".into(), "b".into()], &[Some("x=y".into()), None]),
+            "a=x%3Dy/b=__HIVE_DEFAULT_PARTITION__"
+        );
     }
 }

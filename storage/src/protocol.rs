@@ -37,8 +37,15 @@ pub const WRITER_FEATURES: &[&str] = &[
 ];
 
 /// Features that both readers and writers must know (they go in `readerFeatures` too).
-const READER_WRITER_FEATURES: &[&str] =
-    &["columnMapping", "deletionVectors", "timestampNtz", "v2Checkpoint", "vacuumProtocolCheck", "typeWidening", "variantType"];
+const READER_WRITER_FEATURES: &[&str] = &[
+    "columnMapping",
+    "deletionVectors",
+    "timestampNtz",
+    "v2Checkpoint",
+    "vacuumProtocolCheck",
+    "typeWidening",
+    "variantType",
+];
 
 /// Features that only exist with writer version 7 (no legacy version implies them).
 const TABLE_FEATURES_ONLY: &[&str] =
@@ -211,8 +218,8 @@ pub fn required_protocol(current: Option<&Protocol>, metadata: &Metadata, schema
     if uses_table_features {
         let reader: Vec<String> =
             writer.iter().filter(|f| READER_WRITER_FEATURES.contains(&f.as_str())).cloned().collect();
-        let needs_reader_features = reader.iter().any(|f| f != "columnMapping")
-            || current.is_some_and(|c| c.min_reader_version == 3);
+        let needs_reader_features =
+            reader.iter().any(|f| f != "columnMapping") || current.is_some_and(|c| c.min_reader_version == 3);
         let (reader_version, reader_features) = if needs_reader_features {
             (3, Some(reader))
         } else if reader.is_empty() {
@@ -241,7 +248,12 @@ pub fn required_protocol(current: Option<&Protocol>, metadata: &Metadata, schema
             reader_version = reader_version.max(2);
         }
     }
-    Ok(Protocol { min_reader_version: reader_version, min_writer_version: writer_version, reader_features: None, writer_features: None })
+    Ok(Protocol {
+        min_reader_version: reader_version,
+        min_writer_version: writer_version,
+        reader_features: None,
+        writer_features: None,
+    })
 }
 
 #[cfg(test)]

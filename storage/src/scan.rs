@@ -12,7 +12,9 @@
 
 use std::sync::Arc;
 
-use arrow::array::{new_null_array, Array, ArrayRef, AsArray, ListArray, MapArray, RecordBatch, RecordBatchOptions, StructArray};
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, ListArray, MapArray, RecordBatch, RecordBatchOptions, StructArray,
+};
 use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType as ArrowType, Field, FieldRef, Fields, Schema, SchemaRef};
 use futures::stream::BoxStream;
@@ -28,7 +30,6 @@ use crate::partition::{partition_column, PartitionReadOptions};
 use crate::schema::{ColumnMappingMode, DataType, StructField, StructType, PARQUET_FIELD_ID_KEY};
 use crate::snapshot::Snapshot;
 use crate::store::{decode_path, TableStore};
-
 
 /// Rows per batch read from Parquet.
 pub const BATCH_ROWS_DEFAULT: usize = 8192;
@@ -139,11 +140,9 @@ impl FileToRead {
 /// Reads a deletion vector, naming the data file it belongs to in errors.
 pub async fn read_dv(store: &TableStore, dv: &DeletionVectorDescriptor, data_path: &str) -> Result<RoaringTreemap> {
     crate::deletion_vector::read(store, dv).await.map_err(|e| match e {
-        Error::CorruptFile { path, version, message } => Error::CorruptFile {
-            path,
-            version,
-            message: format!("{message} (deletion vector of {data_path})"),
-        },
+        Error::CorruptFile { path, version, message } => {
+            Error::CorruptFile { path, version, message: format!("{message} (deletion vector of {data_path})") }
+        }
         other => other,
     })
 }
@@ -352,7 +351,11 @@ fn row_selection(mask: &RowMask, total_rows: u64) -> Option<RowSelection> {
     let mut next = 0u64;
     for row in rows.iter().filter(|r| *r < total_rows) {
         if row > next {
-            selectors.push(if keep { RowSelector::skip((row - next) as usize) } else { RowSelector::select((row - next) as usize) });
+            selectors.push(if keep {
+                RowSelector::skip((row - next) as usize)
+            } else {
+                RowSelector::select((row - next) as usize)
+            });
         }
         selectors.push(if keep { RowSelector::select(1) } else { RowSelector::skip(1) });
         next = row + 1;
@@ -391,17 +394,25 @@ impl BatchPlan {
                     .or_else(|| self.partition_values.get(&field.name))
                     .cloned()
                     .flatten();
-                partition_column(value.as_deref(), &target_type, rows, &self.partition_options).map_err(|e| match e {
-                    Error::InvalidData { message, .. } => Error::CorruptFile { path: self.path.clone(), version: None, message },
-                    other => other,
-                })?
+                partition_column(value.as_deref(), &target_type, rows, &self.partition_options).map_err(
+                    |e| match e {
+                        Error::InvalidData { message, .. } => {
+                            Error::CorruptFile { path: self.path.clone(), version: None, message }
+                        }
+                        other => other,
+                    },
+                )?
             } else {
                 match source {
                     Some(index) => adapt_array(batch.column(*index), &field.data_type, self.layout.column_mapping)
                         .map_err(|e| Error::CorruptFile {
                             path: self.path.clone(),
                             version: None,
-                            message: format!("column '{}' ({}): {e}", field.name, self.source_fields[*index].data_type()),
+                            message: format!(
+                                "column '{}' ({}): {e}",
+                                field.name,
+                                self.source_fields[*index].data_type()
+                            ),
                         })?,
                     None => new_null_array(&target_type, rows),
                 }
@@ -419,7 +430,11 @@ impl BatchPlan {
 
 /// Brings an array read from a file to the table's type for it, matching nested fields by the
 /// column-mapping mode and filling nested fields the file lacks with NULLs.
-pub fn adapt_array(array: &ArrayRef, target: &DataType, mode: ColumnMappingMode) -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
+pub fn adapt_array(
+    array: &ArrayRef,
+    target: &DataType,
+    mode: ColumnMappingMode,
+) -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
     let target_type = target.to_arrow();
     if array.data_type() == &target_type {
         return Ok(array.clone());
@@ -440,13 +455,22 @@ pub fn adapt_array(array: &ArrayRef, target: &DataType, mode: ColumnMappingMode)
         }
         (DataType::Array(element), ArrowType::List(_) | ArrowType::LargeList(_)) => {
             let list = match array.data_type() {
-                ArrowType::LargeList(_) => cast_with_options(array, &ArrowType::List(Arc::new(Field::new("element", array_child_type(array), true))), &CastOptions::default())?,
+                ArrowType::LargeList(_) => cast_with_options(
+                    array,
+                    &ArrowType::List(Arc::new(Field::new("element", array_child_type(array), true))),
+                    &CastOptions::default(),
+                )?,
                 _ => array.clone(),
             };
             let list = list.as_list::<i32>();
             let values = adapt_array(list.values(), &element.element_type, mode)?;
             let ArrowType::List(target_field) = &target_type else { unreachable_type()? };
-            Ok(Arc::new(ListArray::try_new(target_field.clone(), list.offsets().clone(), values, list.nulls().cloned())?))
+            Ok(Arc::new(ListArray::try_new(
+                target_field.clone(),
+                list.offsets().clone(),
+                values,
+                list.nulls().cloned(),
+            )?))
         }
         (DataType::Map(map_type), ArrowType::Map(_, _)) => {
             let map = array.as_map();
@@ -455,9 +479,17 @@ pub fn adapt_array(array: &ArrayRef, target: &DataType, mode: ColumnMappingMode)
             let ArrowType::Map(entries_field, sorted) = &target_type else { unreachable_type()? };
             let ArrowType::Struct(entry_fields) = entries_field.data_type() else { unreachable_type()? };
             let entries = StructArray::try_new(entry_fields.clone(), vec![keys, values], None)?;
-            Ok(Arc::new(MapArray::try_new(entries_field.clone(), map.offsets().clone(), entries, map.nulls().cloned(), *sorted)?))
+            Ok(Arc::new(MapArray::try_new(
+                entries_field.clone(),
+                map.offsets().clone(),
+                entries,
+                map.nulls().cloned(),
+                *sorted,
+            )?))
         }
-        (DataType::Primitive(_), _) => cast_with_options(array, &target_type, &CastOptions { safe: false, ..Default::default() }),
+        (DataType::Primitive(_), _) => {
+            cast_with_options(array, &target_type, &CastOptions { safe: false, ..Default::default() })
+        }
         _ => Err(arrow::error::ArrowError::CastError(format!("cannot read {} as {}", array.data_type(), target_type))),
     }
 }

@@ -219,10 +219,7 @@ impl DataType {
                     Ok(Self::Map(Box::new(MapType {
                         key_type: Self::from_json_at(key, depth + 1)?,
                         value_type: Self::from_json_at(value, depth + 1)?,
-                        value_contains_null: object
-                            .get("valueContainsNull")
-                            .and_then(Value::as_bool)
-                            .unwrap_or(true),
+                        value_contains_null: object.get("valueContainsNull").and_then(Value::as_bool).unwrap_or(true),
                     })))
                 }
                 other => Err(Error::Schema(format!("unknown complex type {other:?}"))),
@@ -259,11 +256,9 @@ impl DataType {
         match self {
             Self::Primitive(p) => p.to_arrow(),
             Self::Struct(s) => ArrowType::Struct(s.to_arrow_fields(names)),
-            Self::Array(a) => ArrowType::List(Arc::new(Field::new(
-                "element",
-                a.element_type.to_arrow_with(names),
-                a.contains_null,
-            ))),
+            Self::Array(a) => {
+                ArrowType::List(Arc::new(Field::new("element", a.element_type.to_arrow_with(names), a.contains_null)))
+            }
             Self::Map(m) => {
                 let entries = Fields::from(vec![
                     Field::new("key", m.key_type.to_arrow_with(names), false),
@@ -293,9 +288,7 @@ impl DataType {
             ArrowType::Date32 | ArrowType::Date64 => primitive(P::Date),
             ArrowType::Timestamp(_, Some(_)) => primitive(P::Timestamp),
             ArrowType::Timestamp(_, None) => primitive(P::TimestampNtz),
-            ArrowType::Decimal128(p, s) if *p <= 38 && *s >= 0 => {
-                primitive(P::Decimal { precision: *p, scale: *s })
-            }
+            ArrowType::Decimal128(p, s) if *p <= 38 && *s >= 0 => primitive(P::Decimal { precision: *p, scale: *s }),
             ArrowType::Null => primitive(P::Void),
             ArrowType::Struct(fields) => Ok(Self::Struct(StructType::from_arrow_fields(fields)?)),
             ArrowType::List(item) | ArrowType::LargeList(item) | ArrowType::ListView(item) => {

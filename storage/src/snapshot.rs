@@ -130,7 +130,9 @@ impl Replay {
 
     fn finish(self, store: &TableStore, checkpoint_version: Option<u64>) -> Result<Snapshot> {
         let location = store.location();
-        let version = self.version.ok_or_else(|| Error::NotATable { location: location.into(), reason: "the log is empty".into() })?;
+        let version = self
+            .version
+            .ok_or_else(|| Error::NotATable { location: location.into(), reason: "the log is empty".into() })?;
         let protocol = self.protocol.ok_or_else(|| Error::InvalidLog {
             location: location.into(),
             message: format!("no protocol action up to version {version}"),
@@ -230,7 +232,10 @@ impl Snapshot {
         let names: Vec<(String, LogFileKind)> = match hint.parts {
             Some(parts) if parts > 1 => (1..=parts)
                 .map(|part| {
-                    (format!("{version:020}.checkpoint.{part:010}.{parts:010}.parquet"), LogFileKind::MultiPartCheckpoint { part, parts })
+                    (
+                        format!("{version:020}.checkpoint.{part:010}.{parts:010}.parquet"),
+                        LogFileKind::MultiPartCheckpoint { part, parts },
+                    )
                 })
                 .collect(),
             _ => vec![(log::checkpoint_file_name(version), LogFileKind::ClassicCheckpoint)],
@@ -418,7 +423,10 @@ impl Snapshot {
         let retention_ms = self.deleted_file_retention_ms();
         let mut actions = vec![Action::Protocol((*self.protocol).clone()), Action::Metadata((*self.metadata).clone())];
         if protocol::has_writer_feature(&self.protocol, "v2Checkpoint") {
-            actions.push(Action::CheckpointMetadata(crate::actions::CheckpointMetadata { version: self.version as i64, tags: None }));
+            actions.push(Action::CheckpointMetadata(crate::actions::CheckpointMetadata {
+                version: self.version as i64,
+                tags: None,
+            }));
         }
         let mut txns: Vec<_> = self.txns.values().cloned().collect();
         txns.sort_by(|a, b| a.app_id.cmp(&b.app_id));
@@ -426,7 +434,8 @@ impl Snapshot {
         let mut domains: Vec<_> = self.domains.values().cloned().collect();
         domains.sort_by(|a, b| a.domain.cmp(&b.domain));
         actions.extend(domains.into_iter().map(Action::DomainMetadata));
-        actions.extend(self.files_sorted().into_iter().map(|a| Action::Add(Add { data_change: false, ..(*a).clone() })));
+        actions
+            .extend(self.files_sorted().into_iter().map(|a| Action::Add(Add { data_change: false, ..(*a).clone() })));
         let mut tombstones: Vec<_> = self
             .tombstones
             .values()

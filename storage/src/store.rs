@@ -52,7 +52,8 @@ impl TableStore {
     /// A table in a local folder (created on first write).
     pub fn local(dir: impl AsRef<std::path::Path>) -> Result<Self> {
         let dir = dir.as_ref();
-        std::fs::create_dir_all(dir).map_err(|e| Error::InvalidArgument(format!("cannot create {}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::InvalidArgument(format!("cannot create {}: {e}", dir.display())))?;
         let absolute = std::fs::canonicalize(dir)
             .map_err(|e| Error::InvalidArgument(format!("cannot resolve {}: {e}", dir.display())))?;
         let root = Path::from_absolute_path(&absolute).map_err(|e| Error::InvalidArgument(e.to_string()))?;
@@ -72,9 +73,7 @@ impl TableStore {
         }
         let url = Url::parse(uri).map_err(|e| Error::InvalidArgument(format!("bad table location '{uri}': {e}")))?;
         if url.scheme() == "file" {
-            let path = url
-                .to_file_path()
-                .map_err(|_| Error::InvalidArgument(format!("bad file URL '{uri}'")))?;
+            let path = url.to_file_path().map_err(|_| Error::InvalidArgument(format!("bad file URL '{uri}'")))?;
             return Self::local(path);
         }
         let options: Vec<(String, String)> = std::env::vars()
@@ -201,13 +200,22 @@ impl ParquetFile {
 impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
     fn get_bytes(&mut self, range: Range<u64>) -> futures::future::BoxFuture<'_, parquet::errors::Result<Bytes>> {
         Box::pin(async move {
-            self.store.get_range(&self.path, range).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
         })
     }
 
-    fn get_byte_ranges(&mut self, ranges: Vec<Range<u64>>) -> futures::future::BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> futures::future::BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
-            self.store.get_ranges(&self.path, &ranges).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))
         })
     }
 
@@ -216,10 +224,17 @@ impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
         _options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
     ) -> futures::future::BoxFuture<'a, parquet::errors::Result<Arc<parquet::file::metadata::ParquetMetaData>>> {
         Box::pin(async move {
-            let reader = parquet::file::metadata::ParquetMetaDataReader::new().with_prefetch_hint(Some(PARQUET_FOOTER_PREFETCH_BYTES));
+            let reader = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(PARQUET_FOOTER_PREFETCH_BYTES));
             let size = match self.size {
                 Some(size) => size,
-                None => self.store.head(&self.path).await.map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?.size,
+                None => {
+                    self.store
+                        .head(&self.path)
+                        .await
+                        .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?
+                        .size
+                }
             };
             let metadata = reader.load_and_finish(self, size).await?;
             Ok(Arc::new(metadata))
@@ -269,7 +284,8 @@ pub fn percent_decode(text: &str) -> String {
 pub fn percent_encode(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     for c in path.chars() {
-        let encode = c.is_ascii_control() || matches!(c, '%' | ' ' | '#' | '?' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}' | '[' | ']');
+        let encode = c.is_ascii_control()
+            || matches!(c, '%' | ' ' | '#' | '?' | '"' | '<' | '>' | '\\' | '^' | '`' | '{' | '|' | '}' | '[' | ']');
         if encode {
             let mut buffer = [0u8; 4];
             for byte in c.encode_utf8(&mut buffer).bytes() {

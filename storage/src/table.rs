@@ -81,7 +81,9 @@ impl Table {
         let mut schema = create.schema;
         schema.check_names()?;
         for column in &create.partition_columns {
-            let field = schema.field(column).ok_or_else(|| Error::Schema(format!("partition column '{column}' is not in the schema")))?;
+            let field = schema
+                .field(column)
+                .ok_or_else(|| Error::Schema(format!("partition column '{column}' is not in the schema")))?;
             if !field.data_type.is_primitive() {
                 return Err(Error::Schema(format!("partition column '{column}' must have a primitive type")));
             }
@@ -193,7 +195,9 @@ impl Table {
         let mut previous = i64::MIN;
         if ict {
             for (file, actions) in log::read_commits(&self.store, &commits).await? {
-                let ts = commit_info(&actions).and_then(|i| i.get("inCommitTimestamp").and_then(Value::as_i64)).unwrap_or(file.modified_ms);
+                let ts = commit_info(&actions)
+                    .and_then(|i| i.get("inCommitTimestamp").and_then(Value::as_i64))
+                    .unwrap_or(file.modified_ms);
                 previous = ts.max(previous.saturating_add(1));
                 out.push((file.version, previous));
             }
@@ -213,7 +217,13 @@ impl Table {
         let newest = &timestamps[timestamps.len() - take..];
         let files: Vec<LogFile> = newest
             .iter()
-            .map(|(v, _)| LogFile { version: *v, kind: LogFileKind::Commit, path: self.store.log_path(&log::commit_file_name(*v)), size: 0, modified_ms: 0 })
+            .map(|(v, _)| LogFile {
+                version: *v,
+                kind: LogFileKind::Commit,
+                path: self.store.log_path(&log::commit_file_name(*v)),
+                size: 0,
+                modified_ms: 0,
+            })
             .collect();
         let mut entries = Vec::with_capacity(files.len());
         for ((file, actions), (_, ts)) in log::read_commits(&self.store, &files).await?.into_iter().zip(newest) {
@@ -238,7 +248,13 @@ impl Table {
                 .commits
                 .iter()
                 .map(|(version, modified, actions)| {
-                    let file = LogFile { version: *version, kind: LogFileKind::Commit, path: self.store.log_path(&log::commit_file_name(*version)), size: 0, modified_ms: *modified };
+                    let file = LogFile {
+                        version: *version,
+                        kind: LogFileKind::Commit,
+                        path: self.store.log_path(&log::commit_file_name(*version)),
+                        size: 0,
+                        modified_ms: *modified,
+                    };
                     (file, actions.clone())
                 })
                 .collect();
@@ -246,7 +262,11 @@ impl Table {
             self.store_snapshot(next.clone());
             if next.version() % next.checkpoint_interval() == 0 {
                 if let Err(e) = self.checkpoint(&next).await {
-                    tracing::warn!(table = self.location(), version = next.version(), "checkpoint failed (the commit stands): {e}");
+                    tracing::warn!(
+                        table = self.location(),
+                        version = next.version(),
+                        "checkpoint failed (the commit stands): {e}"
+                    );
                 }
             }
         }
@@ -255,7 +275,8 @@ impl Table {
 
     /// Writes a checkpoint of a snapshot.
     pub async fn checkpoint(&self, snapshot: &Snapshot) -> Result<()> {
-        crate::checkpoint::write_checkpoint(&self.store, snapshot.version(), &snapshot.checkpoint_actions(now_ms())).await
+        crate::checkpoint::write_checkpoint(&self.store, snapshot.version(), &snapshot.checkpoint_actions(now_ms()))
+            .await
     }
 
     /// Changes table properties (and upgrades the protocol if they need it). Setting
@@ -273,7 +294,10 @@ impl Table {
         if before == ColumnMappingMode::None && after != ColumnMappingMode::None {
             // Existing files carry logical names: give the columns their names as physical names.
             for field in &mut schema.fields {
-                field.metadata.entry(crate::schema::PHYSICAL_NAME_KEY.to_string()).or_insert_with(|| Value::String(field.name.clone()));
+                field
+                    .metadata
+                    .entry(crate::schema::PHYSICAL_NAME_KEY.to_string())
+                    .or_insert_with(|| Value::String(field.name.clone()));
             }
             let max_id = schema.assign_column_mapping(schema.max_column_id());
             metadata.configuration.insert(COLUMN_MAPPING_MAX_ID_KEY.into(), max_id.to_string());
@@ -286,20 +310,46 @@ impl Table {
 
     /// Replaces the schema (for added or renamed columns); `schema` must keep every existing
     /// column's physical name and id.
-    pub async fn set_schema(&self, snapshot: &Snapshot, mut schema: StructType, operation: &str) -> Result<CommitOutcome> {
+    pub async fn set_schema(&self, snapshot: &Snapshot, schema: StructType, operation: &str) -> Result<CommitOutcome> {
+        let partitions = snapshot.partition_columns().to_vec();
+        self.update_metadata(snapshot, schema, partitions, snapshot.configuration().clone(), operation).await
+    }
+
+    /// Replaces schema, partition columns and properties in one commit (upgrading the protocol
+    /// if needed). Under column mapping, new fields get ids and physical names.
+    pub async fn update_metadata(
+        &self,
+        snapshot: &Snapshot,
+        mut schema: StructType,
+        partition_columns: Vec<String>,
+        configuration: HashMap<String, String>,
+        operation: &str,
+    ) -> Result<CommitOutcome> {
         schema.check_names()?;
+        for column in &partition_columns {
+            if schema.field(column).is_none() {
+                return Err(Error::Schema(format!("partition column '{column}' is not in the schema")));
+            }
+        }
         let mut metadata = snapshot.metadata().clone();
-        if snapshot.column_mapping_mode() != ColumnMappingMode::None {
-            let max_id = schema.assign_column_mapping(
-                metadata.configuration.get(COLUMN_MAPPING_MAX_ID_KEY).and_then(|v| v.parse().ok()).unwrap_or(0).max(schema.max_column_id()),
-            );
+        metadata.configuration = configuration;
+        metadata.partition_columns = partition_columns;
+        if ColumnMappingMode::from_configuration(&metadata.configuration)? != ColumnMappingMode::None {
+            let known = metadata.configuration.get(COLUMN_MAPPING_MAX_ID_KEY).and_then(|v| v.parse().ok()).unwrap_or(0);
+            let max_id = schema.assign_column_mapping(known.max(schema.max_column_id()));
             metadata.configuration.insert(COLUMN_MAPPING_MAX_ID_KEY.into(), max_id.to_string());
         }
         metadata.schema_string = schema.to_schema_string();
         self.commit_metadata(snapshot, metadata, &schema, operation).await
     }
 
-    async fn commit_metadata(&self, snapshot: &Snapshot, metadata: Metadata, schema: &StructType, operation: &str) -> Result<CommitOutcome> {
+    async fn commit_metadata(
+        &self,
+        snapshot: &Snapshot,
+        metadata: Metadata,
+        schema: &StructType,
+        operation: &str,
+    ) -> Result<CommitOutcome> {
         let protocol = protocol::required_protocol(Some(snapshot.protocol()), &metadata, schema)?;
         let mut transaction = Transaction::new(Some(snapshot), operation);
         if &protocol != snapshot.protocol() {

@@ -110,9 +110,15 @@ impl Table {
     }
 
     /// Writes rows as new data files (not yet committed) and returns their `add` actions.
-    pub async fn write_files(&self, snapshot: &Snapshot, batches: &[RecordBatch], data_change: bool) -> Result<Vec<Add>> {
+    pub async fn write_files(
+        &self,
+        snapshot: &Snapshot,
+        batches: &[RecordBatch],
+        data_change: bool,
+    ) -> Result<Vec<Add>> {
         let layout = TableLayout::from_snapshot(snapshot);
-        let conformed = batches.iter().map(|b| conform_batch(b, snapshot.schema(), self.location())).collect::<Result<Vec<_>>>()?;
+        let conformed =
+            batches.iter().map(|b| conform_batch(b, snapshot.schema(), self.location())).collect::<Result<Vec<_>>>()?;
         let groups = split_partitions(&conformed, &layout)?;
         write_groups(self.store(), &layout, groups, self.write_options(), data_change).await
     }
@@ -198,20 +204,30 @@ impl Table {
             partition_values: add.partition_values.clone(),
             mask,
         };
-        read_file(self.store(), &layout, &layout.schema.fields, &file, &ScanOptions::default()).await?.try_collect().await
+        read_file(self.store(), &layout, &layout.schema.fields, &file, &ScanOptions::default())
+            .await?
+            .try_collect()
+            .await
     }
 
     async fn write_change_data(&self, snapshot: &Snapshot, batches: &[RecordBatch]) -> Result<Vec<Cdc>> {
         let mut schema = snapshot.schema().clone();
         schema.fields.push(StructField::new(CHANGE_TYPE_COLUMN, DataType::Primitive(PrimitiveType::String), false));
         let layout = TableLayout { schema: Arc::new(schema.clone()), ..TableLayout::from_snapshot(snapshot) };
-        let conformed = batches.iter().map(|b| conform_batch(b, &schema, self.location())).collect::<Result<Vec<_>>>()?;
+        let conformed =
+            batches.iter().map(|b| conform_batch(b, &schema, self.location())).collect::<Result<Vec<_>>>()?;
         let groups = split_partitions(&conformed, &layout)?;
         let change_store = self.store().child("_change_data");
         let adds = write_groups(&change_store, &layout, groups, self.write_options(), false).await?;
         Ok(adds
             .into_iter()
-            .map(|a| Cdc { path: format!("_change_data/{}", a.path), partition_values: a.partition_values, size: a.size, data_change: false, tags: None })
+            .map(|a| Cdc {
+                path: format!("_change_data/{}", a.path),
+                partition_values: a.partition_values,
+                size: a.size,
+                data_change: false,
+                tags: None,
+            })
             .collect())
     }
 
@@ -232,7 +248,9 @@ impl Table {
             }
             rows_affected += rows.len();
             if cdf {
-                mutation.change_data.extend(matched.iter().map(|b| with_change_type(b, "delete")).collect::<Result<Vec<_>>>()?);
+                mutation
+                    .change_data
+                    .extend(matched.iter().map(|b| with_change_type(b, "delete")).collect::<Result<Vec<_>>>()?);
             }
             mutation.deleted.push((add, rows));
         }
@@ -294,7 +312,9 @@ impl Table {
                 continue;
             }
             let indexes = batch.column(batch.num_columns() - 1).as_primitive::<arrow::datatypes::UInt64Type>();
-            rows.extend(indexes.iter().zip(mask.iter()).filter_map(|(i, keep)| if keep == Some(true) { i } else { None }));
+            rows.extend(
+                indexes.iter().zip(mask.iter()).filter_map(|(i, keep)| if keep == Some(true) { i } else { None }),
+            );
             matched.push(filter_record_batch(&data, &mask)?);
         }
         Ok((rows, matched))
@@ -319,4 +339,3 @@ pub fn change_data_schema(schema: &StructType) -> StructType {
     schema.fields.push(StructField::new("_commit_timestamp", DataType::Primitive(PrimitiveType::Timestamp), false));
     schema
 }
-

@@ -90,7 +90,8 @@ pub fn canonical_rows(batches: &[RecordBatch], columns: &[String]) -> Vec<String
                 normalize(batch.column(index))
             })
             .collect();
-        let formatters: Vec<_> = arrays.iter().map(|a| ArrayFormatter::try_new(a.as_ref(), &options).unwrap()).collect();
+        let formatters: Vec<_> =
+            arrays.iter().map(|a| ArrayFormatter::try_new(a.as_ref(), &options).unwrap()).collect();
         for row in 0..batch.num_rows() {
             let text: Vec<String> = formatters.iter().map(|f| f.value(row).to_string()).collect();
             rows.push(text.join(" | "));

@@ -27,7 +27,8 @@ async fn compare_snapshot(table: &Table, version: Option<u64>, expected: &[arrow
         Some(v) => table.snapshot_at_version(v).await.unwrap(),
         None => table.snapshot().await.unwrap(),
     };
-    let options = ScanOptions { partition: PartitionReadOptions { timestamp_zone: partition_zone(name) }, ..Default::default() };
+    let options =
+        ScanOptions { partition: PartitionReadOptions { timestamp_zone: partition_zone(name) }, ..Default::default() };
     let actual = scan(&snapshot, &options).await.unwrap_or_else(|e| panic!("{name}: scan failed: {e}"));
     let columns = column_names(expected);
     assert!(!columns.is_empty() || row_count(expected) == 0, "{name}: no expected columns");
@@ -43,7 +44,8 @@ async fn every_fixture_matches_its_expected_results() {
         let name = entry["name"].as_str().unwrap().to_string();
         let root = fixtures().join(entry["table_root"].as_str().unwrap());
         let base = root.parent().unwrap().to_path_buf();
-        let table = Table::open_uri(root.to_str().unwrap()).await.unwrap_or_else(|e| panic!("{name}: open failed: {e}"));
+        let table =
+            Table::open_uri(root.to_str().unwrap()).await.unwrap_or_else(|e| panic!("{name}: open failed: {e}"));
         let expected_kind = entry["expected"].as_str().unwrap();
         if expected_kind.starts_with("expected/*.parquet") {
             compare_snapshot(&table, None, &read_parquet_dir(&base.join("expected")), &name).await;
@@ -65,7 +67,8 @@ async fn check_dat_versions(table: &Table, expected: &Path, name: &str) {
     let mut versions = 0;
     for entry in std::fs::read_dir(expected).unwrap() {
         let dir = entry.unwrap().path();
-        let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("table_version_metadata.json")).unwrap()).unwrap();
+        let meta: Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("table_version_metadata.json")).unwrap()).unwrap();
         let version = meta["version"].as_u64().unwrap();
         let rows = read_parquet_file(&dir.join("table_content.parquet"));
         let label = dir.file_name().unwrap().to_string_lossy().to_string();
@@ -88,8 +91,13 @@ async fn check_derived(table: &Table, expected: &Path, name: &str) {
     if cdf.exists() {
         let want_batches = read_parquet_file(&cdf);
         let columns = column_names(&want_batches);
-        let changes = sluice_storage::cdf::flatten(table.changes(0, None).await.unwrap_or_else(|e| panic!("{name}: cdf: {e}")));
-        assert_eq!(canonical_rows(&changes, &columns), canonical_rows(&want_batches, &columns), "{name}: change data feed differs");
+        let changes =
+            sluice_storage::cdf::flatten(table.changes(0, None).await.unwrap_or_else(|e| panic!("{name}: cdf: {e}")));
+        assert_eq!(
+            canonical_rows(&changes, &columns),
+            canonical_rows(&want_batches, &columns),
+            "{name}: change data feed differs"
+        );
     }
     let txn = expected.join("txn.json");
     if txn.exists() {

@@ -4,7 +4,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{AsArray, BooleanArray, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{
+    AsArray, BooleanArray, Date32Array, Decimal128Array, Int64Array, RecordBatch, StringArray,
+    TimestampMicrosecondArray,
+};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use sluice_storage::commit::CommitOutcome;
 use sluice_storage::scan::{scan, ScanOptions};
@@ -28,15 +31,27 @@ fn schema() -> Arc<Schema> {
 
 fn rows(ids: std::ops::Range<i64>) -> RecordBatch {
     let n = ids.clone().count();
-    let categories: Vec<Option<String>> = ids.clone().map(|i| if i % 7 == 0 { None } else { Some(["a b", "c%d", "é"][(i % 3) as usize].to_string()) }).collect();
+    let categories: Vec<Option<String>> = ids
+        .clone()
+        .map(|i| if i % 7 == 0 { None } else { Some(["a b", "c%d", "é"][(i % 3) as usize].to_string()) })
+        .collect();
     RecordBatch::try_new(
         schema(),
         vec![
             Arc::new(Int64Array::from(ids.clone().collect::<Vec<_>>())),
             Arc::new(StringArray::from(categories)),
-            Arc::new(Decimal128Array::from(ids.clone().map(|i| Some(i as i128 * 125)).collect::<Vec<_>>()).with_precision_and_scale(10, 2).unwrap()),
+            Arc::new(
+                Decimal128Array::from(ids.clone().map(|i| Some(i as i128 * 125)).collect::<Vec<_>>())
+                    .with_precision_and_scale(10, 2)
+                    .unwrap(),
+            ),
             Arc::new(Date32Array::from(ids.clone().map(|i| 19_000 + (i % 4) as i32).collect::<Vec<_>>())),
-            Arc::new(TimestampMicrosecondArray::from(ids.clone().map(|i| 1_700_000_000_000_000 + i * 1_000_123).collect::<Vec<_>>()).with_timezone("UTC")),
+            Arc::new(
+                TimestampMicrosecondArray::from(
+                    ids.clone().map(|i| 1_700_000_000_000_000 + i * 1_000_123).collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
+            ),
             Arc::new(BooleanArray::from(vec![Some(true); n])),
         ],
     )

@@ -4,5 +4,5 @@ mod common;
 mod fixtures;
 mod interop;
 mod peers;
-mod roundtrip;
 mod processes;
+mod roundtrip;

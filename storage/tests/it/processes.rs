@@ -103,14 +103,18 @@ async fn a_writer_killed_at_random_never_breaks_the_table() {
         acknowledged.extend(acked);
 
         // The table opens, and holds exactly the acknowledged rows plus perhaps the one in flight.
-        let table = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
+        let table =
+            Table::open_uri(dir.path().to_str().unwrap()).await.unwrap_or_else(|e| panic!("round {round}: {e}"));
         let present = ids(&table, None).await;
         let present_set: BTreeSet<i64> = present.iter().copied().collect();
         assert_eq!(present.len(), present_set.len(), "round {round}: a row appears twice");
         let missing: Vec<_> = acknowledged.difference(&present_set).collect();
         assert!(missing.is_empty(), "round {round}: acknowledged rows lost: {missing:?}");
         let extra: Vec<_> = present_set.difference(&acknowledged).copied().collect();
-        assert!(extra.is_empty() || extra == [in_flight], "round {round}: unexpected rows {extra:?} (in flight: {in_flight})");
+        assert!(
+            extra.is_empty() || extra == [in_flight],
+            "round {round}: unexpected rows {extra:?} (in flight: {in_flight})"
+        );
         acknowledged.extend(extra);
         next = acknowledged.last().map_or(0, |l| l + 1);
     }

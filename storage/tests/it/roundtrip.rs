@@ -25,7 +25,8 @@ pub fn schema() -> Arc<Schema> {
 }
 
 pub fn batch(ids: std::ops::Range<i64>) -> RecordBatch {
-    let names: Vec<Option<String>> = ids.clone().map(|i| if i % 5 == 0 { None } else { Some(format!("n{}", i % 3)) }).collect();
+    let names: Vec<Option<String>> =
+        ids.clone().map(|i| if i % 5 == 0 { None } else { Some(format!("n{}", i % 3)) }).collect();
     RecordBatch::try_new(
         schema(),
         vec![
@@ -53,8 +54,10 @@ pub async fn ids(table: &Table, version: Option<u64>) -> Vec<i64> {
         Some(v) => table.snapshot_at_version(v).await.unwrap(),
         None => table.snapshot().await.unwrap(),
     };
-    let batches = scan(&snapshot, &ScanOptions { columns: Some(vec!["id".into()]), ..Default::default() }).await.unwrap();
-    let mut ids: Vec<i64> = batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
+    let batches =
+        scan(&snapshot, &ScanOptions { columns: Some(vec!["id".into()]), ..Default::default() }).await.unwrap();
+    let mut ids: Vec<i64> =
+        batches.iter().flat_map(|b| b.column(0).as_primitive::<Int64Type>().values().to_vec()).collect();
     ids.sort();
     ids
 }
@@ -74,7 +77,8 @@ fn id_in(batch: &RecordBatch, wanted: impl Fn(i64) -> bool) -> sluice_storage::R
 #[tokio::test]
 async fn appends_overwrites_deletes_and_time_travel() {
     let dir = tempfile::tempdir().unwrap();
-    let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true"), ("delta.checkpointInterval", "3")]).await;
+    let table =
+        create(dir.path(), &[], &[("delta.enableDeletionVectors", "true"), ("delta.checkpointInterval", "3")]).await;
     assert_eq!(committed(table.append(vec![batch(0..10)]).await.unwrap()), 1);
     assert_eq!(committed(table.append(vec![batch(10..20), batch(20..25)]).await.unwrap()), 2);
     let deleted = table.delete_where(|_| true, |b| id_in(b, |i| i % 2 == 0)).await.unwrap();
@@ -86,12 +90,16 @@ async fn appends_overwrites_deletes_and_time_travel() {
     assert!(dir.path().join("_delta_log/00000000000000000003.checkpoint.parquet").exists());
     assert_eq!(ids(&table, None).await, (0..25).filter(|i| i % 2 == 1).collect::<Vec<_>>());
     let updated = table
-        .update_where(|_| true, |b| id_in(b, |i| i == 1), |rows| {
-            let ids = Int64Array::from(vec![1001; rows.num_rows()]);
-            let mut columns = rows.columns().to_vec();
-            columns[0] = Arc::new(ids);
-            Ok(RecordBatch::try_new(rows.schema(), columns).unwrap())
-        })
+        .update_where(
+            |_| true,
+            |b| id_in(b, |i| i == 1),
+            |rows| {
+                let ids = Int64Array::from(vec![1001; rows.num_rows()]);
+                let mut columns = rows.columns().to_vec();
+                columns[0] = Arc::new(ids);
+                Ok(RecordBatch::try_new(rows.schema(), columns).unwrap())
+            },
+        )
         .await
         .unwrap();
     assert_eq!(updated.rows_affected, 1);
@@ -108,7 +116,10 @@ async fn appends_overwrites_deletes_and_time_travel() {
     assert_eq!(at, 5);
     assert!(matches!(reopened.snapshot_at_version(9).await, Err(Error::VersionNotFound { .. })));
     let history = reopened.history(None).await.unwrap();
-    assert_eq!(history.iter().map(|h| h.operation.clone().unwrap()).collect::<Vec<_>>(), ["WRITE", "UPDATE", "DELETE", "WRITE", "WRITE", "CREATE TABLE"]);
+    assert_eq!(
+        history.iter().map(|h| h.operation.clone().unwrap()).collect::<Vec<_>>(),
+        ["WRITE", "UPDATE", "DELETE", "WRITE", "WRITE", "CREATE TABLE"]
+    );
 }
 
 #[tokio::test]
@@ -121,9 +132,15 @@ async fn partitioned_writes_and_reads() {
     assert_eq!(snapshot.file_count(), 4);
     assert!(dir.path().join("name=__HIVE_DEFAULT_PARTITION__").is_dir());
     let all = scan(&snapshot, &ScanOptions::default()).await.unwrap();
-    assert_eq!(canonical_rows(&all, &["id".into(), "name".into(), "score".into()]), canonical_rows(&[batch(0..30)], &["id".into(), "name".into(), "score".into()]));
+    assert_eq!(
+        canonical_rows(&all, &["id".into(), "name".into(), "score".into()]),
+        canonical_rows(&[batch(0..30)], &["id".into(), "name".into(), "score".into()])
+    );
     // Without deletion vectors, deletes rewrite the files.
-    let result = table.delete_where(|f| f.partition_values.get("name") == Some(&Some("n1".into())), |b| id_in(b, |i| i < 10)).await.unwrap();
+    let result = table
+        .delete_where(|f| f.partition_values.get("name") == Some(&Some("n1".into())), |b| id_in(b, |i| i < 10))
+        .await
+        .unwrap();
     assert_eq!(result.rows_affected, 3);
     let snapshot = table.snapshot().await.unwrap();
     assert!(snapshot.files().all(|f| f.deletion_vector.is_none()));
@@ -133,7 +150,9 @@ async fn partitioned_writes_and_reads() {
 #[tokio::test]
 async fn change_data_feed_of_our_own_writes() {
     let dir = tempfile::tempdir().unwrap();
-    let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true"), ("delta.enableChangeDataFeed", "true")]).await;
+    let table =
+        create(dir.path(), &[], &[("delta.enableDeletionVectors", "true"), ("delta.enableChangeDataFeed", "true")])
+            .await;
     committed(table.append(vec![batch(0..4)]).await.unwrap());
     committed(table.delete_where(|_| true, |b| id_in(b, |i| i == 2)).await.unwrap().outcome);
     let changes = sluice_storage::cdf::flatten(table.changes(1, None).await.unwrap());
@@ -169,7 +188,9 @@ async fn optimize_vacuum_and_restore() {
     assert!(vacuumed.files_deleted.iter().any(|f| f.starts_with("deletion_vector_")));
     assert_eq!(ids(&table, None).await, before);
     // Version 2 lost its files to VACUUM: reading it names the missing file.
-    let err = sluice_storage::scan::scan(&table.snapshot_at_version(2).await.unwrap(), &ScanOptions::default()).await.unwrap_err();
+    let err = sluice_storage::scan::scan(&table.snapshot_at_version(2).await.unwrap(), &ScanOptions::default())
+        .await
+        .unwrap_err();
     assert!(matches!(err, Error::MissingFile { .. }), "{err}");
     assert!(table.restore(2).await.is_err());
     let version = table.snapshot().await.unwrap().version();
@@ -200,7 +221,18 @@ async fn two_writers_deleting_the_same_file_conflict() {
         CommitOutcome::Committed(c) => panic!("the second delete committed as version {}", c.version),
     }
     // A blind append on the stale snapshot is rebased instead.
-    assert_eq!(committed(other.write_on(&snapshot, sluice_storage::write::WriteRequest { batches: vec![batch(50..51)], ..Default::default() }).await.unwrap()), 3);
+    assert_eq!(
+        committed(
+            other
+                .write_on(
+                    &snapshot,
+                    sluice_storage::write::WriteRequest { batches: vec![batch(50..51)], ..Default::default() }
+                )
+                .await
+                .unwrap()
+        ),
+        3
+    );
     assert_eq!(ids(&table, None).await.len(), 10);
 }
 
@@ -209,7 +241,11 @@ async fn txn_versions_commit_with_the_data() {
     let dir = tempfile::tempdir().unwrap();
     let table = create(dir.path(), &[], &[]).await;
     let txn = |v| sluice_storage::actions::Txn { app_id: "flow-1".into(), version: v, last_updated: None };
-    let request = |v| sluice_storage::write::WriteRequest { batches: vec![batch(v * 10..v * 10 + 1)], txn: Some(txn(v)), ..Default::default() };
+    let request = |v| sluice_storage::write::WriteRequest {
+        batches: vec![batch(v * 10..v * 10 + 1)],
+        txn: Some(txn(v)),
+        ..Default::default()
+    };
     let stale = table.snapshot().await.unwrap();
     committed(table.write(request(1)).await.unwrap());
     assert_eq!(table.snapshot().await.unwrap().txn_version("flow-1"), Some(1));
@@ -229,13 +265,20 @@ async fn schema_checks_on_write() {
     let err = table.append(vec![bad]).await.unwrap_err().to_string();
     assert!(err.contains("NOT NULL") && err.contains("id"), "{err}");
     let unknown = RecordBatch::try_new(
-        Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, false), Field::new("extra", DataType::Int64, true)])),
+        Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, false),
+            Field::new("extra", DataType::Int64, true),
+        ])),
         vec![Arc::new(Int64Array::from(vec![1])), Arc::new(Int64Array::from(vec![1]))],
     )
     .unwrap();
     assert!(table.append(vec![unknown]).await.unwrap_err().to_string().contains("extra"));
     // Only the id given: the nullable columns read as NULL.
-    let narrow = RecordBatch::try_new(Arc::new(Schema::new(vec![Field::new("ID", DataType::Int32, false)])), vec![Arc::new(arrow::array::Int32Array::from(vec![7]))]).unwrap();
+    let narrow = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("ID", DataType::Int32, false)])),
+        vec![Arc::new(arrow::array::Int32Array::from(vec![7]))],
+    )
+    .unwrap();
     committed(table.append(vec![narrow]).await.unwrap());
     let rows = scan(&table.snapshot().await.unwrap(), &ScanOptions::default()).await.unwrap();
     assert_eq!(canonical_rows(&rows, &["id".into(), "name".into()]), ["7 | NULL"]);
@@ -271,7 +314,12 @@ async fn bad_input_names_the_file_and_version() {
     let bytes = std::fs::read(dir.path().join(&data)).unwrap();
     std::fs::write(dir.path().join(&data), &bytes[..bytes.len() / 2]).unwrap();
     let err = scan(&snapshot, &ScanOptions::default()).await.unwrap_err();
-    assert!(matches!(err, Error::CorruptFile { .. }) && err.to_string().contains(&data) && err.to_string().contains("version 3"), "{err}");
+    assert!(
+        matches!(err, Error::CorruptFile { .. })
+            && err.to_string().contains(&data)
+            && err.to_string().contains("version 3"),
+        "{err}"
+    );
     // A missing data file.
     std::fs::remove_file(dir.path().join(&data)).unwrap();
     let err = scan(&snapshot, &ScanOptions::default()).await.unwrap_err();

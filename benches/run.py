@@ -1,0 +1,112 @@
+"""Runs Sluice and its peers side by side and records the figures in benches/RESULTS.md.
+
+Each benchmark runs the Sluice step (target/release/sluice-bench) and the peer's step as separate
+processes on the same data, alternating, and keeps the best time of each. Ratios are
+peer time / Sluice time, so a ratio above 1.0 means Sluice is faster.
+"""
+import datetime
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "benches" / "data"
+RESULTS = ROOT / "benches" / "RESULTS.md"
+SLUICE = ROOT / "target" / "release" / "sluice-bench"
+PYTHON = os.environ.get("SLUICE_PYTHON", sys.executable)
+
+
+def run(command: list) -> dict:
+    output = subprocess.run([str(c) for c in command], check=True, capture_output=True, text=True).stdout
+    return json.loads(output.strip().splitlines()[-1])
+
+
+def best_of(runs: int, make_command, fresh: Path = None) -> dict:
+    best = None
+    for _ in range(runs):
+        if fresh is not None and fresh.exists():
+            shutil.rmtree(fresh)
+        result = run(make_command())
+        if best is None or result["seconds"] < best["seconds"]:
+            best = result
+    if fresh is not None and fresh.exists():
+        shutil.rmtree(fresh)
+    return best
+
+
+def storage() -> str:
+    DATA.mkdir(parents=True, exist_ok=True)
+    rows = DATA / "rows-10m.parquet"
+    if not rows.exists():
+        run([SLUICE, "gen-rows", "--rows", 10_000_000, "--out", rows])
+    sluice_table, delta_table = DATA / "write-sluice", DATA / "write-deltalake"
+    write_sluice = best_of(3, lambda: [SLUICE, "write", "--input", rows, "--table", sluice_table], sluice_table)
+    write_delta = best_of(3, lambda: [PYTHON, ROOT / "benches/peers/deltalake_bench.py", "write", rows, delta_table], delta_table)
+
+    commits = DATA / "commits-10k"
+    if not (commits / "_delta_log" / f"{9999:020}.json").exists():
+        if commits.exists():
+            shutil.rmtree(commits)
+        run([SLUICE, "make-commits", "--table", commits, "--commits", 10_000, "--checkpoint-interval", 100])
+    open_sluice = best_of(3, lambda: [SLUICE, "open", "--table", commits, "--repeat", 5])
+    open_delta = best_of(3, lambda: [PYTHON, ROOT / "benches/peers/deltalake_bench.py", "open", commits, 5])
+    assert open_sluice["version"] == open_delta["version"] == 9999, (open_sluice, open_delta)
+
+    def line(name, ours, theirs):
+        return (f"| {name} | {ours['seconds']:.3f} s | {theirs['seconds']:.3f} s | **{theirs['seconds'] / ours['seconds']:.2f}** "
+                f"| {ours['peak_rss_mb']:.0f} MiB | {theirs['peak_rss_mb']:.0f} MiB | {theirs['peak_rss_mb'] / ours['peak_rss_mb']:.2f} |")
+
+    return "\n".join([
+        "| benchmark | Sluice | delta-rs (deltalake 1.6.6) | time ratio (delta-rs / Sluice) | Sluice peak RSS | delta-rs peak RSS | memory ratio |",
+        "|---|---|---|---|---|---|---|",
+        line("write 10M rows (int64, float64, string, timestamp, bool), one append", write_sluice, write_delta),
+        line("open a table of 10,000 commits (checkpoint every 100) at its latest version", open_sluice, open_delta),
+        "",
+        "Peak RSS includes the input held in memory (both sides load the same Parquet file first). "
+        "Open: best of 3 processes x 5 opens each; write: best of 3 runs.",
+    ])
+
+
+BENCHMARKS = {"storage": ("Storage: writing and opening tables (issue 2)", storage)}
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores ({cpu}), {platform.system()} {platform.release()}"
+
+
+def record(name: str, title: str, body: str) -> None:
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n\nWritten by `scripts/bench`; ratios are peer / Sluice (above 1.0: Sluice is faster).\n"
+    begin, end = f"<!-- {name}:begin -->", f"<!-- {name}:end -->"
+    command = f"scripts/bench {name}"
+    section = (f"{begin}\n## {title}\n\n{datetime.date.today().isoformat()}, `{command}`, on {machine()}.\n\n{body}\n{end}")
+    if begin in text and end in text:
+        text = text[: text.index(begin)] + section + text[text.index(end) + len(end):]
+    else:
+        text = text.rstrip() + "\n\n" + section + "\n"
+    RESULTS.write_text(text)
+
+
+def main() -> None:
+    names = sys.argv[1:] or list(BENCHMARKS)
+    for name in names:
+        title, function = BENCHMARKS[name]
+        print(f"== {name}", flush=True)
+        body = function()
+        print(body, flush=True)
+        record(name, title, body)
+
+
+if __name__ == "__main__":
+    main()

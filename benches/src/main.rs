@@ -1,0 +1,82 @@
+//! `sluice-bench`: the Sluice side of the side-by-side benchmarks. Each subcommand does one
+//! measured thing and prints one JSON line (`seconds`, `peak_rss_mb`, ...); `benches/run.py`
+//! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
+
+mod storage;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(about = "Sluice benchmark steps (driven by benches/run.py)")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Writes the benchmark input: ROWS rows of (int64, float64, short string, timestamp, bool).
+    GenRows {
+        #[arg(long)]
+        rows: usize,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Loads a Parquet file into memory, then times one append of all of it to a new table.
+    Write {
+        #[arg(long)]
+        input: std::path::PathBuf,
+        #[arg(long)]
+        table: std::path::PathBuf,
+    },
+    /// Builds a table of COMMITS one-row commits with a checkpoint every INTERVAL commits.
+    MakeCommits {
+        #[arg(long)]
+        table: std::path::PathBuf,
+        #[arg(long)]
+        commits: u64,
+        #[arg(long)]
+        checkpoint_interval: u64,
+    },
+    /// Times opening a table at its latest version (the best of REPEAT runs).
+    Open {
+        #[arg(long)]
+        table: std::path::PathBuf,
+        #[arg(long, default_value_t = 5)]
+        repeat: usize,
+    },
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fail(e));
+    let result = runtime.block_on(async {
+        match cli.command {
+            Command::GenRows { rows, out } => storage::gen_rows(rows, &out),
+            Command::Write { input, table } => storage::write(&input, &table).await,
+            Command::MakeCommits { table, commits, checkpoint_interval } => {
+                storage::make_commits(&table, commits, checkpoint_interval).await
+            }
+            Command::Open { table, repeat } => storage::open(&table, repeat).await,
+        }
+    });
+    match result {
+        Ok(json) => println!("{json}"),
+        Err(e) => fail(e),
+    }
+}
+
+fn fail(e: impl std::fmt::Display) -> ! {
+    eprintln!("sluice-bench: {e}");
+    std::process::exit(1)
+}
+
+/// Peak resident memory of this process so far, in MiB.
+pub fn peak_rss_mb() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}

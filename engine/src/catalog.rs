@@ -1,0 +1,261 @@
+//! The catalog: the schemas and tables of a warehouse (and, as the engine grows, its flows, views
+//! and sources), persisted in the warehouse folder.
+//!
+//! Every change writes the *whole* catalog as the next version file,
+//! `_sluice/catalog/<version>.json`, with put-if-absent: the same atomic step the Delta log uses.
+//! A crash in the middle of DDL therefore leaves either the old or the new catalog, never a mix.
+//! DDL that also creates or deletes data (CREATE TABLE, DROP TABLE) orders its steps so that a
+//! crash leaves at worst an unreferenced folder: a new table's folder (with a unique name) is
+//! created before the catalog names it, and a dropped table's folder is deleted after the catalog
+//! stops naming it. Old versions are pruned, keeping the last [`CATALOG_VERSIONS_KEPT`].
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+use sluice_storage::store::{PutOutcome, TableStore};
+
+use crate::error::{Error, Result};
+
+/// The schema every warehouse starts with.
+pub const DEFAULT_SCHEMA: &str = "public";
+/// Catalog versions kept on disk.
+pub const CATALOG_VERSIONS_KEPT: u64 = 50;
+/// Attempts to commit a catalog change against concurrent writers.
+const CATALOG_RETRY_MAX: usize = 100;
+
+/// The whole catalog at one version.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct CatalogState {
+    pub version: u64,
+    pub schemas: BTreeMap<String, SchemaEntry>,
+    /// Tables by `schema.name`.
+    pub tables: BTreeMap<String, TableEntry>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SchemaEntry {
+    pub name: String,
+    pub created_ms: i64,
+}
+
+/// What kind of relation a table entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum TableKind {
+    #[default]
+    Table,
+    StreamingTable,
+    MaterializedView,
+}
+
+/// A table: where its Delta log lives and what SQL adds to it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TableEntry {
+    pub id: String,
+    pub schema: String,
+    pub name: String,
+    /// A path relative to the warehouse root, or an absolute URI / path for external tables.
+    pub location: String,
+    /// Whether Sluice owns the folder (DROP deletes it).
+    pub managed: bool,
+    #[serde(default)]
+    pub kind: TableKind,
+    /// Column defaults as SQL expressions.
+    #[serde(default)]
+    pub defaults: BTreeMap<String, String>,
+    #[serde(default)]
+    pub created_ms: i64,
+}
+
+impl TableEntry {
+    /// `schema.name`.
+    pub fn qualified_name(&self) -> String {
+        key(&self.schema, &self.name)
+    }
+}
+
+/// The catalog key of a table.
+pub fn key(schema: &str, name: &str) -> String {
+    format!("{schema}.{name}")
+}
+
+impl CatalogState {
+    fn initial() -> Self {
+        let mut state = CatalogState::default();
+        state.schemas.insert(DEFAULT_SCHEMA.into(), SchemaEntry { name: DEFAULT_SCHEMA.into(), created_ms: now_ms() });
+        state
+    }
+
+    pub fn table(&self, schema: &str, name: &str) -> Option<&TableEntry> {
+        self.tables.get(&key(schema, name))
+    }
+
+    pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &TableEntry> + '_ {
+        let schema = schema.to_string();
+        self.tables.values().filter(move |t| t.schema == schema)
+    }
+}
+
+/// The persisted catalog and the newest state this process has seen.
+#[derive(Debug)]
+pub struct Catalog {
+    store: TableStore,
+    state: RwLock<Arc<CatalogState>>,
+}
+
+fn version_name(version: u64) -> String {
+    format!("_sluice/catalog/{version:020}.json")
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+impl Catalog {
+    /// Opens the catalog of the warehouse at `store`, creating it on first use.
+    pub async fn open(store: TableStore) -> Result<Self> {
+        let latest = Self::latest_version(&store).await?;
+        let state = match latest {
+            Some(version) => Self::read_version(&store, version).await?,
+            None => {
+                let initial = CatalogState::initial();
+                match store.put_if_absent(&store.path(&version_name(0)), encode(&initial)?).await? {
+                    PutOutcome::Created => initial,
+                    PutOutcome::AlreadyExists => Self::read_version(&store, 0).await?,
+                }
+            }
+        };
+        let catalog = Self { store, state: RwLock::new(Arc::new(state)) };
+        catalog.refresh().await?;
+        Ok(catalog)
+    }
+
+    async fn latest_version(store: &TableStore) -> Result<Option<u64>> {
+        let prefix = store.path("_sluice/catalog");
+        let listed = store.list(&prefix, None).await?;
+        Ok(listed
+            .iter()
+            .filter_map(|meta| meta.location.filename().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse::<u64>().ok()))
+            .max())
+    }
+
+    async fn read_version(store: &TableStore, version: u64) -> Result<CatalogState> {
+        let path = store.path(&version_name(version));
+        let bytes = store.get(&path).await?;
+        let state: CatalogState = serde_json::from_slice(&bytes)
+            .map_err(|e| Error::Internal(format!("catalog version {version} ({path}) is unreadable: {e}")))?;
+        if state.version != version {
+            return Err(Error::Internal(format!("catalog file {path} holds version {}", state.version)));
+        }
+        Ok(state)
+    }
+
+    /// The newest state seen, without touching storage.
+    pub fn current(&self) -> Arc<CatalogState> {
+        self.state.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    fn store_state(&self, state: Arc<CatalogState>) {
+        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if state.version > guard.version {
+            *guard = state;
+        }
+    }
+
+    /// Reads versions other processes committed since the one we hold.
+    pub async fn refresh(&self) -> Result<Arc<CatalogState>> {
+        let mut current = self.current();
+        loop {
+            match Self::read_version(&self.store, current.version + 1).await {
+                Ok(next) => {
+                    current = Arc::new(next);
+                    self.store_state(current.clone());
+                }
+                Err(Error::Storage(e)) if e.is_not_found() => return Ok(self.current()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Applies a change and commits it as the next version, re-applying it on the newer state when
+    /// another writer committed first. `change` must be deterministic and may fail (e.g. "already
+    /// exists"), which aborts without writing.
+    pub async fn update<T>(&self, change: impl Fn(&mut CatalogState) -> Result<T>) -> Result<(Arc<CatalogState>, T)> {
+        for _ in 0..CATALOG_RETRY_MAX {
+            let base = self.refresh().await?;
+            let mut next = (*base).clone();
+            let value = change(&mut next)?;
+            next.version = base.version + 1;
+            let path = self.store.path(&version_name(next.version));
+            match self.store.put_if_absent(&path, encode(&next)?).await? {
+                PutOutcome::Created => {
+                    let next = Arc::new(next);
+                    self.store_state(next.clone());
+                    self.prune(next.version).await;
+                    return Ok((next, value));
+                }
+                PutOutcome::AlreadyExists => continue,
+            }
+        }
+        Err(Error::SerializationFailure("the catalog changed too often concurrently".into()))
+    }
+
+    async fn prune(&self, version: u64) {
+        if version % CATALOG_VERSIONS_KEPT != 0 || version < 2 * CATALOG_VERSIONS_KEPT {
+            return;
+        }
+        for old in version - 2 * CATALOG_VERSIONS_KEPT..version - CATALOG_VERSIONS_KEPT {
+            let _ = self.store.delete(&self.store.path(&version_name(old))).await;
+        }
+    }
+}
+
+fn encode(state: &CatalogState) -> Result<Bytes> {
+    serde_json::to_vec_pretty(state).map(Bytes::from).map_err(|e| Error::Internal(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(name: &str) -> TableEntry {
+        TableEntry {
+            id: name.into(),
+            schema: DEFAULT_SCHEMA.into(),
+            name: name.into(),
+            location: name.into(),
+            managed: true,
+            kind: TableKind::Table,
+            defaults: BTreeMap::new(),
+            created_ms: 0,
+        }
+    }
+
+    #[tokio::test]
+    async fn two_catalog_handles_see_each_others_changes() {
+        let store = TableStore::memory();
+        let a = Catalog::open(store.clone()).await.unwrap();
+        let b = Catalog::open(store.clone()).await.unwrap();
+        a.update(|s| {
+            s.tables.insert(key("public", "t"), entry("t"));
+            Ok(())
+        })
+        .await
+        .unwrap();
+        // b's change is applied on top of a's, not over it.
+        b.update(|s| {
+            s.tables.insert(key("public", "u"), entry("u"));
+            Ok(())
+        })
+        .await
+        .unwrap();
+        let state = a.refresh().await.unwrap();
+        assert_eq!(state.version, 2);
+        assert_eq!(state.tables.len(), 2);
+        let failed = a.update(|_| -> Result<()> { Err(Error::DuplicateTable("t".into())) }).await;
+        assert!(failed.is_err());
+        assert_eq!(Catalog::open(store).await.unwrap().current().version, 2);
+    }
+}

@@ -1,0 +1,161 @@
+//! [`Database`]: the in-process API, and the state every session of one warehouse shares.
+//!
+//! A warehouse is a folder (or object-store prefix) holding the catalog (`_sluice/`) and the
+//! managed tables (`<schema>/<table>-<id>/`). `Database::open` takes a local path (the default),
+//! `memory://[name]` (in-process; the same name shares one store within a process), or an
+//! `s3://`, `gs://`, `az://` URL configured from the environment as object_store does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use arrow::array::RecordBatch;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use sluice_storage::store::TableStore;
+use sluice_storage::table::Table;
+
+use crate::catalog::{Catalog, TableEntry};
+use crate::error::{Error, Result};
+use crate::session::{PreparedStatement, Session, StatementResult};
+
+/// Options of a database handle.
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    /// Parallelism of queries (default: the number of cores).
+    pub target_partitions: usize,
+    /// The zone of zone-less timestamp partition values in tables other engines wrote.
+    pub partition_timezone: Option<String>,
+}
+
+impl Default for DatabaseOptions {
+    fn default() -> Self {
+        Self {
+            target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            partition_timezone: None,
+        }
+    }
+}
+
+/// What every session of a database shares.
+#[derive(Debug)]
+pub struct DatabaseInner {
+    pub root: TableStore,
+    pub catalog: Catalog,
+    pub options: DatabaseOptions,
+    tables: Mutex<HashMap<String, Arc<Table>>>,
+}
+
+/// An open warehouse. Cheap to clone; safe to use from many tasks at once.
+#[derive(Debug, Clone)]
+pub struct Database {
+    inner: Arc<DatabaseInner>,
+    session: Arc<Session>,
+}
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// The store of a warehouse URL.
+pub fn warehouse_store(url: &str) -> Result<TableStore> {
+    if let Some(name) = url.strip_prefix("memory://") {
+        let store = if name.is_empty() {
+            Arc::new(InMemory::new())
+        } else {
+            let mut stores = memory_stores().lock().unwrap_or_else(|p| p.into_inner());
+            stores.entry(name.to_string()).or_insert_with(|| Arc::new(InMemory::new())).clone()
+        };
+        return Ok(TableStore::new(store, Path::from("warehouse"), url.to_string()));
+    }
+    Ok(TableStore::from_uri(url)?)
+}
+
+impl Database {
+    /// Opens (creating if needed) the warehouse at `url`.
+    pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with(url, DatabaseOptions::default()).await
+    }
+
+    pub async fn open_with(url: &str, options: DatabaseOptions) -> Result<Self> {
+        let root = warehouse_store(url)?;
+        let catalog = Catalog::open(root.clone()).await?;
+        let inner = Arc::new(DatabaseInner { root, catalog, options, tables: Mutex::new(HashMap::new()) });
+        let session = Arc::new(Session::new(inner.clone()));
+        Ok(Self { inner, session })
+    }
+
+    /// A new session (its own settings and prepared statements), as a client connection gets.
+    pub fn session(&self) -> Session {
+        Session::new(self.inner.clone())
+    }
+
+    /// The shared state (for the server and the flow runtime).
+    pub fn inner(&self) -> &Arc<DatabaseInner> {
+        &self.inner
+    }
+
+    /// Runs one or more statements separated by `;` and returns each one's result.
+    pub async fn execute(&self, sql: &str) -> Result<Vec<StatementResult>> {
+        self.session.execute(sql).await
+    }
+
+    /// Runs statements and returns the rows of the last one.
+    pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        self.session.query(sql).await
+    }
+
+    /// Appends rows to a table (columns matched by name); returns the rows written.
+    pub async fn insert(&self, table: &str, batches: Vec<RecordBatch>) -> Result<u64> {
+        self.session.insert(table, batches).await
+    }
+
+    /// Prepares a statement with `$1`, `$2`, ... parameters.
+    pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
+        self.session.prepare(sql).await
+    }
+
+    /// Where the warehouse is.
+    pub fn location(&self) -> &str {
+        self.inner.root.location()
+    }
+}
+
+impl DatabaseInner {
+    /// The store of a table, from its catalog entry.
+    pub fn store_for(&self, entry: &TableEntry) -> Result<TableStore> {
+        let location = &entry.location;
+        if location.contains("://") || location.starts_with('/') {
+            Ok(warehouse_store(location)?)
+        } else {
+            Ok(self.root.child(location))
+        }
+    }
+
+    /// The open handle of a table (opened once per database handle).
+    pub async fn open_table(&self, entry: &TableEntry) -> Result<Arc<Table>> {
+        if let Some(table) = self.tables.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id) {
+            return Ok(table.clone());
+        }
+        let table = Arc::new(Table::open(self.store_for(entry)?).await.map_err(|e| match e {
+            sluice_storage::Error::NotATable { .. } => Error::Internal(format!(
+                "table {} is in the catalog but its log at {} is gone",
+                entry.qualified_name(),
+                entry.location
+            )),
+            other => Error::Storage(other),
+        })?);
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(tables.entry(entry.id.clone()).or_insert(table).clone())
+    }
+
+    /// Remembers a handle that was just created.
+    pub fn remember_table(&self, id: &str, table: Arc<Table>) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), table);
+    }
+
+    /// Forgets a dropped table's handle.
+    pub fn forget_table(&self, id: &str) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}

@@ -1,0 +1,293 @@
+//! The one error type of the engine, with the Postgres SQLSTATE of every error.
+//!
+//! Errors are sorted by phase: the statement text (`Parse`), naming and planning (`Undefined*`,
+//! `Duplicate*`, `Plan`), the data (`Data`, `NotNullViolation`, `CheckViolation`), concurrency
+//! (`SerializationFailure`), the storage layer, and bugs (`Internal`). DataFusion's errors are
+//! classified by what they say, since its error type does not carry SQLSTATEs.
+
+use std::sync::Arc;
+
+use datafusion::error::DataFusionError;
+
+/// The result type of the engine.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong running a statement.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The statement is not valid SQL. `line` and `column` are 1-based.
+    #[error("syntax error at line {line}, column {column}: {message}")]
+    Parse { message: String, line: u64, column: u64 },
+
+    #[error("relation \"{0}\" does not exist")]
+    UndefinedTable(String),
+
+    #[error("column \"{0}\" does not exist")]
+    UndefinedColumn(String),
+
+    #[error("schema \"{0}\" does not exist")]
+    UndefinedSchema(String),
+
+    #[error("{kind} \"{name}\" does not exist")]
+    UndefinedObject { kind: &'static str, name: String },
+
+    #[error("relation \"{0}\" already exists")]
+    DuplicateTable(String),
+
+    #[error("schema \"{0}\" already exists")]
+    DuplicateSchema(String),
+
+    #[error("{kind} \"{name}\" already exists")]
+    DuplicateObject { kind: &'static str, name: String },
+
+    /// The statement is understood but cannot be planned (wrong types, bad arguments, ...).
+    #[error("{0}")]
+    Plan(String),
+
+    /// A feature Sluice does not have.
+    #[error("not supported: {0}")]
+    NotSupported(String),
+
+    /// A value is invalid for its type or operation (bad cast, overflow, ...).
+    #[error("{message}")]
+    Data { sqlstate: &'static str, message: String },
+
+    #[error("null value in column \"{column}\" of relation \"{table}\" violates not-null constraint")]
+    NotNullViolation { table: String, column: String },
+
+    #[error("new row for relation \"{table}\" violates check constraint \"{constraint}\"")]
+    CheckViolation { table: String, constraint: String },
+
+    /// Another transaction changed what this one depended on; retrying may succeed.
+    #[error("could not serialize access due to a concurrent update: {0}")]
+    SerializationFailure(String),
+
+    /// A statement that needs more rights than the session has.
+    #[error("{0}")]
+    PermissionDenied(String),
+
+    /// A statement cancelled by the client or a timeout.
+    #[error("canceling statement due to {0}")]
+    Cancelled(String),
+
+    /// The table log or files failed.
+    #[error(transparent)]
+    Storage(#[from] sluice_storage::Error),
+
+    /// An error from DataFusion that fits no better variant.
+    #[error("{0}")]
+    DataFusion(Box<DataFusionError>),
+
+    /// An invariant of Sluice does not hold: a bug.
+    #[error("internal error (this is a bug in Sluice): {0}")]
+    Internal(String),
+}
+
+impl Error {
+    /// The Postgres SQLSTATE for this error.
+    pub fn sqlstate(&self) -> &'static str {
+        use sluice_storage::Error as S;
+        match self {
+            Error::Parse { .. } => "42601",
+            Error::UndefinedTable(_) => "42P01",
+            Error::UndefinedColumn(_) => "42703",
+            Error::UndefinedSchema(_) => "3F000",
+            Error::UndefinedObject { .. } => "42704",
+            Error::DuplicateTable(_) => "42P07",
+            Error::DuplicateSchema(_) => "42P06",
+            Error::DuplicateObject { .. } => "42710",
+            Error::Plan(_) => "42000",
+            Error::NotSupported(_) => "0A000",
+            Error::Data { sqlstate, .. } => sqlstate,
+            Error::NotNullViolation { .. } => "23502",
+            Error::CheckViolation { .. } => "23514",
+            Error::SerializationFailure(_) => "40001",
+            Error::PermissionDenied(_) => "42501",
+            Error::Cancelled(_) => "57014",
+            Error::Storage(e) => match e {
+                S::NotATable { .. } => "42P01",
+                S::TableExists { .. } => "42P07",
+                S::InvalidData { .. } => "22000",
+                S::InvalidArgument(_) => "22023",
+                S::Schema(_) => "42000",
+                S::NotAllowed { .. } => "55000",
+                S::VersionNotFound { .. } | S::TimestampTooEarly { .. } => "22023",
+                S::UnsupportedReaderFeatures { .. } | S::UnsupportedWriterFeatures { .. } | S::UnsupportedProtocol { .. } => {
+                    "0A000"
+                }
+                S::CommitRetriesExhausted { .. } => "40001",
+                S::CorruptCommit { .. } | S::CorruptCheckpoint { .. } | S::CorruptFile { .. } | S::InvalidLog { .. } => "XX001",
+                S::MissingFile { .. } => "58P01",
+                _ => "58000",
+            },
+            Error::DataFusion(e) => datafusion_sqlstate(e),
+            Error::Internal(_) => "XX000",
+        }
+    }
+
+    /// A data error with a SQLSTATE.
+    pub fn data(sqlstate: &'static str, message: impl Into<String>) -> Self {
+        Error::Data { sqlstate, message: message.into() }
+    }
+}
+
+fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
+    let text = e.to_string();
+    let lower = text.to_lowercase();
+    if lower.contains("divide by zero") || lower.contains("division by zero") {
+        "22012"
+    } else if lower.contains("overflow") {
+        "22003"
+    } else if lower.contains("cannot cast") || lower.contains("cast error") || lower.contains("invalid input syntax") || lower.contains("parser error") && lower.contains("arrow") {
+        "22P02"
+    } else if lower.contains("sql error: parsererror") {
+        "42601"
+    } else if lower.contains("no field named") || lower.contains("field not found") {
+        "42703"
+    } else if lower.contains("table") && lower.contains("not found") {
+        "42P01"
+    } else if lower.contains("invalid function") || lower.contains("no function matches") {
+        "42883"
+    } else if lower.contains("not implemented") || lower.contains("unsupported") || lower.contains("not supported") {
+        "0A000"
+    } else if matches!(unwrap(e), DataFusionError::Execution(_) | DataFusionError::ArrowError(..)) {
+        "22000"
+    } else {
+        "42000"
+    }
+}
+
+fn unwrap(e: &DataFusionError) -> &DataFusionError {
+    match e {
+        DataFusionError::Context(_, inner) => unwrap(inner),
+        DataFusionError::Shared(inner) => unwrap(inner),
+        other => other,
+    }
+}
+
+impl From<DataFusionError> for Error {
+    fn from(e: DataFusionError) -> Self {
+        // Errors raised by Sluice code inside DataFusion (providers, functions) come back whole.
+        match e {
+            DataFusionError::External(inner) => match inner.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(other) => match other.downcast::<sluice_storage::Error>() {
+                    Ok(storage) => Error::Storage(*storage),
+                    Err(other) => Error::DataFusion(Box::new(DataFusionError::External(other))),
+                },
+            },
+            DataFusionError::Context(context, inner) => match Error::from(*inner) {
+                Error::DataFusion(inner) => Error::DataFusion(Box::new(DataFusionError::Context(context, inner))),
+                ours => ours,
+            },
+            DataFusionError::Diagnostic(_, inner) => Error::from(*inner),
+            DataFusionError::ObjectStore(e) => match *e {
+                object_store::Error::NotFound { path, .. } => Error::Storage(sluice_storage::Error::MissingFile { path, version: None }),
+                other => Error::DataFusion(Box::new(DataFusionError::ObjectStore(Box::new(other)))),
+            },
+            DataFusionError::ParquetError(e) if missing_file(&e.to_string()).is_some() => {
+                Error::Storage(sluice_storage::Error::MissingFile { path: missing_file(&e.to_string()).unwrap_or_default(), version: None })
+            }
+            DataFusionError::Shared(inner) => match Arc::try_unwrap(inner) {
+                Ok(inner) => Error::from(inner),
+                Err(shared) => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
+            },
+            DataFusionError::Plan(message) => match undefined_table(&message) {
+                Some(name) => Error::UndefinedTable(name),
+                None => Error::DataFusion(Box::new(DataFusionError::Plan(message))),
+            },
+            DataFusionError::SchemaError(schema_error, backtrace) => match schema_error.as_ref() {
+                datafusion::common::SchemaError::FieldNotFound { field, .. } => Error::UndefinedColumn(field.name().to_string()),
+                _ => Error::DataFusion(Box::new(DataFusionError::SchemaError(schema_error, backtrace))),
+            },
+            DataFusionError::SQL(parse, _) => {
+                let text = parse.to_string();
+                let (line, column) = parse_position(&text);
+                Error::Parse { message: strip_position(&text), line, column }
+            }
+            other => Error::DataFusion(Box::new(other)),
+        }
+    }
+}
+
+impl From<datafusion::sql::sqlparser::parser::ParserError> for Error {
+    fn from(e: datafusion::sql::sqlparser::parser::ParserError) -> Self {
+        let text = e.to_string();
+        let (line, column) = parse_position(&text);
+        Error::Parse { message: strip_position(&text), line, column }
+    }
+}
+
+impl From<arrow::error::ArrowError> for Error {
+    fn from(e: arrow::error::ArrowError) -> Self {
+        Error::from(DataFusionError::from(e))
+    }
+}
+
+/// Sluice errors travel through DataFusion as external errors.
+impl From<Error> for DataFusionError {
+    fn from(e: Error) -> Self {
+        match e {
+            Error::DataFusion(inner) => *inner,
+            other => DataFusionError::External(Box::new(other)),
+        }
+    }
+}
+
+/// The path in an object store's "Object at location X not found" message.
+fn missing_file(text: &str) -> Option<String> {
+    let start = text.find("Object at location ")? + "Object at location ".len();
+    let rest = &text[start..];
+    let end = rest.find(" not found")?;
+    Some(rest[..end].to_string())
+}
+
+/// The table name in DataFusion's "table 'catalog.schema.name' not found".
+fn undefined_table(message: &str) -> Option<String> {
+    let rest = message.strip_prefix("table '")?;
+    let name = rest.strip_suffix("' not found")?;
+    let parts: Vec<&str> = name.split('.').collect();
+    Some(match parts.as_slice() {
+        [_, "public", table] => table.to_string(),
+        [_, schema, table] => format!("{schema}.{table}"),
+        _ => name.to_string(),
+    })
+}
+
+/// Finds "Line: L, Column: C" in a sqlparser message.
+fn parse_position(text: &str) -> (u64, u64) {
+    let number_after = |key: &str| {
+        text.find(key).and_then(|at| {
+            text[at + key.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
+        })
+    };
+    (number_after("Line:").unwrap_or(1), number_after("Column:").unwrap_or(1))
+}
+
+fn strip_position(text: &str) -> String {
+    let text = text.trim_start_matches("sql parser error: ");
+    match text.find(" at Line:") {
+        Some(at) => text[..at].to_string(),
+        None => text.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_come_from_the_parser_message() {
+        assert_eq!(parse_position("Expected: x, found: y at Line: 3, Column: 14"), (3, 14));
+        assert_eq!(strip_position("sql parser error: Expected: x, found: y at Line: 3, Column: 14"), "Expected: x, found: y");
+    }
+
+    #[test]
+    fn storage_errors_keep_their_meaning() {
+        let e = Error::from(DataFusionError::External(Box::new(Error::UndefinedTable("t".into()))));
+        assert_eq!(e.sqlstate(), "42P01");
+        let conflict = Error::SerializationFailure("x".into());
+        assert_eq!(conflict.sqlstate(), "40001");
+    }
+}

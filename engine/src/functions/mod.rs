@@ -1,0 +1,21 @@
+//! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
+
+pub mod json;
+pub mod table_changes;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use datafusion::execution::context::SessionContext;
+use sluice_storage::snapshot::Snapshot;
+
+use crate::database::DatabaseInner;
+
+/// Registers Sluice's functions in a session context.
+pub fn register(ctx: &SessionContext, db: Arc<DatabaseInner>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) {
+    for function in json::functions() {
+        ctx.register_udf(function);
+    }
+    ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));
+    ctx.register_udtf("table_history", Arc::new(table_changes::TableHistory { db }));
+}

@@ -1,0 +1,139 @@
+//! The catalog as DataFusion sees it: the warehouse's schemas and tables (each resolved to a
+//! [`SluiceTable`] at the statement's snapshot), and a session-local `__temp` schema for the
+//! relations one statement registers (time-travel snapshots, DML views).
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
+use datafusion::error::{DataFusionError, Result as DfResult};
+use sluice_storage::scan::ScanOptions;
+use sluice_storage::snapshot::Snapshot;
+use sluice_storage::table::Table;
+
+use crate::catalog::TableEntry;
+use crate::database::DatabaseInner;
+use crate::provider::SluiceTable;
+
+/// The schema name of statement-local relations.
+pub const TEMP_SCHEMA: &str = "__temp";
+
+#[derive(Debug)]
+pub struct SluiceCatalogProvider {
+    db: Arc<DatabaseInner>,
+    temp: Arc<TempSchema>,
+    snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+}
+
+impl SluiceCatalogProvider {
+    pub fn new(db: Arc<DatabaseInner>, temp: Arc<TempSchema>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) -> Self {
+        Self { db, temp, snapshots }
+    }
+}
+
+impl CatalogProvider for SluiceCatalogProvider {
+
+    fn schema_names(&self) -> Vec<String> {
+        self.db.catalog.current().schemas.keys().cloned().collect()
+    }
+
+    fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
+        if name == TEMP_SCHEMA {
+            return Some(self.temp.clone());
+        }
+        let state = self.db.catalog.current();
+        state.schemas.contains_key(name).then(|| {
+            Arc::new(SluiceSchema { db: self.db.clone(), name: name.to_string(), snapshots: self.snapshots.clone() }) as Arc<dyn SchemaProvider>
+        })
+    }
+
+    fn register_schema(&self, name: &str, _schema: Arc<dyn SchemaProvider>) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+        Err(DataFusionError::Plan(format!("use CREATE SCHEMA to create schema {name}")))
+    }
+}
+
+/// A schema of the warehouse.
+#[derive(Debug)]
+pub struct SluiceSchema {
+    db: Arc<DatabaseInner>,
+    name: String,
+    snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+}
+
+/// The table handle and its snapshot for the running statement.
+pub async fn statement_snapshot(
+    db: &DatabaseInner,
+    snapshots: &Mutex<HashMap<String, Arc<Snapshot>>>,
+    entry: &TableEntry,
+) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
+    let table = db.open_table(entry).await?;
+    let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
+    let snapshot = match cached {
+        Some(snapshot) => snapshot,
+        None => {
+            let snapshot = table.snapshot().await?;
+            snapshots.lock().unwrap_or_else(|p| p.into_inner()).entry(entry.id.clone()).or_insert(snapshot).clone()
+        }
+    };
+    Ok((table, snapshot))
+}
+
+/// How tables are read (the partition time zone of the database).
+pub fn scan_options(db: &DatabaseInner) -> ScanOptions {
+    ScanOptions {
+        partition: sluice_storage::partition::PartitionReadOptions { timestamp_zone: db.options.partition_timezone.clone() },
+        ..Default::default()
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for SluiceSchema {
+
+    fn table_names(&self) -> Vec<String> {
+        self.db.catalog.current().tables_in(&self.name).map(|t| t.name.clone()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let state = self.db.catalog.current();
+        let Some(entry) = state.table(&self.name, name) else { return Ok(None) };
+        let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, entry).await?;
+        Ok(Some(Arc::new(SluiceTable::new(table, snapshot, scan_options(&self.db)))))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.db.catalog.current().table(&self.name, name).is_some()
+    }
+}
+
+/// Relations registered for the running statement only.
+#[derive(Debug, Default)]
+pub struct TempSchema {
+    tables: Mutex<HashMap<String, Arc<dyn TableProvider>>>,
+}
+
+impl TempSchema {
+    pub fn clear(&self) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+
+    pub fn insert(&self, name: &str, table: Arc<dyn TableProvider>) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string(), table);
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for TempSchema {
+
+    fn table_names(&self) -> Vec<String> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(self.tables.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned())
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).contains_key(name)
+    }
+}

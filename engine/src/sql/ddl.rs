@@ -1,0 +1,610 @@
+//! DDL and table maintenance: CREATE/DROP SCHEMA, CREATE TABLE (columns, AS SELECT, LOCATION),
+//! DROP TABLE, ALTER TABLE, DESCRIBE HISTORY, OPTIMIZE, VACUUM, RESTORE.
+//!
+//! New tables get deletion vectors (`delta.enableDeletionVectors = true`) unless the statement
+//! says otherwise, so DELETE and UPDATE mask rows instead of rewriting files. Column defaults live
+//! in the catalog; NOT NULL and CHECK constraints live in the Delta table (nullability and
+//! `delta.constraints.*`), where other engines see and enforce them too. Renaming or dropping a
+//! column turns on column mapping (`delta.columnMapping.mode = name`) as Delta requires.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType as ArrowType, Field, Schema, TimeUnit};
+use datafusion::sql::sqlparser::ast::{
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName, SqlOption, TableConstraint,
+};
+use serde_json::Value;
+use sluice_storage::commit::CommitOutcome;
+use sluice_storage::schema::{StructField, StructType};
+use sluice_storage::table::{CreateTable as CreateDelta, Table};
+
+use super::names::{normalize, schema_name, table_name, TableName};
+use super::parser::{CreateTable, TimeTravel};
+use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
+use crate::error::{Error, Result};
+use crate::session::{Session, StatementResult};
+use crate::types::{column, declared_type};
+
+/// The Delta property prefix of CHECK constraints.
+pub const CONSTRAINT_PREFIX: &str = "delta.constraints.";
+
+/// The version of a successful commit, or the conflict as a serialization failure.
+pub fn committed(outcome: CommitOutcome) -> Result<u64> {
+    match outcome {
+        CommitOutcome::Committed(c) => Ok(c.version),
+        CommitOutcome::Conflict(c) => Err(Error::SerializationFailure(c.to_string())),
+    }
+}
+
+/// Columns, defaults and CHECK constraints from column definitions.
+pub struct TableDefinition {
+    pub schema: StructType,
+    pub defaults: BTreeMap<String, String>,
+    pub constraints: Vec<(String, String)>,
+}
+
+pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableConstraint]) -> Result<TableDefinition> {
+    let mut fields = Vec::new();
+    let mut defaults = BTreeMap::new();
+    let mut checks = Vec::new();
+    for def in columns {
+        let name = normalize(&def.name);
+        let mut nullable = true;
+        let mut comment = None;
+        for option in &def.options {
+            match &option.option {
+                ColumnOption::Null => nullable = true,
+                ColumnOption::NotNull | ColumnOption::PrimaryKey(_) => nullable = false,
+                ColumnOption::Default(expr) => {
+                    defaults.insert(name.clone(), expr.to_string());
+                }
+                ColumnOption::Check(check) => {
+                    let constraint = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{name}_check"));
+                    checks.push((constraint, check.expr.to_string()));
+                }
+                ColumnOption::Comment(text) => comment = Some(text.clone()),
+                ColumnOption::Unique(_) => {}
+                other => return Err(Error::NotSupported(format!("column option {other}"))),
+            }
+        }
+        let mut field = column(&name, declared_type(&def.data_type)?, nullable);
+        if let Some(comment) = comment {
+            field.metadata.insert("comment".into(), Value::String(comment));
+        }
+        fields.push(field);
+    }
+    let mut schema = StructType::new(fields);
+    for constraint in constraints {
+        match constraint {
+            TableConstraint::Check(check) => {
+                let name = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_check{}", checks.len() + 1));
+                checks.push((name, check.expr.to_string()));
+            }
+            TableConstraint::PrimaryKey(pk) => {
+                for column in &pk.columns {
+                    let name = column.column.expr.to_string().to_lowercase();
+                    let field = schema.fields.iter_mut().find(|f| f.name == name).ok_or_else(|| Error::UndefinedColumn(name.clone()))?;
+                    field.nullable = false;
+                }
+            }
+            TableConstraint::Unique(_) => {}
+            other => return Err(Error::NotSupported(format!("table constraint {other}"))),
+        }
+    }
+    schema.check_names().map_err(|e| Error::Plan(e.to_string()))?;
+    Ok(TableDefinition { schema, defaults, constraints: checks })
+}
+
+impl Session {
+    pub(crate) async fn create_schema(&self, name: &SchemaName, if_not_exists: bool) -> Result<StatementResult> {
+        let name = match name {
+            SchemaName::Simple(n) | SchemaName::NamedAuthorization(n, _) => schema_name(n)?,
+            SchemaName::UnnamedAuthorization(ident) => normalize(ident),
+        };
+        let now = chrono::Utc::now().timestamp_millis();
+        let result = self
+            .db
+            .catalog
+            .update(|state| {
+                if state.schemas.contains_key(&name) {
+                    return if if_not_exists { Ok(false) } else { Err(Error::DuplicateSchema(name.clone())) };
+                }
+                state.schemas.insert(name.clone(), SchemaEntry { name: name.clone(), created_ms: now });
+                Ok(true)
+            })
+            .await;
+        result.map(|_| StatementResult::command("CREATE SCHEMA"))
+    }
+
+    pub(crate) async fn drop(&self, object_type: ObjectType, if_exists: bool, names: &[ObjectName], cascade: bool) -> Result<StatementResult> {
+        match object_type {
+            ObjectType::Table => {
+                for name in names {
+                    self.drop_table(&table_name(name)?, if_exists).await?;
+                }
+                Ok(StatementResult::command("DROP TABLE"))
+            }
+            ObjectType::Schema => {
+                for name in names {
+                    self.drop_schema(&schema_name(name)?, if_exists, cascade).await?;
+                }
+                Ok(StatementResult::command("DROP SCHEMA"))
+            }
+            other => Err(Error::NotSupported(format!("DROP {other}"))),
+        }
+    }
+
+    async fn drop_table(&self, name: &TableName, if_exists: bool) -> Result<()> {
+        let (_, removed) = self
+            .db
+            .catalog
+            .update(|state| match state.tables.remove(&key(&name.schema, &name.name)) {
+                Some(entry) => Ok(Some(entry)),
+                None if if_exists => Ok(None),
+                None => Err(Error::UndefinedTable(name.to_string())),
+            })
+            .await?;
+        if let Some(entry) = removed {
+            self.db.forget_table(&entry.id);
+            if entry.managed {
+                self.delete_folder(&entry).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Deletes every file of a managed table (after the catalog forgot it).
+    async fn delete_folder(&self, entry: &TableEntry) -> Result<()> {
+        let store = self.db.store_for(entry)?;
+        for meta in store.list(store.root(), None).await? {
+            store.delete(&meta.location).await?;
+        }
+        if let Some(dir) = local_dir(&store) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Ok(())
+    }
+
+    async fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
+        let (_, dropped) = self
+            .db
+            .catalog
+            .update(|state| {
+                if !state.schemas.contains_key(name) {
+                    return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedSchema(name.to_string())) };
+                }
+                let tables: Vec<TableEntry> = state.tables_in(name).cloned().collect();
+                if !tables.is_empty() && !cascade {
+                    return Err(Error::data(
+                        "2BP01",
+                        format!("cannot drop schema {name} because other objects depend on it (use DROP SCHEMA ... CASCADE)"),
+                    ));
+                }
+                for table in &tables {
+                    state.tables.remove(&table.qualified_name());
+                }
+                state.schemas.remove(name);
+                Ok(tables)
+            })
+            .await?;
+        for entry in dropped {
+            self.db.forget_table(&entry.id);
+            if entry.managed {
+                self.delete_folder(&entry).await?;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn create_table(&self, create: CreateTable) -> Result<StatementResult> {
+        let name = table_name(&create.name)?;
+        let state = self.db.catalog.current();
+        if !state.schemas.contains_key(&name.schema) {
+            return Err(Error::UndefinedSchema(name.schema.clone()));
+        }
+        if state.table(&name.schema, &name.name).is_some() {
+            if create.if_not_exists {
+                return Ok(StatementResult::command("CREATE TABLE"));
+            }
+            if !create.or_replace {
+                return Err(Error::DuplicateTable(name.to_string()));
+            }
+        }
+        let (mut definition, query_plan) = match &create.query {
+            Some(query) => {
+                if !create.columns.is_empty() {
+                    return Err(Error::NotSupported("column definitions together with AS SELECT".into()));
+                }
+                let statement = self.rewrite(datafusion::sql::sqlparser::ast::Statement::Query(query.clone())).await?;
+                let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+                let arrow = plan.schema().as_arrow().clone();
+                let fields = arrow.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true)).collect::<Vec<_>>();
+                let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
+                (TableDefinition { schema, defaults: BTreeMap::new(), constraints: vec![] }, Some(plan))
+            }
+            None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
+        };
+        let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
+        let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
+        for (constraint, expr) in &definition.constraints {
+            properties.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr.clone());
+        }
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let (location, managed) = match &create.location {
+            Some(location) => (location.clone(), false),
+            None => (format!("{}/{}-{}", name.schema, name.name, &id[..8]), true),
+        };
+        let entry = TableEntry {
+            id: id.clone(),
+            schema: name.schema.clone(),
+            name: name.name.clone(),
+            location,
+            managed,
+            kind: TableKind::Table,
+            defaults: std::mem::take(&mut definition.defaults),
+            created_ms: chrono::Utc::now().timestamp_millis(),
+        };
+        let store = self.db.store_for(&entry)?;
+        let table = if !managed && Table::exists(&store).await? {
+            let table = Table::open(store).await?;
+            if !create.columns.is_empty() {
+                check_attached_schema(&definition.schema, table.cached_snapshot().schema(), &name)?;
+            }
+            table
+        } else {
+            if definition.schema.fields.is_empty() {
+                return Err(Error::Plan(format!("table {name} needs columns (or a LOCATION holding a Delta table)")));
+            }
+            properties.entry(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.into()).or_insert_with(|| "true".into());
+            let delta = CreateDelta {
+                schema: definition.schema.clone(),
+                partition_columns,
+                properties,
+                name: Some(name.name.clone()),
+                description: create.comment.clone(),
+            };
+            Table::create(store, delta).await.map_err(|e| match e {
+                sluice_storage::Error::Schema(m) => Error::Plan(m),
+                other => Error::Storage(other),
+            })?
+        };
+        let table = Arc::new(table);
+        let mut rows = None;
+        if let Some(plan) = query_plan {
+            let batches = self.ctx.execute_logical_plan(plan).await?.collect().await;
+            let written = match batches {
+                Ok(batches) => {
+                    let count: usize = batches.iter().map(|b| b.num_rows()).sum();
+                    committed(table.append(batches).await?).map(|_| count as u64)
+                }
+                Err(e) => Err(e.into()),
+            };
+            match written {
+                Ok(count) => rows = Some(count),
+                Err(e) => {
+                    if managed {
+                        self.delete_folder(&entry).await?;
+                    }
+                    return Err(e);
+                }
+            }
+        }
+        let replace = create.or_replace;
+        let new_entry = entry.clone();
+        let committed_catalog = self
+            .db
+            .catalog
+            .update(|state| {
+                let key = new_entry.qualified_name();
+                match state.tables.get(&key) {
+                    Some(_) if !replace => Err(Error::DuplicateTable(name.to_string())),
+                    old => {
+                        let old = old.cloned();
+                        state.tables.insert(key, new_entry.clone());
+                        Ok(old)
+                    }
+                }
+            })
+            .await;
+        match committed_catalog {
+            Ok((_, replaced)) => {
+                self.db.remember_table(&id, table);
+                if let Some(old) = replaced {
+                    self.db.forget_table(&old.id);
+                    if old.managed {
+                        self.delete_folder(&old).await?;
+                    }
+                }
+            }
+            Err(e) => {
+                if managed {
+                    self.delete_folder(&entry).await?;
+                }
+                return Err(e);
+            }
+        }
+        Ok(match rows {
+            Some(n) => StatementResult::count("SELECT", n),
+            None => StatementResult::command("CREATE TABLE"),
+        })
+    }
+
+    pub(crate) async fn alter_table(&self, alter: AlterTable) -> Result<StatementResult> {
+        let name = table_name(&alter.name)?;
+        if self.db.catalog.current().table(&name.schema, &name.name).is_none() {
+            return if alter.if_exists { Ok(StatementResult::command("ALTER TABLE")) } else { Err(Error::UndefinedTable(name.to_string())) };
+        }
+        for operation in alter.operations {
+            self.alter_one(&alter.name, &name, operation).await?;
+            self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        }
+        Ok(StatementResult::command("ALTER TABLE"))
+    }
+
+    async fn alter_one(&self, object: &ObjectName, name: &TableName, operation: AlterTableOperation) -> Result<()> {
+        let (entry, table, snapshot) = self.resolve_table(object).await?;
+        let mut schema = snapshot.schema().clone();
+        let mut partitions = snapshot.partition_columns().to_vec();
+        let mut configuration = snapshot.configuration().clone();
+        match operation {
+            AlterTableOperation::AddColumn { if_not_exists, column_def, .. } => {
+                let column_name = normalize(&column_def.name);
+                if schema.field(&column_name).is_some() {
+                    return if if_not_exists { Ok(()) } else { Err(Error::DuplicateObject { kind: "column", name: column_name }) };
+                }
+                let definition = define_columns(&name.name, &[column_def], &[])?;
+                let field = definition.schema.fields.into_iter().next().ok_or_else(|| Error::Internal("no column".into()))?;
+                if !field.nullable && snapshot.files().any(|f| f.num_records() != Some(0)) {
+                    return Err(Error::data("23502", format!("column \"{column_name}\" of relation \"{name}\" contains null values")));
+                }
+                schema.fields.push(field);
+                for (constraint, expr) in definition.constraints {
+                    configuration.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr);
+                }
+                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "ADD COLUMNS").await?)?;
+                if let Some(default) = definition.defaults.get(&column_name).cloned() {
+                    self.update_entry(&entry, |e| {
+                        e.defaults.insert(column_name.clone(), default.clone());
+                    })
+                    .await?;
+                }
+            }
+            AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
+                let old = normalize(&old_column_name);
+                let new = normalize(&new_column_name);
+                if schema.field(&new).is_some() {
+                    return Err(Error::DuplicateObject { kind: "column", name: new });
+                }
+                let configuration = self.with_column_mapping(&table, &snapshot, &mut schema, configuration).await?;
+                let field = schema.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(&old)).ok_or_else(|| Error::UndefinedColumn(old.clone()))?;
+                let previous = std::mem::replace(&mut field.name, new.clone());
+                for partition in partitions.iter_mut().filter(|p| p.eq_ignore_ascii_case(&previous)) {
+                    *partition = new.clone();
+                }
+                let snapshot = table.snapshot().await?;
+                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "RENAME COLUMN").await?)?;
+                self.update_entry(&entry, |e| {
+                    if let Some(default) = e.defaults.remove(&previous) {
+                        e.defaults.insert(new.clone(), default);
+                    }
+                })
+                .await?;
+            }
+            AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+                let configuration = self.with_column_mapping(&table, &snapshot, &mut schema, configuration).await?;
+                for column in column_names {
+                    let column = normalize(&column);
+                    if partitions.iter().any(|p| p.eq_ignore_ascii_case(&column)) {
+                        return Err(Error::NotSupported(format!("dropping partition column {column}")));
+                    }
+                    let before = schema.fields.len();
+                    schema.fields.retain(|f| !f.name.eq_ignore_ascii_case(&column));
+                    if schema.fields.len() == before && !if_exists {
+                        return Err(Error::UndefinedColumn(column));
+                    }
+                }
+                if schema.fields.is_empty() {
+                    return Err(Error::Plan(format!("table {name} must keep at least one column")));
+                }
+                let snapshot = table.snapshot().await?;
+                partitions.retain(|p| schema.field(p).is_some());
+                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "DROP COLUMNS").await?)?;
+            }
+            AlterTableOperation::SetTblProperties { table_properties } => {
+                let properties = table_properties.iter().map(option_pair).collect::<Result<HashMap<_, _>>>()?;
+                committed(table.set_properties(properties, &[]).await.map_err(plan_error)?)?;
+            }
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::Check(check), .. } => {
+                let constraint = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{}_check", name.name));
+                let violations = self.count_violations(object, &check.expr.to_string()).await?;
+                if violations > 0 {
+                    return Err(Error::CheckViolation { table: name.to_string(), constraint });
+                }
+                let properties = HashMap::from([(format!("{CONSTRAINT_PREFIX}{constraint}"), check.expr.to_string())]);
+                committed(table.set_properties(properties, &[]).await?)?;
+            }
+            AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
+                let key = format!("{CONSTRAINT_PREFIX}{}", normalize(&constraint));
+                if !configuration.contains_key(&key) {
+                    return if if_exists { Ok(()) } else { Err(Error::UndefinedObject { kind: "constraint", name: constraint.value }) };
+                }
+                committed(table.set_properties(HashMap::new(), &[key]).await?)?;
+            }
+            AlterTableOperation::RenameTable { table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new) } => {
+                let qualified = new.0.len() > 1;
+                let mut new = super::names::table_name(&new)?;
+                if !qualified {
+                    new.schema = name.schema.clone();
+                }
+                let old_key = entry.qualified_name();
+                self.db
+                    .catalog
+                    .update(|state| {
+                        if state.table(&new.schema, &new.name).is_some() {
+                            return Err(Error::DuplicateTable(new.to_string()));
+                        }
+                        let mut moved = state.tables.remove(&old_key).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+                        moved.schema = new.schema.clone();
+                        moved.name = new.name.clone();
+                        state.tables.insert(moved.qualified_name(), moved);
+                        Ok(())
+                    })
+                    .await?;
+            }
+            other => return Err(Error::NotSupported(format!("ALTER TABLE {other}"))),
+        }
+        Ok(())
+    }
+
+    /// Turns on column mapping (name mode) if it is off, keeping the current names as physical
+    /// names so existing files still read; returns the configuration to commit with.
+    async fn with_column_mapping(
+        &self,
+        table: &Table,
+        snapshot: &sluice_storage::snapshot::Snapshot,
+        schema: &mut StructType,
+        configuration: HashMap<String, String>,
+    ) -> Result<HashMap<String, String>> {
+        if snapshot.column_mapping_mode() != sluice_storage::schema::ColumnMappingMode::None {
+            return Ok(configuration);
+        }
+        let properties = HashMap::from([(sluice_storage::schema::COLUMN_MAPPING_MODE_KEY.to_string(), "name".to_string())]);
+        committed(table.set_properties(properties, &[]).await?)?;
+        let upgraded = table.snapshot().await?;
+        *schema = upgraded.schema().clone();
+        Ok(upgraded.configuration().clone())
+    }
+
+    async fn update_entry(&self, entry: &TableEntry, change: impl Fn(&mut TableEntry)) -> Result<()> {
+        let key = entry.qualified_name();
+        self.db
+            .catalog
+            .update(|state| {
+                if let Some(e) = state.tables.get_mut(&key) {
+                    change(e);
+                }
+                Ok(())
+            })
+            .await
+            .map(|_| ())
+    }
+
+    async fn count_violations(&self, table: &ObjectName, expr: &str) -> Result<u64> {
+        let sql = format!("SELECT count(*) FROM {table} WHERE NOT ({expr})");
+        let batches = self.ctx.sql(&sql).await?.collect().await?;
+        Ok(batches
+            .first()
+            .and_then(|b| b.column(0).as_any().downcast_ref::<Int64Array>().map(|a| a.value(0)))
+            .unwrap_or(0)
+            .max(0) as u64)
+    }
+
+    pub(crate) async fn describe_history(&self, table: &ObjectName, limit: Option<u64>) -> Result<StatementResult> {
+        let (_, table, _) = self.resolve_table(table).await?;
+        let history = table.history(limit.map(|l| l as usize)).await?;
+        let batch = history_batch(&history)?;
+        Ok(StatementResult::Rows { schema: batch.schema(), batches: vec![batch] })
+    }
+
+    pub(crate) async fn optimize(&self, table: &ObjectName) -> Result<StatementResult> {
+        let (_, table, _) = self.resolve_table(table).await?;
+        let result = table.optimize(None).await?;
+        if let Some(outcome) = result.outcome {
+            committed(outcome)?;
+        }
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("files_removed", ArrowType::Int64, false),
+            Field::new("files_added", ArrowType::Int64, false),
+        ]));
+        let batch = RecordBatch::try_new(
+            schema.clone(),
+            vec![Arc::new(Int64Array::from(vec![result.files_removed as i64])), Arc::new(Int64Array::from(vec![result.files_added as i64]))],
+        )?;
+        Ok(StatementResult::Rows { schema, batches: vec![batch] })
+    }
+
+    pub(crate) async fn vacuum(&self, table: &ObjectName, retain_hours: Option<f64>, dry_run: bool) -> Result<StatementResult> {
+        let (_, table, _) = self.resolve_table(table).await?;
+        let retention = retain_hours.map(|h| (h * 3_600_000.0) as i64);
+        let result = table.vacuum(retention, dry_run, true).await.map_err(plan_error)?;
+        let schema = Arc::new(Schema::new(vec![Field::new("path", ArrowType::Utf8, false)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(result.files_deleted))])?;
+        Ok(StatementResult::Rows { schema, batches: vec![batch] })
+    }
+
+    pub(crate) async fn restore(&self, table: &ObjectName, target: TimeTravel) -> Result<StatementResult> {
+        let (_, handle, _) = self.resolve_table(table).await?;
+        let snapshot = self.snapshot_at(&handle, &target).await?;
+        committed(handle.restore(snapshot.version()).await?)?;
+        Ok(StatementResult::command("RESTORE"))
+    }
+}
+
+fn plan_error(e: sluice_storage::Error) -> Error {
+    match e {
+        sluice_storage::Error::InvalidArgument(m) | sluice_storage::Error::Schema(m) => Error::Plan(m),
+        other => Error::Storage(other),
+    }
+}
+
+fn option_pair(option: &SqlOption) -> Result<(String, String)> {
+    match option {
+        SqlOption::KeyValue { key, value } => {
+            let key = key.to_string().trim_matches('\'').trim_matches('"').to_string();
+            let value = match value {
+                datafusion::sql::sqlparser::ast::Expr::Value(v) => super::parser::literal_text(&v.value).unwrap_or_else(|| v.to_string()),
+                other => other.to_string(),
+            };
+            Ok((key, value))
+        }
+        other => Err(Error::NotSupported(format!("table option {other}"))),
+    }
+}
+
+/// A table attached with LOCATION must match the columns the statement gives.
+fn check_attached_schema(declared: &StructType, actual: &StructType, name: &TableName) -> Result<()> {
+    let summary = |s: &StructType| s.fields.iter().map(|f| (f.name.to_lowercase(), f.data_type.clone())).collect::<Vec<_>>();
+    if summary(declared) != summary(actual) {
+        let shown = |s: &StructType| s.fields.iter().map(|f: &StructField| format!("{} {}", f.name, crate::types::pg_type_name(f))).collect::<Vec<_>>().join(", ");
+        return Err(Error::Plan(format!(
+            "the Delta table at the location of {name} has columns ({}), not the declared ({})",
+            shown(actual),
+            shown(declared)
+        )));
+    }
+    Ok(())
+}
+
+fn local_dir(store: &sluice_storage::store::TableStore) -> Option<std::path::PathBuf> {
+    let location = std::path::PathBuf::from(store.location());
+    location.is_absolute().then_some(location).filter(|p| p.exists())
+}
+
+/// The columns of DESCRIBE HISTORY and `table_history`.
+pub fn history_schema() -> arrow::datatypes::SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("version", ArrowType::Int64, false),
+        Field::new("timestamp", ArrowType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
+        Field::new("operation", ArrowType::Utf8, true),
+        Field::new("operation_parameters", ArrowType::Utf8, true),
+        Field::new("read_version", ArrowType::Int64, true),
+        Field::new("is_blind_append", ArrowType::Boolean, true),
+        Field::new("engine_info", ArrowType::Utf8, true),
+    ]))
+}
+
+/// A table's history as rows (newest first).
+pub fn history_batch(history: &[sluice_storage::table::HistoryEntry]) -> Result<RecordBatch> {
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(Int64Array::from(history.iter().map(|h| h.version as i64).collect::<Vec<_>>())),
+        Arc::new(TimestampMicrosecondArray::from(history.iter().map(|h| h.timestamp_ms * 1000).collect::<Vec<_>>()).with_timezone("UTC")),
+        Arc::new(StringArray::from(history.iter().map(|h| h.operation.clone()).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(history.iter().map(|h| h.operation_parameters.as_ref().map(|p| p.to_string())).collect::<Vec<_>>())),
+        Arc::new(Int64Array::from(history.iter().map(|h| h.commit_info.get("readVersion").and_then(Value::as_i64)).collect::<Vec<_>>())),
+        Arc::new(BooleanArray::from(history.iter().map(|h| h.commit_info.get("isBlindAppend").and_then(Value::as_bool)).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(history.iter().map(|h| h.commit_info.get("engineInfo").and_then(Value::as_str).map(str::to_string)).collect::<Vec<_>>())),
+    ];
+    Ok(RecordBatch::try_new(history_schema(), columns)?)
+}

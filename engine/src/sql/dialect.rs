@@ -1,0 +1,138 @@
+//! The SQL dialect: PostgreSQL, plus Delta's `VERSION AS OF` / `TIMESTAMP AS OF` after a table
+//! name. It forwards every choice to sqlparser's `PostgreSqlDialect` and reports itself as that
+//! dialect, so the parser's Postgres-specific paths stay on.
+
+use std::any::TypeId;
+
+use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+
+/// PostgreSQL with table versioning.
+#[derive(Debug, Default)]
+pub struct SluiceDialect {
+    postgres: PostgreSqlDialect,
+}
+
+impl Dialect for SluiceDialect {
+    fn dialect(&self) -> TypeId {
+        TypeId::of::<PostgreSqlDialect>()
+    }
+    fn supports_table_versioning(&self) -> bool {
+        true
+    }
+    fn identifier_quote_style(&self, identifier: &str) -> Option<char> {
+        self.postgres.identifier_quote_style(identifier)
+    }
+    fn is_delimited_identifier_start(&self, ch: char) -> bool {
+        self.postgres.is_delimited_identifier_start(ch)
+    }
+    fn is_identifier_start(&self, ch: char) -> bool {
+        self.postgres.is_identifier_start(ch)
+    }
+    fn is_identifier_part(&self, ch: char) -> bool {
+        self.postgres.is_identifier_part(ch)
+    }
+    fn supports_unicode_string_literal(&self) -> bool {
+        self.postgres.supports_unicode_string_literal()
+    }
+    fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
+        self.postgres.is_reserved_for_identifier(kw)
+    }
+    fn is_custom_operator_part(&self, ch: char) -> bool {
+        self.postgres.is_custom_operator_part(ch)
+    }
+    fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
+        self.postgres.get_next_precedence(parser)
+    }
+    fn supports_filter_during_aggregation(&self) -> bool {
+        self.postgres.supports_filter_during_aggregation()
+    }
+    fn supports_group_by_expr(&self) -> bool {
+        self.postgres.supports_group_by_expr()
+    }
+    fn prec_value(&self, prec: Precedence) -> u8 {
+        self.postgres.prec_value(prec)
+    }
+    fn allow_extract_custom(&self) -> bool {
+        self.postgres.allow_extract_custom()
+    }
+    fn allow_extract_single_quotes(&self) -> bool {
+        self.postgres.allow_extract_single_quotes()
+    }
+    fn supports_create_index_with_clause(&self) -> bool {
+        self.postgres.supports_create_index_with_clause()
+    }
+    fn supports_explain_with_utility_options(&self) -> bool {
+        self.postgres.supports_explain_with_utility_options()
+    }
+    fn supports_listen_notify(&self) -> bool {
+        self.postgres.supports_listen_notify()
+    }
+    fn supports_factorial_operator(&self) -> bool {
+        self.postgres.supports_factorial_operator()
+    }
+    fn supports_bitwise_shift_operators(&self) -> bool {
+        self.postgres.supports_bitwise_shift_operators()
+    }
+    fn supports_comment_on(&self) -> bool {
+        self.postgres.supports_comment_on()
+    }
+    fn supports_load_extension(&self) -> bool {
+        self.postgres.supports_load_extension()
+    }
+    fn supports_named_fn_args_with_colon_operator(&self) -> bool {
+        self.postgres.supports_named_fn_args_with_colon_operator()
+    }
+    fn supports_named_fn_args_with_expr_name(&self) -> bool {
+        self.postgres.supports_named_fn_args_with_expr_name()
+    }
+    fn supports_empty_projections(&self) -> bool {
+        self.postgres.supports_empty_projections()
+    }
+    fn supports_nested_comments(&self) -> bool {
+        self.postgres.supports_nested_comments()
+    }
+    fn supports_string_escape_constant(&self) -> bool {
+        self.postgres.supports_string_escape_constant()
+    }
+    fn supports_numeric_literal_underscores(&self) -> bool {
+        self.postgres.supports_numeric_literal_underscores()
+    }
+    fn supports_array_typedef_with_brackets(&self) -> bool {
+        self.postgres.supports_array_typedef_with_brackets()
+    }
+    fn supports_geometric_types(&self) -> bool {
+        self.postgres.supports_geometric_types()
+    }
+    fn supports_set_names(&self) -> bool {
+        self.postgres.supports_set_names()
+    }
+    fn supports_alter_column_type_using(&self) -> bool {
+        self.postgres.supports_alter_column_type_using()
+    }
+    fn supports_notnull_operator(&self) -> bool {
+        self.postgres.supports_notnull_operator()
+    }
+    fn supports_interval_options(&self) -> bool {
+        self.postgres.supports_interval_options()
+    }
+    fn supports_insert_table_alias(&self) -> bool {
+        self.postgres.supports_insert_table_alias()
+    }
+    fn supports_create_table_like_parenthesized(&self) -> bool {
+        self.postgres.supports_create_table_like_parenthesized()
+    }
+    fn supports_select_wildcard_with_alias(&self) -> bool {
+        self.postgres.supports_select_wildcard_with_alias()
+    }
+    fn supports_comma_separated_trim(&self) -> bool {
+        self.postgres.supports_comma_separated_trim()
+    }
+    fn supports_xml_expressions(&self) -> bool {
+        self.postgres.supports_xml_expressions()
+    }
+    fn supports_comment_optimizer_hint(&self) -> bool {
+        self.postgres.supports_comment_optimizer_hint()
+    }
+}

@@ -1,0 +1,511 @@
+//! DML: INSERT, UPDATE, DELETE, MERGE INTO and TRUNCATE.
+//!
+//! Each statement is one Delta commit, so a failing statement leaves the table as it was (files it
+//! wrote before failing are never referenced, and VACUUM removes them).
+//!
+//! UPDATE, DELETE and MERGE find their target rows with an ordinary DataFusion query over the
+//! target table extended with two hidden columns, `__sluice_file` and `__sluice_row` (each row's
+//! file and physical row index). The query can therefore use joins, subqueries and any function;
+//! its result names exactly the rows to mask with deletion vectors, and carries the new values.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::{cast_with_options, filter_record_batch, CastOptions};
+use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
+use datafusion::common::DFSchema;
+use datafusion::logical_expr::ColumnarValue;
+use datafusion::sql::sqlparser::ast::{
+    self, AssignmentTarget, Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, ObjectName, Query,
+    TableFactor, TableObject, Truncate, Update, UpdateTableFromKind,
+};
+use roaring::RoaringTreemap;
+use sluice_storage::actions::Add;
+use sluice_storage::snapshot::Snapshot;
+use sluice_storage::table::Table;
+use sluice_storage::write::{Mutation, SaveMode, WriteRequest};
+
+use super::catalog_provider::{scan_options, TEMP_SCHEMA};
+use super::ddl::committed;
+use super::names::{normalize, table_name, TableName};
+use super::parser::{parse_statement_text, SluiceStatement};
+use crate::catalog::TableEntry;
+use crate::error::{Error, Result};
+use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
+use crate::provider::SluiceTable;
+use crate::session::{Session, StatementResult};
+
+/// How source columns are matched to the target's.
+enum ColumnMatch {
+    /// By position, onto these target columns (all of them when the statement lists none).
+    Position(Vec<String>),
+    ByName,
+}
+
+/// A target table of DML with its statement snapshot.
+struct Target {
+    name: TableName,
+    entry: TableEntry,
+    table: Arc<Table>,
+    snapshot: Arc<Snapshot>,
+}
+
+impl Session {
+    async fn target(&self, name: &ObjectName) -> Result<Target> {
+        let (entry, table, snapshot) = self.resolve_table(name).await?;
+        Ok(Target { name: table_name(name)?, entry, table, snapshot })
+    }
+
+    /// Runs a query (given as SQL built from the statement's own pieces) and collects it.
+    async fn collect_query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        let SluiceStatement::Standard(statement) = parse_statement_text(sql)? else {
+            return Err(Error::Internal(format!("not a query: {sql}")));
+        };
+        let statement = self.rewrite(*statement).await?;
+        let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+        Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
+    }
+
+    async fn run_source(&self, query: Query) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+        match self.run_query(query).await? {
+            StatementResult::Rows { schema, batches } => Ok((schema, batches)),
+            StatementResult::Command { .. } => Err(Error::Internal("a query returned no rows".into())),
+        }
+    }
+
+    pub(crate) async fn insert_statement(&self, insert: Insert) -> Result<StatementResult> {
+        if insert.returning.is_some() {
+            return Err(Error::NotSupported("INSERT ... RETURNING".into()));
+        }
+        let TableObject::TableName(name) = &insert.table else { return Err(Error::NotSupported("INSERT INTO a table function".into())) };
+        let Some(source) = insert.source else { return Err(Error::NotSupported("INSERT without VALUES or a query".into())) };
+        let columns: Vec<String> = insert.columns.iter().map(|c| c.0.last().map(|p| p.to_string().trim_matches('"').to_string()).unwrap_or_default()).collect();
+        let columns: Vec<String> = insert.columns.iter().zip(columns).map(|(c, text)| match c.0.last() {
+            Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
+            _ => text,
+        }).collect();
+        let target = self.target(name).await?;
+        let (_, batches) = self.run_source(*source).await?;
+        let list = if columns.is_empty() { target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect() } else { columns };
+        let mode = if insert.overwrite { SaveMode::Overwrite } else { SaveMode::Append };
+        let rows = self.write_rows(&target, batches, ColumnMatch::Position(list), mode).await?;
+        Ok(StatementResult::Command { tag: format!("INSERT 0 {rows}"), rows: Some(rows) })
+    }
+
+    pub(crate) async fn insert_by_name(&self, name: &ObjectName, query: Query, overwrite: bool) -> Result<StatementResult> {
+        let target = self.target(name).await?;
+        let (_, batches) = self.run_source(query).await?;
+        let mode = if overwrite { SaveMode::Overwrite } else { SaveMode::Append };
+        let rows = self.write_rows(&target, batches, ColumnMatch::ByName, mode).await?;
+        Ok(StatementResult::Command { tag: format!("INSERT 0 {rows}"), rows: Some(rows) })
+    }
+
+    /// Appends batches whose columns are matched by name (the `Database::insert` API).
+    pub(crate) async fn insert_batches(&self, name: &TableName, batches: Vec<RecordBatch>, mode: Option<SaveMode>) -> Result<u64> {
+        let object = super::names::object_name(&name.schema, &name.name);
+        let target = self.target(&object).await?;
+        self.write_rows(&target, batches, ColumnMatch::ByName, mode.unwrap_or_default()).await
+    }
+
+    async fn write_rows(&self, target: &Target, batches: Vec<RecordBatch>, columns: ColumnMatch, mode: SaveMode) -> Result<u64> {
+        let mut rows = 0;
+        let mut conformed = Vec::with_capacity(batches.len());
+        for batch in batches.iter().filter(|b| b.num_rows() > 0) {
+            let batch = self.to_table_rows(target, batch, &columns).await?;
+            rows += batch.num_rows() as u64;
+            conformed.push(batch);
+        }
+        if conformed.is_empty() && mode == SaveMode::Append {
+            return Ok(0);
+        }
+        let request = WriteRequest { batches: conformed, mode, ..Default::default() };
+        committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
+        Ok(rows)
+    }
+
+    /// Builds rows of the table's schema from a source batch: matched columns cast to the column
+    /// types, the others filled from their defaults (or NULL), constraints checked.
+    async fn to_table_rows(&self, target: &Target, batch: &RecordBatch, columns: &ColumnMatch) -> Result<RecordBatch> {
+        let schema = target.snapshot.schema();
+        let arrow_schema = target.snapshot.arrow_schema();
+        let source_names: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
+        let mut assigned: HashMap<String, ArrayRef> = HashMap::new();
+        match columns {
+            ColumnMatch::Position(list) => {
+                if batch.num_columns() != list.len() {
+                    return Err(Error::data(
+                        "42601",
+                        format!("INSERT has {} expressions but {} target columns", batch.num_columns(), list.len()),
+                    ));
+                }
+                for (name, column) in list.iter().zip(batch.columns()) {
+                    let field = schema.field(name).ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    if assigned.insert(field.name.clone(), column.clone()).is_some() {
+                        return Err(Error::data("42701", format!("column \"{name}\" specified more than once")));
+                    }
+                }
+            }
+            ColumnMatch::ByName => {
+                for (name, column) in source_names.iter().zip(batch.columns()) {
+                    let field = schema.field(name).ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    assigned.insert(field.name.clone(), column.clone());
+                }
+            }
+        }
+        let rows = batch.num_rows();
+        let mut out = Vec::with_capacity(schema.fields.len());
+        for (field, arrow_field) in schema.fields.iter().zip(arrow_schema.fields()) {
+            let column = match assigned.remove(&field.name) {
+                Some(column) => cast_column(&column, arrow_field.data_type(), &field.name)?,
+                None => match target.entry.defaults.get(&field.name) {
+                    Some(default) => self.default_values(default, arrow_field.data_type(), rows, &field.name).await?,
+                    None => arrow::array::new_null_array(arrow_field.data_type(), rows),
+                },
+            };
+            if !field.nullable && column.null_count() > 0 {
+                return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
+            }
+            out.push(column);
+        }
+        let options = RecordBatchOptions::new().with_row_count(Some(rows));
+        let rows = RecordBatch::try_new_with_options(arrow_schema, out, &options)?;
+        self.check_constraints(target, &rows).await?;
+        Ok(rows)
+    }
+
+    async fn default_values(&self, default: &str, data_type: &arrow::datatypes::DataType, rows: usize, column: &str) -> Result<ArrayRef> {
+        let empty = DFSchema::empty();
+        let expr = self.ctx.parse_sql_expr(default, &empty)?;
+        let physical = self.ctx.create_physical_expr(expr, &empty)?;
+        let batch = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &RecordBatchOptions::new().with_row_count(Some(rows)))?;
+        let value = physical.evaluate(&batch)?.into_array(rows)?;
+        cast_column(&value, data_type, column)
+    }
+
+    async fn check_constraints(&self, target: &Target, rows: &RecordBatch) -> Result<()> {
+        let constraints = target.snapshot.constraints();
+        if constraints.is_empty() || rows.num_rows() == 0 {
+            return Ok(());
+        }
+        let df_schema = DFSchema::try_from(rows.schema().as_ref().clone())?;
+        for (name, expr) in constraints {
+            let logical = self.ctx.parse_sql_expr(&expr, &df_schema)?;
+            let physical = self.ctx.create_physical_expr(logical, &df_schema)?;
+            let result = match physical.evaluate(rows)? {
+                ColumnarValue::Array(array) => array,
+                ColumnarValue::Scalar(scalar) => scalar.to_array_of_size(rows.num_rows())?,
+            };
+            let result = arrow::compute::cast(&result, &arrow::datatypes::DataType::Boolean)?;
+            // SQL semantics: a NULL result passes the check.
+            if result.as_boolean().iter().any(|v| v == Some(false)) {
+                return Err(Error::CheckViolation { table: target.name.to_string(), constraint: name });
+            }
+        }
+        Ok(())
+    }
+
+    /// Registers the target with its hidden columns for one statement; returns its relation name.
+    fn register_dml_view(&self, target: &Target) -> String {
+        let temp = self.temp_name("dml");
+        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), scan_options(&self.db)).with_hidden_columns();
+        self.temp.insert(&temp, Arc::new(provider));
+        format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")
+    }
+
+    pub(crate) async fn delete_statement(&self, delete: Delete) -> Result<StatementResult> {
+        if delete.returning.is_some() || delete.limit.is_some() || !delete.order_by.is_empty() {
+            return Err(Error::NotSupported("DELETE with RETURNING, ORDER BY or LIMIT".into()));
+        }
+        let relations = match &delete.from {
+            FromTable::WithFromKeyword(r) | FromTable::WithoutKeyword(r) => r,
+        };
+        let Some(first) = relations.first() else { return Err(Error::Plan("DELETE needs a table".into())) };
+        let TableFactor::Table { name, alias, .. } = &first.relation else { return Err(Error::NotSupported("DELETE from this kind of relation".into())) };
+        let target = self.target(name).await?;
+        let relation = self.register_dml_view(&target);
+        let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
+        let mut from = vec![format!("{relation} AS {alias}")];
+        from.extend(relations.iter().skip(1).map(|r| r.to_string()));
+        from.extend(delete.using.iter().flatten().map(|r| r.to_string()));
+        let filter = delete.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
+        let sql = format!("SELECT {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}", from.join(", "));
+        let batches = self.collect_query(&sql).await?;
+        let (deleted, count) = row_sets(&target.snapshot, &batches, 0, false)?;
+        if count > 0 {
+            let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
+            committed(target.table.mutate(&target.snapshot, mutation).await?)?;
+        }
+        Ok(StatementResult::count("DELETE", count))
+    }
+
+    pub(crate) async fn update_statement(&self, update: Update) -> Result<StatementResult> {
+        if update.returning.is_some() || update.limit.is_some() {
+            return Err(Error::NotSupported("UPDATE with RETURNING or LIMIT".into()));
+        }
+        let TableFactor::Table { name, alias, .. } = &update.table.relation else { return Err(Error::NotSupported("UPDATE of this kind of relation".into())) };
+        let target = self.target(name).await?;
+        let assignments = assignment_map(&update.assignments, &target)?;
+        let relation = self.register_dml_view(&target);
+        let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
+        let mut from = vec![format!("{relation} AS {alias}")];
+        match &update.from {
+            Some(UpdateTableFromKind::BeforeSet(tables) | UpdateTableFromKind::AfterSet(tables)) => from.extend(tables.iter().map(|t| t.to_string())),
+            None => {}
+        }
+        from.extend(update.table.joins.iter().map(|j| j.to_string()));
+        let values: Vec<String> = target
+            .snapshot
+            .schema()
+            .fields
+            .iter()
+            .map(|f| match assignments.get(&f.name) {
+                Some(expr) => format!("{expr} AS {}", quoted(&f.name)),
+                None => format!("{alias}.{} AS {}", quoted(&f.name), quoted(&f.name)),
+            })
+            .collect();
+        let filter = update.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
+        let sql = format!(
+            "SELECT {}, {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
+            values.join(", "),
+            from.join(" , ")
+        );
+        let batches = self.collect_query(&sql).await?;
+        let columns = target.snapshot.schema().fields.len();
+        let (deleted, count) = row_sets(&target.snapshot, &batches, columns, true)?;
+        let mut inserted = Vec::new();
+        for batch in &batches {
+            let values = batch.project(&(0..columns).collect::<Vec<_>>())?;
+            let names = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
+            inserted.push(self.to_table_rows(&target, &values, &ColumnMatch::Position(names)).await?);
+        }
+        if count > 0 {
+            let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
+            committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+        }
+        Ok(StatementResult::count("UPDATE", count))
+    }
+
+    pub(crate) async fn merge_statement(&self, merge: Merge) -> Result<StatementResult> {
+        let TableFactor::Table { name, alias: target_alias, .. } = &merge.table else { return Err(Error::NotSupported("MERGE into this kind of relation".into())) };
+        let target = self.target(name).await?;
+        let relation = self.register_dml_view(&target);
+        let t = target_alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
+        let (source_sql, s) = match &merge.source {
+            TableFactor::Table { name, alias, .. } => {
+                let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
+                (name.to_string(), alias)
+            }
+            TableFactor::Derived { subquery, alias: Some(alias), .. } => (format!("({subquery}) AS \"__sluice_derived\""), alias.name.to_string()),
+            other => return Err(Error::NotSupported(format!("MERGE source {other}"))),
+        };
+        let present = "\"__sluice_present\"";
+        let matched = format!("({t}.\"{ROW_COLUMN}\" IS NOT NULL AND {s}.{present} IS NOT NULL)");
+        let not_matched = format!("({t}.\"{ROW_COLUMN}\" IS NULL)");
+        let not_matched_by_source = format!("({s}.{present} IS NULL)");
+        let fields = &target.snapshot.schema().fields;
+        let mut cases = Vec::new();
+        let mut outputs = Vec::new();
+        let (mut keeps_target, mut keeps_source) = (false, false);
+        for (i, clause) in merge.clauses.iter().enumerate() {
+            let kind = match clause.clause_kind {
+                MergeClauseKind::Matched => matched.clone(),
+                MergeClauseKind::NotMatched | MergeClauseKind::NotMatchedByTarget => {
+                    keeps_source = true;
+                    not_matched.clone()
+                }
+                MergeClauseKind::NotMatchedBySource => {
+                    keeps_target = true;
+                    not_matched_by_source.clone()
+                }
+            };
+            let predicate = clause.predicate.as_ref().map(|p| format!(" AND ({p})")).unwrap_or_default();
+            cases.push(format!("WHEN {kind}{predicate} THEN {i}"));
+            match &clause.action {
+                MergeAction::Update(update) => {
+                    let assignments = assignment_map(&update.assignments, &target)?;
+                    for (j, f) in fields.iter().enumerate() {
+                        let value = assignments.get(&f.name).cloned().unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
+                        outputs.push(format!("{value} AS \"__c{i}_{j}\""));
+                    }
+                }
+                MergeAction::Insert(insert) => {
+                    let MergeInsertKind::Values(values) = &insert.kind else { return Err(Error::NotSupported("MERGE INSERT ROW".into())) };
+                    let row = values.rows.first().ok_or_else(|| Error::Plan("MERGE INSERT needs VALUES".into()))?;
+                    let listed: Vec<String> = if insert.columns.is_empty() {
+                        fields.iter().map(|f| f.name.clone()).collect()
+                    } else {
+                        insert.columns.iter().map(|c| match c.0.last() {
+                            Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
+                            _ => c.to_string(),
+                        }).collect()
+                    };
+                    if listed.len() != row.len() {
+                        return Err(Error::data("42601", "MERGE INSERT has a different number of columns and values"));
+                    }
+                    for name in &listed {
+                        if target.snapshot.schema().field(name).is_none() {
+                            return Err(Error::UndefinedColumn(name.clone()));
+                        }
+                    }
+                    for (j, f) in fields.iter().enumerate() {
+                        let value = match listed.iter().position(|n| n.eq_ignore_ascii_case(&f.name)) {
+                            Some(k) => row[k].to_string(),
+                            None => target.entry.defaults.get(&f.name).cloned().unwrap_or_else(|| "NULL".into()),
+                        };
+                        outputs.push(format!("{value} AS \"__c{i}_{j}\""));
+                    }
+                }
+                MergeAction::Delete { .. } => {}
+            }
+        }
+        let join = match (keeps_target, keeps_source) {
+            (true, true) => "FULL OUTER JOIN",
+            (true, false) => "LEFT OUTER JOIN",
+            (false, true) => "RIGHT OUTER JOIN",
+            (false, false) => "INNER JOIN",
+        };
+        let mut projection = vec![
+            format!("{t}.\"{FILE_COLUMN}\" AS \"__f\""),
+            format!("{t}.\"{ROW_COLUMN}\" AS \"__r\""),
+            format!("CASE {} END AS \"__action\"", cases.join(" ")),
+        ];
+        projection.extend(outputs);
+        let sql = format!(
+            "SELECT * FROM (SELECT {} FROM {relation} AS {t} {join} (SELECT *, TRUE AS {present} FROM {source_sql}) AS {s} ON {}) AS \"__merge\" WHERE \"__action\" IS NOT NULL",
+            projection.join(", "),
+            merge.on
+        );
+        let batches = self.collect_query(&sql).await?;
+        self.apply_merge(&target, &merge, &batches).await
+    }
+
+    async fn apply_merge(&self, target: &Target, merge: &Merge, batches: &[RecordBatch]) -> Result<StatementResult> {
+        let fields = &target.snapshot.schema().fields;
+        let by_path: HashMap<&str, &Arc<Add>> = target.snapshot.files().map(|a| (a.path.as_str(), a)).collect();
+        let mut deleted: HashMap<String, RoaringTreemap> = HashMap::new();
+        let mut inserted = Vec::new();
+        let mut affected = 0u64;
+        for batch in batches {
+            let files = batch.column_by_name("__f").ok_or_else(|| Error::Internal("no __f".into()))?.as_string::<i32>().clone();
+            let rows = batch.column_by_name("__r").ok_or_else(|| Error::Internal("no __r".into()))?.as_primitive::<UInt64Type>().clone();
+            let actions = arrow::compute::cast(batch.column_by_name("__action").ok_or_else(|| Error::Internal("no __action".into()))?, &arrow::datatypes::DataType::Int64)?;
+            let actions = actions.as_primitive::<arrow::datatypes::Int64Type>();
+            for row in 0..batch.num_rows() {
+                affected += 1;
+                let action = actions.value(row) as usize;
+                let touches_target = matches!(merge.clauses.get(action).map(|c| &c.action), Some(MergeAction::Update(_) | MergeAction::Delete { .. }));
+                if touches_target && !files.is_null(row) {
+                    let set = deleted.entry(files.value(row).to_string()).or_default();
+                    if !set.insert(rows.value(row)) {
+                        return Err(Error::data(
+                            "21000",
+                            "MERGE matched one target row with several source rows; the source must match each target row at most once",
+                        ));
+                    }
+                }
+            }
+            for (i, clause) in merge.clauses.iter().enumerate() {
+                if matches!(clause.action, MergeAction::Delete { .. }) {
+                    continue;
+                }
+                let mask: BooleanArray = actions.iter().map(|a| Some(a == Some(i as i64))).collect();
+                if mask.true_count() == 0 {
+                    continue;
+                }
+                let selected = filter_record_batch(batch, &mask)?;
+                let indexes: Vec<usize> = (0..fields.len())
+                    .map(|j| selected.schema().index_of(&format!("__c{i}_{j}")).map_err(|e| Error::Internal(e.to_string())))
+                    .collect::<Result<_>>()?;
+                let values = selected.project(&indexes)?;
+                let names = fields.iter().map(|f| f.name.clone()).collect();
+                inserted.push(self.to_table_rows(target, &values, &ColumnMatch::Position(names)).await?);
+            }
+        }
+        let deleted = deleted
+            .into_iter()
+            .map(|(path, rows)| by_path.get(path.as_str()).map(|a| ((*a).clone(), rows)).ok_or_else(|| Error::Internal(format!("unknown file {path}"))))
+            .collect::<Result<Vec<_>>>()?;
+        if affected > 0 {
+            let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
+            committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+        }
+        Ok(StatementResult::count("MERGE", affected))
+    }
+
+    pub(crate) async fn truncate_statement(&self, truncate: Truncate) -> Result<StatementResult> {
+        for target in &truncate.table_names {
+            let target = self.target(&target.name).await?;
+            let request = WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
+            committed(target.table.write_on(&target.snapshot, request).await?)?;
+        }
+        Ok(StatementResult::command("TRUNCATE TABLE"))
+    }
+}
+
+fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// `SET col = expr` as column name to expression text.
+fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, String>> {
+    let mut map = HashMap::new();
+    for assignment in assignments {
+        let AssignmentTarget::ColumnName(name) = &assignment.target else { return Err(Error::NotSupported("tuple assignment".into())) };
+        let column = match name.0.last() {
+            Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
+            _ => return Err(Error::Plan(format!("bad column {name}"))),
+        };
+        let field = target.snapshot.schema().field(&column).ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", target.name)))?;
+        if map.insert(field.name.clone(), assignment.value.to_string()).is_some() {
+            return Err(Error::data("42601", format!("multiple assignments to same column \"{column}\"")));
+        }
+    }
+    Ok(map)
+}
+
+/// The rows a DML query selected, by file; errors if one row is selected twice when `unique`.
+fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: bool) -> Result<(Vec<(Arc<Add>, RoaringTreemap)>, u64)> {
+    let by_path: HashMap<&str, &Arc<Add>> = snapshot.files().map(|a| (a.path.as_str(), a)).collect();
+    let mut sets: HashMap<String, RoaringTreemap> = HashMap::new();
+    let mut seen = HashSet::new();
+    for batch in batches {
+        let files = batch.column(first).as_string::<i32>();
+        let rows = batch.column(first + 1).as_primitive::<UInt64Type>();
+        for row in 0..batch.num_rows() {
+            let file = files.value(row);
+            let index = rows.value(row);
+            if !seen.insert((file.to_string(), index)) {
+                if unique {
+                    return Err(Error::data("21000", "UPDATE matched one target row more than once (the FROM join is not unique)"));
+                }
+                continue;
+            }
+            sets.entry(file.to_string()).or_default().insert(index);
+        }
+    }
+    let count = seen.len() as u64;
+    let deleted = sets
+        .into_iter()
+        .map(|(path, rows)| by_path.get(path.as_str()).map(|a| ((*a).clone(), rows)).ok_or_else(|| Error::Internal(format!("unknown file {path}"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok((deleted, count))
+}
+
+fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: &str) -> Result<ArrayRef> {
+    if column.data_type() == data_type {
+        return Ok(column.clone());
+    }
+    cast_with_options(column, data_type, &CastOptions { safe: false, ..Default::default() }).map_err(|e| {
+        let sqlstate = if e.to_string().to_lowercase().contains("overflow") { "22003" } else { "22P02" };
+        Error::data(sqlstate, format!("invalid value for column \"{name}\" ({data_type}): {e}"))
+    })
+}
+
+fn storage_data_error(e: sluice_storage::Error) -> Error {
+    match e {
+        sluice_storage::Error::InvalidData { message, .. } => Error::data("22000", message),
+        other => Error::Storage(other),
+    }
+}
+

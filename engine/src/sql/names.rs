@@ -1,0 +1,82 @@
+//! Names: SQL object names to catalog keys, folding unquoted identifiers to lower case as
+//! Postgres does.
+
+use datafusion::sql::sqlparser::ast::{Ident, ObjectName, ObjectNamePart};
+
+use crate::catalog::DEFAULT_SCHEMA;
+use crate::error::{Error, Result};
+use crate::session::CATALOG_NAME;
+
+/// A table's schema and name, normalized.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct TableName {
+    pub schema: String,
+    pub name: String,
+}
+
+impl std::fmt::Display for TableName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.schema == DEFAULT_SCHEMA {
+            write!(f, "{}", self.name)
+        } else {
+            write!(f, "{}.{}", self.schema, self.name)
+        }
+    }
+}
+
+/// An identifier as the catalog stores it: unquoted ones in lower case.
+pub fn normalize(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
+fn parts(name: &ObjectName) -> Result<Vec<String>> {
+    name.0
+        .iter()
+        .map(|part| match part {
+            ObjectNamePart::Identifier(ident) => Ok(normalize(ident)),
+            other => Err(Error::NotSupported(format!("name part {other}"))),
+        })
+        .collect()
+}
+
+/// Resolves `name`, `schema.name` or `sluice.schema.name`.
+pub fn table_name(name: &ObjectName) -> Result<TableName> {
+    let parts = parts(name)?;
+    match parts.as_slice() {
+        [name] => Ok(TableName { schema: DEFAULT_SCHEMA.into(), name: name.clone() }),
+        [schema, name] => Ok(TableName { schema: schema.clone(), name: name.clone() }),
+        [catalog, schema, name] if catalog == CATALOG_NAME => Ok(TableName { schema: schema.clone(), name: name.clone() }),
+        _ => Err(Error::Plan(format!("invalid table name {name}"))),
+    }
+}
+
+/// Resolves a schema name (`schema` or `sluice.schema`).
+pub fn schema_name(name: &ObjectName) -> Result<String> {
+    let parts = parts(name)?;
+    match parts.as_slice() {
+        [schema] => Ok(schema.clone()),
+        [catalog, schema] if catalog == CATALOG_NAME => Ok(schema.clone()),
+        _ => Err(Error::Plan(format!("invalid schema name {name}"))),
+    }
+}
+
+/// Parses a table name given as text (`t`, `s.t`, `"Mixed".t`).
+pub fn parse_table_name(text: &str) -> Result<TableName> {
+    let dialect = super::dialect::SluiceDialect::default();
+    let mut parser = datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(text)?;
+    let name = parser.parse_object_name(false)?;
+    table_name(&name)
+}
+
+/// An object name for a table (used when building statements).
+pub fn object_name(schema: &str, name: &str) -> ObjectName {
+    ObjectName(vec![
+        ObjectNamePart::Identifier(Ident::with_quote('"', CATALOG_NAME)),
+        ObjectNamePart::Identifier(Ident::with_quote('"', schema)),
+        ObjectNamePart::Identifier(Ident::with_quote('"', name)),
+    ])
+}

@@ -1,0 +1,316 @@
+//! Sluice's statements: standard SQL parsed by sqlparser, wrapped with the statements Sluice adds
+//! (Delta's table syntax and maintenance commands), as DataFusion's `DFParser` wraps sqlparser.
+//!
+//! The parser looks at the first words of each statement; for Sluice's statements it drives
+//! sqlparser's own pieces (column definitions, expressions, queries), so errors carry sqlparser's
+//! line and column; everything else is handed to sqlparser whole.
+
+use datafusion::sql::sqlparser::ast::{ColumnDef, Expr, Ident, ObjectName, Query, Statement, TableConstraint, Value};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::Token;
+
+use super::dialect::SluiceDialect;
+use crate::error::Result;
+
+/// Deepest expression nesting accepted (a guard against stack exhaustion).
+pub const PARSER_RECURSION_MAX: usize = 200;
+
+/// A parsed statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SluiceStatement {
+    /// Any statement sqlparser understands.
+    Standard(Box<Statement>),
+    CreateTable(Box<CreateTable>),
+    DescribeHistory { table: ObjectName, limit: Option<u64> },
+    Optimize { table: ObjectName },
+    Vacuum { table: ObjectName, retain_hours: Option<f64>, dry_run: bool },
+    Restore { table: ObjectName, target: TimeTravel },
+    /// `INSERT INTO t BY NAME <query>`: columns matched by name.
+    InsertByName { table: ObjectName, query: Box<Query>, overwrite: bool },
+}
+
+/// `VERSION AS OF n` or `TIMESTAMP AS OF expr`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TimeTravel {
+    Version(Expr),
+    Timestamp(Expr),
+}
+
+/// `CREATE TABLE` with Delta's clauses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateTable {
+    pub name: ObjectName,
+    pub or_replace: bool,
+    pub if_not_exists: bool,
+    pub external: bool,
+    pub columns: Vec<ColumnDef>,
+    pub constraints: Vec<TableConstraint>,
+    pub partitioned_by: Vec<Ident>,
+    pub location: Option<String>,
+    pub comment: Option<String>,
+    pub properties: Vec<(String, String)>,
+    pub query: Option<Box<Query>>,
+}
+
+/// Parses one or more statements separated by `;`.
+pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
+    let dialect = SluiceDialect::default();
+    let mut parser = Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).try_with_sql(sql)?;
+    let mut statements = Vec::new();
+    loop {
+        while parser.consume_token(&Token::SemiColon) {}
+        if parser.peek_token().token == Token::EOF {
+            break;
+        }
+        statements.push(parse_statement(&mut parser)?);
+        if !parser.consume_token(&Token::SemiColon) && parser.peek_token().token != Token::EOF {
+            return Err(parser.expected::<()>("end of statement", parser.peek_token()).unwrap_err().into());
+        }
+    }
+    Ok(statements)
+}
+
+/// Parses exactly one statement.
+pub fn parse_statement_text(sql: &str) -> Result<SluiceStatement> {
+    let mut statements = parse_statements(sql)?;
+    match statements.len() {
+        1 => Ok(statements.remove(0)),
+        0 => Err(crate::error::Error::Parse { message: "empty statement".into(), line: 1, column: 1 }),
+        n => Err(crate::error::Error::Plan(format!("expected one statement, found {n}"))),
+    }
+}
+
+fn word(parser: &Parser, n: usize) -> Option<String> {
+    match parser.peek_nth_token(n).token {
+        Token::Word(w) => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
+fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> {
+    let first = word(parser, 0);
+    match first.as_deref() {
+        Some("CREATE") => {
+            let mut n = 1;
+            if word(parser, n).as_deref() == Some("OR") && word(parser, n + 1).as_deref() == Some("REPLACE") {
+                n += 2;
+            }
+            if word(parser, n).as_deref() == Some("EXTERNAL") {
+                n += 1;
+            }
+            if word(parser, n).as_deref() == Some("TABLE") {
+                return parse_create_table(parser).map(|c| SluiceStatement::CreateTable(Box::new(c)));
+            }
+        }
+        Some("DESCRIBE" | "DESC") if word(parser, 1).as_deref() == Some("HISTORY") => {
+            parser.next_token();
+            parser.next_token();
+            let table = parser.parse_object_name(false)?;
+            let limit = if parser.parse_keyword(Keyword::LIMIT) { Some(parse_u64(parser)?) } else { None };
+            return Ok(SluiceStatement::DescribeHistory { table, limit });
+        }
+        Some("INSERT") => {
+            let by_name_at = (1..=4).find(|&n| word(parser, n).as_deref() == Some("BY") && word(parser, n + 1).as_deref() == Some("NAME"));
+            if by_name_at.is_some() {
+                parser.next_token();
+                let overwrite = parser.parse_keyword(Keyword::OVERWRITE);
+                if !overwrite {
+                    parser.expect_keyword_is(Keyword::INTO)?;
+                }
+                let _ = parser.parse_keyword(Keyword::TABLE);
+                let table = parser.parse_object_name(false)?;
+                parser.expect_keywords(&[Keyword::BY, Keyword::NAME])?;
+                let query = parser.parse_query()?;
+                return Ok(SluiceStatement::InsertByName { table, query, overwrite });
+            }
+        }
+        Some("OPTIMIZE") => {
+            parser.next_token();
+            let _ = parser.parse_keyword(Keyword::TABLE);
+            let table = parser.parse_object_name(false)?;
+            return Ok(SluiceStatement::Optimize { table });
+        }
+        Some("VACUUM") => {
+            parser.next_token();
+            let _ = parser.parse_keyword(Keyword::TABLE);
+            let table = parser.parse_object_name(false)?;
+            let mut retain_hours = None;
+            let mut dry_run = false;
+            loop {
+                if parser.parse_keyword(Keyword::RETAIN) {
+                    retain_hours = Some(parse_f64(parser)?);
+                    if !parser.parse_keyword(Keyword::HOURS) && !parser.parse_keyword(Keyword::HOUR) {
+                        return parser.expected("HOURS", parser.peek_token());
+                    }
+                } else if parser.parse_keywords(&[Keyword::DRY, Keyword::RUN]) {
+                    dry_run = true;
+                } else {
+                    break;
+                }
+            }
+            return Ok(SluiceStatement::Vacuum { table, retain_hours, dry_run });
+        }
+        Some("RESTORE") => {
+            parser.next_token();
+            let _ = parser.parse_keyword(Keyword::TABLE);
+            let table = parser.parse_object_name(false)?;
+            let _ = parser.parse_keyword(Keyword::TO);
+            let target = parse_time_travel(parser)?;
+            return Ok(SluiceStatement::Restore { table, target });
+        }
+        _ => {}
+    }
+    Ok(SluiceStatement::Standard(Box::new(parser.parse_statement()?)))
+}
+
+fn parse_time_travel(parser: &mut Parser) -> Result<TimeTravel, ParserError> {
+    if parser.parse_keywords(&[Keyword::VERSION, Keyword::AS, Keyword::OF]) {
+        Ok(TimeTravel::Version(parser.parse_expr()?))
+    } else if parser.parse_keywords(&[Keyword::TIMESTAMP, Keyword::AS, Keyword::OF]) {
+        Ok(TimeTravel::Timestamp(parser.parse_expr()?))
+    } else {
+        parser.expected("VERSION AS OF or TIMESTAMP AS OF", parser.peek_token())
+    }
+}
+
+fn parse_u64(parser: &mut Parser) -> Result<u64, ParserError> {
+    let token = parser.next_token();
+    match &token.token {
+        Token::Number(n, _) => n.parse().map_err(|_| ParserError::ParserError(format!("expected an integer, found {n} at {}", token.span.start))),
+        _ => parser.expected("an integer", token),
+    }
+}
+
+fn parse_f64(parser: &mut Parser) -> Result<f64, ParserError> {
+    let token = parser.next_token();
+    match &token.token {
+        Token::Number(n, _) => n.parse().map_err(|_| ParserError::ParserError(format!("expected a number, found {n} at {}", token.span.start))),
+        _ => parser.expected("a number", token),
+    }
+}
+
+fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
+    parser.expect_keyword_is(Keyword::CREATE)?;
+    let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+    let external = parser.parse_keyword(Keyword::EXTERNAL);
+    parser.expect_keyword_is(Keyword::TABLE)?;
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    let mut create = CreateTable {
+        name,
+        or_replace,
+        if_not_exists,
+        external,
+        columns: vec![],
+        constraints: vec![],
+        partitioned_by: vec![],
+        location: None,
+        comment: None,
+        properties: vec![],
+        query: None,
+    };
+    if parser.consume_token(&Token::LParen) {
+        if !parser.consume_token(&Token::RParen) {
+            loop {
+                if let Some(constraint) = parser.parse_optional_table_constraint()? {
+                    create.constraints.push(constraint);
+                } else {
+                    create.columns.push(parser.parse_column_def()?);
+                }
+                if parser.consume_token(&Token::Comma) {
+                    continue;
+                }
+                parser.expect_token(&Token::RParen)?;
+                break;
+            }
+        }
+    }
+    loop {
+        if parser.parse_keyword(Keyword::USING) {
+            let format = parser.parse_identifier()?;
+            if !format.value.eq_ignore_ascii_case("delta") {
+                return Err(ParserError::ParserError(format!("only USING DELTA is supported, found {format}")));
+            }
+        } else if parser.parse_keywords(&[Keyword::PARTITIONED, Keyword::BY]) {
+            parser.expect_token(&Token::LParen)?;
+            create.partitioned_by = parser.parse_comma_separated(|p| p.parse_identifier())?;
+            parser.expect_token(&Token::RParen)?;
+        } else if parser.parse_keyword(Keyword::LOCATION) {
+            create.location = Some(parser.parse_literal_string()?);
+        } else if parser.parse_keyword(Keyword::COMMENT) {
+            let _ = parser.consume_token(&Token::Eq);
+            create.comment = Some(parser.parse_literal_string()?);
+        } else if parser.parse_keyword(Keyword::TBLPROPERTIES) || parser.parse_keyword(Keyword::WITH) {
+            parser.expect_token(&Token::LParen)?;
+            create.properties.extend(parser.parse_comma_separated(parse_property)?);
+            parser.expect_token(&Token::RParen)?;
+        } else {
+            break;
+        }
+    }
+    if parser.parse_keyword(Keyword::AS) {
+        create.query = Some(parser.parse_query()?);
+    }
+    Ok(create)
+}
+
+/// `'key' = 'value'`, `key.path = value` (the `=` is optional, as in Spark).
+pub fn parse_property(parser: &mut Parser) -> Result<(String, String), ParserError> {
+    let key = match parser.peek_token().token {
+        Token::SingleQuotedString(_) | Token::DoubleQuotedString(_) => parser.parse_literal_string()?,
+        _ => parser.parse_object_name(false)?.0.iter().map(|p| p.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join("."),
+    };
+    let _ = parser.consume_token(&Token::Eq);
+    let token = parser.next_token();
+    let value = match token.token {
+        Token::SingleQuotedString(s) | Token::DoubleQuotedString(s) => s,
+        Token::Number(n, _) => n,
+        Token::Word(w) => w.value,
+        _ => return parser.expected("a property value", token),
+    };
+    Ok((key, value))
+}
+
+/// The text of a literal used as a property or option value.
+pub fn literal_text(value: &Value) -> Option<String> {
+    match value {
+        Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => Some(s.clone()),
+        Value::Number(n, _) => Some(n.to_string()),
+        Value::Boolean(b) => Some(b.to_string()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sluice_statements() {
+        let statements = parse_statements(
+            "CREATE TABLE IF NOT EXISTS s.t (id bigint NOT NULL, v text DEFAULT 'x', CHECK (id > 0)) \
+             PARTITIONED BY (v) LOCATION '/tmp/t' TBLPROPERTIES ('delta.appendOnly' = 'true', delta.x = 1); \
+             DESCRIBE HISTORY t LIMIT 3; OPTIMIZE t; VACUUM t RETAIN 1 HOURS DRY RUN; \
+             RESTORE TABLE t TO VERSION AS OF 2; SELECT * FROM t VERSION AS OF 1",
+        )
+        .unwrap();
+        assert_eq!(statements.len(), 6);
+        let SluiceStatement::CreateTable(create) = &statements[0] else { panic!("not a create") };
+        assert!(create.if_not_exists);
+        assert_eq!(create.columns.len(), 2);
+        assert_eq!(create.constraints.len(), 1);
+        assert_eq!(create.partitioned_by[0].value, "v");
+        assert_eq!(create.properties, vec![("delta.appendOnly".into(), "true".into()), ("delta.x".into(), "1".into())]);
+        assert!(matches!(statements[3], SluiceStatement::Vacuum { retain_hours: Some(h), dry_run: true, .. } if h == 1.0));
+        assert!(matches!(statements[5], SluiceStatement::Standard(_)));
+    }
+
+    #[test]
+    fn errors_give_line_and_column() {
+        let err = parse_statements("SELECT 1;\nSELEC 2").unwrap_err();
+        assert!(matches!(err, crate::error::Error::Parse { line: 2, .. }), "{err}");
+        let err = parse_statements("CREATE TABLE t (a int,").unwrap_err().to_string();
+        assert!(err.contains("line 1"), "{err}");
+    }
+}

@@ -1,0 +1,132 @@
+//! Queries: rewriting what DataFusion does not know (Delta time travel on a table reference) and
+//! running the rest through DataFusion.
+//!
+//! `t VERSION AS OF 3` and `t TIMESTAMP AS OF '...'` become references to a statement-local
+//! relation in `__temp` that reads that snapshot.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Statement, TableFactor, TableVersion, VisitMut, VisitorMut};
+
+use super::catalog_provider::{scan_options, TEMP_SCHEMA};
+use super::names::{object_name, table_name};
+use super::parser::{SluiceStatement, TimeTravel};
+use crate::error::{Error, Result};
+use crate::provider::SluiceTable;
+use crate::session::{Session, StatementResult};
+
+struct TimeTravelCollector<'a> {
+    session: &'a Session,
+    found: Vec<(String, ObjectName, TableVersion)>,
+}
+
+impl VisitorMut for TimeTravelCollector<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, version, .. } = factor {
+            if let Some(v) = version.take() {
+                let temp = self.session.temp_name("time_travel");
+                let original = std::mem::replace(name, object_name(TEMP_SCHEMA, &temp));
+                self.found.push((temp, original, v));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Session {
+    /// Rewrites a statement for DataFusion, registering the relations it needs.
+    pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
+        let mut collector = TimeTravelCollector { session: self, found: vec![] };
+        let _ = statement.visit(&mut collector);
+        for (temp, name, version) in collector.found {
+            let travel = match version {
+                TableVersion::VersionAsOf(e) => TimeTravel::Version(e),
+                TableVersion::TimestampAsOf(e) | TableVersion::ForSystemTimeAsOf(e) => TimeTravel::Timestamp(e),
+                other => return Err(Error::NotSupported(format!("table version {other}"))),
+            };
+            let (entry, table, _) = self.resolve_table(&name).await?;
+            let snapshot = self.snapshot_at(&table, &travel).await?;
+            let _ = entry;
+            self.temp.insert(&temp, Arc::new(SluiceTable::new(table, snapshot, scan_options(&self.db))));
+        }
+        Ok(statement)
+    }
+
+    /// The snapshot a time-travel clause names.
+    pub(crate) async fn snapshot_at(
+        &self,
+        table: &sluice_storage::table::Table,
+        travel: &TimeTravel,
+    ) -> Result<Arc<sluice_storage::snapshot::Snapshot>> {
+        match travel {
+            TimeTravel::Version(expr) => {
+                let version = self.evaluate_constant(expr, &DataType::Int64).await?;
+                let version = version.as_primitive::<arrow::datatypes::Int64Type>().value(0);
+                let version = u64::try_from(version).map_err(|_| Error::Plan(format!("version {version} is negative")))?;
+                Ok(table.snapshot_at_version(version).await?)
+            }
+            TimeTravel::Timestamp(expr) => {
+                let timestamp = self.evaluate_constant(expr, &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))).await?;
+                let ms = timestamp.as_primitive::<arrow::datatypes::TimestampMillisecondType>().value(0);
+                Ok(table.snapshot_at_timestamp(ms).await?)
+            }
+        }
+    }
+
+    /// Evaluates a constant expression to a one-element array of `data_type`.
+    pub(crate) async fn evaluate_constant(&self, expr: &Expr, data_type: &DataType) -> Result<arrow::array::ArrayRef> {
+        let sql = format!("SELECT {expr}");
+        let batches = self.ctx.sql(&sql).await?.collect().await?;
+        let column = batches.first().filter(|b| b.num_rows() == 1).map(|b| b.column(0).clone());
+        let Some(column) = column else { return Err(Error::Plan(format!("{expr} is not a single value"))) };
+        if column.is_null(0) {
+            return Err(Error::Plan(format!("{expr} is NULL")));
+        }
+        Ok(arrow::compute::cast(&column, data_type)?)
+    }
+
+    /// Plans and runs a query.
+    pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
+        let statement = self.rewrite(Statement::Query(Box::new(query))).await?;
+        let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let batches = frame.collect().await?;
+        Ok(StatementResult::Rows { schema, batches })
+    }
+
+    /// The parameter types and result columns of a statement, where they can be known without
+    /// running it.
+    pub(crate) async fn describe(&self, statement: &SluiceStatement) -> (Vec<Option<DataType>>, Option<SchemaRef>) {
+        let SluiceStatement::Standard(standard) = statement else { return (vec![], None) };
+        if !matches!(**standard, Statement::Query(_)) {
+            return (vec![], None);
+        }
+        let Ok(rewritten) = self.rewrite((**standard).clone()).await else { return (vec![], None) };
+        let planned = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten))).await;
+        self.temp.clear();
+        let Ok(plan) = planned else { return (vec![], None) };
+        let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
+        let types = plan.get_parameter_types().unwrap_or_default();
+        let count = types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
+        let ordered = (1..=count).map(|n| types.get(&format!("${n}")).cloned().flatten()).collect();
+        (ordered, Some(schema))
+    }
+
+    /// Finds a table by name: its catalog entry, handle and statement snapshot.
+    pub(crate) async fn resolve_table(
+        &self,
+        name: &ObjectName,
+    ) -> Result<(crate::catalog::TableEntry, Arc<sluice_storage::table::Table>, Arc<sluice_storage::snapshot::Snapshot>)> {
+        let name = table_name(name)?;
+        let state = self.db.catalog.current();
+        let entry = state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+        let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
+        Ok((entry, table, snapshot))
+    }
+}

@@ -1,0 +1,194 @@
+//! Column types: Postgres type names (as written in CREATE TABLE) to Delta types, and back to the
+//! names clients are shown.
+//!
+//! Delta has fewer types than Postgres, so some names share a storage type and the declared name
+//! is kept in the column's metadata (`sluice.type`): `json`/`jsonb`/`uuid`/`varchar(n)` are stored
+//! as `string`, `numeric` without precision as `decimal(38,10)`, `timestamp` (without time zone)
+//! as `timestamp_ntz` and `timestamptz` as `timestamp`, as Postgres users expect.
+
+use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, TimezoneInfo};
+use serde_json::Value;
+use sluice_storage::schema::{ArrayType, DataType, PrimitiveType, StructField};
+
+use crate::error::{Error, Result};
+
+/// Column metadata key holding the declared Postgres type name.
+pub const DECLARED_TYPE_KEY: &str = "sluice.type";
+
+/// Precision and scale of `numeric` written without them.
+const NUMERIC_DEFAULT: (u8, i8) = (38, 10);
+
+/// A column type as declared: the Delta type and, where it differs from the default name for that
+/// type, the declared name.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeclaredType {
+    pub data_type: DataType,
+    pub declared: Option<String>,
+}
+
+fn primitive(p: PrimitiveType) -> DeclaredType {
+    DeclaredType { data_type: DataType::Primitive(p), declared: None }
+}
+
+fn named(p: PrimitiveType, name: &str) -> DeclaredType {
+    DeclaredType { data_type: DataType::Primitive(p), declared: Some(name.to_string()) }
+}
+
+/// Maps a type from SQL to its Delta type.
+pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
+    use ast::DataType as T;
+    use PrimitiveType as P;
+    Ok(match sql {
+        T::SmallInt(_) | T::Int2(_) | T::Int16 => primitive(P::Short),
+        T::TinyInt(_) => primitive(P::Byte),
+        T::Int(_) | T::Integer(_) | T::Int4(_) | T::Int32 => primitive(P::Integer),
+        T::BigInt(_) | T::Int8(_) | T::Int64 => primitive(P::Long),
+        T::Real | T::Float4 | T::Float32 => primitive(P::Float),
+        T::Float(info) => match info {
+            ExactNumberInfo::Precision(p) if *p <= 24 => primitive(P::Float),
+            _ => primitive(P::Double),
+        },
+        T::Double(_) | T::DoublePrecision | T::Float8 | T::Float64 => primitive(P::Double),
+        T::Bool | T::Boolean => primitive(P::Boolean),
+        T::Text | T::String(_) => primitive(P::String),
+        T::Varchar(length) | T::CharacterVarying(length) | T::CharVarying(length) | T::Nvarchar(length) => match length {
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => named(P::String, &format!("varchar({length})")),
+            _ => named(P::String, "varchar"),
+        },
+        T::Char(length) | T::Character(length) => match length {
+            Some(ast::CharacterLength::IntegerLength { length, .. }) => named(P::String, &format!("char({length})")),
+            _ => named(P::String, "char(1)"),
+        },
+        T::Uuid => named(P::String, "uuid"),
+        T::JSON => named(P::String, "json"),
+        T::JSONB => named(P::String, "jsonb"),
+        T::Bytea | T::Binary(_) | T::Varbinary(_) | T::Blob(_) | T::Bytes(_) => primitive(P::Binary),
+        T::Date => primitive(P::Date),
+        T::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => primitive(P::Timestamp),
+        T::Timestamp(_, _) | T::TimestampNtz(_) | T::Datetime(_) => primitive(P::TimestampNtz),
+        T::Numeric(info) | T::Decimal(info) | T::Dec(info) => {
+            let (precision, scale) = match info {
+                ExactNumberInfo::None => NUMERIC_DEFAULT,
+                ExactNumberInfo::Precision(p) => (to_precision(*p)?, 0),
+                ExactNumberInfo::PrecisionAndScale(p, s) => (to_precision(*p)?, i8::try_from(*s).map_err(|_| bad_type(sql))?),
+            };
+            if scale < 0 || scale as u8 > precision {
+                return Err(Error::Plan(format!("numeric scale {scale} must be between 0 and the precision {precision}")));
+            }
+            let declared = matches!(info, ExactNumberInfo::None).then(|| "numeric".to_string());
+            DeclaredType { data_type: DataType::Primitive(P::Decimal { precision, scale }), declared }
+        }
+        T::Array(ArrayElemTypeDef::SquareBracket(inner, _) | ArrayElemTypeDef::AngleBracket(inner) | ArrayElemTypeDef::Parenthesis(inner)) => {
+            let element = declared_type(inner)?;
+            DeclaredType {
+                data_type: DataType::Array(Box::new(ArrayType { element_type: element.data_type, contains_null: true })),
+                declared: element.declared.map(|d| format!("{d}[]")),
+            }
+        }
+        T::Custom(name, _) => {
+            let text = name.to_string().to_ascii_lowercase();
+            match text.as_str() {
+                "timestamptz" => primitive(P::Timestamp),
+                "serial" | "int4" => primitive(P::Integer),
+                "bigserial" | "int8" => primitive(P::Long),
+                "long" => primitive(P::Long),
+                "short" => primitive(P::Short),
+                "byte" => primitive(P::Byte),
+                "double" => primitive(P::Double),
+                "string" => primitive(P::String),
+                "citext" => named(P::String, "citext"),
+                _ => return Err(bad_type(sql)),
+            }
+        }
+        _ => return Err(bad_type(sql)),
+    })
+}
+
+fn to_precision(p: u64) -> Result<u8> {
+    match u8::try_from(p) {
+        Ok(p) if (1..=38).contains(&p) => Ok(p),
+        _ => Err(Error::NotSupported(format!("numeric precision {p} (Sluice stores at most 38 digits)"))),
+    }
+}
+
+fn bad_type(sql: &ast::DataType) -> Error {
+    Error::NotSupported(format!("type {sql}"))
+}
+
+/// A table column of a declared type.
+pub fn column(name: &str, declared: DeclaredType, nullable: bool) -> StructField {
+    let mut field = StructField::new(name, declared.data_type, nullable);
+    if let Some(declared) = declared.declared {
+        field.metadata.insert(DECLARED_TYPE_KEY.into(), Value::String(declared));
+    }
+    field
+}
+
+/// The Postgres name of a column's type, as clients are shown it.
+pub fn pg_type_name(field: &StructField) -> String {
+    if let Some(Value::String(declared)) = field.metadata.get(DECLARED_TYPE_KEY) {
+        return declared.clone();
+    }
+    delta_type_pg_name(&field.data_type)
+}
+
+/// The Postgres name for a Delta type.
+pub fn delta_type_pg_name(data_type: &DataType) -> String {
+    use PrimitiveType as P;
+    match data_type {
+        DataType::Primitive(p) => match p {
+            P::String => "text".into(),
+            P::Long => "bigint".into(),
+            P::Integer => "integer".into(),
+            P::Short | P::Byte => "smallint".into(),
+            P::Float => "real".into(),
+            P::Double => "double precision".into(),
+            P::Boolean => "boolean".into(),
+            P::Binary => "bytea".into(),
+            P::Date => "date".into(),
+            P::Timestamp => "timestamp with time zone".into(),
+            P::TimestampNtz => "timestamp without time zone".into(),
+            P::Decimal { precision, scale } => format!("numeric({precision},{scale})"),
+            P::Void => "unknown".into(),
+        },
+        DataType::Array(a) => format!("{}[]", delta_type_pg_name(&a.element_type)),
+        DataType::Map(_) => "jsonb".into(),
+        DataType::Struct(_) => "record".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+    use datafusion::sql::sqlparser::parser::Parser;
+
+    fn parse(text: &str) -> ast::DataType {
+        Parser::new(&PostgreSqlDialect {}).try_with_sql(text).unwrap().parse_data_type().unwrap()
+    }
+
+    #[test]
+    fn maps_postgres_names() {
+        let cases = [
+            ("int", "integer"),
+            ("bigint", "bigint"),
+            ("text", "text"),
+            ("varchar(20)", "varchar(20)"),
+            ("numeric(10,2)", "numeric(10,2)"),
+            ("numeric", "numeric"),
+            ("timestamptz", "timestamp with time zone"),
+            ("timestamp", "timestamp without time zone"),
+            ("double precision", "double precision"),
+            ("jsonb", "jsonb"),
+            ("bytea", "bytea"),
+            ("int[]", "integer[]"),
+            ("bool", "boolean"),
+        ];
+        for (sql, shown) in cases {
+            let field = column("c", declared_type(&parse(sql)).unwrap(), true);
+            assert_eq!(pg_type_name(&field), shown, "{sql}");
+        }
+        assert!(declared_type(&parse("numeric(50,2)")).is_err());
+        assert!(declared_type(&parse("interval")).is_err());
+    }
+}
