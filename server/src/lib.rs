@@ -1,1 +1,9 @@
-//! placeholder
+//! # sluice-server: the `sluice` program
+//!
+//! - [`cli`]: the command line (`sluice sql`, `sluice serve`);
+//! - [`format`]: results as aligned tables (like psql) or CSV.
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod cli;
+pub mod format;

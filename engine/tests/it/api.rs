@@ -1,0 +1,98 @@
+//! The in-process API: open, execute, query, insert, prepared statements, several handles and
+//! concurrent queries.
+
+use std::sync::Arc;
+
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::common::ScalarValue;
+use sluice::{Database, Error, StatementResult};
+
+use crate::common::rows;
+
+#[tokio::test]
+async fn execute_query_and_insert() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    let results = db.execute("CREATE TABLE t (id bigint NOT NULL, name text); INSERT INTO t VALUES (1, 'a')").await.unwrap();
+    assert!(matches!(&results[1], StatementResult::Command { tag, rows: Some(1) } if tag == "INSERT 0 1"));
+    let batch = RecordBatch::try_new(
+        Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true), Field::new("id", DataType::Int64, false)])),
+        vec![Arc::new(StringArray::from(vec!["b", "c"])), Arc::new(Int64Array::from(vec![2, 3]))],
+    )
+    .unwrap();
+    assert_eq!(db.insert("t", vec![batch]).await.unwrap(), 2);
+    assert_eq!(rows(&db.query("SELECT id, name FROM t").await.unwrap()), ["1|a", "2|b", "3|c"]);
+    let err = db.insert("nope", vec![]).await.unwrap_err();
+    assert_eq!(err.sqlstate(), "42P01");
+}
+
+#[tokio::test]
+async fn prepared_statements_take_parameters() {
+    let db = Database::open("memory://").await.unwrap();
+    db.execute("CREATE TABLE p (id bigint, name text, day date)").await.unwrap();
+    let insert = db.prepare("INSERT INTO p VALUES ($1, $2, $3)").await.unwrap();
+    let session = db.session();
+    for i in 0..3 {
+        let params = [ScalarValue::Int64(Some(i)), ScalarValue::Utf8(Some(format!("n{i}"))), ScalarValue::Date32(Some(19_000 + i as i32))];
+        session.execute_prepared(&insert, &params).await.unwrap();
+    }
+    let select = db.prepare("SELECT name FROM p WHERE id > $1 AND day <= $2").await.unwrap();
+    assert_eq!(select.parameter_types, vec![Some(DataType::Int64), Some(DataType::Date32)]);
+    assert_eq!(select.result_schema.as_ref().unwrap().field(0).name(), "name");
+    let result = session.execute_prepared(&select, &[ScalarValue::Int64(Some(0)), ScalarValue::Date32(Some(19_001))]).await.unwrap();
+    assert_eq!(rows(result.batches()), ["n1"]);
+    // A missing parameter is an error, not a panic.
+    assert!(session.execute_prepared(&select, &[ScalarValue::Int64(Some(0))]).await.is_err());
+}
+
+#[tokio::test]
+async fn several_handles_and_concurrent_queries() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let a = Database::open(&path).await.unwrap();
+    let b = Database::open(&path).await.unwrap();
+    a.execute("CREATE TABLE shared (n bigint)").await.unwrap();
+    b.execute("INSERT INTO shared SELECT value FROM generate_series(1, 100)").await.unwrap();
+    assert_eq!(rows(&a.query("SELECT count(*) FROM shared").await.unwrap()), ["100"]);
+    // Both handles create tables at once: the catalog keeps both.
+    let (x, y) = tokio::join!(a.execute("CREATE TABLE from_a (x int)"), b.execute("CREATE TABLE from_b (y int)"));
+    x.unwrap();
+    y.unwrap();
+    assert_eq!(rows(&b.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1").await.unwrap()), ["from_a", "from_b", "shared"]);
+    // Concurrent writers and readers on one handle.
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let db = a.clone();
+        tasks.push(tokio::spawn(async move {
+            db.execute(&format!("INSERT INTO shared VALUES ({})", 1000 + i)).await.unwrap();
+            db.query("SELECT sum(n) FROM shared").await.unwrap();
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    assert_eq!(rows(&b.query("SELECT count(*) FROM shared").await.unwrap()), ["108"]);
+}
+
+#[tokio::test]
+async fn reopening_keeps_the_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    {
+        let db = Database::open(&path).await.unwrap();
+        db.execute("CREATE SCHEMA s; CREATE TABLE s.t (a int) PARTITIONED BY (a); INSERT INTO s.t VALUES (1), (2)").await.unwrap();
+    }
+    let db = Database::open(&path).await.unwrap();
+    assert_eq!(rows(&db.query("SELECT a FROM s.t").await.unwrap()), ["1", "2"]);
+}
+
+#[tokio::test]
+async fn memory_databases_share_by_name() {
+    let a = Database::open("memory://shared-name").await.unwrap();
+    a.execute("CREATE TABLE m (a int); INSERT INTO m VALUES (7)").await.unwrap();
+    let b = Database::open("memory://shared-name").await.unwrap();
+    assert_eq!(rows(&b.query("SELECT a FROM m").await.unwrap()), ["7"]);
+    let fresh = Database::open("memory://").await.unwrap();
+    assert!(matches!(fresh.query("SELECT a FROM m").await, Err(Error::UndefinedTable(_))));
+}

@@ -1,0 +1,46 @@
+//! Helpers shared by the engine tests.
+
+use std::path::PathBuf;
+
+use arrow::array::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+
+pub fn workspace() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+}
+
+/// The Python with the pinned peers (installed by scripts/test).
+pub fn python() -> PathBuf {
+    if let Ok(path) = std::env::var("SLUICE_PYTHON") {
+        return PathBuf::from(path);
+    }
+    let venv = workspace().join(".venv/bin/python");
+    assert!(venv.exists(), "the Python peers are not installed: run ./scripts/test");
+    venv
+}
+
+/// Runs a Python snippet; panics with its output on failure; returns stdout.
+pub fn run_python(code: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new(python()).arg("-c").arg(code).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Rows as sorted text lines (`a|b|c`), NULL as `NULL`.
+pub fn rows(batches: &[RecordBatch]) -> Vec<String> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for batch in batches {
+        let formatters: Vec<_> = batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options).unwrap()).collect();
+        for row in 0..batch.num_rows() {
+            out.push(formatters.iter().map(|f| f.value(row).to_string()).collect::<Vec<_>>().join("|"));
+        }
+    }
+    out.sort();
+    out
+}

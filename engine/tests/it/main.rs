@@ -1,0 +1,7 @@
+//! Integration tests of the engine (one binary; see STYLE.md).
+
+mod api;
+mod common;
+mod crash;
+mod interop;
+mod tpch;

@@ -1,0 +1,194 @@
+//! The `sluice` command line.
+//!
+//! - `sluice sql [--data DIR] [-c SQL]... [-f FILE]... [--csv]`: runs statements and prints their
+//!   results (aligned tables like psql, or CSV of the last statement); with neither `-c` nor `-f`,
+//!   an interactive prompt with history. A failing statement prints `ERROR: ...` on stderr and
+//!   the command exits with status 1.
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use sluice::Database;
+
+/// The warehouse used when `--data` is not given.
+pub const DEFAULT_DATA_DIR: &str = "./sluice-data";
+
+#[derive(Parser)]
+#[command(name = "sluice", version, about = "Sluice: an embedded lakehouse database with streaming tables")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run SQL against a warehouse folder (or URL).
+    Sql {
+        /// The warehouse: a folder, memory://, s3://, gs:// or az:// URL.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: String,
+        /// SQL to run (several statements separated by `;`); may be repeated.
+        #[arg(short = 'c', long = "command")]
+        commands: Vec<String>,
+        /// A file of SQL to run; may be repeated.
+        #[arg(short = 'f', long = "file")]
+        files: Vec<PathBuf>,
+        /// Print the last statement's rows as CSV with a header line.
+        #[arg(long)]
+        csv: bool,
+    },
+}
+
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("ERROR: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        match cli.command {
+            Command::Sql { data, commands, files, csv } => sql(&data, commands, files, csv).await,
+        }
+    })
+}
+
+async fn sql(data: &str, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) -> ExitCode {
+    let db = match Database::open(data).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("ERROR: cannot open {data}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut scripts = commands;
+    for file in files {
+        match std::fs::read_to_string(&file) {
+            Ok(text) => scripts.push(text),
+            Err(e) => {
+                eprintln!("ERROR: cannot read {}: {e}", file.display());
+                return ExitCode::FAILURE;
+            }
+        }
+    }
+    if scripts.is_empty() {
+        return interactive(&db).await;
+    }
+    let session = db.session();
+    let mut last = None;
+    for script in scripts {
+        let statements = match sluice::sql::parser::parse_statements(&script) {
+            Ok(statements) => statements,
+            Err(e) => {
+                eprintln!("ERROR: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        for statement in statements {
+            match session.run(statement, &[]).await {
+                Ok(result) => {
+                    if !csv {
+                        print!("{}", crate::format::aligned(&result));
+                    }
+                    last = Some(result);
+                }
+                Err(e) => {
+                    eprintln!("ERROR: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    if csv {
+        if let Some(result) = last {
+            match crate::format::csv(&result) {
+                Ok(text) => print!("{text}"),
+                Err(e) => {
+                    eprintln!("ERROR: {e}");
+                    return ExitCode::FAILURE;
+                }
+            }
+        }
+    }
+    let _ = std::io::stdout().flush();
+    ExitCode::SUCCESS
+}
+
+async fn interactive(db: &Database) -> ExitCode {
+    let mut editor = match rustyline::DefaultEditor::new() {
+        Ok(editor) => editor,
+        Err(e) => {
+            eprintln!("ERROR: no terminal: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let history = std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".sluice_history"));
+    if let Some(path) = &history {
+        let _ = editor.load_history(path);
+    }
+    println!("sluice {} on {} (\\q to quit, \\dt to list tables)", env!("CARGO_PKG_VERSION"), db.location());
+    let session = db.session();
+    let mut buffer = String::new();
+    loop {
+        let prompt = if buffer.is_empty() { "sluice=> " } else { "sluice-> " };
+        let line = match editor.readline(prompt) {
+            Ok(line) => line,
+            Err(rustyline::error::ReadlineError::Interrupted) => {
+                buffer.clear();
+                continue;
+            }
+            Err(_) => break,
+        };
+        let trimmed = line.trim();
+        if buffer.is_empty() && trimmed.starts_with('\\') {
+            let _ = editor.add_history_entry(trimmed);
+            match backslash(trimmed) {
+                Some(sql) => run_and_print(&session, &sql).await,
+                None => break,
+            }
+            continue;
+        }
+        buffer.push_str(&line);
+        buffer.push('\n');
+        if trimmed.ends_with(';') {
+            let _ = editor.add_history_entry(buffer.trim());
+            run_and_print(&session, &buffer).await;
+            buffer.clear();
+        }
+    }
+    if let Some(path) = &history {
+        let _ = editor.save_history(path);
+    }
+    ExitCode::SUCCESS
+}
+
+/// The SQL behind a backslash command, or `None` to quit.
+fn backslash(command: &str) -> Option<String> {
+    let mut words = command.split_whitespace();
+    match words.next() {
+        Some("\\q") => None,
+        Some("\\dt") => Some("SELECT table_schema AS schema, table_name AS name FROM information_schema.tables WHERE table_schema NOT IN ('information_schema', '__temp') ORDER BY 1, 2".into()),
+        Some("\\dn") => Some("SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name NOT IN ('information_schema', '__temp') ORDER BY 1".into()),
+        Some("\\d") => match words.next() {
+            Some(table) => Some(format!("SELECT column_name AS column, data_type AS type, is_nullable AS nullable FROM information_schema.columns WHERE table_name = '{}' ORDER BY ordinal_position", table.replace('\'', "''"))),
+            None => Some("SELECT table_schema AS schema, table_name AS name FROM information_schema.tables WHERE table_schema NOT IN ('information_schema', '__temp') ORDER BY 1, 2".into()),
+        },
+        _ => Some(format!("SELECT 'unknown command {}' AS error", command.replace('\'', "''"))),
+    }
+}
+
+async fn run_and_print(session: &sluice::Session, sql: &str) {
+    match session.execute(sql).await {
+        Ok(results) => {
+            for result in &results {
+                print!("{}", crate::format::aligned(result));
+            }
+        }
+        Err(e) => eprintln!("ERROR: {e}"),
+    }
+}
+
