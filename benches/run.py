@@ -71,7 +71,37 @@ def storage() -> str:
     ])
 
 
-BENCHMARKS = {"storage": ("Storage: writing and opening tables (issue 2)", storage)}
+def tpch() -> str:
+    parquet = DATA / "tpch-sf1"
+    warehouse = DATA / "tpch-sf1-sluice"
+    run([SLUICE, "tpch-gen", "--sf", 1, "--out", parquet])
+    if not (warehouse / ".loaded").exists():
+        if warehouse.exists():
+            shutil.rmtree(warehouse)
+        run([SLUICE, "tpch-load", "--parquet", parquet, "--data", warehouse])
+        (warehouse / ".loaded").write_text("ok")
+    ours = run([SLUICE, "tpch-run", "--data", warehouse, "--repeat", 3])
+    theirs = run([PYTHON, ROOT / "benches/peers/duckdb_tpch.py", "bench", parquet, ROOT / "benches/tpch", 3])
+    lines = ["| query | Sluice | DuckDB | Sluice / DuckDB |", "|---|---|---|---|"]
+    product, count = 1.0, 0
+    for n in range(1, 23):
+        a, b = ours[str(n)], theirs[str(n)]
+        ratio = a / b
+        product *= ratio
+        count += 1
+        lines.append(f"| Q{n} | {a * 1000:.0f} ms | {b * 1000:.0f} ms | {ratio:.2f} |")
+    geomean = product ** (1.0 / count)
+    lines.append(f"| **geometric mean** | | | **{geomean:.2f}** |")
+    lines.append("")
+    lines.append("Here the ratio is Sluice time / DuckDB time (below 1.0: Sluice is faster). Best of 3 runs per query, "
+                 "both in-process on the same Parquet files (Sluice loaded them into its tables; DuckDB reads them with read_parquet).")
+    return "\n".join(lines)
+
+
+BENCHMARKS = {
+    "storage": ("Storage: writing and opening tables (issue 2)", storage),
+    "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
+}
 
 
 def machine() -> str:

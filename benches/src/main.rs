@@ -3,6 +3,7 @@
 //! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
 
 mod storage;
+mod tpch_steps;
 
 use clap::{Parser, Subcommand};
 
@@ -38,6 +39,27 @@ enum Command {
         #[arg(long)]
         checkpoint_interval: u64,
     },
+    /// Writes TPC-H data at scale factor SF as one Parquet file per table.
+    TpchGen {
+        #[arg(long)]
+        sf: f64,
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Loads TPC-H Parquet files into a new Sluice warehouse.
+    TpchLoad {
+        #[arg(long)]
+        parquet: std::path::PathBuf,
+        #[arg(long)]
+        data: String,
+    },
+    /// Runs the 22 TPC-H queries (best of REPEAT) and prints each one's seconds.
+    TpchRun {
+        #[arg(long)]
+        data: String,
+        #[arg(long, default_value_t = 3)]
+        repeat: usize,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -58,6 +80,9 @@ fn main() {
                 storage::make_commits(&table, commits, checkpoint_interval).await
             }
             Command::Open { table, repeat } => storage::open(&table, repeat).await,
+            Command::TpchGen { sf, out } => tpch_steps::generate(sf, &out),
+            Command::TpchLoad { parquet, data } => tpch_steps::load(&parquet, &data).await,
+            Command::TpchRun { data, repeat } => tpch_steps::run(&data, repeat).await,
         }
     });
     match result {

@@ -30,10 +30,14 @@ fn rows(start: usize, count: usize) -> RecordBatch {
         vec![
             Arc::new(Int64Array::from(ids.clone())),
             Arc::new(Float64Array::from(ids.iter().map(|i| (*i as f64 * 0.37).sin() * 1000.0).collect::<Vec<_>>())),
-            Arc::new(StringArray::from(ids.iter().map(|i| format!("user_{}", (i * 7919) % 50_000)).collect::<Vec<_>>())),
+            Arc::new(StringArray::from(
+                ids.iter().map(|i| format!("user_{}", (i * 7919) % 50_000)).collect::<Vec<_>>(),
+            )),
             Arc::new(
-                TimestampMicrosecondArray::from(ids.iter().map(|i| 1_700_000_000_000_000 + i * 1_000_003).collect::<Vec<_>>())
-                    .with_timezone("UTC"),
+                TimestampMicrosecondArray::from(
+                    ids.iter().map(|i| 1_700_000_000_000_000 + i * 1_000_003).collect::<Vec<_>>(),
+                )
+                .with_timezone("UTC"),
             ),
             Arc::new(BooleanArray::from(ids.iter().map(|i| i % 3 == 0).collect::<Vec<_>>())),
         ],
@@ -54,7 +58,9 @@ pub fn gen_rows(count: usize, out: &Path) -> BenchResult {
 
 pub async fn write(input: &Path, table: &Path) -> BenchResult {
     let file = std::fs::File::open(input)?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?.with_batch_size(65_536).build()?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)?
+        .with_batch_size(65_536)
+        .build()?;
     let batches = reader.collect::<Result<Vec<_>, _>>()?;
     let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
     let started = Instant::now();

@@ -137,7 +137,9 @@ impl Catalog {
         let listed = store.list(&prefix, None).await?;
         Ok(listed
             .iter()
-            .filter_map(|meta| meta.location.filename().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse::<u64>().ok()))
+            .filter_map(|meta| {
+                meta.location.filename().and_then(|n| n.strip_suffix(".json")).and_then(|n| n.parse::<u64>().ok())
+            })
             .max())
     }
 
@@ -203,7 +205,7 @@ impl Catalog {
     }
 
     async fn prune(&self, version: u64) {
-        if version % CATALOG_VERSIONS_KEPT != 0 || version < 2 * CATALOG_VERSIONS_KEPT {
+        if !version.is_multiple_of(CATALOG_VERSIONS_KEPT) || version < 2 * CATALOG_VERSIONS_KEPT {
             return;
         }
         for old in version - 2 * CATALOG_VERSIONS_KEPT..version - CATALOG_VERSIONS_KEPT {

@@ -113,11 +113,14 @@ impl Error {
                 S::Schema(_) => "42000",
                 S::NotAllowed { .. } => "55000",
                 S::VersionNotFound { .. } | S::TimestampTooEarly { .. } => "22023",
-                S::UnsupportedReaderFeatures { .. } | S::UnsupportedWriterFeatures { .. } | S::UnsupportedProtocol { .. } => {
-                    "0A000"
-                }
+                S::UnsupportedReaderFeatures { .. }
+                | S::UnsupportedWriterFeatures { .. }
+                | S::UnsupportedProtocol { .. } => "0A000",
                 S::CommitRetriesExhausted { .. } => "40001",
-                S::CorruptCommit { .. } | S::CorruptCheckpoint { .. } | S::CorruptFile { .. } | S::InvalidLog { .. } => "XX001",
+                S::CorruptCommit { .. }
+                | S::CorruptCheckpoint { .. }
+                | S::CorruptFile { .. }
+                | S::InvalidLog { .. } => "XX001",
                 S::MissingFile { .. } => "58P01",
                 _ => "58000",
             },
@@ -139,7 +142,11 @@ fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
         "22012"
     } else if lower.contains("overflow") {
         "22003"
-    } else if lower.contains("cannot cast") || lower.contains("cast error") || lower.contains("invalid input syntax") || lower.contains("parser error") && lower.contains("arrow") {
+    } else if lower.contains("cannot cast")
+        || lower.contains("cast error")
+        || lower.contains("invalid input syntax")
+        || lower.contains("parser error") && lower.contains("arrow")
+    {
         "22P02"
     } else if lower.contains("sql error: parsererror") {
         "42601"
@@ -183,11 +190,16 @@ impl From<DataFusionError> for Error {
             },
             DataFusionError::Diagnostic(_, inner) => Error::from(*inner),
             DataFusionError::ObjectStore(e) => match *e {
-                object_store::Error::NotFound { path, .. } => Error::Storage(sluice_storage::Error::MissingFile { path, version: None }),
+                object_store::Error::NotFound { path, .. } => {
+                    Error::Storage(sluice_storage::Error::MissingFile { path, version: None })
+                }
                 other => Error::DataFusion(Box::new(DataFusionError::ObjectStore(Box::new(other)))),
             },
             DataFusionError::ParquetError(e) if missing_file(&e.to_string()).is_some() => {
-                Error::Storage(sluice_storage::Error::MissingFile { path: missing_file(&e.to_string()).unwrap_or_default(), version: None })
+                Error::Storage(sluice_storage::Error::MissingFile {
+                    path: missing_file(&e.to_string()).unwrap_or_default(),
+                    version: None,
+                })
             }
             DataFusionError::Shared(inner) => match Arc::try_unwrap(inner) {
                 Ok(inner) => Error::from(inner),
@@ -198,7 +210,9 @@ impl From<DataFusionError> for Error {
                 None => Error::DataFusion(Box::new(DataFusionError::Plan(message))),
             },
             DataFusionError::SchemaError(schema_error, backtrace) => match schema_error.as_ref() {
-                datafusion::common::SchemaError::FieldNotFound { field, .. } => Error::UndefinedColumn(field.name().to_string()),
+                datafusion::common::SchemaError::FieldNotFound { field, .. } => {
+                    Error::UndefinedColumn(field.name().to_string())
+                }
                 _ => Error::DataFusion(Box::new(DataFusionError::SchemaError(schema_error, backtrace))),
             },
             DataFusionError::SQL(parse, _) => {
@@ -259,7 +273,13 @@ fn undefined_table(message: &str) -> Option<String> {
 fn parse_position(text: &str) -> (u64, u64) {
     let number_after = |key: &str| {
         text.find(key).and_then(|at| {
-            text[at + key.len()..].trim_start().chars().take_while(char::is_ascii_digit).collect::<String>().parse().ok()
+            text[at + key.len()..]
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect::<String>()
+                .parse()
+                .ok()
         })
     };
     (number_after("Line:").unwrap_or(1), number_after("Column:").unwrap_or(1))
@@ -280,7 +300,10 @@ mod tests {
     #[test]
     fn positions_come_from_the_parser_message() {
         assert_eq!(parse_position("Expected: x, found: y at Line: 3, Column: 14"), (3, 14));
-        assert_eq!(strip_position("sql parser error: Expected: x, found: y at Line: 3, Column: 14"), "Expected: x, found: y");
+        assert_eq!(
+            strip_position("sql parser error: Expected: x, found: y at Line: 3, Column: 14"),
+            "Expected: x, found: y"
+        );
     }
 
     #[test]

@@ -31,5 +31,10 @@ pub mod sql;
 pub mod types;
 
 pub use database::{Database, DatabaseOptions};
+
+/// The README's examples, compiled as doc tests.
+#[doc = include_str!("../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
 pub use error::{Error, Result};
 pub use session::{PreparedStatement, Session, StatementResult};

@@ -121,7 +121,9 @@ impl Session {
         let mut results = self.execute(sql).await?;
         match results.pop() {
             Some(StatementResult::Rows { batches, .. }) => Ok(batches),
-            Some(StatementResult::Command { tag, .. }) => Err(Error::Plan(format!("the last statement ({tag}) returns no rows"))),
+            Some(StatementResult::Command { tag, .. }) => {
+                Err(Error::Plan(format!("the last statement ({tag}) returns no rows")))
+            }
             None => Ok(vec![]),
         }
     }
@@ -134,7 +136,11 @@ impl Session {
     }
 
     /// Runs a prepared statement with parameter values.
-    pub async fn execute_prepared(&self, prepared: &PreparedStatement, parameters: &[ScalarValue]) -> Result<StatementResult> {
+    pub async fn execute_prepared(
+        &self,
+        prepared: &PreparedStatement,
+        parameters: &[ScalarValue],
+    ) -> Result<StatementResult> {
         self.run(prepared.statement.clone(), parameters).await
     }
 
@@ -164,9 +170,13 @@ impl Session {
             SluiceStatement::CreateTable(create) => self.create_table(*create).await,
             SluiceStatement::DescribeHistory { table, limit } => self.describe_history(&table, limit).await,
             SluiceStatement::Optimize { table } => self.optimize(&table).await,
-            SluiceStatement::Vacuum { table, retain_hours, dry_run } => self.vacuum(&table, retain_hours, dry_run).await,
-            SluiceStatement::Restore { table, target } => self.restore(&table, target).await,
-            SluiceStatement::InsertByName { table, query, overwrite } => self.insert_by_name(&table, *query, overwrite).await,
+            SluiceStatement::Vacuum { table, retain_hours, dry_run } => {
+                self.vacuum(&table, retain_hours, dry_run).await
+            }
+            SluiceStatement::Restore { table, target } => self.restore(&table, *target).await,
+            SluiceStatement::InsertByName { table, query, overwrite } => {
+                self.insert_by_name(&table, *query, overwrite).await
+            }
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
         }
     }
@@ -179,8 +189,12 @@ impl Session {
             Statement::Delete(delete) => self.delete_statement(delete).await,
             Statement::Merge(merge) => self.merge_statement(merge).await,
             Statement::Truncate(truncate) => self.truncate_statement(truncate).await,
-            Statement::CreateSchema { schema_name, if_not_exists, .. } => self.create_schema(&schema_name, if_not_exists).await,
-            Statement::Drop { object_type, if_exists, names, cascade, .. } => self.drop(object_type, if_exists, &names, cascade).await,
+            Statement::CreateSchema { schema_name, if_not_exists, .. } => {
+                self.create_schema(&schema_name, if_not_exists).await
+            }
+            Statement::Drop { object_type, if_exists, names, cascade, .. } => {
+                self.drop(object_type, if_exists, &names, cascade).await
+            }
             Statement::AlterTable(alter) => self.alter_table(alter).await,
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),
@@ -193,7 +207,11 @@ impl Session {
     async fn run_datafusion(&self, statement: Statement) -> Result<StatementResult> {
         let tag = command_tag(&statement);
         let statement = self.rewrite(statement).await?;
-        let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
@@ -230,4 +248,3 @@ pub fn standard(statement: &SluiceStatement) -> Option<&Statement> {
         _ => None,
     }
 }
-

@@ -51,7 +51,8 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
         T::Double(_) | T::DoublePrecision | T::Float8 | T::Float64 => primitive(P::Double),
         T::Bool | T::Boolean => primitive(P::Boolean),
         T::Text | T::String(_) => primitive(P::String),
-        T::Varchar(length) | T::CharacterVarying(length) | T::CharVarying(length) | T::Nvarchar(length) => match length {
+        T::Varchar(length) | T::CharacterVarying(length) | T::CharVarying(length) | T::Nvarchar(length) => match length
+        {
             Some(ast::CharacterLength::IntegerLength { length, .. }) => named(P::String, &format!("varchar({length})")),
             _ => named(P::String, "varchar"),
         },
@@ -70,18 +71,29 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
             let (precision, scale) = match info {
                 ExactNumberInfo::None => NUMERIC_DEFAULT,
                 ExactNumberInfo::Precision(p) => (to_precision(*p)?, 0),
-                ExactNumberInfo::PrecisionAndScale(p, s) => (to_precision(*p)?, i8::try_from(*s).map_err(|_| bad_type(sql))?),
+                ExactNumberInfo::PrecisionAndScale(p, s) => {
+                    (to_precision(*p)?, i8::try_from(*s).map_err(|_| bad_type(sql))?)
+                }
             };
             if scale < 0 || scale as u8 > precision {
-                return Err(Error::Plan(format!("numeric scale {scale} must be between 0 and the precision {precision}")));
+                return Err(Error::Plan(format!(
+                    "numeric scale {scale} must be between 0 and the precision {precision}"
+                )));
             }
             let declared = matches!(info, ExactNumberInfo::None).then(|| "numeric".to_string());
             DeclaredType { data_type: DataType::Primitive(P::Decimal { precision, scale }), declared }
         }
-        T::Array(ArrayElemTypeDef::SquareBracket(inner, _) | ArrayElemTypeDef::AngleBracket(inner) | ArrayElemTypeDef::Parenthesis(inner)) => {
+        T::Array(
+            ArrayElemTypeDef::SquareBracket(inner, _)
+            | ArrayElemTypeDef::AngleBracket(inner)
+            | ArrayElemTypeDef::Parenthesis(inner),
+        ) => {
             let element = declared_type(inner)?;
             DeclaredType {
-                data_type: DataType::Array(Box::new(ArrayType { element_type: element.data_type, contains_null: true })),
+                data_type: DataType::Array(Box::new(ArrayType {
+                    element_type: element.data_type,
+                    contains_null: true,
+                })),
                 declared: element.declared.map(|d| format!("{d}[]")),
             }
         }

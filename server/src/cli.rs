@@ -191,4 +191,3 @@ async fn run_and_print(session: &sluice::Session, sql: &str) {
         Err(e) => eprintln!("ERROR: {e}"),
     }
 }
-

@@ -14,7 +14,8 @@ fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let options = FormatOptions::default().with_null("");
     let mut rows = Vec::new();
     for batch in batches {
-        let formatters: Vec<_> = batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
+        let formatters: Vec<_> =
+            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
         for row in 0..batch.num_rows() {
             rows.push(
                 formatters
@@ -44,7 +45,8 @@ fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let numeric: Vec<bool> = schema.fields().iter().map(|f| is_numeric(f.data_type())).collect();
     let rows = cells(batches);
-    let width = |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([names[i].chars().count()]).max().unwrap_or(0);
+    let width =
+        |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([names[i].chars().count()]).max().unwrap_or(0);
     let widths: Vec<usize> = (0..names.len()).map(width).collect();
     let mut out = String::new();
     let header: Vec<String> = names
@@ -65,7 +67,7 @@ fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
             .zip(&numeric)
             .map(|((cell, w), right)| if *right { format!("{cell:>w$}") } else { format!("{cell:<w$}") })
             .collect();
-        out.push_str(&format!(" {} \n", line.join(" | ").trim_end()));
+        out.push_str(&format!(" {}\n", line.join(" | ").trim_end()));
     }
     let count = rows.len();
     out.push_str(&format!("({count} row{})\n", if count == 1 { "" } else { "s" }));
@@ -97,10 +99,16 @@ mod tests {
 
     #[test]
     fn prints_like_psql() {
-        let schema = Arc::new(Schema::new(vec![Field::new("id", DataType::Int64, true), Field::new("name", DataType::Utf8, true)]));
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("name", DataType::Utf8, true),
+        ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
-            vec![Arc::new(Int64Array::from(vec![Some(1), Some(22)])), Arc::new(StringArray::from(vec![Some("a"), None]))],
+            vec![
+                Arc::new(Int64Array::from(vec![Some(1), Some(22)])),
+                Arc::new(StringArray::from(vec![Some("a"), None])),
+            ],
         )
         .unwrap();
         let text = aligned(&StatementResult::Rows { schema: schema.clone(), batches: vec![batch.clone()] });

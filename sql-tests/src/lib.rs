@@ -25,10 +25,17 @@ impl SluiceDb {
 
 fn column_type(data_type: &DataType) -> DefaultColumnType {
     match data_type {
-        DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64 | DataType::UInt8 | DataType::UInt16 | DataType::UInt32 | DataType::UInt64 => {
-            DefaultColumnType::Integer
+        DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64 => DefaultColumnType::Integer,
+        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => {
+            DefaultColumnType::FloatingPoint
         }
-        DataType::Float16 | DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => DefaultColumnType::FloatingPoint,
         DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => DefaultColumnType::Text,
         _ => DefaultColumnType::Any,
     }
@@ -39,7 +46,8 @@ pub fn format_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
     let options = FormatOptions::default().with_null("NULL");
     let mut rows = Vec::new();
     for batch in batches {
-        let formatters: Vec<_> = batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
+        let formatters: Vec<_> =
+            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
         for row in 0..batch.num_rows() {
             let values = batch
                 .columns()

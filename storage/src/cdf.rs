@@ -143,10 +143,7 @@ async fn version_changes(
         return Ok(out);
     }
     // Changes derived from file actions, grouped by path: (old DV if removed, new add if added).
-    let mut by_path: BTreeMap<
-        &str,
-        (Option<Option<&DeletionVectorDescriptor>>, Option<&Add>, Option<PartitionValues>),
-    > = BTreeMap::new();
+    let mut by_path: BTreeMap<&str, PathChange> = BTreeMap::new();
     for action in actions {
         match action {
             Action::Remove(r) if r.data_change => {
@@ -155,19 +152,19 @@ async fn version_changes(
                 let values =
                     r.partition_values.clone().or_else(|| live.get(&r.path).map(|a| a.partition_values.clone()));
                 let entry = by_path.entry(r.path.as_str()).or_default();
-                entry.0 = Some(old_dv);
-                entry.2 = entry.2.take().or(values);
+                entry.removed = Some(old_dv);
+                entry.partition_values = entry.partition_values.take().or(values);
             }
             Action::Add(a) if a.data_change => {
                 let entry = by_path.entry(a.path.as_str()).or_default();
-                entry.1 = Some(a);
-                entry.2 = Some(a.partition_values.clone());
+                entry.added = Some(a);
+                entry.partition_values = Some(a.partition_values.clone());
             }
             _ => {}
         }
     }
     let mut out = Vec::new();
-    for (path, (removed, added, partition_values)) in by_path {
+    for (path, PathChange { removed, added, partition_values }) in by_path {
         let partition_values = partition_values.unwrap_or_default();
         let new_dv = match added {
             Some(add) => Some(dv_rows(store, add.deletion_vector.as_ref(), path).await?),
@@ -200,6 +197,14 @@ async fn version_changes(
         }
     }
     Ok(out)
+}
+
+/// What one commit did to one path: removed it (with its deletion vector then), added it, or both.
+#[derive(Default)]
+struct PathChange<'a> {
+    removed: Option<Option<&'a DeletionVectorDescriptor>>,
+    added: Option<&'a Add>,
+    partition_values: Option<PartitionValues>,
 }
 
 fn non_empty(rows: RoaringTreemap) -> Option<RoaringTreemap> {

@@ -56,7 +56,7 @@ pub fn z85_encode(bytes: &[u8]) -> String {
 /// Decodes Z85 text (either padding form); returns at most `size` bytes when `size` is given.
 pub fn z85_decode(text: &str, size: Option<usize>) -> Result<Vec<u8>> {
     let bytes = text.as_bytes();
-    if bytes.len() % 5 != 0 {
+    if !bytes.len().is_multiple_of(5) {
         return Err(z85_error(format!("length {} is not a multiple of 5", bytes.len())));
     }
     let mut out = Vec::with_capacity(bytes.len() / 5 * 4);

@@ -14,6 +14,9 @@ use crate::protocol;
 use crate::scan::RowMask;
 use crate::table::Table;
 
+/// A partition's values, as a sortable key.
+type PartitionKey = Vec<(String, Option<String>)>;
+
 /// What OPTIMIZE did.
 #[derive(Debug, Clone)]
 pub struct OptimizeResult {
@@ -35,7 +38,7 @@ impl Table {
         let snapshot = self.snapshot().await?;
         let target = self.write_options().target_file_size_bytes;
         let small = min_file_size_bytes.unwrap_or(target / 4);
-        let mut by_partition: BTreeMap<Vec<(String, Option<String>)>, Vec<Arc<Add>>> = BTreeMap::new();
+        let mut by_partition: BTreeMap<PartitionKey, Vec<Arc<Add>>> = BTreeMap::new();
         for add in snapshot.files_sorted() {
             by_partition.entry(add.partition_values.clone().into_iter().collect()).or_default().push(add);
         }

@@ -88,6 +88,11 @@ impl Table {
                 return Err(Error::Schema(format!("partition column '{column}' must have a primitive type")));
             }
         }
+        if !create.partition_columns.is_empty() && create.partition_columns.len() >= schema.fields.len() {
+            return Err(Error::Schema(
+                "cannot use all columns as partition columns: a table needs a data column".into(),
+            ));
+        }
         let mut configuration = create.properties;
         if ColumnMappingMode::from_configuration(&configuration)? != ColumnMappingMode::None {
             let max_id = schema.assign_column_mapping(0);

@@ -13,7 +13,9 @@ use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
 use arrow::datatypes::DataType;
 use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
-use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+};
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
@@ -40,7 +42,11 @@ struct JsonFunction {
 
 impl JsonFunction {
     fn new(name: &'static str, aliases: &[&str], output: Output, variadic: bool) -> Self {
-        let signature = if variadic { Signature::variadic_any(Volatility::Immutable) } else { Signature::any(1, Volatility::Immutable) };
+        let signature = if variadic {
+            Signature::variadic_any(Volatility::Immutable)
+        } else {
+            Signature::any(1, Volatility::Immutable)
+        };
         Self { name, aliases: aliases.iter().map(|a| a.to_string()).collect(), output, signature }
     }
 }
@@ -142,8 +148,18 @@ fn type_name(value: &Value) -> &'static str {
 /// The JSON functions.
 pub fn functions() -> Vec<ScalarUDF> {
     vec![
-        ScalarUDF::from(JsonFunction::new("json_get", &["json_extract_path", "jsonb_extract_path"], Output::Json, true)),
-        ScalarUDF::from(JsonFunction::new("json_get_text", &["json_extract_path_text", "jsonb_extract_path_text"], Output::Text, true)),
+        ScalarUDF::from(JsonFunction::new(
+            "json_get",
+            &["json_extract_path", "jsonb_extract_path"],
+            Output::Json,
+            true,
+        )),
+        ScalarUDF::from(JsonFunction::new(
+            "json_get_text",
+            &["json_extract_path_text", "jsonb_extract_path_text"],
+            Output::Text,
+            true,
+        )),
         ScalarUDF::from(JsonFunction::new("json_array_length", &["jsonb_array_length"], Output::ArrayLength, false)),
         ScalarUDF::from(JsonFunction::new("json_typeof", &["jsonb_typeof"], Output::TypeOf, false)),
     ]
@@ -161,10 +177,20 @@ impl ExprPlanner for JsonOperators {
             _ => return Ok(PlannerResult::Original(expr)),
         };
         let function = match output {
-            Output::Json => JsonFunction::new("json_get", &["json_extract_path", "jsonb_extract_path"], Output::Json, true),
-            _ => JsonFunction::new("json_get_text", &["json_extract_path_text", "jsonb_extract_path_text"], Output::Text, true),
+            Output::Json => {
+                JsonFunction::new("json_get", &["json_extract_path", "jsonb_extract_path"], Output::Json, true)
+            }
+            _ => JsonFunction::new(
+                "json_get_text",
+                &["json_extract_path_text", "jsonb_extract_path_text"],
+                Output::Text,
+                true,
+            ),
         };
         let udf = Arc::new(ScalarUDF::from(function));
-        Ok(PlannerResult::Planned(Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(udf, vec![expr.left, expr.right]))))
+        Ok(PlannerResult::Planned(Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
+            udf,
+            vec![expr.left, expr.right],
+        ))))
     }
 }

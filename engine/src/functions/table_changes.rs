@@ -45,12 +45,18 @@ impl TableFunctionImpl for TableChanges {
             [name, start, end] => (name, version(start)?, Some(version(end)?)),
             _ => return plan_err!("table_changes takes ('table', from_version [, to_version])"),
         };
-        let Some(ScalarValue::Utf8(Some(name)) | ScalarValue::LargeUtf8(Some(name)) | ScalarValue::Utf8View(Some(name))) = literal(name) else {
+        let Some(
+            ScalarValue::Utf8(Some(name)) | ScalarValue::LargeUtf8(Some(name)) | ScalarValue::Utf8View(Some(name)),
+        ) = literal(name)
+        else {
             return plan_err!("the first argument of table_changes must be a table name in quotes");
         };
         let name = parse_table_name(&name).map_err(DataFusionError::from)?;
         let state = self.db.catalog.current();
-        let entry = state.table(&name.schema, &name.name).cloned().ok_or_else(|| DataFusionError::from(crate::error::Error::UndefinedTable(name.to_string())))?;
+        let entry = state
+            .table(&name.schema, &name.name)
+            .cloned()
+            .ok_or_else(|| DataFusionError::from(crate::error::Error::UndefinedTable(name.to_string())))?;
         // The schema comes from the table as this session last saw it; rows are read at scan time.
         let table = futures::executor::block_on(self.db.open_table(&entry)).map_err(DataFusionError::from)?;
         let schema = Arc::new(sluice_storage::write::change_data_schema(table.cached_snapshot().schema()).to_arrow());
@@ -68,7 +74,6 @@ struct ChangesProvider {
 
 #[async_trait]
 impl TableProvider for ChangesProvider {
-
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }
@@ -77,8 +82,15 @@ impl TableProvider for ChangesProvider {
         TableType::View
     }
 
-    async fn scan(&self, state: &dyn DfSession, projection: Option<&Vec<usize>>, filters: &[Expr], limit: Option<usize>) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let changes = self.table.changes(self.start, self.end).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
+    async fn scan(
+        &self,
+        state: &dyn DfSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let changes =
+            self.table.changes(self.start, self.end).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
         let batches = sluice_storage::cdf::flatten(changes)
             .into_iter()
             .map(|b| b.with_schema(self.schema.clone()).map_err(DataFusionError::from))
@@ -97,12 +109,18 @@ pub struct TableHistory {
 impl TableFunctionImpl for TableHistory {
     fn call(&self, args: &[Expr]) -> DfResult<Arc<dyn TableProvider>> {
         let [name] = args else { return plan_err!("table_history takes ('table')") };
-        let Some(ScalarValue::Utf8(Some(name)) | ScalarValue::LargeUtf8(Some(name)) | ScalarValue::Utf8View(Some(name))) = literal(name) else {
+        let Some(
+            ScalarValue::Utf8(Some(name)) | ScalarValue::LargeUtf8(Some(name)) | ScalarValue::Utf8View(Some(name)),
+        ) = literal(name)
+        else {
             return plan_err!("the argument of table_history must be a table name in quotes");
         };
         let name = parse_table_name(&name).map_err(DataFusionError::from)?;
         let state = self.db.catalog.current();
-        let entry = state.table(&name.schema, &name.name).cloned().ok_or_else(|| DataFusionError::from(crate::error::Error::UndefinedTable(name.to_string())))?;
+        let entry = state
+            .table(&name.schema, &name.name)
+            .cloned()
+            .ok_or_else(|| DataFusionError::from(crate::error::Error::UndefinedTable(name.to_string())))?;
         let table = futures::executor::block_on(self.db.open_table(&entry)).map_err(DataFusionError::from)?;
         Ok(Arc::new(HistoryProvider { table, schema: crate::sql::ddl::history_schema() }))
     }
@@ -124,7 +142,13 @@ impl TableProvider for HistoryProvider {
         TableType::View
     }
 
-    async fn scan(&self, state: &dyn DfSession, projection: Option<&Vec<usize>>, filters: &[Expr], limit: Option<usize>) -> DfResult<Arc<dyn ExecutionPlan>> {
+    async fn scan(
+        &self,
+        state: &dyn DfSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let history = self.table.history(None).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
         let batch = crate::sql::ddl::history_batch(&history).map_err(DataFusionError::from)?;
         let memory = MemTable::try_new(self.schema.clone(), vec![vec![batch]])?;

@@ -90,7 +90,12 @@ impl SluiceTable {
                 let physical = state.create_physical_expr(predicate, &df_schema)?;
                 match PruningPredicateBuilder::new().with_file_schema(table_schema.clone()).build(physical) {
                     Some(pruning) => {
-                        let statistics = FileStatistics::new(&files, self.snapshot.schema(), table_schema, self.snapshot.partition_columns());
+                        let statistics = FileStatistics::new(
+                            &files,
+                            self.snapshot.schema(),
+                            table_schema,
+                            self.snapshot.partition_columns(),
+                        );
                         let keep = pruning.prune(&statistics)?;
                         files.into_iter().zip(keep).filter_map(|(f, k)| k.then_some(f)).collect()
                     }
@@ -106,7 +111,10 @@ impl SluiceTable {
             for file in &selected {
                 needed += 1;
                 match file.num_records() {
-                    Some(n) => rows += n.max(0) as usize - file.deletion_vector.as_ref().map_or(0, |d| d.cardinality.max(0) as usize),
+                    Some(n) => {
+                        rows += n.max(0) as usize
+                            - file.deletion_vector.as_ref().map_or(0, |d| d.cardinality.max(0) as usize)
+                    }
                     None => {
                         needed = selected.len();
                         break;
@@ -121,10 +129,16 @@ impl SluiceTable {
         Ok(selected)
     }
 
-    fn storage_scan(&self, state: &dyn Session, projection: &[usize], files: Vec<Arc<Add>>) -> DfResult<Arc<dyn ExecutionPlan>> {
+    fn storage_scan(
+        &self,
+        state: &dyn Session,
+        projection: &[usize],
+        files: Vec<Arc<Add>>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let layout = TableLayout::from_snapshot(&self.snapshot);
         let table_columns = self.snapshot.schema().fields.len();
-        let fields = projection.iter().filter(|&&i| i < table_columns).map(|&i| layout.schema.fields[i].clone()).collect();
+        let fields =
+            projection.iter().filter(|&&i| i < table_columns).map(|&i| layout.schema.fields[i].clone()).collect();
         let with_file = projection.iter().any(|&i| self.schema.field(i).name() == FILE_COLUMN);
         let with_row = projection.iter().any(|&i| self.schema.field(i).name() == ROW_COLUMN);
         // Output: table columns in projection order, then the hidden ones (file, row).
@@ -158,8 +172,10 @@ impl SluiceTable {
         let table_schema = self.snapshot.arrow_schema();
         let partition_columns = self.snapshot.partition_columns();
         let is_partition = |name: &str| partition_columns.iter().any(|p| p.eq_ignore_ascii_case(name));
-        let data_indexes: Vec<usize> = (0..table_schema.fields().len()).filter(|&i| !is_partition(table_schema.field(i).name())).collect();
-        let partition_indexes: Vec<usize> = (0..table_schema.fields().len()).filter(|&i| is_partition(table_schema.field(i).name())).collect();
+        let data_indexes: Vec<usize> =
+            (0..table_schema.fields().len()).filter(|&i| !is_partition(table_schema.field(i).name())).collect();
+        let partition_indexes: Vec<usize> =
+            (0..table_schema.fields().len()).filter(|&i| is_partition(table_schema.field(i).name())).collect();
         let file_schema = Arc::new(table_schema.project(&data_indexes)?);
         let partition_fields: Vec<_> = partition_indexes.iter().map(|&i| table_schema.fields()[i].clone()).collect();
         // DataFusion orders columns as file columns, then partition columns.
@@ -172,8 +188,10 @@ impl SluiceTable {
         let url = object_store_url(store);
         state.runtime_env().register_object_store(url.as_ref(), store.object_store());
 
-        let mut source = ParquetSource::new(TableSchema::builder(file_schema).with_table_partition_cols(partition_fields.clone()).build())
-            .with_table_parquet_options(state.table_options().parquet.clone());
+        let mut source = ParquetSource::new(
+            TableSchema::builder(file_schema).with_table_partition_cols(partition_fields.clone()).build(),
+        )
+        .with_table_parquet_options(state.table_options().parquet.clone());
         if let Some(predicate) = conjunction(filters.to_vec()) {
             let df_schema = DFSchema::try_from(scan_schema.as_ref().clone())?;
             source = source.with_predicate(state.create_physical_expr(predicate, &df_schema)?);
@@ -193,7 +211,12 @@ impl SluiceTable {
             };
             let mut values = Vec::with_capacity(partition_fields.len());
             for field in &partition_fields {
-                let physical = self.snapshot.schema().field(field.name()).map(|f| f.physical_name().to_string()).unwrap_or_else(|| field.name().clone());
+                let physical = self
+                    .snapshot
+                    .schema()
+                    .field(field.name())
+                    .map(|f| f.physical_name().to_string())
+                    .unwrap_or_else(|| field.name().clone());
                 let value = add.partition_values.get(&physical).cloned().flatten();
                 let array = partition_column(value.as_deref(), field.data_type(), 1, &self.options.partition)
                     .map_err(|e| DataFusionError::External(Box::new(e)))?;
@@ -201,7 +224,9 @@ impl SluiceTable {
             }
             let mut file = PartitionedFile::new_from_meta(meta).with_partition_values(values);
             if let Some(dv) = &add.deletion_vector {
-                let deleted = sluice_storage::scan::read_dv(store, dv, &add.path).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
+                let deleted = sluice_storage::scan::read_dv(store, dv, &add.path)
+                    .await
+                    .map_err(|e| DataFusionError::External(Box::new(e)))?;
                 file = file.with_extension(self.access_plan(add, &relative, &deleted).await?);
             }
             total_rows += add.num_records().unwrap_or(0).max(0) as usize;
@@ -222,9 +247,15 @@ impl SluiceTable {
     }
 
     /// Row selections that skip a file's deleted rows, row group by row group.
-    async fn access_plan(&self, add: &Add, relative: &str, deleted: &roaring::RoaringTreemap) -> DfResult<ParquetAccessPlan> {
+    async fn access_plan(
+        &self,
+        add: &Add,
+        relative: &str,
+        deleted: &roaring::RoaringTreemap,
+    ) -> DfResult<ParquetAccessPlan> {
         let store = self.table.store();
-        let mut reader = sluice_storage::store::ParquetFile::new(store, store.path(relative), u64::try_from(add.size).ok());
+        let mut reader =
+            sluice_storage::store::ParquetFile::new(store, store.path(relative), u64::try_from(add.size).ok());
         let metadata = reader.get_metadata(None).await?;
         let mut plan = Vec::with_capacity(metadata.num_row_groups());
         let mut start = 0u64;
@@ -290,7 +321,6 @@ fn split_into_groups(mut files: Vec<PartitionedFile>, groups: usize) -> Vec<File
 
 #[async_trait]
 impl TableProvider for SluiceTable {
-
     fn schema(&self) -> SchemaRef {
         self.schema.clone()
     }

@@ -31,7 +31,12 @@ pub struct FileStatistics<'a> {
 const STRING_BOUND_CHARS_MAX: usize = 31;
 
 impl<'a> FileStatistics<'a> {
-    pub fn new(files: &'a [Arc<Add>], schema: &'a StructType, arrow_schema: SchemaRef, partition_columns: &[String]) -> Self {
+    pub fn new(
+        files: &'a [Arc<Add>],
+        schema: &'a StructType,
+        arrow_schema: SchemaRef,
+        partition_columns: &[String],
+    ) -> Self {
         Self {
             files,
             stats: files.iter().map(|f| f.parsed_stats()).collect(),
@@ -58,14 +63,25 @@ impl<'a> FileStatistics<'a> {
         let data_type = self.arrow_type(column)?;
         if !matches!(
             data_type,
-            ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 | ArrowType::Float32 | ArrowType::Float64
-                | ArrowType::Date32 | ArrowType::Timestamp(_, _) | ArrowType::Decimal128(_, _) | ArrowType::Utf8
+            ArrowType::Int8
+                | ArrowType::Int16
+                | ArrowType::Int32
+                | ArrowType::Int64
+                | ArrowType::Float32
+                | ArrowType::Float64
+                | ArrowType::Date32
+                | ArrowType::Timestamp(_, _)
+                | ArrowType::Decimal128(_, _)
+                | ArrowType::Utf8
         ) {
             return None;
         }
         let physical = self.physical_name(column);
         let texts: Vec<Option<String>> = if self.is_partition(column) {
-            self.files.iter().map(|f| f.partition_values.get(&physical).cloned().flatten().filter(|v| !v.is_empty())).collect()
+            self.files
+                .iter()
+                .map(|f| f.partition_values.get(&physical).cloned().flatten().filter(|v| !v.is_empty()))
+                .collect()
         } else {
             self.stats
                 .iter()
@@ -73,7 +89,11 @@ impl<'a> FileStatistics<'a> {
                     let stats = s.as_ref()?;
                     let values = if maximum { &stats.max_values } else { &stats.min_values };
                     match values.get(&physical)? {
-                        Value::String(text) if data_type == ArrowType::Utf8 && text.chars().count() > STRING_BOUND_CHARS_MAX => None,
+                        Value::String(text)
+                            if data_type == ArrowType::Utf8 && text.chars().count() > STRING_BOUND_CHARS_MAX =>
+                        {
+                            None
+                        }
                         Value::String(text) => Some(text.clone()),
                         Value::Number(n) => Some(n.to_string()),
                         _ => None,
@@ -93,8 +113,11 @@ impl<'a> FileStatistics<'a> {
                 cast_with_options(&floats, &data_type, &lenient).ok()?
             }
             ArrowType::Timestamp(unit, zone) => {
-                let micros = cast_with_options(&strings, &ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone()), &lenient).ok()?;
-                let micros = if maximum && !self.is_partition(column) { widen_by_a_millisecond(&micros)? } else { micros };
+                let micros =
+                    cast_with_options(&strings, &ArrowType::Timestamp(TimeUnit::Microsecond, zone.clone()), &lenient)
+                        .ok()?;
+                let micros =
+                    if maximum && !self.is_partition(column) { widen_by_a_millisecond(&micros)? } else { micros };
                 cast_with_options(&micros, &ArrowType::Timestamp(*unit, zone.clone()), &lenient).ok()?
             }
             _ => cast_with_options(&strings, &data_type, &lenient).ok()?,
@@ -169,4 +192,3 @@ impl PruningStatistics for FileStatistics<'_> {
         None
     }
 }
-

@@ -64,7 +64,13 @@ impl StorageScanExec {
 
 impl DisplayAs for StorageScanExec {
     fn fmt_as(&self, _t: DisplayFormatType, f: &mut fmt::Formatter) -> fmt::Result {
-        write!(f, "StorageScanExec: table={}, files={}, partitions={}", self.scan.store.location(), self.scan.files.len(), self.partitions)
+        write!(
+            f,
+            "StorageScanExec: table={}, files={}, partitions={}",
+            self.scan.store.location(),
+            self.scan.files.len(),
+            self.partitions
+        )
     }
 }
 
@@ -72,7 +78,6 @@ impl ExecutionPlan for StorageScanExec {
     fn name(&self) -> &str {
         "StorageScanExec"
     }
-
 
     fn properties(&self) -> &Arc<PlanProperties> {
         &self.properties
@@ -82,11 +87,18 @@ impl ExecutionPlan for StorageScanExec {
         vec![]
     }
 
-    fn apply_expressions(&self, _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>) -> DfResult<TreeNodeRecursion> {
+    fn apply_expressions(
+        &self,
+        _f: &mut dyn FnMut(&Arc<dyn PhysicalExpr>) -> DfResult<TreeNodeRecursion>,
+    ) -> DfResult<TreeNodeRecursion> {
         Ok(TreeNodeRecursion::Continue)
     }
 
-    fn replace_children(self: Arc<Self>, _: Vec<Arc<dyn ExecutionPlan>>, _: ReplaceChildrenOptions) -> DfResult<Arc<dyn ExecutionPlan>> {
+    fn replace_children(
+        self: Arc<Self>,
+        _: Vec<Arc<dyn ExecutionPlan>>,
+        _: ReplaceChildrenOptions,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
         Ok(self)
     }
 
@@ -109,7 +121,10 @@ impl ExecutionPlan for StorageScanExec {
     }
 }
 
-async fn read_one(scan: Arc<StorageScan>, add: Arc<Add>) -> DfResult<futures::stream::BoxStream<'static, DfResult<RecordBatch>>> {
+async fn read_one(
+    scan: Arc<StorageScan>,
+    add: Arc<Add>,
+) -> DfResult<futures::stream::BoxStream<'static, DfResult<RecordBatch>>> {
     let external = |e: sluice_storage::Error| DataFusionError::External(Box::new(e));
     let file = FileToRead::from_add(&scan.store, &add).await.map_err(external)?;
     let options = ScanOptions { row_index: scan.with_row, ..scan.options.clone() };
@@ -121,7 +136,11 @@ async fn read_one(scan: Arc<StorageScan>, add: Arc<Add>) -> DfResult<futures::st
         .map(move |batch| {
             let batch = batch.map_err(external)?;
             let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
-            let row_index = if batch.schema().fields().last().is_some_and(|f| f.name() == ROW_INDEX_COLUMN) { columns.pop() } else { None };
+            let row_index = if batch.schema().fields().last().is_some_and(|f| f.name() == ROW_INDEX_COLUMN) {
+                columns.pop()
+            } else {
+                None
+            };
             if with_file {
                 columns.push(Arc::new(StringArray::from(vec![path.as_str(); batch.num_rows()])));
             }

@@ -27,13 +27,16 @@ pub struct SluiceCatalogProvider {
 }
 
 impl SluiceCatalogProvider {
-    pub fn new(db: Arc<DatabaseInner>, temp: Arc<TempSchema>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) -> Self {
+    pub fn new(
+        db: Arc<DatabaseInner>,
+        temp: Arc<TempSchema>,
+        snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    ) -> Self {
         Self { db, temp, snapshots }
     }
 }
 
 impl CatalogProvider for SluiceCatalogProvider {
-
     fn schema_names(&self) -> Vec<String> {
         self.db.catalog.current().schemas.keys().cloned().collect()
     }
@@ -44,11 +47,16 @@ impl CatalogProvider for SluiceCatalogProvider {
         }
         let state = self.db.catalog.current();
         state.schemas.contains_key(name).then(|| {
-            Arc::new(SluiceSchema { db: self.db.clone(), name: name.to_string(), snapshots: self.snapshots.clone() }) as Arc<dyn SchemaProvider>
+            Arc::new(SluiceSchema { db: self.db.clone(), name: name.to_string(), snapshots: self.snapshots.clone() })
+                as Arc<dyn SchemaProvider>
         })
     }
 
-    fn register_schema(&self, name: &str, _schema: Arc<dyn SchemaProvider>) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
+    fn register_schema(
+        &self,
+        name: &str,
+        _schema: Arc<dyn SchemaProvider>,
+    ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
         Err(DataFusionError::Plan(format!("use CREATE SCHEMA to create schema {name}")))
     }
 }
@@ -82,14 +90,15 @@ pub async fn statement_snapshot(
 /// How tables are read (the partition time zone of the database).
 pub fn scan_options(db: &DatabaseInner) -> ScanOptions {
     ScanOptions {
-        partition: sluice_storage::partition::PartitionReadOptions { timestamp_zone: db.options.partition_timezone.clone() },
+        partition: sluice_storage::partition::PartitionReadOptions {
+            timestamp_zone: db.options.partition_timezone.clone(),
+        },
         ..Default::default()
     }
 }
 
 #[async_trait]
 impl SchemaProvider for SluiceSchema {
-
     fn table_names(&self) -> Vec<String> {
         self.db.catalog.current().tables_in(&self.name).map(|t| t.name.clone()).collect()
     }
@@ -124,7 +133,6 @@ impl TempSchema {
 
 #[async_trait]
 impl SchemaProvider for TempSchema {
-
     fn table_names(&self) -> Vec<String> {
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect()
     }

@@ -13,7 +13,8 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema, TimeUnit};
 use datafusion::sql::sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName, SqlOption, TableConstraint,
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName,
+    SqlOption, TableConstraint,
 };
 use serde_json::Value;
 use sluice_storage::commit::CommitOutcome;
@@ -61,7 +62,8 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                     defaults.insert(name.clone(), expr.to_string());
                 }
                 ColumnOption::Check(check) => {
-                    let constraint = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{name}_check"));
+                    let constraint =
+                        check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{name}_check"));
                     checks.push((constraint, check.expr.to_string()));
                 }
                 ColumnOption::Comment(text) => comment = Some(text.clone()),
@@ -79,13 +81,18 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
     for constraint in constraints {
         match constraint {
             TableConstraint::Check(check) => {
-                let name = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_check{}", checks.len() + 1));
+                let name =
+                    check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_check{}", checks.len() + 1));
                 checks.push((name, check.expr.to_string()));
             }
             TableConstraint::PrimaryKey(pk) => {
                 for column in &pk.columns {
                     let name = column.column.expr.to_string().to_lowercase();
-                    let field = schema.fields.iter_mut().find(|f| f.name == name).ok_or_else(|| Error::UndefinedColumn(name.clone()))?;
+                    let field = schema
+                        .fields
+                        .iter_mut()
+                        .find(|f| f.name == name)
+                        .ok_or_else(|| Error::UndefinedColumn(name.clone()))?;
                     field.nullable = false;
                 }
             }
@@ -118,7 +125,13 @@ impl Session {
         result.map(|_| StatementResult::command("CREATE SCHEMA"))
     }
 
-    pub(crate) async fn drop(&self, object_type: ObjectType, if_exists: bool, names: &[ObjectName], cascade: bool) -> Result<StatementResult> {
+    pub(crate) async fn drop(
+        &self,
+        object_type: ObjectType,
+        if_exists: bool,
+        names: &[ObjectName],
+        cascade: bool,
+    ) -> Result<StatementResult> {
         match object_type {
             ObjectType::Table => {
                 for name in names {
@@ -218,9 +231,17 @@ impl Session {
                     return Err(Error::NotSupported("column definitions together with AS SELECT".into()));
                 }
                 let statement = self.rewrite(datafusion::sql::sqlparser::ast::Statement::Query(query.clone())).await?;
-                let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+                let plan = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+                    .await?;
                 let arrow = plan.schema().as_arrow().clone();
-                let fields = arrow.fields().iter().map(|f| Field::new(f.name(), f.data_type().clone(), true)).collect::<Vec<_>>();
+                let fields = arrow
+                    .fields()
+                    .iter()
+                    .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+                    .collect::<Vec<_>>();
                 let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
                 (TableDefinition { schema, defaults: BTreeMap::new(), constraints: vec![] }, Some(plan))
             }
@@ -257,7 +278,9 @@ impl Session {
             if definition.schema.fields.is_empty() {
                 return Err(Error::Plan(format!("table {name} needs columns (or a LOCATION holding a Delta table)")));
             }
-            properties.entry(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.into()).or_insert_with(|| "true".into());
+            properties
+                .entry(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.into())
+                .or_insert_with(|| "true".into());
             let delta = CreateDelta {
                 schema: definition.schema.clone(),
                 partition_columns,
@@ -334,7 +357,11 @@ impl Session {
     pub(crate) async fn alter_table(&self, alter: AlterTable) -> Result<StatementResult> {
         let name = table_name(&alter.name)?;
         if self.db.catalog.current().table(&name.schema, &name.name).is_none() {
-            return if alter.if_exists { Ok(StatementResult::command("ALTER TABLE")) } else { Err(Error::UndefinedTable(name.to_string())) };
+            return if alter.if_exists {
+                Ok(StatementResult::command("ALTER TABLE"))
+            } else {
+                Err(Error::UndefinedTable(name.to_string()))
+            };
         }
         for operation in alter.operations {
             self.alter_one(&alter.name, &name, operation).await?;
@@ -352,12 +379,20 @@ impl Session {
             AlterTableOperation::AddColumn { if_not_exists, column_def, .. } => {
                 let column_name = normalize(&column_def.name);
                 if schema.field(&column_name).is_some() {
-                    return if if_not_exists { Ok(()) } else { Err(Error::DuplicateObject { kind: "column", name: column_name }) };
+                    return if if_not_exists {
+                        Ok(())
+                    } else {
+                        Err(Error::DuplicateObject { kind: "column", name: column_name })
+                    };
                 }
                 let definition = define_columns(&name.name, &[column_def], &[])?;
-                let field = definition.schema.fields.into_iter().next().ok_or_else(|| Error::Internal("no column".into()))?;
+                let field =
+                    definition.schema.fields.into_iter().next().ok_or_else(|| Error::Internal("no column".into()))?;
                 if !field.nullable && snapshot.files().any(|f| f.num_records() != Some(0)) {
-                    return Err(Error::data("23502", format!("column \"{column_name}\" of relation \"{name}\" contains null values")));
+                    return Err(Error::data(
+                        "23502",
+                        format!("column \"{column_name}\" of relation \"{name}\" contains null values"),
+                    ));
                 }
                 schema.fields.push(field);
                 for (constraint, expr) in definition.constraints {
@@ -378,7 +413,11 @@ impl Session {
                     return Err(Error::DuplicateObject { kind: "column", name: new });
                 }
                 let configuration = self.with_column_mapping(&table, &snapshot, &mut schema, configuration).await?;
-                let field = schema.fields.iter_mut().find(|f| f.name.eq_ignore_ascii_case(&old)).ok_or_else(|| Error::UndefinedColumn(old.clone()))?;
+                let field = schema
+                    .fields
+                    .iter_mut()
+                    .find(|f| f.name.eq_ignore_ascii_case(&old))
+                    .ok_or_else(|| Error::UndefinedColumn(old.clone()))?;
                 let previous = std::mem::replace(&mut field.name, new.clone());
                 for partition in partitions.iter_mut().filter(|p| p.eq_ignore_ascii_case(&previous)) {
                     *partition = new.clone();
@@ -428,11 +467,17 @@ impl Session {
             AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
                 let key = format!("{CONSTRAINT_PREFIX}{}", normalize(&constraint));
                 if !configuration.contains_key(&key) {
-                    return if if_exists { Ok(()) } else { Err(Error::UndefinedObject { kind: "constraint", name: constraint.value }) };
+                    return if if_exists {
+                        Ok(())
+                    } else {
+                        Err(Error::UndefinedObject { kind: "constraint", name: constraint.value })
+                    };
                 }
                 committed(table.set_properties(HashMap::new(), &[key]).await?)?;
             }
-            AlterTableOperation::RenameTable { table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new) } => {
+            AlterTableOperation::RenameTable {
+                table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
+            } => {
                 let qualified = new.0.len() > 1;
                 let mut new = super::names::table_name(&new)?;
                 if !qualified {
@@ -445,7 +490,8 @@ impl Session {
                         if state.table(&new.schema, &new.name).is_some() {
                             return Err(Error::DuplicateTable(new.to_string()));
                         }
-                        let mut moved = state.tables.remove(&old_key).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+                        let mut moved =
+                            state.tables.remove(&old_key).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
                         moved.schema = new.schema.clone();
                         moved.name = new.name.clone();
                         state.tables.insert(moved.qualified_name(), moved);
@@ -470,7 +516,8 @@ impl Session {
         if snapshot.column_mapping_mode() != sluice_storage::schema::ColumnMappingMode::None {
             return Ok(configuration);
         }
-        let properties = HashMap::from([(sluice_storage::schema::COLUMN_MAPPING_MODE_KEY.to_string(), "name".to_string())]);
+        let properties =
+            HashMap::from([(sluice_storage::schema::COLUMN_MAPPING_MODE_KEY.to_string(), "name".to_string())]);
         committed(table.set_properties(properties, &[]).await?)?;
         let upgraded = table.snapshot().await?;
         *schema = upgraded.schema().clone();
@@ -520,12 +567,20 @@ impl Session {
         ]));
         let batch = RecordBatch::try_new(
             schema.clone(),
-            vec![Arc::new(Int64Array::from(vec![result.files_removed as i64])), Arc::new(Int64Array::from(vec![result.files_added as i64]))],
+            vec![
+                Arc::new(Int64Array::from(vec![result.files_removed as i64])),
+                Arc::new(Int64Array::from(vec![result.files_added as i64])),
+            ],
         )?;
         Ok(StatementResult::Rows { schema, batches: vec![batch] })
     }
 
-    pub(crate) async fn vacuum(&self, table: &ObjectName, retain_hours: Option<f64>, dry_run: bool) -> Result<StatementResult> {
+    pub(crate) async fn vacuum(
+        &self,
+        table: &ObjectName,
+        retain_hours: Option<f64>,
+        dry_run: bool,
+    ) -> Result<StatementResult> {
         let (_, table, _) = self.resolve_table(table).await?;
         let retention = retain_hours.map(|h| (h * 3_600_000.0) as i64);
         let result = table.vacuum(retention, dry_run, true).await.map_err(plan_error)?;
@@ -554,7 +609,9 @@ fn option_pair(option: &SqlOption) -> Result<(String, String)> {
         SqlOption::KeyValue { key, value } => {
             let key = key.to_string().trim_matches('\'').trim_matches('"').to_string();
             let value = match value {
-                datafusion::sql::sqlparser::ast::Expr::Value(v) => super::parser::literal_text(&v.value).unwrap_or_else(|| v.to_string()),
+                datafusion::sql::sqlparser::ast::Expr::Value(v) => {
+                    super::parser::literal_text(&v.value).unwrap_or_else(|| v.to_string())
+                }
                 other => other.to_string(),
             };
             Ok((key, value))
@@ -565,9 +622,16 @@ fn option_pair(option: &SqlOption) -> Result<(String, String)> {
 
 /// A table attached with LOCATION must match the columns the statement gives.
 fn check_attached_schema(declared: &StructType, actual: &StructType, name: &TableName) -> Result<()> {
-    let summary = |s: &StructType| s.fields.iter().map(|f| (f.name.to_lowercase(), f.data_type.clone())).collect::<Vec<_>>();
+    let summary =
+        |s: &StructType| s.fields.iter().map(|f| (f.name.to_lowercase(), f.data_type.clone())).collect::<Vec<_>>();
     if summary(declared) != summary(actual) {
-        let shown = |s: &StructType| s.fields.iter().map(|f: &StructField| format!("{} {}", f.name, crate::types::pg_type_name(f))).collect::<Vec<_>>().join(", ");
+        let shown = |s: &StructType| {
+            s.fields
+                .iter()
+                .map(|f: &StructField| format!("{} {}", f.name, crate::types::pg_type_name(f)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         return Err(Error::Plan(format!(
             "the Delta table at the location of {name} has columns ({}), not the declared ({})",
             shown(actual),
@@ -599,12 +663,26 @@ pub fn history_schema() -> arrow::datatypes::SchemaRef {
 pub fn history_batch(history: &[sluice_storage::table::HistoryEntry]) -> Result<RecordBatch> {
     let columns: Vec<ArrayRef> = vec![
         Arc::new(Int64Array::from(history.iter().map(|h| h.version as i64).collect::<Vec<_>>())),
-        Arc::new(TimestampMicrosecondArray::from(history.iter().map(|h| h.timestamp_ms * 1000).collect::<Vec<_>>()).with_timezone("UTC")),
+        Arc::new(
+            TimestampMicrosecondArray::from(history.iter().map(|h| h.timestamp_ms * 1000).collect::<Vec<_>>())
+                .with_timezone("UTC"),
+        ),
         Arc::new(StringArray::from(history.iter().map(|h| h.operation.clone()).collect::<Vec<_>>())),
-        Arc::new(StringArray::from(history.iter().map(|h| h.operation_parameters.as_ref().map(|p| p.to_string())).collect::<Vec<_>>())),
-        Arc::new(Int64Array::from(history.iter().map(|h| h.commit_info.get("readVersion").and_then(Value::as_i64)).collect::<Vec<_>>())),
-        Arc::new(BooleanArray::from(history.iter().map(|h| h.commit_info.get("isBlindAppend").and_then(Value::as_bool)).collect::<Vec<_>>())),
-        Arc::new(StringArray::from(history.iter().map(|h| h.commit_info.get("engineInfo").and_then(Value::as_str).map(str::to_string)).collect::<Vec<_>>())),
+        Arc::new(StringArray::from(
+            history.iter().map(|h| h.operation_parameters.as_ref().map(|p| p.to_string())).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            history.iter().map(|h| h.commit_info.get("readVersion").and_then(Value::as_i64)).collect::<Vec<_>>(),
+        )),
+        Arc::new(BooleanArray::from(
+            history.iter().map(|h| h.commit_info.get("isBlindAppend").and_then(Value::as_bool)).collect::<Vec<_>>(),
+        )),
+        Arc::new(StringArray::from(
+            history
+                .iter()
+                .map(|h| h.commit_info.get("engineInfo").and_then(Value::as_str).map(str::to_string))
+                .collect::<Vec<_>>(),
+        )),
     ];
     Ok(RecordBatch::try_new(history_schema(), columns)?)
 }

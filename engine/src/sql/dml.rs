@@ -17,8 +17,8 @@ use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::sql::sqlparser::ast::{
-    self, AssignmentTarget, Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind, ObjectName, Query,
-    TableFactor, TableObject, Truncate, Update, UpdateTableFromKind,
+    self, AssignmentTarget, Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind,
+    ObjectName, Query, TableFactor, TableObject, Truncate, Update, UpdateTableFromKind,
 };
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
@@ -63,7 +63,11 @@ impl Session {
             return Err(Error::Internal(format!("not a query: {sql}")));
         };
         let statement = self.rewrite(*statement).await?;
-        let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .await?;
         Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
     }
 
@@ -78,22 +82,44 @@ impl Session {
         if insert.returning.is_some() {
             return Err(Error::NotSupported("INSERT ... RETURNING".into()));
         }
-        let TableObject::TableName(name) = &insert.table else { return Err(Error::NotSupported("INSERT INTO a table function".into())) };
-        let Some(source) = insert.source else { return Err(Error::NotSupported("INSERT without VALUES or a query".into())) };
-        let columns: Vec<String> = insert.columns.iter().map(|c| c.0.last().map(|p| p.to_string().trim_matches('"').to_string()).unwrap_or_default()).collect();
-        let columns: Vec<String> = insert.columns.iter().zip(columns).map(|(c, text)| match c.0.last() {
-            Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
-            _ => text,
-        }).collect();
+        let TableObject::TableName(name) = &insert.table else {
+            return Err(Error::NotSupported("INSERT INTO a table function".into()));
+        };
+        let Some(source) = insert.source else {
+            return Err(Error::NotSupported("INSERT without VALUES or a query".into()));
+        };
+        let columns: Vec<String> = insert
+            .columns
+            .iter()
+            .map(|c| c.0.last().map(|p| p.to_string().trim_matches('"').to_string()).unwrap_or_default())
+            .collect();
+        let columns: Vec<String> = insert
+            .columns
+            .iter()
+            .zip(columns)
+            .map(|(c, text)| match c.0.last() {
+                Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
+                _ => text,
+            })
+            .collect();
         let target = self.target(name).await?;
         let (_, batches) = self.run_source(*source).await?;
-        let list = if columns.is_empty() { target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect() } else { columns };
+        let list = if columns.is_empty() {
+            target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect()
+        } else {
+            columns
+        };
         let mode = if insert.overwrite { SaveMode::Overwrite } else { SaveMode::Append };
         let rows = self.write_rows(&target, batches, ColumnMatch::Position(list), mode).await?;
         Ok(StatementResult::Command { tag: format!("INSERT 0 {rows}"), rows: Some(rows) })
     }
 
-    pub(crate) async fn insert_by_name(&self, name: &ObjectName, query: Query, overwrite: bool) -> Result<StatementResult> {
+    pub(crate) async fn insert_by_name(
+        &self,
+        name: &ObjectName,
+        query: Query,
+        overwrite: bool,
+    ) -> Result<StatementResult> {
         let target = self.target(name).await?;
         let (_, batches) = self.run_source(query).await?;
         let mode = if overwrite { SaveMode::Overwrite } else { SaveMode::Append };
@@ -102,13 +128,24 @@ impl Session {
     }
 
     /// Appends batches whose columns are matched by name (the `Database::insert` API).
-    pub(crate) async fn insert_batches(&self, name: &TableName, batches: Vec<RecordBatch>, mode: Option<SaveMode>) -> Result<u64> {
+    pub(crate) async fn insert_batches(
+        &self,
+        name: &TableName,
+        batches: Vec<RecordBatch>,
+        mode: Option<SaveMode>,
+    ) -> Result<u64> {
         let object = super::names::object_name(&name.schema, &name.name);
         let target = self.target(&object).await?;
         self.write_rows(&target, batches, ColumnMatch::ByName, mode.unwrap_or_default()).await
     }
 
-    async fn write_rows(&self, target: &Target, batches: Vec<RecordBatch>, columns: ColumnMatch, mode: SaveMode) -> Result<u64> {
+    async fn write_rows(
+        &self,
+        target: &Target,
+        batches: Vec<RecordBatch>,
+        columns: ColumnMatch,
+        mode: SaveMode,
+    ) -> Result<u64> {
         let mut rows = 0;
         let mut conformed = Vec::with_capacity(batches.len());
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
@@ -140,7 +177,9 @@ impl Session {
                     ));
                 }
                 for (name, column) in list.iter().zip(batch.columns()) {
-                    let field = schema.field(name).ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    let field = schema
+                        .field(name)
+                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
                     if assigned.insert(field.name.clone(), column.clone()).is_some() {
                         return Err(Error::data("42701", format!("column \"{name}\" specified more than once")));
                     }
@@ -148,7 +187,9 @@ impl Session {
             }
             ColumnMatch::ByName => {
                 for (name, column) in source_names.iter().zip(batch.columns()) {
-                    let field = schema.field(name).ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    let field = schema
+                        .field(name)
+                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
                     assigned.insert(field.name.clone(), column.clone());
                 }
             }
@@ -174,11 +215,21 @@ impl Session {
         Ok(rows)
     }
 
-    async fn default_values(&self, default: &str, data_type: &arrow::datatypes::DataType, rows: usize, column: &str) -> Result<ArrayRef> {
+    async fn default_values(
+        &self,
+        default: &str,
+        data_type: &arrow::datatypes::DataType,
+        rows: usize,
+        column: &str,
+    ) -> Result<ArrayRef> {
         let empty = DFSchema::empty();
         let expr = self.ctx.parse_sql_expr(default, &empty)?;
         let physical = self.ctx.create_physical_expr(expr, &empty)?;
-        let batch = RecordBatch::try_new_with_options(Arc::new(Schema::empty()), vec![], &RecordBatchOptions::new().with_row_count(Some(rows)))?;
+        let batch = RecordBatch::try_new_with_options(
+            Arc::new(Schema::empty()),
+            vec![],
+            &RecordBatchOptions::new().with_row_count(Some(rows)),
+        )?;
         let value = physical.evaluate(&batch)?.into_array(rows)?;
         cast_column(&value, data_type, column)
     }
@@ -208,7 +259,8 @@ impl Session {
     /// Registers the target with its hidden columns for one statement; returns its relation name.
     fn register_dml_view(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
-        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), scan_options(&self.db)).with_hidden_columns();
+        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), scan_options(&self.db))
+            .with_hidden_columns();
         self.temp.insert(&temp, Arc::new(provider));
         format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")
     }
@@ -221,7 +273,9 @@ impl Session {
             FromTable::WithFromKeyword(r) | FromTable::WithoutKeyword(r) => r,
         };
         let Some(first) = relations.first() else { return Err(Error::Plan("DELETE needs a table".into())) };
-        let TableFactor::Table { name, alias, .. } = &first.relation else { return Err(Error::NotSupported("DELETE from this kind of relation".into())) };
+        let TableFactor::Table { name, alias, .. } = &first.relation else {
+            return Err(Error::NotSupported("DELETE from this kind of relation".into()));
+        };
         let target = self.target(name).await?;
         let relation = self.register_dml_view(&target);
         let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
@@ -229,7 +283,8 @@ impl Session {
         from.extend(relations.iter().skip(1).map(|r| r.to_string()));
         from.extend(delete.using.iter().flatten().map(|r| r.to_string()));
         let filter = delete.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
-        let sql = format!("SELECT {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}", from.join(", "));
+        let sql =
+            format!("SELECT {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}", from.join(", "));
         let batches = self.collect_query(&sql).await?;
         let (deleted, count) = row_sets(&target.snapshot, &batches, 0, false)?;
         if count > 0 {
@@ -243,14 +298,18 @@ impl Session {
         if update.returning.is_some() || update.limit.is_some() {
             return Err(Error::NotSupported("UPDATE with RETURNING or LIMIT".into()));
         }
-        let TableFactor::Table { name, alias, .. } = &update.table.relation else { return Err(Error::NotSupported("UPDATE of this kind of relation".into())) };
+        let TableFactor::Table { name, alias, .. } = &update.table.relation else {
+            return Err(Error::NotSupported("UPDATE of this kind of relation".into()));
+        };
         let target = self.target(name).await?;
         let assignments = assignment_map(&update.assignments, &target)?;
         let relation = self.register_dml_view(&target);
         let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
         let mut from = vec![format!("{relation} AS {alias}")];
         match &update.from {
-            Some(UpdateTableFromKind::BeforeSet(tables) | UpdateTableFromKind::AfterSet(tables)) => from.extend(tables.iter().map(|t| t.to_string())),
+            Some(UpdateTableFromKind::BeforeSet(tables) | UpdateTableFromKind::AfterSet(tables)) => {
+                from.extend(tables.iter().map(|t| t.to_string()))
+            }
             None => {}
         }
         from.extend(update.table.joins.iter().map(|j| j.to_string()));
@@ -287,16 +346,23 @@ impl Session {
     }
 
     pub(crate) async fn merge_statement(&self, merge: Merge) -> Result<StatementResult> {
-        let TableFactor::Table { name, alias: target_alias, .. } = &merge.table else { return Err(Error::NotSupported("MERGE into this kind of relation".into())) };
+        let TableFactor::Table { name, alias: target_alias, .. } = &merge.table else {
+            return Err(Error::NotSupported("MERGE into this kind of relation".into()));
+        };
         let target = self.target(name).await?;
         let relation = self.register_dml_view(&target);
         let t = target_alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
         let (source_sql, s) = match &merge.source {
             TableFactor::Table { name, alias, .. } => {
-                let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
+                let alias = alias
+                    .as_ref()
+                    .map(|a| a.name.to_string())
+                    .unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
                 (name.to_string(), alias)
             }
-            TableFactor::Derived { subquery, alias: Some(alias), .. } => (format!("({subquery}) AS \"__sluice_derived\""), alias.name.to_string()),
+            TableFactor::Derived { subquery, alias: Some(alias), .. } => {
+                (format!("({subquery}) AS \"__sluice_derived\""), alias.name.to_string())
+            }
             other => return Err(Error::NotSupported(format!("MERGE source {other}"))),
         };
         let present = "\"__sluice_present\"";
@@ -325,20 +391,27 @@ impl Session {
                 MergeAction::Update(update) => {
                     let assignments = assignment_map(&update.assignments, &target)?;
                     for (j, f) in fields.iter().enumerate() {
-                        let value = assignments.get(&f.name).cloned().unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
+                        let value =
+                            assignments.get(&f.name).cloned().unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
                         outputs.push(format!("{value} AS \"__c{i}_{j}\""));
                     }
                 }
                 MergeAction::Insert(insert) => {
-                    let MergeInsertKind::Values(values) = &insert.kind else { return Err(Error::NotSupported("MERGE INSERT ROW".into())) };
+                    let MergeInsertKind::Values(values) = &insert.kind else {
+                        return Err(Error::NotSupported("MERGE INSERT ROW".into()));
+                    };
                     let row = values.rows.first().ok_or_else(|| Error::Plan("MERGE INSERT needs VALUES".into()))?;
                     let listed: Vec<String> = if insert.columns.is_empty() {
                         fields.iter().map(|f| f.name.clone()).collect()
                     } else {
-                        insert.columns.iter().map(|c| match c.0.last() {
-                            Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
-                            _ => c.to_string(),
-                        }).collect()
+                        insert
+                            .columns
+                            .iter()
+                            .map(|c| match c.0.last() {
+                                Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
+                                _ => c.to_string(),
+                            })
+                            .collect()
                     };
                     if listed.len() != row.len() {
                         return Err(Error::data("42601", "MERGE INSERT has a different number of columns and values"));
@@ -387,14 +460,25 @@ impl Session {
         let mut inserted = Vec::new();
         let mut affected = 0u64;
         for batch in batches {
-            let files = batch.column_by_name("__f").ok_or_else(|| Error::Internal("no __f".into()))?.as_string::<i32>().clone();
-            let rows = batch.column_by_name("__r").ok_or_else(|| Error::Internal("no __r".into()))?.as_primitive::<UInt64Type>().clone();
-            let actions = arrow::compute::cast(batch.column_by_name("__action").ok_or_else(|| Error::Internal("no __action".into()))?, &arrow::datatypes::DataType::Int64)?;
+            let files =
+                batch.column_by_name("__f").ok_or_else(|| Error::Internal("no __f".into()))?.as_string::<i32>().clone();
+            let rows = batch
+                .column_by_name("__r")
+                .ok_or_else(|| Error::Internal("no __r".into()))?
+                .as_primitive::<UInt64Type>()
+                .clone();
+            let actions = arrow::compute::cast(
+                batch.column_by_name("__action").ok_or_else(|| Error::Internal("no __action".into()))?,
+                &arrow::datatypes::DataType::Int64,
+            )?;
             let actions = actions.as_primitive::<arrow::datatypes::Int64Type>();
             for row in 0..batch.num_rows() {
                 affected += 1;
                 let action = actions.value(row) as usize;
-                let touches_target = matches!(merge.clauses.get(action).map(|c| &c.action), Some(MergeAction::Update(_) | MergeAction::Delete { .. }));
+                let touches_target = matches!(
+                    merge.clauses.get(action).map(|c| &c.action),
+                    Some(MergeAction::Update(_) | MergeAction::Delete { .. })
+                );
                 if touches_target && !files.is_null(row) {
                     let set = deleted.entry(files.value(row).to_string()).or_default();
                     if !set.insert(rows.value(row)) {
@@ -415,7 +499,9 @@ impl Session {
                 }
                 let selected = filter_record_batch(batch, &mask)?;
                 let indexes: Vec<usize> = (0..fields.len())
-                    .map(|j| selected.schema().index_of(&format!("__c{i}_{j}")).map_err(|e| Error::Internal(e.to_string())))
+                    .map(|j| {
+                        selected.schema().index_of(&format!("__c{i}_{j}")).map_err(|e| Error::Internal(e.to_string()))
+                    })
                     .collect::<Result<_>>()?;
                 let values = selected.project(&indexes)?;
                 let names = fields.iter().map(|f| f.name.clone()).collect();
@@ -424,7 +510,12 @@ impl Session {
         }
         let deleted = deleted
             .into_iter()
-            .map(|(path, rows)| by_path.get(path.as_str()).map(|a| ((*a).clone(), rows)).ok_or_else(|| Error::Internal(format!("unknown file {path}"))))
+            .map(|(path, rows)| {
+                by_path
+                    .get(path.as_str())
+                    .map(|a| ((*a).clone(), rows))
+                    .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
+            })
             .collect::<Result<Vec<_>>>()?;
         if affected > 0 {
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
@@ -436,7 +527,8 @@ impl Session {
     pub(crate) async fn truncate_statement(&self, truncate: Truncate) -> Result<StatementResult> {
         for target in &truncate.table_names {
             let target = self.target(&target.name).await?;
-            let request = WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
+            let request =
+                WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
             committed(target.table.write_on(&target.snapshot, request).await?)?;
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
@@ -451,12 +543,18 @@ fn quoted(name: &str) -> String {
 fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, String>> {
     let mut map = HashMap::new();
     for assignment in assignments {
-        let AssignmentTarget::ColumnName(name) = &assignment.target else { return Err(Error::NotSupported("tuple assignment".into())) };
+        let AssignmentTarget::ColumnName(name) = &assignment.target else {
+            return Err(Error::NotSupported("tuple assignment".into()));
+        };
         let column = match name.0.last() {
             Some(ast::ObjectNamePart::Identifier(ident)) => normalize(ident),
             _ => return Err(Error::Plan(format!("bad column {name}"))),
         };
-        let field = target.snapshot.schema().field(&column).ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", target.name)))?;
+        let field = target
+            .snapshot
+            .schema()
+            .field(&column)
+            .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", target.name)))?;
         if map.insert(field.name.clone(), assignment.value.to_string()).is_some() {
             return Err(Error::data("42601", format!("multiple assignments to same column \"{column}\"")));
         }
@@ -464,8 +562,11 @@ fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<Ha
     Ok(map)
 }
 
+/// Rows of one file, by physical index.
+type FileRows = (Arc<Add>, RoaringTreemap);
+
 /// The rows a DML query selected, by file; errors if one row is selected twice when `unique`.
-fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: bool) -> Result<(Vec<(Arc<Add>, RoaringTreemap)>, u64)> {
+fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: bool) -> Result<(Vec<FileRows>, u64)> {
     let by_path: HashMap<&str, &Arc<Add>> = snapshot.files().map(|a| (a.path.as_str(), a)).collect();
     let mut sets: HashMap<String, RoaringTreemap> = HashMap::new();
     let mut seen = HashSet::new();
@@ -477,7 +578,10 @@ fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: 
             let index = rows.value(row);
             if !seen.insert((file.to_string(), index)) {
                 if unique {
-                    return Err(Error::data("21000", "UPDATE matched one target row more than once (the FROM join is not unique)"));
+                    return Err(Error::data(
+                        "21000",
+                        "UPDATE matched one target row more than once (the FROM join is not unique)",
+                    ));
                 }
                 continue;
             }
@@ -487,7 +591,12 @@ fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: 
     let count = seen.len() as u64;
     let deleted = sets
         .into_iter()
-        .map(|(path, rows)| by_path.get(path.as_str()).map(|a| ((*a).clone(), rows)).ok_or_else(|| Error::Internal(format!("unknown file {path}"))))
+        .map(|(path, rows)| {
+            by_path
+                .get(path.as_str())
+                .map(|a| ((*a).clone(), rows))
+                .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
+        })
         .collect::<Result<Vec<_>>>()?;
     Ok((deleted, count))
 }
@@ -508,4 +617,3 @@ fn storage_data_error(e: sluice_storage::Error) -> Error {
         other => Error::Storage(other),
     }
 }
-

@@ -49,7 +49,9 @@ pub fn table_name(name: &ObjectName) -> Result<TableName> {
     match parts.as_slice() {
         [name] => Ok(TableName { schema: DEFAULT_SCHEMA.into(), name: name.clone() }),
         [schema, name] => Ok(TableName { schema: schema.clone(), name: name.clone() }),
-        [catalog, schema, name] if catalog == CATALOG_NAME => Ok(TableName { schema: schema.clone(), name: name.clone() }),
+        [catalog, schema, name] if catalog == CATALOG_NAME => {
+            Ok(TableName { schema: schema.clone(), name: name.clone() })
+        }
         _ => Err(Error::Plan(format!("invalid table name {name}"))),
     }
 }

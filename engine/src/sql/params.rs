@@ -100,7 +100,9 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
         ScalarValue::UInt64(Some(v)) => number(v.to_string()),
         ScalarValue::Float32(Some(v)) => cast(string(v.to_string()), SqlType::Real),
         ScalarValue::Float64(Some(v)) => cast(string(v.to_string()), SqlType::DoublePrecision),
-        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => string(s.clone()),
+        ScalarValue::Utf8(Some(s)) | ScalarValue::LargeUtf8(Some(s)) | ScalarValue::Utf8View(Some(s)) => {
+            string(s.clone())
+        }
         ScalarValue::Decimal128(Some(_), precision, scale) => cast(
             number(value.to_string()),
             SqlType::Numeric(ast::ExactNumberInfo::PrecisionAndScale(u64::from(*precision), i64::from(*scale))),
@@ -112,10 +114,13 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
         | ScalarValue::TimestampSecond(Some(_), zone) => {
             let info = if zone.is_some() { ast::TimezoneInfo::WithTimeZone } else { ast::TimezoneInfo::None };
             let text = value.to_string();
-            let text = if zone.is_some() && !text.ends_with('Z') && !text.contains('+') { format!("{text}Z") } else { text };
+            let text =
+                if zone.is_some() && !text.ends_with('Z') && !text.contains('+') { format!("{text}Z") } else { text };
             cast(string(text), SqlType::Timestamp(None, info))
         }
-        ScalarValue::Binary(Some(bytes)) | ScalarValue::LargeBinary(Some(bytes)) | ScalarValue::BinaryView(Some(bytes)) => {
+        ScalarValue::Binary(Some(bytes))
+        | ScalarValue::LargeBinary(Some(bytes))
+        | ScalarValue::BinaryView(Some(bytes)) => {
             let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
             Expr::Function(ast::Function {
                 name: ast::ObjectName::from(vec![ast::Ident::new("decode")]),

@@ -22,12 +22,28 @@ pub enum SluiceStatement {
     /// Any statement sqlparser understands.
     Standard(Box<Statement>),
     CreateTable(Box<CreateTable>),
-    DescribeHistory { table: ObjectName, limit: Option<u64> },
-    Optimize { table: ObjectName },
-    Vacuum { table: ObjectName, retain_hours: Option<f64>, dry_run: bool },
-    Restore { table: ObjectName, target: TimeTravel },
+    DescribeHistory {
+        table: ObjectName,
+        limit: Option<u64>,
+    },
+    Optimize {
+        table: ObjectName,
+    },
+    Vacuum {
+        table: Box<ObjectName>,
+        retain_hours: Option<f64>,
+        dry_run: bool,
+    },
+    Restore {
+        table: ObjectName,
+        target: Box<TimeTravel>,
+    },
     /// `INSERT INTO t BY NAME <query>`: columns matched by name.
-    InsertByName { table: ObjectName, query: Box<Query>, overwrite: bool },
+    InsertByName {
+        table: ObjectName,
+        query: Box<Query>,
+        overwrite: bool,
+    },
 }
 
 /// `VERSION AS OF n` or `TIMESTAMP AS OF expr`.
@@ -65,7 +81,11 @@ pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
         }
         statements.push(parse_statement(&mut parser)?);
         if !parser.consume_token(&Token::SemiColon) && parser.peek_token().token != Token::EOF {
-            return Err(parser.expected::<()>("end of statement", parser.peek_token()).unwrap_err().into());
+            let found = parser.peek_token();
+            return match parser.expected::<()>("end of statement", found) {
+                Err(e) => Err(e.into()),
+                Ok(()) => Err(crate::error::Error::Internal("the parser accepted an unexpected token".into())),
+            };
         }
     }
     Ok(statements)
@@ -111,7 +131,8 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
             return Ok(SluiceStatement::DescribeHistory { table, limit });
         }
         Some("INSERT") => {
-            let by_name_at = (1..=4).find(|&n| word(parser, n).as_deref() == Some("BY") && word(parser, n + 1).as_deref() == Some("NAME"));
+            let by_name_at = (1..=4)
+                .find(|&n| word(parser, n).as_deref() == Some("BY") && word(parser, n + 1).as_deref() == Some("NAME"));
             if by_name_at.is_some() {
                 parser.next_token();
                 let overwrite = parser.parse_keyword(Keyword::OVERWRITE);
@@ -149,7 +170,7 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
                     break;
                 }
             }
-            return Ok(SluiceStatement::Vacuum { table, retain_hours, dry_run });
+            return Ok(SluiceStatement::Vacuum { table: Box::new(table), retain_hours, dry_run });
         }
         Some("RESTORE") => {
             parser.next_token();
@@ -157,7 +178,7 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
             let table = parser.parse_object_name(false)?;
             let _ = parser.parse_keyword(Keyword::TO);
             let target = parse_time_travel(parser)?;
-            return Ok(SluiceStatement::Restore { table, target });
+            return Ok(SluiceStatement::Restore { table, target: Box::new(target) });
         }
         _ => {}
     }
@@ -177,7 +198,9 @@ fn parse_time_travel(parser: &mut Parser) -> Result<TimeTravel, ParserError> {
 fn parse_u64(parser: &mut Parser) -> Result<u64, ParserError> {
     let token = parser.next_token();
     match &token.token {
-        Token::Number(n, _) => n.parse().map_err(|_| ParserError::ParserError(format!("expected an integer, found {n} at {}", token.span.start))),
+        Token::Number(n, _) => n
+            .parse()
+            .map_err(|_| ParserError::ParserError(format!("expected an integer, found {n} at {}", token.span.start))),
         _ => parser.expected("an integer", token),
     }
 }
@@ -185,7 +208,9 @@ fn parse_u64(parser: &mut Parser) -> Result<u64, ParserError> {
 fn parse_f64(parser: &mut Parser) -> Result<f64, ParserError> {
     let token = parser.next_token();
     match &token.token {
-        Token::Number(n, _) => n.parse().map_err(|_| ParserError::ParserError(format!("expected a number, found {n} at {}", token.span.start))),
+        Token::Number(n, _) => n
+            .parse()
+            .map_err(|_| ParserError::ParserError(format!("expected a number, found {n} at {}", token.span.start))),
         _ => parser.expected("a number", token),
     }
 }
@@ -210,8 +235,8 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
         properties: vec![],
         query: None,
     };
-    if parser.consume_token(&Token::LParen) {
-        if !parser.consume_token(&Token::RParen) {
+    if parser.consume_token(&Token::LParen) && !parser.consume_token(&Token::RParen) {
+        {
             loop {
                 if let Some(constraint) = parser.parse_optional_table_constraint()? {
                     create.constraints.push(constraint);
@@ -259,7 +284,13 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
 pub fn parse_property(parser: &mut Parser) -> Result<(String, String), ParserError> {
     let key = match parser.peek_token().token {
         Token::SingleQuotedString(_) | Token::DoubleQuotedString(_) => parser.parse_literal_string()?,
-        _ => parser.parse_object_name(false)?.0.iter().map(|p| p.to_string().trim_matches('"').to_string()).collect::<Vec<_>>().join("."),
+        _ => parser
+            .parse_object_name(false)?
+            .0
+            .iter()
+            .map(|p| p.to_string().trim_matches('"').to_string())
+            .collect::<Vec<_>>()
+            .join("."),
     };
     let _ = parser.consume_token(&Token::Eq);
     let token = parser.next_token();
@@ -302,7 +333,9 @@ mod tests {
         assert_eq!(create.constraints.len(), 1);
         assert_eq!(create.partitioned_by[0].value, "v");
         assert_eq!(create.properties, vec![("delta.appendOnly".into(), "true".into()), ("delta.x".into(), "1".into())]);
-        assert!(matches!(statements[3], SluiceStatement::Vacuum { retain_hours: Some(h), dry_run: true, .. } if h == 1.0));
+        assert!(
+            matches!(statements[3], SluiceStatement::Vacuum { retain_hours: Some(h), dry_run: true, .. } if h == 1.0)
+        );
         assert!(matches!(statements[5], SluiceStatement::Standard(_)));
     }
 

@@ -9,7 +9,9 @@ use std::sync::Arc;
 
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
-use datafusion::sql::sqlparser::ast::{Expr, ObjectName, Query, Statement, TableFactor, TableVersion, VisitMut, VisitorMut};
+use datafusion::sql::sqlparser::ast::{
+    Expr, ObjectName, Query, Statement, TableFactor, TableVersion, VisitMut, VisitorMut,
+};
 
 use super::catalog_provider::{scan_options, TEMP_SCHEMA};
 use super::names::{object_name, table_name};
@@ -67,11 +69,14 @@ impl Session {
             TimeTravel::Version(expr) => {
                 let version = self.evaluate_constant(expr, &DataType::Int64).await?;
                 let version = version.as_primitive::<arrow::datatypes::Int64Type>().value(0);
-                let version = u64::try_from(version).map_err(|_| Error::Plan(format!("version {version} is negative")))?;
+                let version =
+                    u64::try_from(version).map_err(|_| Error::Plan(format!("version {version} is negative")))?;
                 Ok(table.snapshot_at_version(version).await?)
             }
             TimeTravel::Timestamp(expr) => {
-                let timestamp = self.evaluate_constant(expr, &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))).await?;
+                let timestamp = self
+                    .evaluate_constant(expr, &DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into())))
+                    .await?;
                 let ms = timestamp.as_primitive::<arrow::datatypes::TimestampMillisecondType>().value(0);
                 Ok(table.snapshot_at_timestamp(ms).await?)
             }
@@ -93,7 +98,11 @@ impl Session {
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
         let statement = self.rewrite(Statement::Query(Box::new(query))).await?;
-        let plan = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement))).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
@@ -108,7 +117,11 @@ impl Session {
             return (vec![], None);
         }
         let Ok(rewritten) = self.rewrite((**standard).clone()).await else { return (vec![], None) };
-        let planned = self.ctx.state().statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten))).await;
+        let planned = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten)))
+            .await;
         self.temp.clear();
         let Ok(plan) = planned else { return (vec![], None) };
         let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
@@ -122,10 +135,12 @@ impl Session {
     pub(crate) async fn resolve_table(
         &self,
         name: &ObjectName,
-    ) -> Result<(crate::catalog::TableEntry, Arc<sluice_storage::table::Table>, Arc<sluice_storage::snapshot::Snapshot>)> {
+    ) -> Result<(crate::catalog::TableEntry, Arc<sluice_storage::table::Table>, Arc<sluice_storage::snapshot::Snapshot>)>
+    {
         let name = table_name(name)?;
         let state = self.db.catalog.current();
-        let entry = state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+        let entry =
+            state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
         let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
         Ok((entry, table, snapshot))
     }

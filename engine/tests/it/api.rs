@@ -14,7 +14,8 @@ use crate::common::rows;
 async fn execute_query_and_insert() {
     let dir = tempfile::tempdir().unwrap();
     let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
-    let results = db.execute("CREATE TABLE t (id bigint NOT NULL, name text); INSERT INTO t VALUES (1, 'a')").await.unwrap();
+    let results =
+        db.execute("CREATE TABLE t (id bigint NOT NULL, name text); INSERT INTO t VALUES (1, 'a')").await.unwrap();
     assert!(matches!(&results[1], StatementResult::Command { tag, rows: Some(1) } if tag == "INSERT 0 1"));
     let batch = RecordBatch::try_new(
         Arc::new(Schema::new(vec![Field::new("name", DataType::Utf8, true), Field::new("id", DataType::Int64, false)])),
@@ -34,13 +35,20 @@ async fn prepared_statements_take_parameters() {
     let insert = db.prepare("INSERT INTO p VALUES ($1, $2, $3)").await.unwrap();
     let session = db.session();
     for i in 0..3 {
-        let params = [ScalarValue::Int64(Some(i)), ScalarValue::Utf8(Some(format!("n{i}"))), ScalarValue::Date32(Some(19_000 + i as i32))];
+        let params = [
+            ScalarValue::Int64(Some(i)),
+            ScalarValue::Utf8(Some(format!("n{i}"))),
+            ScalarValue::Date32(Some(19_000 + i as i32)),
+        ];
         session.execute_prepared(&insert, &params).await.unwrap();
     }
     let select = db.prepare("SELECT name FROM p WHERE id > $1 AND day <= $2").await.unwrap();
     assert_eq!(select.parameter_types, vec![Some(DataType::Int64), Some(DataType::Date32)]);
     assert_eq!(select.result_schema.as_ref().unwrap().field(0).name(), "name");
-    let result = session.execute_prepared(&select, &[ScalarValue::Int64(Some(0)), ScalarValue::Date32(Some(19_001))]).await.unwrap();
+    let result = session
+        .execute_prepared(&select, &[ScalarValue::Int64(Some(0)), ScalarValue::Date32(Some(19_001))])
+        .await
+        .unwrap();
     assert_eq!(rows(result.batches()), ["n1"]);
     // A missing parameter is an error, not a panic.
     assert!(session.execute_prepared(&select, &[ScalarValue::Int64(Some(0))]).await.is_err());
@@ -59,7 +67,14 @@ async fn several_handles_and_concurrent_queries() {
     let (x, y) = tokio::join!(a.execute("CREATE TABLE from_a (x int)"), b.execute("CREATE TABLE from_b (y int)"));
     x.unwrap();
     y.unwrap();
-    assert_eq!(rows(&b.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1").await.unwrap()), ["from_a", "from_b", "shared"]);
+    assert_eq!(
+        rows(
+            &b.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY 1")
+                .await
+                .unwrap()
+        ),
+        ["from_a", "from_b", "shared"]
+    );
     // Concurrent writers and readers on one handle.
     let mut tasks = Vec::new();
     for i in 0..8 {
@@ -81,10 +96,16 @@ async fn reopening_keeps_the_catalog() {
     let path = dir.path().to_str().unwrap().to_string();
     {
         let db = Database::open(&path).await.unwrap();
-        db.execute("CREATE SCHEMA s; CREATE TABLE s.t (a int) PARTITIONED BY (a); INSERT INTO s.t VALUES (1), (2)").await.unwrap();
+        db.execute("CREATE SCHEMA s; CREATE TABLE s.t (a int, b text) PARTITIONED BY (a); INSERT INTO s.t VALUES (1, 'x'), (2, 'y')")
+            .await
+            .unwrap();
     }
     let db = Database::open(&path).await.unwrap();
     assert_eq!(rows(&db.query("SELECT a FROM s.t").await.unwrap()), ["1", "2"]);
+    let err = db.execute("CREATE TABLE only_partitions (a int) PARTITIONED BY (a)").await.unwrap_err();
+    assert!(err.to_string().contains("all columns as partition columns"), "{err}");
+    let err = db.execute("CREATE TABLE only_partitions (a int) PARTITIONED BY (a)").await.unwrap_err();
+    assert!(err.to_string().contains("all columns as partition columns"), "{err}");
 }
 
 #[tokio::test]

@@ -4,4 +4,3 @@ mod api;
 mod common;
 mod crash;
 mod interop;
-mod tpch;

@@ -68,7 +68,7 @@ async fn four_writer_processes_append_a_thousand_commits() {
     assert_eq!(snapshot.version(), 1000, "exactly 1000 data commits after the create");
     let history = table.history(None).await.unwrap();
     assert_eq!(history.iter().filter(|h| h.operation.as_deref() == Some("WRITE")).count(), 1000);
-    let expected: Vec<i64> = (0..4).flat_map(|w| (w * 1000..w * 1000 + 250)).collect();
+    let expected: Vec<i64> = (0..4).flat_map(|w| w * 1000..w * 1000 + 250).collect();
     assert_eq!(ids(&table, None).await, expected, "every row present, none twice");
 }
 

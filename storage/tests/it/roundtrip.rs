@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
+use arrow::array::{AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use sluice_storage::commit::{CommitOutcome, ConflictReason};
 use sluice_storage::scan::{scan, ScanOptions};

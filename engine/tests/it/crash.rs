@@ -1,0 +1,147 @@
+//! Killing the process during DDL and DML: after each kill the warehouse reopens, every table the
+//! catalog names opens, and the catalog and rows are exactly what the acknowledged statements
+//! made (plus, perhaps, the statement in flight).
+//!
+//! The child is this test binary (`--ignored --exact crash::child`), running a fixed sequence of
+//! statements and printing `ok <n>` after statement n returns.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use rand::Rng;
+use sluice::Database;
+
+use crate::common::rows;
+
+/// Statement `n` of the sequence: five per round `i`.
+fn statement(n: u64) -> String {
+    let i = n / 5;
+    match n % 5 {
+        0 => format!("CREATE TABLE t_{i} (a int)"),
+        1 => format!("INSERT INTO t_{i} VALUES ({i})"),
+        2 => format!("INSERT INTO base VALUES ({i}, 0)"),
+        3 if i.is_multiple_of(2) && i > 0 => format!("DELETE FROM base WHERE a = {}", i - 1),
+        3 => format!("UPDATE base SET b = b + 1 WHERE a = {i}"),
+        _ if i.is_multiple_of(3) && i >= 3 => format!("DROP TABLE t_{}", i - 3),
+        _ => format!("ALTER TABLE t_{i} ADD COLUMN c_{i} int"),
+    }
+}
+
+/// What the warehouse holds after statements `0..count`: tables t_i with their rows, and base.
+#[derive(Debug, PartialEq, Default, Clone)]
+struct Model {
+    tables: BTreeMap<u64, BTreeSet<u64>>,
+    base: BTreeMap<u64, u64>,
+}
+
+impl Model {
+    fn after(count: u64) -> Self {
+        let mut model = Model::default();
+        for n in 0..count {
+            let i = n / 5;
+            match n % 5 {
+                0 => {
+                    model.tables.insert(i, BTreeSet::new());
+                }
+                1 => {
+                    model.tables.entry(i).or_default().insert(i);
+                }
+                2 => {
+                    model.base.insert(i, 0);
+                }
+                3 if i.is_multiple_of(2) && i > 0 => {
+                    model.base.remove(&(i - 1));
+                }
+                3 => {
+                    if let Some(b) = model.base.get_mut(&i) {
+                        *b += 1;
+                    }
+                }
+                _ if i.is_multiple_of(3) && i >= 3 => {
+                    model.tables.remove(&(i - 3));
+                }
+                _ => {}
+            }
+        }
+        model
+    }
+}
+
+async fn observe(path: &str) -> Model {
+    let db = Database::open(path).await.unwrap_or_else(|e| panic!("the warehouse does not open: {e}"));
+    let mut model = Model::default();
+    let names = rows(
+        &db.query("SELECT table_name FROM information_schema.tables WHERE table_schema = 'public'").await.unwrap(),
+    );
+    for name in names {
+        let Some(i) = name.strip_prefix("t_") else { continue };
+        let i: u64 = i.parse().unwrap();
+        let values = rows(
+            &db.query(&format!("SELECT a FROM t_{i}")).await.unwrap_or_else(|e| panic!("t_{i} does not read: {e}")),
+        );
+        model.tables.insert(i, values.iter().map(|v| v.parse().unwrap()).collect());
+    }
+    for row in rows(&db.query("SELECT a, b FROM base").await.unwrap()) {
+        let (a, b) = row.split_once('|').unwrap();
+        model.base.insert(a.parse().unwrap(), b.parse().unwrap());
+    }
+    model
+}
+
+#[test]
+#[ignore]
+fn child() {
+    let Ok(path) = std::env::var("SLUICE_CRASH_WAREHOUSE") else { return };
+    let start: u64 = std::env::var("SLUICE_CRASH_START").unwrap().parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let db = Database::open(&path).await.unwrap();
+        for n in start.. {
+            db.execute(&statement(n)).await.unwrap_or_else(|e| panic!("statement {n} ({}): {e}", statement(n)));
+            println!("ok {n}");
+        }
+    });
+}
+
+#[tokio::test]
+async fn killing_during_ddl_and_dml_keeps_the_warehouse_consistent() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    Database::open(&path).await.unwrap().execute("CREATE TABLE base (a int, b int)").await.unwrap();
+    let mut done = 0u64;
+    let mut rng = rand::rng();
+    let kills = 25;
+    for round in 0..kills {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args(["--exact", "crash::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
+            .env("SLUICE_CRASH_WAREHOUSE", &path)
+            .env("SLUICE_CRASH_START", done.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .filter_map(|l| l.strip_prefix("ok ").and_then(|n| n.parse::<u64>().ok()))
+                .last()
+        });
+        std::thread::sleep(Duration::from_millis(rng.random_range(100..900)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let acknowledged = reader.join().unwrap().map_or(done, |n| n + 1);
+        let seen = observe(&path).await;
+        if seen == Model::after(acknowledged) {
+            done = acknowledged;
+        } else if seen == Model::after(acknowledged + 1) {
+            done = acknowledged + 1;
+        } else {
+            panic!("round {round}: after {acknowledged} acknowledged statements the warehouse holds {seen:?}, expected {:?}", Model::after(acknowledged));
+        }
+    }
+    assert!(done > kills, "statements ran between the kills ({done})");
+}

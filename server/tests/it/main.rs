@@ -1,0 +1,3 @@
+//! Integration tests of the `sluice` program (one binary; see STYLE.md).
+
+mod cli;
