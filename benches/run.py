@@ -82,6 +82,9 @@ def tpch() -> str:
         (warehouse / ".loaded").write_text("ok")
     ours = run([SLUICE, "tpch-run", "--data", warehouse, "--repeat", 3])
     theirs = run([PYTHON, ROOT / "benches/peers/duckdb_tpch.py", "bench", parquet, ROOT / "benches/tpch", 3])
+    our_answers = run([SLUICE, "tpch-answers", "--data", warehouse])
+    their_answers = run([PYTHON, ROOT / "benches/peers/duckdb_tpch.py", "answers", parquet, ROOT / "benches/tpch"])
+    equal = [n for n in range(1, 23) if our_answers[str(n)] == sorted(their_answers[str(n)])]
     lines = ["| query | Sluice | DuckDB | Sluice / DuckDB |", "|---|---|---|---|"]
     product, count = 1.0, 0
     for n in range(1, 23):
@@ -92,6 +95,9 @@ def tpch() -> str:
         lines.append(f"| Q{n} | {a * 1000:.0f} ms | {b * 1000:.0f} ms | {ratio:.2f} |")
     geomean = product ** (1.0 / count)
     lines.append(f"| **geometric mean** | | | **{geomean:.2f}** |")
+    lines.append("")
+    lines.append(f"Answers: {len(equal)} of 22 queries return the same rows in Sluice and DuckDB"
+                 + ("." if len(equal) == 22 else f" (differing: {[n for n in range(1, 23) if n not in equal]})."))
     lines.append("")
     lines.append("Here the ratio is Sluice time / DuckDB time (below 1.0: Sluice is faster). Best of 3 runs per query, "
                  "both in-process on the same Parquet files (Sluice loaded them into its tables; DuckDB reads them with read_parquet).")

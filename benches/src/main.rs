@@ -60,6 +60,11 @@ enum Command {
         #[arg(long, default_value_t = 3)]
         repeat: usize,
     },
+    /// Prints the rows of the 22 TPC-H queries as text.
+    TpchAnswers {
+        #[arg(long)]
+        data: String,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -83,6 +88,7 @@ fn main() {
             Command::TpchGen { sf, out } => tpch_steps::generate(sf, &out),
             Command::TpchLoad { parquet, data } => tpch_steps::load(&parquet, &data).await,
             Command::TpchRun { data, repeat } => tpch_steps::run(&data, repeat).await,
+            Command::TpchAnswers { data } => tpch_steps::answers(&data).await,
         }
     });
     match result {

@@ -218,3 +218,41 @@ pub async fn load(db: &sluice::Database, dir: &Path) -> Result<(), Box<dyn std::
     }
     Ok(())
 }
+
+/// Result rows as text, sorted, as `peers/duckdb_tpch.py answers` prints them: numbers with two
+/// decimals, NULL as `NULL`, text trimmed.
+pub fn text_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
+    use arrow::array::Array;
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    let options = FormatOptions::default().with_null("NULL");
+    let mut rows = Vec::new();
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            let values = batch
+                .columns()
+                .iter()
+                .map(|column| {
+                    if column.is_null(row) {
+                        return "NULL".to_string();
+                    }
+                    match column.data_type() {
+                        DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => {
+                            let value = arrow::compute::cast(&column.slice(row, 1), &DataType::Float64).ok();
+                            let value = value
+                                .as_ref()
+                                .and_then(|v| v.as_any().downcast_ref::<arrow::array::Float64Array>())
+                                .map(|v| v.value(0));
+                            value.map(|v| format!("{v:.2}")).unwrap_or_default()
+                        }
+                        _ => ArrayFormatter::try_new(column.as_ref(), &options)
+                            .map(|f| f.value(row).to_string().trim().to_string())
+                            .unwrap_or_default(),
+                    }
+                })
+                .collect();
+            rows.push(values);
+        }
+    }
+    rows.sort();
+    rows
+}

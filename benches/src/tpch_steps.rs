@@ -36,3 +36,14 @@ pub async fn run(data: &str, repeat: usize) -> BenchResult {
     }
     Ok(serde_json::Value::Object(out))
 }
+
+/// Every query's rows as text (to compare with DuckDB's answers).
+pub async fn answers(data: &str) -> BenchResult {
+    let db = sluice::Database::open(data).await?;
+    let mut out = serde_json::Map::new();
+    for n in 1..=22 {
+        let batches = db.query(&tpch::query(n)?).await?;
+        out.insert(n.to_string(), json!(tpch::text_rows(&batches)));
+    }
+    Ok(serde_json::Value::Object(out))
+}

@@ -3,9 +3,6 @@
 
 use std::path::PathBuf;
 
-use arrow::array::{Array, RecordBatch};
-use arrow::datatypes::DataType;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice_benches::tpch;
 
 const SCALE_FACTOR: f64 = 0.01;
@@ -16,40 +13,6 @@ fn python() -> PathBuf {
         assert!(venv.exists(), "the Python peers are not installed: run ./scripts/test");
         venv
     })
-}
-
-fn text_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = Vec::new();
-    for batch in batches {
-        for row in 0..batch.num_rows() {
-            let values = batch
-                .columns()
-                .iter()
-                .map(|column| {
-                    if column.is_null(row) {
-                        return "NULL".to_string();
-                    }
-                    match column.data_type() {
-                        DataType::Float32 | DataType::Float64 | DataType::Decimal128(_, _) => {
-                            let value = arrow::compute::cast(&column.slice(row, 1), &DataType::Float64).unwrap();
-                            let value = value.as_any().downcast_ref::<arrow::array::Float64Array>().unwrap().value(0);
-                            format!("{value:.2}")
-                        }
-                        _ => ArrayFormatter::try_new(column.as_ref(), &options)
-                            .unwrap()
-                            .value(row)
-                            .to_string()
-                            .trim()
-                            .to_string(),
-                    }
-                })
-                .collect();
-            rows.push(values);
-        }
-    }
-    rows.sort();
-    rows
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -72,7 +35,7 @@ async fn all_22_queries_match_duckdb() {
     for n in 1..=22 {
         let sql = tpch::query(n).unwrap();
         let batches = db.query(&sql).await.unwrap_or_else(|e| panic!("q{n} failed in Sluice: {e}"));
-        let ours = text_rows(&batches);
+        let ours = tpch::text_rows(&batches);
         let mut theirs: Vec<Vec<String>> = serde_json::from_value(answers[n.to_string()].clone()).unwrap();
         theirs.sort();
         assert_eq!(ours, theirs, "q{n}: Sluice and DuckDB disagree");

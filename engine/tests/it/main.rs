@@ -3,4 +3,5 @@
 mod api;
 mod common;
 mod crash;
+mod fixtures;
 mod interop;
