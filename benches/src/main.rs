@@ -59,6 +59,12 @@ enum Command {
         data: String,
         #[arg(long, default_value_t = 3)]
         repeat: usize,
+        /// Only these queries (comma separated), e.g. 6,17.
+        #[arg(long)]
+        queries: Option<String>,
+        /// Statements to run first (e.g. SET datafusion.execution.parquet.pushdown_filters = true).
+        #[arg(long)]
+        setup: Vec<String>,
     },
     /// Prints the rows of the 22 TPC-H queries as text.
     TpchAnswers {
@@ -87,7 +93,9 @@ fn main() {
             Command::Open { table, repeat } => storage::open(&table, repeat).await,
             Command::TpchGen { sf, out } => tpch_steps::generate(sf, &out),
             Command::TpchLoad { parquet, data } => tpch_steps::load(&parquet, &data).await,
-            Command::TpchRun { data, repeat } => tpch_steps::run(&data, repeat).await,
+            Command::TpchRun { data, repeat, queries, setup } => {
+                tpch_steps::run(&data, repeat, queries.as_deref(), &setup).await
+            }
             Command::TpchAnswers { data } => tpch_steps::answers(&data).await,
         }
     });

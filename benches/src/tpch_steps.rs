@@ -20,10 +20,17 @@ pub async fn load(parquet: &Path, data: &str) -> BenchResult {
     Ok(json!({"seconds": started.elapsed().as_secs_f64()}))
 }
 
-pub async fn run(data: &str, repeat: usize) -> BenchResult {
+pub async fn run(data: &str, repeat: usize, only: Option<&str>, setup: &[String]) -> BenchResult {
     let db = sluice::Database::open(data).await?;
+    for statement in setup {
+        db.execute(statement).await?;
+    }
+    let wanted: Vec<usize> = match only {
+        Some(list) => list.split(',').filter_map(|n| n.trim().parse().ok()).collect(),
+        None => (1..=22).collect(),
+    };
     let mut out = serde_json::Map::new();
-    for n in 1..=22 {
+    for n in wanted {
         let sql = tpch::query(n)?;
         let mut best = f64::MAX;
         for _ in 0..repeat.max(1) {

@@ -32,6 +32,22 @@ pub struct CatalogState {
     pub schemas: BTreeMap<String, SchemaEntry>,
     /// Tables by `schema.name`.
     pub tables: BTreeMap<String, TableEntry>,
+    /// Login roles created with `CREATE ROLE ... PASSWORD` (the server authenticates them).
+    #[serde(default)]
+    pub roles: BTreeMap<String, RoleEntry>,
+}
+
+/// A login role. The password is kept only as a SCRAM-SHA-256 salted password (never in clear).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RoleEntry {
+    pub name: String,
+    /// The salt, hex-encoded.
+    pub salt: String,
+    /// PBKDF2-HMAC-SHA-256 of the password with `salt` and `iterations`, hex-encoded.
+    pub salted_password: String,
+    pub iterations: u32,
+    /// A read-only role may read but not write data or change the catalog.
+    pub read_only: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -131,8 +131,12 @@ impl Session {
     /// Parses a statement with parameters and infers their types where it can.
     pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
         let statement = parse_statement_text(sql)?;
-        let (parameter_types, result_schema) = self.describe(&statement).await;
-        Ok(PreparedStatement { statement, parameter_types, result_schema })
+        let described = self.describe_statement(&statement).await;
+        Ok(PreparedStatement {
+            statement,
+            parameter_types: described.parameter_types,
+            result_schema: described.result_schema,
+        })
     }
 
     /// Runs a prepared statement with parameter values.

@@ -39,6 +39,33 @@ enum Command {
         #[arg(long)]
         csv: bool,
     },
+    /// Serve a warehouse over the PostgreSQL wire protocol.
+    Serve {
+        /// The warehouse: a folder, memory://, s3://, gs:// or az:// URL.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: String,
+        /// Address to listen on (loopback unless users are configured).
+        #[arg(long, default_value = "127.0.0.1:5433")]
+        listen: std::net::SocketAddr,
+        /// A JSON file of users: [{"name": "...", "password": "...", "read_only": false}].
+        #[arg(long)]
+        users: Option<PathBuf>,
+        /// TLS certificate (PEM).
+        #[arg(long, requires = "tls_key")]
+        tls_cert: Option<PathBuf>,
+        /// TLS private key (PEM).
+        #[arg(long)]
+        tls_key: Option<PathBuf>,
+        /// Generate a self-signed certificate for localhost (in DATA/_sluice/tls/).
+        #[arg(long, conflicts_with = "tls_cert")]
+        tls_self_signed: bool,
+        /// Most clients served at once.
+        #[arg(long, default_value_t = 100)]
+        max_connections: usize,
+        /// More folders clients may read and write with COPY ... 'file' (besides the data folder).
+        #[arg(long = "allow-path")]
+        allow_paths: Vec<PathBuf>,
+    },
 }
 
 pub fn main() -> ExitCode {
@@ -53,6 +80,18 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Sql { data, commands, files, csv } => sql(&data, commands, files, csv).await,
+            Command::Serve {
+                data,
+                listen,
+                users,
+                tls_cert,
+                tls_key,
+                tls_self_signed,
+                max_connections,
+                allow_paths,
+            } => {
+                serve(&data, listen, users, tls_cert.zip(tls_key), tls_self_signed, max_connections, allow_paths).await
+            }
         }
     })
 }
@@ -116,6 +155,77 @@ async fn sql(data: &str, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) 
     }
     let _ = std::io::stdout().flush();
     ExitCode::SUCCESS
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn serve(
+    data: &str,
+    listen: std::net::SocketAddr,
+    users: Option<PathBuf>,
+    tls: Option<(PathBuf, PathBuf)>,
+    tls_self_signed: bool,
+    max_connections: usize,
+    mut allow_paths: Vec<PathBuf>,
+) -> ExitCode {
+    let db = match Database::open(data).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("ERROR: cannot open {data}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let users = match users.map(|p| crate::pg::auth::read_users_file(&p)).transpose() {
+        Ok(users) => users.unwrap_or_default(),
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let data_dir = PathBuf::from(data);
+    if !data.contains("://") {
+        allow_paths.insert(0, std::fs::canonicalize(&data_dir).unwrap_or(data_dir.clone()));
+    }
+    let tls = if tls_self_signed {
+        match crate::pg::self_signed(&data_dir.join("_sluice/tls")) {
+            Ok(paths) => Some(paths),
+            Err(e) => {
+                eprintln!("ERROR: cannot make a self-signed certificate: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        tls
+    };
+    let trust = users.is_empty() && db.inner().catalog.current().roles.is_empty();
+    let config = crate::pg::ServerConfig {
+        listen,
+        connections_max: max_connections,
+        users,
+        tls: tls.clone(),
+        allowed_paths: allow_paths,
+    };
+    match crate::pg::serve(db, config).await {
+        Ok(server) => {
+            println!(
+                "sluice {} serving {data} on {}{}",
+                env!("CARGO_PKG_VERSION"),
+                server.local_addr,
+                if tls.is_some() { " (TLS available)" } else { "" }
+            );
+            if trust {
+                println!(
+                    "no users are configured: any user name is accepted from loopback clients (like Postgres' trust)"
+                );
+            }
+            let _ = tokio::signal::ctrl_c().await;
+            server.stop();
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 async fn interactive(db: &Database) -> ExitCode {

@@ -1,9 +1,11 @@
 //! # sluice-server: the `sluice` program
 //!
 //! - [`cli`]: the command line (`sluice sql`, `sluice serve`);
-//! - [`format`]: results as aligned tables (like psql) or CSV.
+//! - [`format`]: results as aligned tables (like psql) or CSV;
+//! - [`pg`]: the PostgreSQL wire protocol server.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod cli;
 pub mod format;
+pub mod pg;

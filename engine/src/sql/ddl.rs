@@ -561,10 +561,7 @@ impl Session {
         if let Some(outcome) = result.outcome {
             committed(outcome)?;
         }
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("files_removed", ArrowType::Int64, false),
-            Field::new("files_added", ArrowType::Int64, false),
-        ]));
+        let schema = optimize_schema();
         let batch = RecordBatch::try_new(
             schema.clone(),
             vec![
@@ -584,7 +581,7 @@ impl Session {
         let (_, table, _) = self.resolve_table(table).await?;
         let retention = retain_hours.map(|h| (h * 3_600_000.0) as i64);
         let result = table.vacuum(retention, dry_run, true).await.map_err(plan_error)?;
-        let schema = Arc::new(Schema::new(vec![Field::new("path", ArrowType::Utf8, false)]));
+        let schema = vacuum_schema();
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(result.files_deleted))])?;
         Ok(StatementResult::Rows { schema, batches: vec![batch] })
     }
@@ -685,4 +682,17 @@ pub fn history_batch(history: &[sluice_storage::table::HistoryEntry]) -> Result<
         )),
     ];
     Ok(RecordBatch::try_new(history_schema(), columns)?)
+}
+
+/// The columns OPTIMIZE returns.
+pub fn optimize_schema() -> arrow::datatypes::SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("files_removed", ArrowType::Int64, false),
+        Field::new("files_added", ArrowType::Int64, false),
+    ]))
+}
+
+/// The columns VACUUM returns.
+pub fn vacuum_schema() -> arrow::datatypes::SchemaRef {
+    Arc::new(Schema::new(vec![Field::new("path", ArrowType::Utf8, false)]))
 }

@@ -20,6 +20,15 @@ use crate::error::{Error, Result};
 use crate::provider::SluiceTable;
 use crate::session::{Session, StatementResult};
 
+/// What a statement takes and returns, as far as it is known before running it.
+#[derive(Debug, Clone, Default)]
+pub struct Described {
+    /// The types of `$1..$n` where they could be inferred.
+    pub parameter_types: Vec<Option<DataType>>,
+    /// The columns the statement returns (None for commands).
+    pub result_schema: Option<SchemaRef>,
+}
+
 struct TimeTravelCollector<'a> {
     session: &'a Session,
     found: Vec<(String, ObjectName, TableVersion)>,
@@ -110,25 +119,51 @@ impl Session {
     }
 
     /// The parameter types and result columns of a statement, where they can be known without
-    /// running it.
-    pub(crate) async fn describe(&self, statement: &SluiceStatement) -> (Vec<Option<DataType>>, Option<SchemaRef>) {
-        let SluiceStatement::Standard(standard) = statement else { return (vec![], None) };
-        if !matches!(**standard, Statement::Query(_)) {
-            return (vec![], None);
+    /// running it: queries and other statements DataFusion plans give both; INSERT, UPDATE and
+    /// DELETE give their parameter types; Sluice's own statements give their fixed columns.
+    pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
+        match statement {
+            SluiceStatement::DescribeHistory { .. } => {
+                Described { result_schema: Some(super::ddl::history_schema()), ..Default::default() }
+            }
+            SluiceStatement::Optimize { .. } => {
+                Described { result_schema: Some(super::ddl::optimize_schema()), ..Default::default() }
+            }
+            SluiceStatement::Vacuum { .. } => {
+                Described { result_schema: Some(super::ddl::vacuum_schema()), ..Default::default() }
+            }
+            SluiceStatement::Standard(standard) => {
+                let returns_rows = matches!(
+                    **standard,
+                    Statement::Query(_)
+                        | Statement::Explain { .. }
+                        | Statement::ExplainTable { .. }
+                        | Statement::ShowTables { .. }
+                        | Statement::ShowColumns { .. }
+                );
+                let plannable = returns_rows
+                    || matches!(**standard, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_));
+                if !plannable {
+                    return Described::default();
+                }
+                let Ok(rewritten) = self.rewrite((**standard).clone()).await else { return Described::default() };
+                let planned = self
+                    .ctx
+                    .state()
+                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten)))
+                    .await;
+                self.temp.clear();
+                self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+                let Ok(plan) = planned else { return Described::default() };
+                let types = plan.get_parameter_types().unwrap_or_default();
+                let count =
+                    types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
+                let parameter_types = (1..=count).map(|n| types.get(&format!("${n}")).cloned().flatten()).collect();
+                let result_schema = returns_rows.then(|| Arc::new(plan.schema().as_arrow().clone()) as SchemaRef);
+                Described { parameter_types, result_schema }
+            }
+            _ => Described::default(),
         }
-        let Ok(rewritten) = self.rewrite((**standard).clone()).await else { return (vec![], None) };
-        let planned = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten)))
-            .await;
-        self.temp.clear();
-        let Ok(plan) = planned else { return (vec![], None) };
-        let schema: SchemaRef = Arc::new(plan.schema().as_arrow().clone());
-        let types = plan.get_parameter_types().unwrap_or_default();
-        let count = types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
-        let ordered = (1..=count).map(|n| types.get(&format!("${n}")).cloned().flatten()).collect();
-        (ordered, Some(schema))
     }
 
     /// Finds a table by name: its catalog entry, handle and statement snapshot.

@@ -1,0 +1,133 @@
+//! COPY TO: rows encoded in Postgres' text, CSV or binary COPY formats (values encoded by
+//! arrow-pg), to the client or to a server-side file; and the typed side of COPY FROM (text
+//! columns cast to the table's types).
+
+use std::io::Write;
+use std::sync::Arc;
+
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, BinaryBuilder, RecordBatch, StringArray};
+use arrow::compute::{cast_with_options, CastOptions};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow_pg::datatypes::arrow_schema_to_pg_fields;
+use arrow_pg::encoder::{encode_value, Encoder};
+use bytes::Bytes;
+use pgwire::api::portal::Format;
+use pgwire::api::results::{CopyCsvOptions, CopyEncoder, CopyResponse, CopyTextOptions, Response};
+use pgwire::error::PgWireResult;
+use pgwire::messages::copy::CopyData;
+
+use super::copy::{normalize_text, CopyFormat, CopyOptions};
+use super::encode::user_error;
+
+/// Encodes rows as COPY data messages (a header line first for CSV with HEADER).
+pub fn encode(schema: &SchemaRef, batches: &[RecordBatch], options: &CopyOptions) -> PgWireResult<Vec<CopyData>> {
+    let format = if options.format == CopyFormat::Binary { Format::UnifiedBinary } else { Format::UnifiedText };
+    let fields = Arc::new(arrow_schema_to_pg_fields(schema, &format, None)?);
+    let mut encoder = match options.format {
+        CopyFormat::Text => CopyEncoder::new_text(
+            fields.clone(),
+            CopyTextOptions {
+                delimiter: (options.delimiter as char).to_string().into(),
+                null_string: options.null.clone().into(),
+            },
+        ),
+        CopyFormat::Csv => CopyEncoder::new_csv(
+            fields.clone(),
+            CopyCsvOptions {
+                delimiter: (options.delimiter as char).to_string().into(),
+                quote: (options.quote as char).to_string().into(),
+                escape: (options.escape as char).to_string().into(),
+                null_string: options.null.clone().into(),
+                force_quote: vec![],
+            },
+        ),
+        CopyFormat::Binary => CopyEncoder::new_binary(fields.clone()),
+    };
+    let mut out = Vec::new();
+    if options.format == CopyFormat::Csv && options.header {
+        let names: Vec<String> = schema.fields().iter().map(|f| f.name().clone()).collect();
+        out.push(CopyData::new(Bytes::from(format!("{}\n", names.join(&(options.delimiter as char).to_string())))));
+    }
+    for batch in batches {
+        for row in 0..batch.num_rows() {
+            for (index, (column, pg_field)) in batch.columns().iter().zip(fields.iter()).enumerate() {
+                encode_value(&mut encoder, column, row, schema.field(index), pg_field)?;
+            }
+            out.push(Encoder::take_row(&mut encoder));
+        }
+    }
+    Ok(out)
+}
+
+/// The response to `COPY ... TO STDOUT`.
+pub fn response(schema: &SchemaRef, batches: Vec<RecordBatch>, options: &CopyOptions) -> PgWireResult<Response> {
+    let data = encode(schema, &batches, options)?;
+    let code = if options.format == CopyFormat::Binary { 1 } else { 0 };
+    Ok(Response::CopyOut(CopyResponse::new(
+        code,
+        schema.fields().len(),
+        futures::stream::iter(data.into_iter().map(Ok)),
+    )))
+}
+
+/// `COPY ... TO 'file'`; returns the rows written.
+pub fn write_file(
+    path: &std::path::Path,
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    options: &CopyOptions,
+) -> PgWireResult<usize> {
+    let data = encode(schema, &batches, options)?;
+    let mut file = std::fs::File::create(path)
+        .map_err(|e| user_error("58P01", format!("could not open file \"{}\": {e}", path.display())))?;
+    for chunk in &data {
+        file.write_all(&chunk.data)
+            .map_err(|e| user_error("58030", format!("could not write \"{}\": {e}", path.display())))?;
+    }
+    if options.format == CopyFormat::Binary {
+        file.write_all(&[0xFF, 0xFF]).map_err(|e| user_error("58030", e.to_string()))?;
+    }
+    Ok(batches.iter().map(|b| b.num_rows()).sum())
+}
+
+/// Casts a batch of text columns (as parsed from COPY data) to the target schema.
+pub fn cast_text_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    for (column, field) in batch.columns().iter().zip(target.fields()) {
+        let text = column.as_string::<i32>();
+        let typed = match field.data_type() {
+            DataType::Utf8 => column.clone(),
+            DataType::Binary => Arc::new(decode_bytea(text)?),
+            DataType::Null => new_null_array(&DataType::Null, column.len()),
+            data_type => {
+                let normalized: StringArray = text.iter().map(|v| v.map(|s| normalize_text(s, data_type))).collect();
+                let normalized: ArrayRef = Arc::new(normalized);
+                cast_with_options(&normalized, data_type, &CastOptions { safe: false, ..Default::default() })
+                    .map_err(|e| format!("column \"{}\": {e}", field.name()))?
+            }
+        };
+        columns.push(typed);
+    }
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(target.clone(), columns, &options).map_err(|e| e.to_string())
+}
+
+fn decode_bytea(text: &arrow::array::StringArray) -> Result<arrow::array::BinaryArray, String> {
+    let mut builder = BinaryBuilder::new();
+    for value in text.iter() {
+        match value {
+            None => builder.append_null(),
+            Some(v) => match v.strip_prefix("\\x") {
+                Some(hex) => {
+                    let bytes: Result<Vec<u8>, _> = (0..hex.len())
+                        .step_by(2)
+                        .map(|i| u8::from_str_radix(hex.get(i..i + 2).unwrap_or("zz"), 16))
+                        .collect();
+                    builder.append_value(bytes.map_err(|_| format!("invalid bytea \"{v}\""))?);
+                }
+                None => builder.append_value(v.as_bytes()),
+            },
+        }
+    }
+    Ok(builder.finish())
+}

@@ -1,0 +1,76 @@
+//! Turning Sluice results and errors into Postgres protocol responses (row encoding itself is
+//! arrow-pg's): row descriptions and data rows in text or binary, command tags, and errors with
+//! their SQLSTATE.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use arrow_pg::datatypes::{arrow_schema_to_pg_fields, encode_recordbatch};
+use futures::stream;
+use pgwire::api::portal::Format;
+use pgwire::api::results::{FieldInfo, QueryResponse, Response, Tag};
+use pgwire::error::{ErrorInfo, PgWireError};
+use pgwire::types::format::FormatOptions;
+use sluice::StatementResult;
+
+/// A Sluice error as the client sees it.
+pub fn error(e: &sluice::Error) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string())))
+}
+
+/// An error with an explicit SQLSTATE.
+pub fn user_error(sqlstate: &str, message: impl Into<String>) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), sqlstate.into(), message.into())))
+}
+
+/// The row description of a schema in the requested formats.
+pub fn fields(
+    schema: &SchemaRef,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+) -> Result<Vec<FieldInfo>, PgWireError> {
+    arrow_schema_to_pg_fields(schema, format, options)
+}
+
+/// Rows as a query response.
+pub fn rows(
+    schema: &SchemaRef,
+    batches: Vec<RecordBatch>,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+) -> Result<Response, PgWireError> {
+    let fields = Arc::new(fields(schema, format, options)?);
+    let field_ref = fields.clone();
+    let rows = batches.into_iter().flat_map(move |batch| encode_recordbatch(field_ref.clone(), batch));
+    Ok(Response::Query(QueryResponse::new(fields, stream::iter(rows))))
+}
+
+/// A command's tag (`INSERT 0 3`, `UPDATE 2`, `CREATE TABLE`, ...).
+pub fn tag(text: &str) -> Tag {
+    let mut words = text.split_whitespace();
+    let command = words.next().unwrap_or("OK");
+    let numbers: Vec<usize> = words.filter_map(|w| w.parse().ok()).collect();
+    match (command, numbers.as_slice()) {
+        ("INSERT", [oid, rows]) => Tag::new("INSERT").with_oid(*oid as u32).with_rows(*rows),
+        (_, [rows]) => Tag::new(command).with_rows(*rows),
+        _ => Tag::new(text),
+    }
+}
+
+/// The response to a statement's result.
+pub fn response(
+    result: StatementResult,
+    format: &Format,
+    options: Option<Arc<FormatOptions>>,
+) -> Result<Response, PgWireError> {
+    match result {
+        StatementResult::Rows { schema, batches } => rows(&schema, batches, format, options),
+        StatementResult::Command { tag: text, .. } => Ok(match text.as_str() {
+            "BEGIN" => Response::TransactionStart(Tag::new("BEGIN")),
+            "COMMIT" => Response::TransactionEnd(Tag::new("COMMIT")),
+            "ROLLBACK" => Response::TransactionEnd(Tag::new("ROLLBACK")),
+            _ => Response::Execution(tag(&text)),
+        }),
+    }
+}

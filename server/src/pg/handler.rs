@@ -1,0 +1,708 @@
+//! One client connection: the pgwire handlers (simple and extended query, COPY) over a Sluice
+//! session, and the statements the server itself answers (SET/SHOW/RESET, cursors, COPY, roles).
+//!
+//! Every statement runs under the session's `statement_timeout` and can be cancelled by a
+//! CancelRequest from another connection. Errors carry the engine's SQLSTATE; after an error in
+//! the extended protocol pgwire skips to the next Sync, as Postgres does.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::common::ScalarValue;
+use datafusion::sql::sqlparser::ast::{
+    CloseCursor, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, FetchDirection, Statement,
+    Value,
+};
+use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
+use futures::sink::Sink;
+use futures::SinkExt;
+use parking_lot::Mutex;
+use pgwire::api::copy::CopyHandler;
+use pgwire::api::portal::{Format, Portal};
+use pgwire::api::query::{ExtendedQueryHandler, SimpleQueryHandler};
+use pgwire::api::results::{
+    CopyResponse, DescribePortalResponse, DescribeResponse, DescribeStatementResponse, Response, Tag,
+};
+use pgwire::api::stmt::{QueryParser, StoredStatement};
+use pgwire::api::store::PortalStore;
+use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::copy::{CopyData, CopyDone};
+use pgwire::messages::startup::ParameterStatus;
+use pgwire::messages::PgWireBackendMessage;
+use pgwire::types::format::FormatOptions;
+use sluice::sql::parser::{parse_statements, SluiceStatement};
+use sluice::{Session, StatementResult};
+
+use super::copy::{CopyFormat, CopyOptions, CopyParser};
+use super::encode::{self, user_error};
+use super::settings::Settings;
+use super::ServerState;
+
+/// A statement prepared with Parse.
+#[derive(Debug, Clone)]
+pub struct Prepared {
+    pub statement: Option<SluiceStatement>,
+    pub parameter_types: Vec<Type>,
+    pub arrow_parameter_types: Vec<Option<DataType>>,
+    pub result_schema: Option<SchemaRef>,
+}
+
+/// An open cursor: its rows and how far FETCH has read.
+struct Cursor {
+    batch: RecordBatch,
+    position: usize,
+}
+
+/// A COPY FROM STDIN in progress.
+struct CopyIn {
+    table: String,
+    parser: CopyParser,
+    batches: Vec<RecordBatch>,
+    target: SchemaRef,
+}
+
+/// One connection's state.
+pub struct Connection {
+    pub(crate) server: Arc<ServerState>,
+    session: Session,
+    settings: Arc<Mutex<Settings>>,
+    cursors: Mutex<HashMap<String, Cursor>>,
+    copy_in: tokio::sync::Mutex<Option<CopyIn>>,
+    rewriter: PostgresCompatibilityParser,
+    parser: Arc<SluiceQueryParser>,
+}
+
+impl Connection {
+    pub fn new(server: Arc<ServerState>) -> Arc<Self> {
+        let session = server.db.session();
+        let settings = Arc::new(Mutex::new(Settings::default()));
+        super::catalog::install(&session, &server.db, settings.clone());
+        Arc::new_cyclic(|weak: &std::sync::Weak<Connection>| Connection {
+            server,
+            session,
+            settings,
+            cursors: Mutex::new(HashMap::new()),
+            copy_in: tokio::sync::Mutex::new(None),
+            rewriter: PostgresCompatibilityParser::new(),
+            parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
+        })
+    }
+
+    /// Rewrites Postgres-only constructs (`OPERATOR(pg_catalog.~)`, `::regclass`, ...) that
+    /// clients send in catalog queries into forms DataFusion plans.
+    fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {
+        match statement {
+            SluiceStatement::Standard(s) => SluiceStatement::Standard(Box::new(self.rewriter.rewrite(*s))),
+            other => other,
+        }
+    }
+
+    fn read_only<C: ClientInfo>(&self, client: &C) -> bool {
+        let user = client.metadata().get("user").cloned().unwrap_or_default();
+        self.server.read_only_users.lock().get(&user).copied().unwrap_or(false)
+    }
+
+    /// Runs one statement and builds its response.
+    async fn run<C>(
+        &self,
+        client: &mut C,
+        statement: SluiceStatement,
+        parameters: &[ScalarValue],
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        if self.read_only(client) && !is_read_only_statement(&statement) {
+            return Err(user_error("25006", "permission denied: this role is read-only"));
+        }
+        if let SluiceStatement::Standard(standard) = &statement {
+            if let Some(response) = self.server_statement(client, standard, format).await? {
+                return Ok(response);
+            }
+        }
+        let statement = self.rewrite(statement);
+        let timeout_ms = self.settings.lock().statement_timeout_ms();
+        let running = self.session.run(statement, parameters);
+        let result = if timeout_ms > 0 {
+            match tokio::time::timeout(Duration::from_millis(timeout_ms), running).await {
+                Ok(result) => result,
+                Err(_) => return Err(user_error("57014", "canceling statement due to statement timeout")),
+            }
+        } else {
+            running.await
+        };
+        let result = result.map_err(|e| encode::error(&e))?;
+        encode::response(result, format, Some(self.format_options(client)))
+    }
+
+    fn format_options<C: ClientInfo>(&self, client: &C) -> Arc<FormatOptions> {
+        Arc::new(FormatOptions::from_client_metadata(client.metadata()))
+    }
+
+    /// Statements the server answers itself; `None` for the rest.
+    async fn server_statement<C>(
+        &self,
+        client: &mut C,
+        statement: &Statement,
+        format: &Format,
+    ) -> PgWireResult<Option<Response>>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let options = Some(self.format_options(client));
+        Ok(Some(match statement {
+            Statement::Set(set) => {
+                let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
+                for (name, value) in changes {
+                    let reported = self.settings.lock().set(&name, &value);
+                    if let Some(name) = reported {
+                        let value = self.settings.lock().get(&name).unwrap_or_default().to_string();
+                        client
+                            .feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
+                                name.clone(),
+                                value.clone(),
+                            )))
+                            .await?;
+                        client.metadata_mut().insert(name, value);
+                    }
+                }
+                Response::Execution(Tag::new("SET"))
+            }
+            Statement::Reset(reset) => {
+                match super::statements::reset_target(reset) {
+                    Some(name) => {
+                        let _ = self.settings.lock().reset(&name);
+                    }
+                    None => self.settings.lock().reset_all(),
+                }
+                Response::Execution(Tag::new("RESET"))
+            }
+            Statement::ShowVariable { variable } => {
+                let name = variable.iter().map(|i| i.value.clone()).collect::<Vec<_>>().join(" ");
+                if name.to_lowercase().starts_with("datafusion.") {
+                    return Ok(None);
+                }
+                let (column, value) = if name.eq_ignore_ascii_case("all") {
+                    let all = self.settings.lock().all();
+                    let schema = Arc::new(Schema::new(vec![
+                        Field::new("name", DataType::Utf8, false),
+                        Field::new("setting", DataType::Utf8, false),
+                    ]));
+                    let names: ArrayRef =
+                        Arc::new(StringArray::from(all.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>()));
+                    let values: ArrayRef =
+                        Arc::new(StringArray::from(all.iter().map(|(_, v)| v.as_str()).collect::<Vec<_>>()));
+                    let batch = RecordBatch::try_new(schema.clone(), vec![names, values])
+                        .map_err(|e| user_error("XX000", e.to_string()))?;
+                    return encode::rows(&schema, vec![batch], format, options).map(Some);
+                } else {
+                    let settings = self.settings.lock();
+                    let value = settings.get(&name).map(str::to_string).ok_or_else(|| {
+                        user_error("42704", format!("unrecognized configuration parameter \"{name}\""))
+                    })?;
+                    (super::statements::show_column(&name), value)
+                };
+                let schema = Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)]));
+                let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![value]))])
+                    .map_err(|e| user_error("XX000", e.to_string()))?;
+                encode::rows(&schema, vec![batch], format, options)?
+            }
+            Statement::Discard { .. } => {
+                self.cursors.lock().clear();
+                Response::Execution(Tag::new("DISCARD ALL"))
+            }
+            Statement::Declare { stmts } => {
+                for declare in stmts {
+                    let Some(query) = declare.for_query.clone() else {
+                        return Err(user_error("42601", "DECLARE needs a query (DECLARE name CURSOR FOR query)"));
+                    };
+                    let result = self
+                        .session
+                        .run(self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query)))), &[])
+                        .await
+                        .map_err(|e| encode::error(&e))?;
+                    let StatementResult::Rows { schema, batches } = result else {
+                        return Err(user_error("42601", "a cursor needs a query"));
+                    };
+                    let batch = concat_batches(&schema, &batches).map_err(|e| user_error("XX000", e.to_string()))?;
+                    let name = declare.names.first().map(|n| n.value.clone()).unwrap_or_default();
+                    self.cursors.lock().insert(name, Cursor { batch, position: 0 });
+                }
+                Response::Execution(Tag::new("DECLARE CURSOR"))
+            }
+            Statement::Fetch { name, direction, .. } => {
+                let count = match direction {
+                    FetchDirection::Count { limit } => literal_usize(limit).unwrap_or(1),
+                    FetchDirection::Forward { limit: Some(limit) } => literal_usize(limit).unwrap_or(1),
+                    FetchDirection::All | FetchDirection::ForwardAll => usize::MAX,
+                    FetchDirection::Next | FetchDirection::Forward { limit: None } => 1,
+                    other => return Err(user_error("0A000", format!("FETCH {other} is not supported"))),
+                };
+                let mut cursors = self.cursors.lock();
+                let cursor = cursors
+                    .get_mut(&name.value)
+                    .ok_or_else(|| user_error("34000", format!("cursor \"{}\" does not exist", name.value)))?;
+                let start = cursor.position.min(cursor.batch.num_rows());
+                let length = count.min(cursor.batch.num_rows() - start);
+                cursor.position = start + length;
+                let rows = cursor.batch.slice(start, length);
+                let schema = rows.schema();
+                let mut response = encode::rows(&schema, vec![rows], format, options)?;
+                if let Response::Query(query) = &mut response {
+                    query.set_command_tag("FETCH");
+                }
+                response
+            }
+            Statement::Close { cursor } => {
+                match cursor {
+                    CloseCursor::All => self.cursors.lock().clear(),
+                    CloseCursor::Specific { name } => {
+                        if self.cursors.lock().remove(&name.value).is_none() {
+                            return Err(user_error("34000", format!("cursor \"{}\" does not exist", name.value)));
+                        }
+                    }
+                }
+                Response::Execution(Tag::new("CLOSE CURSOR"))
+            }
+            Statement::Copy { source, to, target, options: copy_options, legacy_options, .. } => {
+                let options = copy_settings(copy_options, legacy_options)?;
+                return self.copy(client, source, *to, target, options, format).await.map(Some);
+            }
+            Statement::CreateRole(create) => {
+                super::statements::create_role(&self.server, create).await?;
+                Response::Execution(Tag::new("CREATE ROLE"))
+            }
+            Statement::Drop { object_type: datafusion::sql::sqlparser::ast::ObjectType::Role, .. } => {
+                super::statements::drop_role(&self.server, statement).await?;
+                Response::Execution(Tag::new("DROP ROLE"))
+            }
+            _ => return Ok(None),
+        }))
+    }
+
+    async fn copy<C>(
+        &self,
+        _client: &mut C,
+        source: &CopySource,
+        to: bool,
+        target: &CopyTarget,
+        options: CopyOptions,
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let _ = format;
+        if to {
+            let query = match source {
+                CopySource::Table { table_name, columns } if columns.is_empty() => {
+                    format!("SELECT * FROM {table_name}")
+                }
+                CopySource::Table { table_name, columns } => {
+                    format!(
+                        "SELECT {} FROM {table_name}",
+                        columns.iter().map(|c| c.to_string()).collect::<Vec<_>>().join(", ")
+                    )
+                }
+                CopySource::Query(query) => query.to_string(),
+            };
+            let statement = parse_statements(&query)
+                .map_err(|e| encode::error(&e))?
+                .into_iter()
+                .next()
+                .ok_or_else(|| user_error("42601", "empty COPY query"))?;
+            let result = self.session.run(self.rewrite(statement), &[]).await.map_err(|e| encode::error(&e))?;
+            let StatementResult::Rows { schema, batches } = result else {
+                return Err(user_error("42601", "COPY TO needs a query"));
+            };
+            return match target {
+                CopyTarget::Stdout => super::copy_out::response(&schema, batches, &options),
+                CopyTarget::File { filename } => {
+                    let path = self.server.check_path(filename)?;
+                    let rows = super::copy_out::write_file(&path, &schema, batches, &options)?;
+                    Ok(Response::Execution(Tag::new("COPY").with_rows(rows)))
+                }
+                other => Err(user_error("0A000", format!("COPY TO {other} is not supported"))),
+            };
+        }
+        let CopySource::Table { table_name, columns } = source else {
+            return Err(user_error("42601", "COPY FROM needs a table"));
+        };
+        if options.format == CopyFormat::Binary {
+            return Err(user_error("0A000", "COPY FROM in binary format is not supported; use text or csv"));
+        }
+        let table = table_name.to_string();
+        let name = sluice::sql::names::table_name(table_name).map_err(|e| encode::error(&e))?;
+        let state = self.server.db.inner().catalog.current();
+        let entry = state
+            .table(&name.schema, &name.name)
+            .cloned()
+            .ok_or_else(|| encode::error(&sluice::Error::UndefinedTable(name.to_string())))?;
+        let handle = self.server.db.inner().open_table(&entry).await.map_err(|e| encode::error(&e))?;
+        let table_schema =
+            handle.snapshot().await.map_err(|e| encode::error(&sluice::Error::Storage(e)))?.arrow_schema();
+        let names: Vec<String> = if columns.is_empty() {
+            table_schema.fields().iter().map(|f| f.name().clone()).collect()
+        } else {
+            columns.iter().map(sluice::sql::names::normalize).collect()
+        };
+        let mut target_fields = Vec::new();
+        for column in &names {
+            let field = table_schema
+                .field_with_name(column)
+                .map_err(|_| encode::error(&sluice::Error::UndefinedColumn(column.clone())))?;
+            target_fields.push(field.clone());
+        }
+        let target_schema = Arc::new(Schema::new(target_fields));
+        let mut copy =
+            CopyIn { table, parser: CopyParser::new(&names, options), batches: Vec::new(), target: target_schema };
+        match target {
+            CopyTarget::Stdin => {
+                let columns = names.len();
+                *self.copy_in.lock().await = Some(copy);
+                Ok(Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty())))
+            }
+            CopyTarget::File { filename } => {
+                let path = self.server.check_path(filename)?;
+                let data = std::fs::read(&path)
+                    .map_err(|e| user_error("58P01", format!("could not open file \"{filename}\": {e}")))?;
+                let mut batches = copy.parser.push(&data).map_err(|e| user_error("22P04", e))?;
+                batches.extend(copy.parser.finish().map_err(|e| user_error("22P04", e))?);
+                copy.batches = batches;
+                let rows = self.finish_copy(copy).await?;
+                Ok(Response::Execution(Tag::new("COPY").with_rows(rows)))
+            }
+            other => Err(user_error("0A000", format!("COPY FROM {other} is not supported"))),
+        }
+    }
+
+    /// Casts parsed COPY text to the table's types and writes it in one commit.
+    async fn finish_copy(&self, copy: CopyIn) -> PgWireResult<usize> {
+        let mut typed = Vec::with_capacity(copy.batches.len());
+        let mut rows = 0;
+        for batch in copy.batches {
+            rows += batch.num_rows();
+            typed.push(super::copy_out::cast_text_batch(&batch, &copy.target).map_err(|e| user_error("22P02", e))?);
+        }
+        self.session.insert(&copy.table, typed).await.map_err(|e| encode::error(&e))?;
+        Ok(rows)
+    }
+}
+
+fn literal_usize(value: &datafusion::sql::sqlparser::ast::ValueWithSpan) -> Option<usize> {
+    match &value.value {
+        Value::Number(n, _) => n.parse().ok(),
+        _ => None,
+    }
+}
+
+fn copy_settings(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> PgWireResult<CopyOptions> {
+    let mut settings = CopyOptions::default();
+    let single = |text: &str| text.as_bytes().first().copied().unwrap_or(b',');
+    for option in options {
+        match option {
+            CopyOption::Format(format) => match format.value.to_lowercase().as_str() {
+                "csv" => settings.csv(),
+                "text" => {}
+                "binary" => settings.format = CopyFormat::Binary,
+                other => return Err(user_error("22023", format!("COPY format \"{other}\" not recognized"))),
+            },
+            CopyOption::Delimiter(c) => settings.delimiter = *c as u8,
+            CopyOption::Header(h) => settings.header = *h,
+            CopyOption::Null(n) => settings.null = n.clone(),
+            CopyOption::Quote(q) => settings.quote = *q as u8,
+            CopyOption::Escape(e) => settings.escape = *e as u8,
+            _ => {}
+        }
+    }
+    for option in legacy {
+        match option {
+            CopyLegacyOption::Binary => settings.format = CopyFormat::Binary,
+            CopyLegacyOption::Csv(csv_options) => {
+                settings.csv();
+                for csv in csv_options {
+                    match csv {
+                        CopyLegacyCsvOption::Header => settings.header = true,
+                        CopyLegacyCsvOption::Quote(q) => settings.quote = *q as u8,
+                        CopyLegacyCsvOption::Escape(e) => settings.escape = *e as u8,
+                        _ => {}
+                    }
+                }
+            }
+            CopyLegacyOption::Delimiter(c) => settings.delimiter = *c as u8,
+            CopyLegacyOption::Null(n) => settings.null = n.clone(),
+            _ => {}
+        }
+    }
+    let _ = single;
+    Ok(settings)
+}
+
+/// Statements a read-only role may run.
+fn is_read_only_statement(statement: &SluiceStatement) -> bool {
+    match statement {
+        SluiceStatement::DescribeHistory { .. } => true,
+        SluiceStatement::Standard(s) => {
+            matches!(
+                **s,
+                Statement::Query(_)
+                    | Statement::Explain { .. }
+                    | Statement::ExplainTable { .. }
+                    | Statement::ShowVariable { .. }
+                    | Statement::ShowVariables { .. }
+                    | Statement::ShowTables { .. }
+                    | Statement::ShowColumns { .. }
+                    | Statement::Set(_)
+                    | Statement::Reset(_)
+                    | Statement::StartTransaction { .. }
+                    | Statement::Commit { .. }
+                    | Statement::Rollback { .. }
+                    | Statement::Declare { .. }
+                    | Statement::Fetch { .. }
+                    | Statement::Close { .. }
+                    | Statement::Discard { .. }
+            ) || matches!(&**s, Statement::Copy { to: true, target: CopyTarget::Stdout, .. })
+        }
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl SimpleQueryHandler for Connection {
+    async fn do_query<C>(&self, client: &mut C, query: &str) -> PgWireResult<Vec<Response>>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statements = parse_statements(query).map_err(|e| encode::error(&e))?;
+        if statements.is_empty() {
+            return Ok(vec![Response::EmptyQuery]);
+        }
+        let mut responses = Vec::with_capacity(statements.len());
+        for statement in statements {
+            match self.run(client, statement, &[], &Format::UnifiedText).await {
+                Ok(response) => {
+                    let copying = matches!(response, Response::CopyIn(_));
+                    responses.push(response);
+                    if copying {
+                        break;
+                    }
+                }
+                Err(PgWireError::UserError(info)) => {
+                    responses.push(Response::Error(info));
+                    break;
+                }
+                Err(other) => return Err(other),
+            }
+        }
+        Ok(responses)
+    }
+}
+
+/// Plans statements at Parse time to report parameter and result types.
+pub struct SluiceQueryParser {
+    connection: std::sync::Weak<Connection>,
+}
+
+#[async_trait]
+impl QueryParser for SluiceQueryParser {
+    type Statement = Prepared;
+
+    async fn parse_sql<C>(&self, _client: &C, sql: &str, types: &[Option<Type>]) -> PgWireResult<Option<Prepared>>
+    where
+        C: ClientInfo + Unpin + Send + Sync,
+    {
+        let connection = self.connection.upgrade().ok_or_else(|| user_error("08006", "the connection is closing"))?;
+        let mut statements = parse_statements(sql).map_err(|e| encode::error(&e))?;
+        if statements.len() > 1 {
+            return Err(user_error("42601", "cannot insert multiple commands into a prepared statement"));
+        }
+        let Some(statement) = statements.pop() else {
+            return Ok(Some(Prepared {
+                statement: None,
+                parameter_types: vec![],
+                arrow_parameter_types: vec![],
+                result_schema: None,
+            }));
+        };
+        let statement = connection.rewrite(statement);
+        let described = connection.session.describe_statement(&statement).await;
+        let mut result_schema = described.result_schema;
+        if let SluiceStatement::Standard(s) = &statement {
+            if let Statement::ShowVariable { variable } = &**s {
+                let name = variable.iter().map(|i| i.value.clone()).collect::<Vec<_>>().join(" ");
+                let column = super::statements::show_column(&name);
+                result_schema = Some(Arc::new(Schema::new(vec![Field::new(column, DataType::Utf8, false)])));
+            }
+        }
+        let count = described.parameter_types.len().max(types.len());
+        let mut parameter_types = Vec::with_capacity(count);
+        let mut arrow_types = Vec::with_capacity(count);
+        for i in 0..count {
+            let inferred = described.parameter_types.get(i).cloned().flatten();
+            let given = types.get(i).cloned().flatten().filter(|t| t.oid() != 0);
+            let pg = match (&given, &inferred) {
+                (Some(t), _) => t.clone(),
+                (None, Some(dt)) => arrow_pg::datatypes::into_pg_type(dt).unwrap_or(Type::TEXT),
+                (None, None) => Type::TEXT,
+            };
+            arrow_types.push(inferred.or_else(|| super::statements::arrow_type_of(&pg)));
+            parameter_types.push(pg);
+        }
+        Ok(Some(Prepared {
+            statement: Some(statement),
+            parameter_types,
+            arrow_parameter_types: arrow_types,
+            result_schema,
+        }))
+    }
+
+    fn get_parameter_types(&self, statement: &Prepared) -> PgWireResult<Vec<Type>> {
+        Ok(statement.parameter_types.clone())
+    }
+
+    fn get_result_schema(
+        &self,
+        statement: &Prepared,
+        format: Option<&Format>,
+    ) -> PgWireResult<Vec<pgwire::api::results::FieldInfo>> {
+        match &statement.result_schema {
+            Some(schema) => encode::fields(schema, format.unwrap_or(&Format::UnifiedText), None),
+            None => Ok(vec![]),
+        }
+    }
+}
+
+#[async_trait]
+impl ExtendedQueryHandler for Connection {
+    type Statement = Prepared;
+    type QueryParser = SluiceQueryParser;
+
+    fn query_parser(&self) -> Arc<Self::QueryParser> {
+        self.parser.clone()
+    }
+
+    async fn do_query<C>(&self, client: &mut C, portal: &Portal<Prepared>, _max_rows: usize) -> PgWireResult<Response>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &portal.statement.statement;
+        let Some(statement) = prepared.statement.clone() else { return Ok(Response::EmptyQuery) };
+        let types: Vec<Option<&DataType>> = prepared.arrow_parameter_types.iter().map(Option::as_ref).collect();
+        let parameters = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
+        let parameters = super::statements::param_values(parameters);
+        self.run(client, statement, &parameters, &portal.result_column_format).await
+    }
+
+    async fn do_describe_statement<C>(
+        &self,
+        _client: &mut C,
+        target: &StoredStatement<Prepared>,
+    ) -> PgWireResult<DescribeStatementResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let prepared = &target.statement;
+        let fields = match &prepared.result_schema {
+            Some(schema) => encode::fields(schema, &Format::UnifiedText, None)?,
+            None => vec![],
+        };
+        Ok(DescribeStatementResponse::new(prepared.parameter_types.clone(), fields))
+    }
+
+    async fn do_describe_portal<C>(
+        &self,
+        client: &mut C,
+        portal: &Portal<Prepared>,
+    ) -> PgWireResult<DescribePortalResponse>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        match &portal.statement.statement.result_schema {
+            Some(schema) => Ok(DescribePortalResponse::new(encode::fields(
+                schema,
+                &portal.result_column_format,
+                Some(self.format_options(client)),
+            )?)),
+            None => Ok(DescribePortalResponse::no_data()),
+        }
+    }
+}
+
+#[async_trait]
+impl CopyHandler for Connection {
+    async fn on_copy_data<C>(&self, _client: &mut C, copy_data: CopyData) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let mut guard = self.copy_in.lock().await;
+        let Some(copy) = guard.as_mut() else { return Err(user_error("08P01", "COPY data without COPY")) };
+        match copy.parser.push(&copy_data.data) {
+            Ok(batches) => {
+                copy.batches.extend(batches);
+                Ok(())
+            }
+            Err(e) => {
+                *guard = None;
+                Err(user_error("22P04", format!("bad COPY data: {e}")))
+            }
+        }
+    }
+
+    async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let Some(mut copy) = self.copy_in.lock().await.take() else {
+            return Err(user_error("08P01", "COPY done without COPY"));
+        };
+        let last = copy.parser.finish().map_err(|e| user_error("22P04", format!("bad COPY data: {e}")))?;
+        copy.batches.extend(last);
+        let rows = self.finish_copy(copy).await?;
+        client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows).into())).await?;
+        Ok(())
+    }
+
+    async fn on_copy_fail<C>(&self, _client: &mut C, fail: pgwire::messages::copy::CopyFail) -> PgWireError
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        *self.copy_in.lock().await = None;
+        PgWireError::UserError(Box::new(ErrorInfo::new(
+            "ERROR".into(),
+            "57014".into(),
+            format!("COPY from stdin failed: {}", fail.message),
+        )))
+    }
+}

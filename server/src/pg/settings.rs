@@ -1,0 +1,202 @@
+//! Session settings: what `SET`, `SHOW` and `RESET` read and write, and which changes are
+//! reported to the client (`ParameterStatus`), with the values real clients check for.
+//!
+//! Settings are per connection. Most are kept only so that clients can read back what they set
+//! (`extra_float_digits`, `application_name`, ...); `statement_timeout` limits how long a
+//! statement runs, and `TimeZone` is the zone `current_setting('TimeZone')` reports.
+
+use std::collections::BTreeMap;
+
+/// The version clients are told, in the form Postgres clients parse.
+pub const SERVER_VERSION: &str = concat!("16.6 (Sluice ", env!("CARGO_PKG_VERSION"), ")");
+/// `server_version_num` for the version above.
+pub const SERVER_VERSION_NUM: &str = "160006";
+
+/// The full `version()` string.
+pub fn version_string() -> String {
+    format!(
+        "PostgreSQL 16.6 (Sluice {}) on {}-unknown-linux-gnu, compiled by rustc, 64-bit",
+        env!("CARGO_PKG_VERSION"),
+        std::env::consts::ARCH
+    )
+}
+
+/// Settings reported to the client whenever they change (as Postgres does).
+pub const REPORTED: &[&str] = &[
+    "application_name",
+    "client_encoding",
+    "DateStyle",
+    "IntervalStyle",
+    "is_superuser",
+    "server_encoding",
+    "server_version",
+    "session_authorization",
+    "standard_conforming_strings",
+    "TimeZone",
+    "integer_datetimes",
+];
+
+fn defaults() -> Vec<(&'static str, String)> {
+    vec![
+        ("application_name", String::new()),
+        ("client_encoding", "UTF8".into()),
+        ("server_encoding", "UTF8".into()),
+        ("DateStyle", "ISO, MDY".into()),
+        ("IntervalStyle", "postgres".into()),
+        ("TimeZone", "UTC".into()),
+        ("standard_conforming_strings", "on".into()),
+        ("integer_datetimes", "on".into()),
+        ("is_superuser", "on".into()),
+        ("session_authorization", "sluice".into()),
+        ("server_version", SERVER_VERSION.into()),
+        ("server_version_num", SERVER_VERSION_NUM.into()),
+        ("extra_float_digits", "1".into()),
+        ("search_path", "\"$user\", public".into()),
+        ("statement_timeout", "0".into()),
+        ("lock_timeout", "0".into()),
+        ("idle_in_transaction_session_timeout", "0".into()),
+        ("transaction_isolation", "read committed".into()),
+        ("default_transaction_isolation", "read committed".into()),
+        ("transaction_read_only", "off".into()),
+        ("default_transaction_read_only", "off".into()),
+        ("bytea_output", "hex".into()),
+        ("max_identifier_length", "63".into()),
+        ("lc_collate", "C.UTF-8".into()),
+        ("lc_ctype", "C.UTF-8".into()),
+        ("lc_messages", "C.UTF-8".into()),
+        ("lc_monetary", "C.UTF-8".into()),
+        ("lc_numeric", "C.UTF-8".into()),
+        ("lc_time", "C.UTF-8".into()),
+        ("jit", "off".into()),
+        ("max_connections", "100".into()),
+        ("block_size", "8192".into()),
+        ("datestyle", "ISO, MDY".into()),
+    ]
+}
+
+/// One connection's settings. Names are matched ignoring case; the canonical spelling is kept.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    values: BTreeMap<String, (String, String)>,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        let mut values = BTreeMap::new();
+        for (name, value) in defaults() {
+            values.insert(name.to_lowercase(), (name.to_string(), value));
+        }
+        Self { values }
+    }
+}
+
+impl Settings {
+    /// The value of a setting, if it exists.
+    pub fn get(&self, name: &str) -> Option<&str> {
+        let key = canonical_key(name);
+        self.values.get(&key).map(|(_, v)| v.as_str())
+    }
+
+    /// Sets a value; returns the canonical name if the change must be reported to the client.
+    pub fn set(&mut self, name: &str, value: &str) -> Option<String> {
+        let key = canonical_key(name);
+        let value = normalize_value(&key, value);
+        let canonical = self.values.get(&key).map(|(n, _)| n.clone()).unwrap_or_else(|| name.to_string());
+        self.values.insert(key.clone(), (canonical.clone(), value));
+        if key == "datestyle" {
+            let v = self.values.get("datestyle").map(|(_, v)| v.clone()).unwrap_or_default();
+            self.values.insert("datestyle".into(), ("DateStyle".into(), v));
+        }
+        REPORTED.iter().any(|r| r.eq_ignore_ascii_case(&canonical)).then(|| canonical_reported(&canonical))
+    }
+
+    /// Restores a setting to its default; returns the reported name as `set` does.
+    pub fn reset(&mut self, name: &str) -> Option<String> {
+        let key = canonical_key(name);
+        let default = defaults().into_iter().find(|(n, _)| n.eq_ignore_ascii_case(&key)).map(|(_, v)| v);
+        match default {
+            Some(value) => self.set(name, &value),
+            None => {
+                self.values.remove(&key);
+                None
+            }
+        }
+    }
+
+    /// Restores every setting.
+    pub fn reset_all(&mut self) {
+        *self = Settings::default();
+    }
+
+    /// Every setting, as `(name, value)` sorted by name.
+    pub fn all(&self) -> Vec<(String, String)> {
+        self.values.values().map(|(n, v)| (n.clone(), v.clone())).collect()
+    }
+
+    /// The statement timeout in milliseconds (0: none).
+    pub fn statement_timeout_ms(&self) -> u64 {
+        parse_duration_ms(self.get("statement_timeout").unwrap_or("0")).unwrap_or(0)
+    }
+}
+
+fn canonical_key(name: &str) -> String {
+    let lower = name.trim().trim_matches('"').to_lowercase();
+    match lower.as_str() {
+        "time zone" | "time_zone" | "timezone" => "timezone".into(),
+        "names" => "client_encoding".into(),
+        "transaction isolation level" | "transaction_isolation_level" => "transaction_isolation".into(),
+        "session authorization" => "session_authorization".into(),
+        other => other.to_string(),
+    }
+}
+
+fn canonical_reported(name: &str) -> String {
+    REPORTED.iter().find(|r| r.eq_ignore_ascii_case(name)).map(|r| r.to_string()).unwrap_or_else(|| name.to_string())
+}
+
+fn normalize_value(key: &str, value: &str) -> String {
+    let value = value.trim().trim_matches('\'').to_string();
+    match key {
+        "timezone" if value.eq_ignore_ascii_case("local") || value.eq_ignore_ascii_case("default") => "UTC".into(),
+        "transaction_isolation" => value.to_lowercase(),
+        _ => value,
+    }
+}
+
+/// Parses `5000`, `5s`, `100ms`, `1min` as milliseconds (Postgres units; a bare number is ms).
+pub fn parse_duration_ms(text: &str) -> Option<u64> {
+    let text = text.trim().trim_matches('\'').to_lowercase();
+    let digits: String = text.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+    let unit = text[digits.len()..].trim();
+    let amount: f64 = digits.parse().ok()?;
+    let factor = match unit {
+        "" | "ms" => 1.0,
+        "s" => 1000.0,
+        "min" => 60_000.0,
+        "h" => 3_600_000.0,
+        "d" => 86_400_000.0,
+        "us" => 0.001,
+        _ => return None,
+    };
+    Some((amount * factor) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_round_trip() {
+        let mut settings = Settings::default();
+        assert_eq!(settings.get("datestyle"), Some("ISO, MDY"));
+        assert_eq!(settings.set("application_name", "'psql'"), Some("application_name".into()));
+        assert_eq!(settings.get("APPLICATION_NAME"), Some("psql"));
+        assert_eq!(settings.set("extra_float_digits", "3"), None);
+        assert_eq!(settings.set("TIME ZONE", "'Europe/Paris'"), Some("TimeZone".into()));
+        assert_eq!(settings.get("timezone"), Some("Europe/Paris"));
+        settings.set("statement_timeout", "2s");
+        assert_eq!(settings.statement_timeout_ms(), 2000);
+        settings.reset_all();
+        assert_eq!(settings.get("application_name"), Some(""));
+    }
+}

@@ -1,0 +1,165 @@
+//! Pieces of the statements the server answers itself: SET/RESET/SHOW names and values, CREATE
+//! and DROP ROLE, and parameter values and types.
+
+use std::sync::Arc;
+
+use arrow::datatypes::DataType;
+use datafusion::common::{ParamValues, ScalarValue};
+use datafusion::sql::sqlparser::ast::{CreateRole, Expr, Password, ResetStatement, Set, Statement, Value};
+use pgwire::api::Type;
+use pgwire::error::PgWireResult;
+
+use super::encode::user_error;
+use super::ServerState;
+
+fn expr_text(expr: &Expr) -> String {
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) | Value::DoubleQuotedString(s) => s.clone(),
+            Value::Number(n, _) => n.clone(),
+            Value::Boolean(b) => {
+                if *b {
+                    "on".into()
+                } else {
+                    "off".into()
+                }
+            }
+            other => other.to_string(),
+        },
+        Expr::Identifier(ident) => ident.value.clone(),
+        other => other.to_string().trim_matches('\'').to_string(),
+    }
+}
+
+/// The settings a SET changes, as (name, value); `None` for SETs the engine handles
+/// (DataFusion's `datafusion.*` options).
+pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
+    match set {
+        Set::SingleAssignment { variable, values, .. } => {
+            let name = variable.to_string();
+            if name.to_lowercase().starts_with("datafusion.") {
+                return None;
+            }
+            let value = values.iter().map(expr_text).collect::<Vec<_>>().join(", ");
+            Some(vec![(name, value)])
+        }
+        Set::SetTimeZone { value, .. } => Some(vec![("TimeZone".into(), expr_text(value))]),
+        Set::SetNames { charset_name, .. } => Some(vec![("client_encoding".into(), charset_name.to_string())]),
+        Set::SetSessionParam(_) | Set::SetRole { .. } | Set::SetSessionAuthorization(_) => Some(vec![]),
+        other => {
+            let text = other.to_string().to_uppercase();
+            if text.contains("ISOLATION LEVEL") {
+                let level = text.split("ISOLATION LEVEL").nth(1).unwrap_or("").trim().to_lowercase();
+                Some(vec![("default_transaction_isolation".into(), level)])
+            } else {
+                Some(vec![])
+            }
+        }
+    }
+}
+
+/// The setting a RESET names; `None` for RESET ALL.
+pub fn reset_target(reset: &ResetStatement) -> Option<String> {
+    let text = reset.to_string();
+    let name = text.trim_start_matches("RESET").trim();
+    (!name.eq_ignore_ascii_case("all")).then(|| name.to_string())
+}
+
+/// The column name of `SHOW name` (as Postgres names it).
+pub fn show_column(name: &str) -> String {
+    let lower = name.to_lowercase();
+    match lower.as_str() {
+        "transaction isolation level" => "transaction_isolation".into(),
+        "time zone" => "timezone".into(),
+        _ => lower,
+    }
+}
+
+/// `CREATE ROLE name [WITH] [LOGIN] PASSWORD 'x' [IN ROLE pg_read_all_data]`.
+pub async fn create_role(server: &ServerState, create: &CreateRole) -> PgWireResult<()> {
+    let Some(Password::Password(password)) = &create.password else {
+        return Err(user_error("0A000", "CREATE ROLE needs a PASSWORD (Sluice roles are login roles)"));
+    };
+    let password = expr_text(password);
+    let read_only = create.in_role.iter().chain(&create.role).any(|r| r.value.eq_ignore_ascii_case("pg_read_all_data"));
+    for name in &create.names {
+        let name = name.to_string().trim_matches('"').to_string();
+        let entry = super::auth::role_entry(&name, &password, read_only);
+        let if_not_exists = create.if_not_exists;
+        server
+            .db
+            .inner()
+            .catalog
+            .update(|state| {
+                if state.roles.contains_key(&entry.name) {
+                    return if if_not_exists {
+                        Ok(())
+                    } else {
+                        Err(sluice::Error::DuplicateObject { kind: "role", name: entry.name.clone() })
+                    };
+                }
+                state.roles.insert(entry.name.clone(), entry.clone());
+                Ok(())
+            })
+            .await
+            .map_err(|e| super::encode::error(&e))?;
+        server.read_only_users.lock().insert(name, read_only);
+    }
+    Ok(())
+}
+
+/// `DROP ROLE [IF EXISTS] name, ...`.
+pub async fn drop_role(server: &ServerState, statement: &Statement) -> PgWireResult<()> {
+    let Statement::Drop { names, if_exists, .. } = statement else {
+        return Err(user_error("0A000", "unsupported DROP ROLE"));
+    };
+    for name in names {
+        let name = name.to_string().trim_matches('"').to_string();
+        let if_exists = *if_exists;
+        server
+            .db
+            .inner()
+            .catalog
+            .update(|state| match state.roles.remove(&name) {
+                Some(_) => Ok(()),
+                None if if_exists => Ok(()),
+                None => Err(sluice::Error::UndefinedObject { kind: "role", name: name.clone() }),
+            })
+            .await
+            .map_err(|e| super::encode::error(&e))?;
+    }
+    Ok(())
+}
+
+/// The Arrow type to decode a parameter of a Postgres type into.
+pub fn arrow_type_of(pg: &Type) -> Option<DataType> {
+    Some(match *pg {
+        Type::BOOL => DataType::Boolean,
+        Type::INT2 => DataType::Int16,
+        Type::INT4 => DataType::Int32,
+        Type::INT8 => DataType::Int64,
+        Type::FLOAT4 => DataType::Float32,
+        Type::FLOAT8 => DataType::Float64,
+        Type::DATE => DataType::Date32,
+        Type::TIMESTAMP => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None),
+        Type::TIMESTAMPTZ => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some(Arc::from("UTC"))),
+        Type::BYTEA => DataType::Binary,
+        Type::TEXT
+        | Type::VARCHAR
+        | Type::BPCHAR
+        | Type::NAME
+        | Type::UNKNOWN
+        | Type::JSON
+        | Type::JSONB
+        | Type::UUID => DataType::Utf8,
+        _ => return None,
+    })
+}
+
+/// Parameter values as a list.
+pub fn param_values(values: ParamValues) -> Vec<ScalarValue> {
+    match values {
+        ParamValues::List(list) => list.into_iter().map(|v| v.value).collect(),
+        ParamValues::Map(map) => map.into_values().map(|v| v.value).collect(),
+    }
+}
