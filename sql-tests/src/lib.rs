@@ -1,7 +1,10 @@
-//! The sqllogictest driver for Sluice: runs `sql-tests/*.slt` against a fresh database per file.
+//! The sqllogictest drivers for Sluice: runs `sql-tests/*.slt` against a fresh database per file,
+//! in-process (here) and over the Postgres wire protocol ([`pg`]).
 //!
 //! Values print as DataFusion's suite prints them: `NULL`, `(empty)` for the empty string,
 //! `true`/`false`, and Arrow's display for everything else. Column types are not checked.
+
+pub mod pg;
 
 use arrow::array::{Array, RecordBatch};
 use arrow::datatypes::DataType;

@@ -1,9 +1,10 @@
-//! Runs every `sql-tests/*.slt` file in-process, each against a fresh database.
-//! `cargo test -p sluice-sql-tests --test slt -- <filter>` runs the files whose name contains
-//! the filter.
+//! Runs every `sql-tests/*.slt` file twice, each time against a fresh database: in-process, and
+//! over pgwire through tokio-postgres (label `pgwire`, for `skipif pgwire` / `onlyif pgwire`).
+//! `cargo test --workspace --test slt -- <filter>` runs the files whose name contains the filter.
 
 use std::path::PathBuf;
 
+use sluice_sql_tests::pg::PgDb;
 use sluice_sql_tests::SluiceDb;
 
 fn main() {
@@ -24,19 +25,28 @@ fn main() {
     for file in &files {
         let text = std::fs::read_to_string(file).expect("the file is readable");
         records += text.lines().filter(|l| l.starts_with("statement ") || l.starts_with("query ")).count();
-        let result = runtime.block_on(async {
+        let name = file.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let in_process = runtime.block_on(async {
             let mut runner = sqllogictest::Runner::new(|| async { SluiceDb::new().await });
-            runner.run_file_async(file).await
+            runner.add_label("in-process");
+            runner.run_file_async(file).await.map_err(|e| e.to_string())
         });
-        match result {
-            Ok(()) => println!("ok   {}", file.file_name().unwrap_or_default().to_string_lossy()),
-            Err(e) => {
-                println!("FAIL {}\n{e}", file.file_name().unwrap_or_default().to_string_lossy());
-                failures.push(file.clone());
+        let over_pgwire = runtime.block_on(async {
+            let mut runner = sqllogictest::Runner::new(|| async { PgDb::new().await });
+            runner.add_label("pgwire");
+            runner.run_file_async(file).await.map_err(|e| e.to_string())
+        });
+        for (mode, result) in [("in-process", in_process), ("pgwire", over_pgwire)] {
+            match result {
+                Ok(()) => println!("ok   {name} ({mode})"),
+                Err(e) => {
+                    println!("FAIL {name} ({mode})\n{e}");
+                    failures.push(format!("{name} ({mode})"));
+                }
             }
         }
     }
-    println!("{} files, {records} records, {} failed", files.len(), failures.len());
+    println!("{} files, {records} records, run in-process and over pgwire; failed: {failures:?}", files.len());
     if !failures.is_empty() {
         std::process::exit(1);
     }

@@ -24,6 +24,8 @@ pub struct SluiceCatalogProvider {
     db: Arc<DatabaseInner>,
     temp: Arc<TempSchema>,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    /// Schemas a session adds for itself (the server's `pg_catalog`); never persisted.
+    system: Mutex<HashMap<String, Arc<dyn SchemaProvider>>>,
 }
 
 impl SluiceCatalogProvider {
@@ -32,18 +34,23 @@ impl SluiceCatalogProvider {
         temp: Arc<TempSchema>,
         snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
     ) -> Self {
-        Self { db, temp, snapshots }
+        Self { db, temp, snapshots, system: Mutex::new(HashMap::new()) }
     }
 }
 
 impl CatalogProvider for SluiceCatalogProvider {
     fn schema_names(&self) -> Vec<String> {
-        self.db.catalog.current().schemas.keys().cloned().collect()
+        let mut names: Vec<String> = self.db.catalog.current().schemas.keys().cloned().collect();
+        names.extend(self.system.lock().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default());
+        names
     }
 
     fn schema(&self, name: &str) -> Option<Arc<dyn SchemaProvider>> {
         if name == TEMP_SCHEMA {
             return Some(self.temp.clone());
+        }
+        if let Some(system) = self.system.lock().ok().and_then(|s| s.get(name).cloned()) {
+            return Some(system);
         }
         let state = self.db.catalog.current();
         state.schemas.contains_key(name).then(|| {
@@ -52,12 +59,18 @@ impl CatalogProvider for SluiceCatalogProvider {
         })
     }
 
+    /// Only system schemas (`pg_catalog`, `information_schema`) can be registered this way;
+    /// user schemas are made with CREATE SCHEMA so that they are committed to the catalog.
     fn register_schema(
         &self,
         name: &str,
-        _schema: Arc<dyn SchemaProvider>,
+        schema: Arc<dyn SchemaProvider>,
     ) -> DfResult<Option<Arc<dyn SchemaProvider>>> {
-        Err(DataFusionError::Plan(format!("use CREATE SCHEMA to create schema {name}")))
+        if !matches!(name, "pg_catalog" | "information_schema") {
+            return Err(DataFusionError::Plan(format!("use CREATE SCHEMA to create schema {name}")));
+        }
+        let mut system = self.system.lock().map_err(|_| DataFusionError::Internal("catalog lock poisoned".into()))?;
+        Ok(system.insert(name.to_string(), schema))
     }
 }
 

@@ -7,10 +7,12 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
+use arrow::array::RecordBatch;
 use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
+use arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{
-    Expr, ObjectName, Query, Statement, TableFactor, TableVersion, VisitMut, VisitorMut,
+    Expr, ObjectName, Query, SelectItem, SetExpr, Statement, TableFactor, TableVersion, VisitMut, VisitorMut,
 };
 
 use super::catalog_provider::{scan_options, TEMP_SCHEMA};
@@ -110,12 +112,17 @@ impl Session {
         let plan = self
             .ctx
             .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
             .await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;
-        Ok(StatementResult::Rows { schema, batches })
+        let renamed = postgres_names(&statement, &schema);
+        let batches = batches
+            .into_iter()
+            .map(|b| RecordBatch::try_new(renamed.clone(), b.columns().to_vec()))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        Ok(StatementResult::Rows { schema: renamed, batches })
     }
 
     /// The parameter types and result columns of a statement, where they can be known without
@@ -159,7 +166,10 @@ impl Session {
                 let count =
                     types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
                 let parameter_types = (1..=count).map(|n| types.get(&format!("${n}")).cloned().flatten()).collect();
-                let result_schema = returns_rows.then(|| Arc::new(plan.schema().as_arrow().clone()) as SchemaRef);
+                let result_schema = returns_rows.then(|| {
+                    let schema = Arc::new(plan.schema().as_arrow().clone()) as SchemaRef;
+                    postgres_names(standard, &schema)
+                });
                 Described { parameter_types, result_schema }
             }
             _ => Described::default(),
@@ -178,5 +188,48 @@ impl Session {
             state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
         let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
         Ok((entry, table, snapshot))
+    }
+}
+
+/// The result columns named as Postgres names them: an unaliased function call by the
+/// function's name (`count`), any other unaliased expression `?column?`; column references and
+/// aliases keep their names. Only the outermost SELECT list is renamed.
+pub(crate) fn postgres_names(statement: &Statement, schema: &SchemaRef) -> SchemaRef {
+    let Statement::Query(query) = statement else { return schema.clone() };
+    let SetExpr::Select(select) = query.body.as_ref() else { return schema.clone() };
+    if select.projection.len() != schema.fields().len() {
+        return schema.clone();
+    }
+    let mut changed = false;
+    let fields: Vec<Field> = select
+        .projection
+        .iter()
+        .zip(schema.fields())
+        .map(|(item, field)| match item {
+            SelectItem::UnnamedExpr(expr) => match expression_name(expr) {
+                Some(name) if name != *field.name() => {
+                    changed = true;
+                    field.as_ref().clone().with_name(name)
+                }
+                _ => field.as_ref().clone(),
+            },
+            _ => field.as_ref().clone(),
+        })
+        .collect();
+    if !changed {
+        return schema.clone();
+    }
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// Postgres' name for an unaliased expression; None keeps DataFusion's (column references).
+fn expression_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
+        Expr::Nested(inner) => expression_name(inner),
+        Expr::Cast { expr, .. } => expression_name(expr),
+        Expr::Function(function) => function.name.0.last().map(|part| part.to_string().to_lowercase()),
+        Expr::Case { .. } => Some("case".into()),
+        _ => Some("?column?".into()),
     }
 }

@@ -9,24 +9,51 @@ use arrow::datatypes::DataType;
 use async_trait::async_trait;
 use datafusion::common::{Result as DfResult, ScalarValue};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
-use datafusion_pg_catalog::pg_catalog::context::PgCatalogContextProvider;
+use datafusion_pg_catalog::pg_catalog::context::{PgCatalogContextProvider, Role};
 use parking_lot::Mutex;
-use sluice::{Database, Session};
+use sluice::Session;
 
 use super::settings::{version_string, Settings};
+use super::ServerState;
 
-/// Roles for `pg_roles` come from the warehouse catalog.
-#[derive(Debug, Clone)]
+/// Roles for `pg_roles`: the built-in `sluice` superuser, the users of the users file and the
+/// roles made with CREATE ROLE.
+#[derive(Clone)]
 pub struct RolesProvider {
-    db: Database,
+    server: Arc<ServerState>,
+}
+
+impl std::fmt::Debug for RolesProvider {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RolesProvider")
+    }
 }
 
 #[async_trait]
 impl PgCatalogContextProvider for RolesProvider {
     async fn roles(&self) -> Vec<String> {
-        let mut roles: Vec<String> = self.db.inner().catalog.current().roles.keys().cloned().collect();
+        let mut roles: Vec<String> = self.server.read_only_users.lock().keys().cloned().collect();
+        roles.extend(self.server.db.inner().catalog.current().roles.keys().cloned());
+        roles.sort();
+        roles.dedup();
+        roles.retain(|r| r != "sluice");
         roles.insert(0, "sluice".into());
         roles
+    }
+
+    async fn role(&self, name: &str) -> Option<Role> {
+        let read_only = self.server.read_only_users.lock().get(name).copied().unwrap_or(false);
+        Some(Role {
+            name: name.to_string(),
+            is_superuser: name == "sluice" || !read_only,
+            can_login: true,
+            can_create_db: false,
+            can_create_role: !read_only,
+            can_create_user: !read_only,
+            can_replication: false,
+            grants: vec![],
+            inherited_roles: vec![],
+        })
     }
 }
 
@@ -36,6 +63,13 @@ enum Kind {
     Version,
     CurrentSetting,
     SetConfig,
+    /// `pg_function_is_visible(oid)` and its kin: everything is on the search path.
+    Visible(&'static str),
+    /// Describers of objects Sluice does not have (`pg_get_function_result(oid)` of a function,
+    /// `col_description` of a comment): NULL, as Postgres answers when there is none.
+    NoFunction(&'static str),
+    /// `pg_size_pretty(bigint)`.
+    SizePretty,
 }
 
 struct SettingsFunction {
@@ -70,6 +104,8 @@ impl ScalarUDFImpl for SettingsFunction {
             Kind::Version => "version",
             Kind::CurrentSetting => "current_setting",
             Kind::SetConfig => "set_config",
+            Kind::Visible(name) | Kind::NoFunction(name) => name,
+            Kind::SizePretty => "pg_size_pretty",
         }
     }
 
@@ -78,13 +114,19 @@ impl ScalarUDFImpl for SettingsFunction {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Utf8)
+        Ok(match self.kind {
+            Kind::Visible(_) => DataType::Boolean,
+            _ => DataType::Utf8,
+        })
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let rows = args.number_rows;
-        if self.kind == Kind::Version {
-            return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(version_string()))));
+        match self.kind {
+            Kind::Version => return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(version_string())))),
+            Kind::Visible(_) => return Ok(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true)))),
+            Kind::NoFunction(_) => return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
+            _ => {}
         }
         let texts: Vec<ArrayRef> = args
             .args
@@ -116,7 +158,8 @@ impl ScalarUDFImpl for SettingsFunction {
                     self.settings.lock().set(&name, &value);
                     out.push(Some(value));
                 }
-                Kind::Version => {}
+                Kind::SizePretty => out.push(arg(0).and_then(|v| v.parse::<i64>().ok()).map(size_pretty)),
+                Kind::Version | Kind::Visible(_) | Kind::NoFunction(_) => {}
             }
         }
         Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
@@ -124,12 +167,12 @@ impl ScalarUDFImpl for SettingsFunction {
 }
 
 /// Installs the Postgres catalog and functions into a session.
-pub fn install(session: &Session, db: &Database, settings: Arc<Mutex<Settings>>) {
+pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex<Settings>>) {
     let context = session.context();
     if let Err(e) = datafusion_pg_catalog::setup_pg_catalog(
         context,
         sluice::session::CATALOG_NAME,
-        RolesProvider { db: db.clone() },
+        RolesProvider { server: server.clone() },
     ) {
         tracing::warn!("pg_catalog is unavailable in this session: {e}");
     }
@@ -137,7 +180,47 @@ pub fn install(session: &Session, db: &Database, settings: Arc<Mutex<Settings>>)
         (Kind::Version, Signature::nullary(Volatility::Stable)),
         (Kind::CurrentSetting, Signature::variadic_any(Volatility::Stable)),
         (Kind::SetConfig, Signature::variadic_any(Volatility::Volatile)),
+        (Kind::Visible("pg_function_is_visible"), Signature::any(1, Volatility::Stable)),
+        (Kind::Visible("pg_type_is_visible"), Signature::any(1, Volatility::Stable)),
+        (Kind::Visible("pg_opclass_is_visible"), Signature::any(1, Volatility::Stable)),
+        (Kind::Visible("pg_collation_is_visible"), Signature::any(1, Volatility::Stable)),
+        (Kind::NoFunction("pg_get_function_result"), Signature::any(1, Volatility::Stable)),
+        (Kind::NoFunction("pg_get_function_arguments"), Signature::any(1, Volatility::Stable)),
+        (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),
+        // Comments: Sluice keeps none in the Postgres catalog.
+        (Kind::NoFunction("col_description"), Signature::any(2, Volatility::Stable)),
+        (Kind::NoFunction("obj_description"), Signature::variadic_any(Volatility::Stable)),
+        (Kind::NoFunction("shobj_description"), Signature::any(2, Volatility::Stable)),
+        (Kind::SizePretty, Signature::any(1, Volatility::Immutable)),
     ] {
         context.register_udf(ScalarUDF::from(SettingsFunction { kind, settings: settings.clone(), signature }));
+    }
+}
+
+/// Postgres' `pg_size_pretty`: bytes below 10 kB, then kB, MB, GB, TB, PB, each below 10 of the
+/// next unit... rounded half away from zero.
+fn size_pretty(bytes: i64) -> String {
+    const UNITS: [&str; 5] = ["kB", "MB", "GB", "TB", "PB"];
+    if bytes.abs() < 10 * 1024 {
+        return format!("{bytes} bytes");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    for unit in UNITS {
+        if value.abs() < 10.0 * 1024.0 - 0.5 || unit == "PB" {
+            return format!("{} {unit}", value.round() as i64);
+        }
+        value /= 1024.0;
+    }
+    format!("{bytes} bytes")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn size_pretty_matches_postgres() {
+        assert_eq!(super::size_pretty(8192), "8192 bytes");
+        assert_eq!(super::size_pretty(10 * 1024), "10 kB");
+        assert_eq!(super::size_pretty(1_000_000), "977 kB");
+        assert_eq!(super::size_pretty(100_000_000), "95 MB");
     }
 }

@@ -83,7 +83,7 @@ impl Connection {
     pub fn new(server: Arc<ServerState>) -> Arc<Self> {
         let session = server.db.session();
         let settings = Arc::new(Mutex::new(Settings::default()));
-        super::catalog::install(&session, &server.db, settings.clone());
+        super::catalog::install(&session, &server, settings.clone());
         Arc::new_cyclic(|weak: &std::sync::Weak<Connection>| Connection {
             server,
             session,
@@ -99,7 +99,11 @@ impl Connection {
     /// clients send in catalog queries into forms DataFusion plans.
     fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {
         match statement {
-            SluiceStatement::Standard(s) => SluiceStatement::Standard(Box::new(self.rewriter.rewrite(*s))),
+            SluiceStatement::Standard(s) => {
+                let mut s = self.rewriter.rewrite(*s);
+                super::compat::rewrite(&mut s);
+                SluiceStatement::Standard(Box::new(s))
+            }
             other => other,
         }
     }
@@ -132,6 +136,10 @@ impl Connection {
         }
         let statement = self.rewrite(statement);
         let timeout_ms = self.settings.lock().statement_timeout_ms();
+        let empty_columns = match &statement {
+            SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
+            _ => None,
+        };
         let running = self.session.run(statement, parameters);
         let result = if timeout_ms > 0 {
             match tokio::time::timeout(Duration::from_millis(timeout_ms), running).await {
@@ -141,7 +149,13 @@ impl Connection {
         } else {
             running.await
         };
-        let result = result.map_err(|e| encode::error(&e))?;
+        let result = match (result, empty_columns) {
+            (Err(_), Some(columns)) => {
+                let fields: Vec<Field> = columns.iter().map(|c| Field::new(c, DataType::Utf8, true)).collect();
+                StatementResult::Rows { schema: Arc::new(Schema::new(fields)), batches: vec![] }
+            }
+            (result, _) => result.map_err(|e| encode::error(&e))?,
+        };
         encode::response(result, format, Some(self.format_options(client)))
     }
 
@@ -490,7 +504,7 @@ impl SimpleQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = parse_statements(query).map_err(|e| encode::error(&e))?;
+        let statements = parse_statements(&super::compat::substitute(query)).map_err(|e| encode::error(&e))?;
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
@@ -529,7 +543,7 @@ impl QueryParser for SluiceQueryParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let connection = self.connection.upgrade().ok_or_else(|| user_error("08006", "the connection is closing"))?;
-        let mut statements = parse_statements(sql).map_err(|e| encode::error(&e))?;
+        let mut statements = parse_statements(&super::compat::substitute(sql)).map_err(|e| encode::error(&e))?;
         if statements.len() > 1 {
             return Err(user_error("42601", "cannot insert multiple commands into a prepared statement"));
         }
@@ -544,6 +558,12 @@ impl QueryParser for SluiceQueryParser {
         let statement = connection.rewrite(statement);
         let described = connection.session.describe_statement(&statement).await;
         let mut result_schema = described.result_schema;
+        if let (None, SluiceStatement::Standard(s)) = (&result_schema, &statement) {
+            if let Some(columns) = super::compat::empty_catalog_columns(s) {
+                let fields: Vec<Field> = columns.iter().map(|c| Field::new(c, DataType::Utf8, true)).collect();
+                result_schema = Some(Arc::new(Schema::new(fields)));
+            }
+        }
         if let SluiceStatement::Standard(s) = &statement {
             if let Statement::ShowVariable { variable } = &**s {
                 let name = variable.iter().map(|i| i.value.clone()).collect::<Vec<_>>().join(" ");

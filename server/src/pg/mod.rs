@@ -13,6 +13,7 @@
 
 pub mod auth;
 pub mod catalog;
+pub mod compat;
 pub mod copy;
 pub mod copy_out;
 pub mod encode;

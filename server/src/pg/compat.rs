@@ -1,0 +1,182 @@
+//! Rewrites of Postgres constructs that datafusion-pg-catalog's rules leave and DataFusion does
+//! not plan, found in the catalog queries real clients send.
+//!
+//! - `ARRAY(SELECT e FROM ... ORDER BY o)` (psql's `\d t`) becomes the scalar subquery
+//!   `(SELECT array_agg(e ORDER BY o) FROM ...)`.
+//! - [`substitute`]: fragments of known client queries that cannot be planned, replaced by what
+//!   they evaluate to in Sluice (it has no TOAST tables, so their options are always empty).
+//! - [`empty_catalog_columns`]: a catalog query that fails to plan but reads a catalog that is
+//!   always empty in Sluice (policies, triggers, inheritance, publications, extended statistics)
+//!   is answered with no rows.
+
+use std::borrow::Cow;
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_relations, Expr, FunctionArguments, OrderByKind, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
+};
+use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
+use datafusion::sql::sqlparser::parser::Parser;
+
+/// Query fragments clients send, and what Sluice answers in their place.
+const SUBSTITUTIONS: &[(&str, &str)] = &[
+    // psql `\d+ t`: the options of the table's TOAST table.
+    (
+        "pg_catalog.array_to_string(c.reloptions || array(select 'toast.' || x from pg_catalog.unnest(tc.reloptions) x), ', ')",
+        "''",
+    ),
+];
+
+/// Catalogs that hold no rows in Sluice.
+const EMPTY_CATALOGS: &[&str] = &[
+    "pg_policy",
+    "pg_trigger",
+    "pg_inherits",
+    "pg_rewrite",
+    "pg_publication",
+    "pg_publication_rel",
+    "pg_publication_namespace",
+    "pg_statistic_ext",
+    "pg_statistic_ext_data",
+    "pg_event_trigger",
+    "pg_foreign_table",
+    "pg_partitioned_table",
+    "pg_subscription",
+];
+
+/// Replaces the known unplannable fragments of client queries.
+pub fn substitute(sql: &str) -> Cow<'_, str> {
+    let mut out = Cow::Borrowed(sql);
+    for (pattern, replacement) in SUBSTITUTIONS {
+        if out.contains(pattern) {
+            out = Cow::Owned(out.replace(pattern, replacement));
+        }
+    }
+    out
+}
+
+/// The column names of a query that only reads Postgres catalogs, at least one of them always
+/// empty in Sluice, so that its answer is no rows; `None` for any other statement.
+pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
+    let Statement::Query(query) = statement else { return None };
+    let mut all_catalog = true;
+    let mut reads_empty = false;
+    let _ = visit_relations(statement, |name| {
+        let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
+        let table = parts.last().cloned().unwrap_or_default();
+        let in_catalog = match parts.len() {
+            // Table functions read no tables.
+            1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
+            _ => parts[parts.len() - 2] == "pg_catalog",
+        };
+        all_catalog &= in_catalog;
+        reads_empty |= EMPTY_CATALOGS.contains(&table.as_str());
+        ControlFlow::<()>::Continue(())
+    });
+    if !all_catalog || !reads_empty {
+        return None;
+    }
+    let mut body = query.body.as_ref();
+    while let SetExpr::SetOperation { left, .. } = body {
+        body = left.as_ref();
+    }
+    let SetExpr::Select(select) = body else { return None };
+    select
+        .projection
+        .iter()
+        .map(|item| match item {
+            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+            SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.clone()),
+            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|i| i.value.clone()),
+            SelectItem::UnnamedExpr(_) => Some("?column?".into()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Applies every rewrite of this module.
+pub fn rewrite(statement: &mut Statement) {
+    let _ = statement.visit(&mut ArraySubquery);
+}
+
+struct ArraySubquery;
+
+impl VisitorMut for ArraySubquery {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(rewritten) = array_subquery(expr) {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn array_subquery(expr: &Expr) -> Option<Expr> {
+    let Expr::Function(function) = expr else { return None };
+    if !function.name.to_string().eq_ignore_ascii_case("array") {
+        return None;
+    }
+    let FunctionArguments::Subquery(query) = &function.args else { return None };
+    let mut query = query.clone();
+    let SetExpr::Select(select) = query.body.as_mut() else { return None };
+    if select.projection.len() != 1 || select.distinct.is_some() {
+        return None;
+    }
+    let item = match &select.projection[0] {
+        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+        _ => return None,
+    };
+    let order = match query.order_by.take() {
+        None => String::new(),
+        Some(order_by) => {
+            let OrderByKind::Expressions(exprs) = order_by.kind else { return None };
+            let keys: Vec<String> = exprs
+                .iter()
+                .map(|o| {
+                    // ORDER BY 1 names the (only) select item.
+                    let key = match &o.expr {
+                        Expr::Value(v) if matches!(v.value, Value::Number(ref n, _) if n == "1") => item.clone(),
+                        other => other.clone(),
+                    };
+                    format!("{key} {}", o.options)
+                })
+                .collect();
+            format!(" ORDER BY {}", keys.join(", "))
+        }
+    };
+    let aggregate = Parser::new(&PostgreSqlDialect {})
+        .try_with_sql(&format!("array_agg({item}{order})"))
+        .ok()?
+        .parse_expr()
+        .ok()?;
+    select.projection = vec![SelectItem::UnnamedExpr(aggregate)];
+    Some(Expr::Subquery(query))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_query_reads_an_empty_catalog() {
+        let sql = "SELECT pol.polname, pol.polpermissive, 1 AS n FROM pg_catalog.pg_policy pol WHERE pol.polrelid = 1";
+        let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        assert_eq!(empty_catalog_columns(&statement), Some(vec!["polname".into(), "polpermissive".into(), "n".into()]));
+        let sql = "SELECT a FROM t JOIN pg_catalog.pg_policy p ON true";
+        let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        assert_eq!(empty_catalog_columns(&statement), None);
+    }
+
+    #[test]
+    fn array_subquery_becomes_array_agg() {
+        let sql = "SELECT array(select rolname from pg_roles where oid = 1 order by 1) FROM t";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT (SELECT array_agg(rolname ORDER BY rolname) FROM pg_roles WHERE oid = 1) FROM t"
+        );
+    }
+}
