@@ -47,7 +47,8 @@ use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use sluice::Database;
 use tokio::net::TcpListener;
 
-use self::auth::{ScramSource, UserConfig, Users};
+pub use self::auth::UserConfig;
+use self::auth::{ScramSource, Users};
 use self::handler::Connection;
 use self::settings::SERVER_VERSION;
 
@@ -55,7 +56,7 @@ use self::settings::SERVER_VERSION;
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
     pub listen: SocketAddr,
-    /// Connections served at once; more wait.
+    /// Connections served at once; a client beyond them is refused with SQLSTATE 53300.
     pub connections_max: usize,
     pub users: Vec<UserConfig>,
     /// Certificate and key (PEM) for TLS.
@@ -251,6 +252,41 @@ pub fn self_signed(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     Ok((cert, key))
 }
 
+/// Answers a client beyond the connection limit as Postgres does: after its startup packet
+/// (declining TLS if asked), a FATAL "too many clients" error, then the connection closes.
+async fn refuse(mut socket: tokio::net::TcpStream) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    const SSL_REQUEST: i32 = 80_877_103;
+    let work = async {
+        for _ in 0..2 {
+            let length = socket.read_i32().await? as usize;
+            if !(8..=10_000).contains(&length) {
+                return Ok(());
+            }
+            let mut body = vec![0u8; length - 4];
+            socket.read_exact(&mut body).await?;
+            if body[..4] == SSL_REQUEST.to_be_bytes() {
+                socket.write_all(b"N").await?;
+                continue;
+            }
+            break;
+        }
+        let mut fields = Vec::new();
+        for (code, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', "53300"), (b'M', "sorry, too many clients already")] {
+            fields.push(code);
+            fields.extend_from_slice(value.as_bytes());
+            fields.push(0);
+        }
+        fields.push(0);
+        let mut message = vec![b'E'];
+        message.extend_from_slice(&((fields.len() + 4) as i32).to_be_bytes());
+        message.extend(fields);
+        socket.write_all(&message).await?;
+        socket.shutdown().await
+    };
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(5), work).await;
+}
+
 /// Starts the server; returns once it listens.
 pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String> {
     let users = Arc::new(Users::new(db.clone(), &config.users));
@@ -286,7 +322,10 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
     let task = tokio::spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else { continue };
-            let Ok(permit) = limit.clone().acquire_owned().await else { break };
+            let Ok(permit) = limit.clone().try_acquire_owned() else {
+                tokio::spawn(refuse(socket));
+                continue;
+            };
             let state = state.clone();
             let tls = tls.clone();
             let cancel = cancel.clone();

@@ -1,3 +1,4 @@
 //! Integration tests of the `sluice` program (one binary; see STYLE.md).
 
 mod cli;
+mod pg;

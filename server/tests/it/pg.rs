@@ -1,0 +1,545 @@
+//! The pgwire server with tokio-postgres: typed parameters, binary results, NoData, errors and
+//! recovery, cancel and timeouts, COPY, cursors, roles, limits, 100 concurrent clients, and a
+//! fuzzer of raw protocol messages.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use futures::SinkExt;
+use sluice_server::pg::{serve, Server, ServerConfig, UserConfig};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_postgres::error::SqlState;
+use tokio_postgres::{Client, NoTls, SimpleQueryMessage};
+
+struct TestServer {
+    server: Server,
+    dir: tempfile::TempDir,
+}
+
+impl TestServer {
+    async fn start() -> Self {
+        Self::start_with(vec![], 64).await
+    }
+
+    async fn start_with(users: Vec<UserConfig>, connections_max: usize) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let db = sluice::Database::open(dir.path().to_str().unwrap()).await.unwrap();
+        let config = ServerConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            connections_max,
+            users,
+            tls: None,
+            allowed_paths: vec![dir.path().to_path_buf()],
+        };
+        let server = serve(db, config).await.unwrap();
+        Self { server, dir }
+    }
+
+    fn addr(&self) -> SocketAddr {
+        self.server.local_addr
+    }
+
+    fn url(&self, user: &str, password: Option<&str>) -> String {
+        let mut url = format!("host=127.0.0.1 port={} user={user} dbname=sluice", self.addr().port());
+        if let Some(p) = password {
+            url.push_str(&format!(" password={p}"));
+        }
+        url
+    }
+
+    async fn connect_as(&self, user: &str, password: Option<&str>) -> Result<Client, tokio_postgres::Error> {
+        let (client, connection) = tokio_postgres::connect(&self.url(user, password), NoTls).await?;
+        tokio::spawn(connection);
+        Ok(client)
+    }
+
+    async fn connect(&self) -> Client {
+        self.connect_as("tester", None).await.unwrap()
+    }
+}
+
+fn code(e: &tokio_postgres::Error) -> String {
+    e.code().map(|c| c.code().to_string()).unwrap_or_else(|| format!("no SQLSTATE: {e}"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepared_statements_take_typed_parameters() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE p (id bigint, name text, score double precision, ok boolean, n int)")
+        .await
+        .unwrap();
+    let insert = client.prepare("INSERT INTO p VALUES ($1, $2, $3, $4, $5)").await.unwrap();
+    // The server infers and reports the parameter types from the table.
+    let types: Vec<String> = insert.params().iter().map(|t| t.name().to_string()).collect();
+    assert_eq!(types, ["int8", "text", "float8", "bool", "int4"]);
+    assert!(insert.columns().is_empty());
+    for i in 0..5i64 {
+        let name = format!("row {i}");
+        let n = i as i32 * 10;
+        let inserted =
+            client.execute(&insert, &[&i, &name, &(i as f64 / 2.0), &(i % 2 == 0), &n]).await.unwrap();
+        assert_eq!(inserted, 1);
+    }
+    let select = client.prepare("SELECT name, score FROM p WHERE id >= $1 AND ok = $2 ORDER BY id").await.unwrap();
+    assert_eq!(select.params().iter().map(|t| t.name()).collect::<Vec<_>>(), ["int8", "bool"]);
+    let rows = client.query(&select, &[&2i64, &true]).await.unwrap();
+    let got: Vec<(String, f64)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
+    assert_eq!(got, [("row 2".to_string(), 1.0), ("row 4".to_string(), 2.0)]);
+    // A statement prepared with an explicit type.
+    let typed = client
+        .prepare_typed("SELECT count(*) FROM p WHERE n > $1", &[tokio_postgres::types::Type::INT4])
+        .await
+        .unwrap();
+    let count: i64 = client.query_one(&typed, &[&15i32]).await.unwrap().get(0);
+    assert_eq!(count, 3);
+    // NULL parameters.
+    let no_text: Option<String> = None;
+    client.execute(&insert, &[&9i64, &no_text, &none::<f64>(), &none::<bool>(), &none::<i32>()]).await.unwrap();
+    let row = client.query_one("SELECT name IS NULL, score FROM p WHERE id = 9", &[]).await.unwrap();
+    assert!(row.get::<_, bool>(0));
+    assert_eq!(row.get::<_, Option<f64>>(1), None);
+}
+
+fn none<T>() -> Option<T> {
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_in_binary_for_every_type() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE all_types (b boolean, s smallint, i int, l bigint, r real, d double precision,
+               t text, v varchar(10), bin bytea, day date, ts timestamp, tz timestamptz, j json,
+               ia int[], ta text[]);
+             INSERT INTO all_types VALUES (true, 7, -42, 9000000000, 1.5, -2.25, 'héllo', 'v', '\\x0102ff',
+               '2024-02-29', '2024-01-02 03:04:05', '2024-01-02 03:04:05+02', '{\"a\": 1}',
+               [1, NULL, 3], ['x', 'y']);
+             INSERT INTO all_types (b) VALUES (NULL);",
+        )
+        .await
+        .unwrap();
+    // tokio-postgres asks for every column in binary.
+    let rows = client.query("SELECT * FROM all_types ORDER BY b NULLS LAST", &[]).await.unwrap();
+    assert_eq!(rows.len(), 2);
+    let row = &rows[0];
+    assert!(row.get::<_, bool>("b"));
+    assert_eq!(row.get::<_, i16>("s"), 7);
+    assert_eq!(row.get::<_, i32>("i"), -42);
+    assert_eq!(row.get::<_, i64>("l"), 9_000_000_000);
+    assert_eq!(row.get::<_, f32>("r"), 1.5);
+    assert_eq!(row.get::<_, f64>("d"), -2.25);
+    assert_eq!(row.get::<_, &str>("t"), "héllo");
+    assert_eq!(row.get::<_, &str>("v"), "v");
+    assert_eq!(row.get::<_, Vec<u8>>("bin"), vec![1u8, 2, 255]);
+    assert_eq!(row.get::<_, chrono::NaiveDate>("day"), chrono::NaiveDate::from_ymd_opt(2024, 2, 29).unwrap());
+    assert_eq!(row.get::<_, chrono::NaiveDateTime>("ts").to_string(), "2024-01-02 03:04:05");
+    let tz: chrono::DateTime<chrono::Utc> = row.get("tz");
+    assert_eq!(tz.to_rfc3339(), "2024-01-02T01:04:05+00:00");
+    assert_eq!(row.get::<_, Vec<Option<i32>>>("ia"), vec![Some(1), None, Some(3)]);
+    assert_eq!(row.get::<_, Vec<String>>("ta"), vec!["x".to_string(), "y".to_string()]);
+    let types: Vec<&str> = row.columns().iter().map(|c| c.type_().name()).collect();
+    assert_eq!(
+        types,
+        [
+            "bool",
+            "int2",
+            "int4",
+            "int8",
+            "float4",
+            "float8",
+            "text",
+            "text",
+            "bytea",
+            "date",
+            "timestamp",
+            "timestamptz",
+            "text",
+            "_int4",
+            "_text"
+        ]
+    );
+    // The NULL row decodes as NULLs of every type.
+    let nulls = &rows[1];
+    assert_eq!(nulls.get::<_, Option<i32>>("i"), None);
+    assert_eq!(nulls.get::<_, Option<chrono::NaiveDateTime>>("ts"), None);
+    assert_eq!(nulls.get::<_, Option<Vec<Option<i32>>>>("ia"), None);
+    // Numeric travels as Postgres' binary numeric; its text form keeps the scale.
+    let text = client.simple_query("SELECT CAST(12.30 AS numeric(10, 2)) AS n").await.unwrap();
+    let value = text.iter().find_map(|m| match m {
+        SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+        _ => None,
+    });
+    assert_eq!(value.as_deref(), Some("12.30"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ddl_has_no_data_and_errors_carry_sqlstates() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    let create = client.prepare("CREATE TABLE e (id int, v text)").await.unwrap();
+    assert!(create.columns().is_empty(), "DDL describes as NoData");
+    client.execute(&create, &[]).await.unwrap();
+    let cases = [
+        ("SELEC 1", SqlState::SYNTAX_ERROR),
+        ("SELECT * FROM missing", SqlState::UNDEFINED_TABLE),
+        ("SELECT nope FROM e", SqlState::UNDEFINED_COLUMN),
+        ("CREATE TABLE e (x int)", SqlState::DUPLICATE_TABLE),
+        ("SELECT 1 / 0", SqlState::DIVISION_BY_ZERO),
+    ];
+    for (sql, expected) in cases {
+        let simple = client.simple_query(sql).await.unwrap_err();
+        assert_eq!(code(&simple), expected.code(), "{sql} (simple): {simple}");
+        let extended = client.query(sql, &[]).await.unwrap_err();
+        assert_eq!(code(&extended), expected.code(), "{sql} (extended): {extended}");
+        // The connection recovers at once.
+        let one: i64 = client.query_one("SELECT 1::bigint", &[]).await.unwrap().get(0);
+        assert_eq!(one, 1);
+    }
+    // In a multi-statement query, the statements before the error ran, the rest did not.
+    let err = client.batch_execute("INSERT INTO e VALUES (1, 'a'); SELECT 1/0; INSERT INTO e VALUES (2, 'b')").await;
+    assert_eq!(code(&err.unwrap_err()), "22012");
+    let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    // BEGIN / COMMIT / ROLLBACK are accepted; each statement is atomic on its own.
+    client.batch_execute("BEGIN; INSERT INTO e VALUES (3, 'c'); COMMIT").await.unwrap();
+    let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
+    assert_eq!(n, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn long_queries_can_be_cancelled_or_time_out() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    let long = "SELECT count(*) FROM generate_series(1, 4000000000) a";
+    let token = client.cancel_token();
+    let canceller = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await.unwrap();
+    });
+    let started = std::time::Instant::now();
+    let err = client.simple_query(long).await.unwrap_err();
+    canceller.await.unwrap();
+    assert_eq!(code(&err), "57014", "{err}");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    // The extended protocol too.
+    let token = client.cancel_token();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        token.cancel_query(NoTls).await.unwrap();
+    });
+    let err = client.query(long, &[]).await.unwrap_err();
+    assert_eq!(code(&err), "57014", "{err}");
+    // statement_timeout.
+    client.batch_execute("SET statement_timeout = 200").await.unwrap();
+    let err = client.simple_query(long).await.unwrap_err();
+    assert_eq!(code(&err), "57014", "{err}");
+    client.batch_execute("RESET statement_timeout").await.unwrap();
+    let one: i64 = client.query_one("SELECT 1::bigint", &[]).await.unwrap().get(0);
+    assert_eq!(one, 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_and_out() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client.batch_execute("CREATE TABLE c (id int, name text, amount numeric(10,2))").await.unwrap();
+    // Text format, with NULL and escapes.
+    let sink = client.copy_in("COPY c FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"1\tann\t1.50\n2\t\\N\t2\n3\ttab\\there\t-0.25\n")).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 3);
+    // CSV with a header, in several chunks split mid-row.
+    let sink = client.copy_in("COPY c (id, name, amount) FROM STDIN WITH (FORMAT csv, HEADER true)").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"id,name,amount\n4,\"quoted, comma\",4.")).await.unwrap();
+    sink.send(bytes::Bytes::from_static(b"5\n5,,\n")).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 2);
+    // Bad data fails the whole COPY and commits nothing.
+    let sink = client.copy_in("COPY c FROM STDIN WITH (FORMAT csv)").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"6,x,1\nseven,y,2\n")).await.unwrap();
+    let err = sink.finish().await.unwrap_err();
+    assert!(err.code().is_some(), "{err}");
+    let n: i64 = client.query_one("SELECT count(*) FROM c", &[]).await.unwrap().get(0);
+    assert_eq!(n, 5);
+
+    let out = client.copy_out("COPY (SELECT * FROM c ORDER BY id) TO STDOUT WITH (FORMAT csv, HEADER)").await.unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(out).await.unwrap();
+    let text: String = chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    assert_eq!(text, "id,name,amount\n1,ann,1.50\n2,,2.00\n3,tab\there,-0.25\n4,\"quoted, comma\",4.50\n5,,\n");
+    let out = client.copy_out("COPY c TO STDOUT").await.unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(out).await.unwrap();
+    let text: String = chunks.iter().map(|c| String::from_utf8_lossy(c).into_owned()).collect();
+    assert!(text.contains("2\t\\N\t2.00\n"), "{text}");
+    assert!(text.contains("3\ttab\\there\t-0.25\n"), "{text}");
+    // Binary COPY out starts with Postgres' signature.
+    let out = client.copy_out("COPY c TO STDOUT (FORMAT binary)").await.unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(out).await.unwrap();
+    let all: Vec<u8> = chunks.concat();
+    assert!(all.starts_with(b"PGCOPY\n\xff\r\n\0"));
+    // Server-side files stay inside the data folder.
+    let err = client.simple_query("COPY c FROM '/etc/passwd'").await.unwrap_err();
+    assert_eq!(code(&err), "42501", "{err}");
+    let file = server.dir.path().join("out.csv");
+    client.simple_query(&format!("COPY c TO '{}' WITH (FORMAT csv)", file.display())).await.unwrap();
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_settings_and_version() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client.batch_execute("CREATE TABLE k AS SELECT * FROM generate_series(1, 10) AS g(x)").await.unwrap();
+    let rows = |messages: Vec<SimpleQueryMessage>| -> Vec<String> {
+        messages
+            .into_iter()
+            .filter_map(|m| match m {
+                SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect()
+    };
+    client.simple_query("BEGIN").await.unwrap();
+    client.simple_query("DECLARE cur CURSOR FOR SELECT x FROM k ORDER BY x").await.unwrap();
+    assert_eq!(rows(client.simple_query("FETCH 3 FROM cur").await.unwrap()), ["1", "2", "3"]);
+    assert_eq!(rows(client.simple_query("FETCH NEXT FROM cur").await.unwrap()), ["4"]);
+    assert_eq!(rows(client.simple_query("FETCH ALL FROM cur").await.unwrap()).len(), 6);
+    client.simple_query("CLOSE cur").await.unwrap();
+    let err = client.simple_query("FETCH 1 FROM cur").await.unwrap_err();
+    assert_eq!(code(&err), "34000");
+    client.simple_query("COMMIT").await.unwrap();
+
+    assert_eq!(rows(client.simple_query("SHOW server_version").await.unwrap())[0].split(' ').next(), Some("16.6"));
+    let version: String = client.query_one("SELECT version()", &[]).await.unwrap().get(0);
+    assert!(version.starts_with("PostgreSQL 16.6 (Sluice "), "{version}");
+    client.simple_query("SET application_name = 'tests'").await.unwrap();
+    assert_eq!(rows(client.simple_query("SHOW application_name").await.unwrap()), ["tests"]);
+    client.simple_query("SET search_path TO public").await.unwrap();
+    let setting: String = client.query_one("SELECT current_setting('application_name')", &[]).await.unwrap().get(0);
+    assert_eq!(setting, "tests");
+    client.simple_query("RESET ALL").await.unwrap();
+    assert_eq!(rows(client.simple_query("SHOW application_name").await.unwrap()), [""]);
+    let err = client.simple_query("SHOW no_such_setting").await.unwrap_err();
+    assert_eq!(code(&err), "42704");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn portals_return_rows_in_pieces() {
+    let server = TestServer::start().await;
+    let mut client = server.connect().await;
+    let transaction = client.transaction().await.unwrap();
+    let statement = transaction.prepare("SELECT x FROM generate_series(1, 10) AS g(x) ORDER BY x").await.unwrap();
+    let portal = transaction.bind(&statement, &[]).await.unwrap();
+    let first = transaction.query_portal(&portal, 4).await.unwrap();
+    assert_eq!(first.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    let rest = transaction.query_portal(&portal, 100).await.unwrap();
+    assert_eq!(rest.len(), 6);
+    transaction.commit().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scram_passwords_and_read_only_roles() {
+    let users = vec![
+        UserConfig { name: "admin".into(), password: "s3cret".into(), read_only: false },
+        UserConfig { name: "viewer".into(), password: "look".into(), read_only: true },
+    ];
+    let server = TestServer::start_with(users, 16).await;
+    let err = server.connect_as("admin", Some("wrong")).await.unwrap_err();
+    assert_eq!(code(&err), "28P01", "{err}");
+    assert!(server.connect_as("nobody", Some("x")).await.is_err());
+    let admin = server.connect_as("admin", Some("s3cret")).await.unwrap();
+    admin.batch_execute("CREATE TABLE r (x int); INSERT INTO r VALUES (1)").await.unwrap();
+    admin.batch_execute("CREATE ROLE analyst PASSWORD 'pw' IN ROLE pg_read_all_data").await.unwrap();
+    admin.batch_execute("CREATE ROLE writer PASSWORD 'pw2'").await.unwrap();
+
+    for (user, password) in [("viewer", "look"), ("analyst", "pw")] {
+        let reader = server.connect_as(user, Some(password)).await.unwrap();
+        let n: i64 = reader.query_one("SELECT count(*) FROM r", &[]).await.unwrap().get(0);
+        assert_eq!(n, 1);
+        for sql in ["INSERT INTO r VALUES (2)", "CREATE TABLE r2 (x int)", "DROP TABLE r", "DELETE FROM r"] {
+            let err = reader.simple_query(sql).await.unwrap_err();
+            assert_eq!(code(&err), "25006", "{user}: {sql}: {err}");
+        }
+    }
+    let writer = server.connect_as("writer", Some("pw2")).await.unwrap();
+    writer.batch_execute("INSERT INTO r VALUES (3)").await.unwrap();
+    assert!(server.connect_as("writer", Some("bad")).await.is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hundred_clients_run_a_hundred_queries_each() {
+    let server = TestServer::start_with(vec![], 128).await;
+    let setup = server.connect().await;
+    setup.batch_execute("CREATE TABLE h (id int, v text); INSERT INTO h VALUES (1, 'one'), (2, 'two')").await.unwrap();
+    let mut tasks = Vec::new();
+    for client_no in 0..100 {
+        let url = server.url(&format!("c{client_no}"), None);
+        tasks.push(tokio::spawn(async move {
+            let (client, connection) = tokio_postgres::connect(&url, NoTls).await.unwrap();
+            tokio::spawn(connection);
+            let statement = client.prepare("SELECT v FROM h WHERE id = $1").await.unwrap();
+            for i in 0..100 {
+                let id = 1 + (i + client_no) % 2;
+                let v: String = client.query_one(&statement, &[&id]).await.unwrap().get(0);
+                assert_eq!(v, if id == 1 { "one" } else { "two" });
+            }
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_beyond_the_limit_are_refused() {
+    let server = TestServer::start_with(vec![], 2).await;
+    let a = server.connect().await;
+    let b = server.connect().await;
+    let err = server.connect_as("third", None).await.unwrap_err();
+    assert_eq!(code(&err), "53300", "{err}");
+    drop(a);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let c = server.connect().await;
+    c.simple_query("SELECT 1").await.unwrap();
+    b.simple_query("SELECT 1").await.unwrap();
+}
+
+/// A small deterministic generator (no dependency needed for test noise).
+struct Noise(u64);
+
+impl Noise {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+fn message(tag: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = vec![tag];
+    out.extend_from_slice(&((body.len() + 4) as i32).to_be_bytes());
+    out.extend_from_slice(body);
+    out
+}
+
+fn startup(user: &str) -> Vec<u8> {
+    let mut body = 196608i32.to_be_bytes().to_vec();
+    for part in ["user", user, "database", "sluice", ""] {
+        body.extend_from_slice(part.as_bytes());
+        body.push(0);
+    }
+    let mut out = ((body.len() + 4) as i32).to_be_bytes().to_vec();
+    out.extend(body);
+    out
+}
+
+/// Well-formed frontend messages to mutate.
+fn seeds() -> Vec<Vec<u8>> {
+    let mut parse = b"s1\0SELECT $1::int + 1\0".to_vec();
+    parse.extend_from_slice(&1i16.to_be_bytes());
+    parse.extend_from_slice(&23i32.to_be_bytes());
+    let mut bind = b"\0s1\0".to_vec();
+    bind.extend_from_slice(&[0, 1, 0, 1, 0, 1, 0, 0, 0, 4, 0, 0, 0, 7, 0, 1, 0, 1]);
+    vec![
+        message(b'Q', b"SELECT 1\0"),
+        message(b'Q', b"SELECT * FROM f WHERE x = 'a'\0"),
+        message(b'P', &parse),
+        message(b'B', &bind),
+        message(b'D', b"S\x73\x31\0"),
+        message(b'E', b"\0\0\0\0\0"),
+        message(b'S', b""),
+        message(b'H', b""),
+        message(b'C', b"Ss1\0"),
+        message(b'd', b"1\tx\n"),
+        message(b'c', b""),
+        message(b'f', b"nope\0"),
+        message(b'X', b""),
+        message(b'p', b"password\0"),
+    ]
+}
+
+fn mutate(noise: &mut Noise, seeds: &[Vec<u8>]) -> Vec<u8> {
+    let mut bytes = seeds[noise.below(seeds.len())].clone();
+    match noise.below(6) {
+        0 => {
+            // Random bytes.
+            let len = noise.below(64);
+            bytes = (0..len).map(|_| noise.next() as u8).collect();
+        }
+        1 => {
+            // Flip some bytes.
+            for _ in 0..1 + noise.below(4) {
+                let i = noise.below(bytes.len());
+                bytes[i] = noise.next() as u8;
+            }
+        }
+        2 => {
+            // A lying length.
+            let len = (noise.next() as i32).to_be_bytes();
+            if bytes.len() >= 5 {
+                bytes[1..5].copy_from_slice(&len);
+            }
+        }
+        3 => {
+            // Truncated.
+            let keep = noise.below(bytes.len().max(1));
+            bytes.truncate(keep);
+        }
+        4 => {
+            // Two messages glued, the second cut.
+            let other = seeds[noise.below(seeds.len())].clone();
+            let keep = noise.below(other.len());
+            bytes.extend_from_slice(&other[..keep]);
+        }
+        _ => {}
+    }
+    bytes
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn garbage_costs_only_its_own_connection() {
+    let server = TestServer::start_with(vec![], 256).await;
+    let watcher = server.connect().await;
+    watcher.batch_execute("CREATE TABLE f (x text); INSERT INTO f VALUES ('a')").await.unwrap();
+    let seeds = seeds();
+    let mut noise = Noise(0x5eed_1234_abcd_ef01);
+    let mut sent = 0usize;
+    let mut connections = 0usize;
+    while sent < 10_000 {
+        let mut socket = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+        connections += 1;
+        // Most connections start properly, some send garbage from the first byte.
+        if noise.below(5) != 0 {
+            let _ = socket.write_all(&startup("fuzz")).await;
+        }
+        for _ in 0..1 + noise.below(40) {
+            let bytes = mutate(&mut noise, &seeds);
+            if socket.write_all(&bytes).await.is_err() {
+                break;
+            }
+            sent += 1;
+        }
+        // Read whatever comes back, briefly, then drop the connection (sometimes mid-query).
+        let mut buffer = vec![0u8; 4096];
+        let _ = tokio::time::timeout(Duration::from_millis(2), socket.read(&mut buffer)).await;
+        if connections % 100 == 0 {
+            let n: i64 = watcher.query_one("SELECT count(*) FROM f", &[]).await.unwrap().get(0);
+            assert_eq!(n, 1);
+        }
+    }
+    // The server still serves its other client and new ones.
+    let n: i64 = watcher.query_one("SELECT count(*) FROM f", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    let fresh = server.connect().await;
+    fresh.simple_query("SELECT 1").await.unwrap();
+    assert!(sent >= 10_000 && connections > 100);
+}
