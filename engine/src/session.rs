@@ -203,6 +203,9 @@ impl Session {
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),
             Statement::Rollback { .. } => Ok(StatementResult::command("ROLLBACK")),
+            // Savepoints are accepted like BEGIN: every statement is atomic on its own.
+            Statement::Savepoint { .. } => Ok(StatementResult::command("SAVEPOINT")),
+            Statement::ReleaseSavepoint { .. } => Ok(StatementResult::command("RELEASE")),
             other => self.run_datafusion(other).await,
         }
     }

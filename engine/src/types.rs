@@ -204,3 +204,51 @@ mod tests {
         assert!(declared_type(&parse("interval")).is_err());
     }
 }
+
+/// Postgres' text input of bytea: `\x` then hex digits, or the escape format (`\\` for a
+/// backslash, `\nnn` octal, other characters as their bytes).
+pub fn bytea_from_text(text: &str) -> std::result::Result<Vec<u8>, String> {
+    if let Some(hex) = text.strip_prefix("\\x") {
+        let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+        if !digits.len().is_multiple_of(2) {
+            return Err(format!("invalid hexadecimal data: odd number of digits in \"{text}\""));
+        }
+        return digits
+            .chunks(2)
+            .map(|pair| {
+                let pair = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
+                u8::from_str_radix(pair, 16).map_err(|_| format!("invalid hexadecimal digit in \"{text}\""))
+            })
+            .collect();
+    }
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] != b'\\' {
+            out.push(bytes[i]);
+            i += 1;
+        } else if bytes.get(i + 1) == Some(&b'\\') {
+            out.push(b'\\');
+            i += 2;
+        } else {
+            let octal = bytes.get(i + 1..i + 4).and_then(|d| std::str::from_utf8(d).ok());
+            let value = octal.and_then(|d| u8::from_str_radix(d, 8).ok());
+            let Some(value) = value else { return Err(format!("invalid input syntax for type bytea: \"{text}\"")) };
+            out.push(value);
+            i += 4;
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod bytea_tests {
+    #[test]
+    fn bytea_text_formats() {
+        assert_eq!(super::bytea_from_text("\\x0102ff").unwrap(), vec![1, 2, 255]);
+        assert_eq!(super::bytea_from_text("a\\\\b\\001").unwrap(), b"a\\b\x01".to_vec());
+        assert!(super::bytea_from_text("\\x0").is_err());
+        assert!(super::bytea_from_text("\\9").is_err());
+    }
+}

@@ -1,6 +1,7 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
 pub mod json;
+pub mod json_build;
 pub mod table_changes;
 
 use std::collections::HashMap;
@@ -16,6 +17,7 @@ pub fn register(ctx: &SessionContext, db: Arc<DatabaseInner>, snapshots: Arc<Mut
     for function in json::functions() {
         ctx.register_udf(function);
     }
+    ctx.register_udf(json_build::function());
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));
     ctx.register_udtf("table_history", Arc::new(table_changes::TableHistory { db }));
 }

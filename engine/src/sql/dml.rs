@@ -624,43 +624,6 @@ fn storage_data_error(e: sluice_storage::Error) -> Error {
     }
 }
 
-/// Postgres' text input of bytea: `\x` then hex digits, or the escape format (`\\` for a
-/// backslash, `\nnn` octal, other characters as their bytes).
-fn bytea_from_text(text: &str) -> std::result::Result<Vec<u8>, String> {
-    if let Some(hex) = text.strip_prefix("\\x") {
-        let digits: Vec<u8> = hex.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-        if digits.len() % 2 != 0 {
-            return Err(format!("invalid hexadecimal data: odd number of digits in \"{text}\""));
-        }
-        return digits
-            .chunks(2)
-            .map(|pair| {
-                let pair = std::str::from_utf8(pair).map_err(|e| e.to_string())?;
-                u8::from_str_radix(pair, 16).map_err(|_| format!("invalid hexadecimal digit in \"{text}\""))
-            })
-            .collect();
-    }
-    let bytes = text.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            out.push(bytes[i]);
-            i += 1;
-        } else if bytes.get(i + 1) == Some(&b'\\') {
-            out.push(b'\\');
-            i += 2;
-        } else {
-            let octal = bytes.get(i + 1..i + 4).and_then(|d| std::str::from_utf8(d).ok());
-            let value = octal.and_then(|d| u8::from_str_radix(d, 8).ok());
-            let Some(value) = value else { return Err(format!("invalid input syntax for type bytea: \"{text}\"")) };
-            out.push(value);
-            i += 4;
-        }
-    }
-    Ok(out)
-}
-
 fn bytea_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: &str) -> Result<ArrayRef> {
     let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
     let text = text.as_string::<i32>();
@@ -668,22 +631,12 @@ fn bytea_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name:
     for value in text.iter() {
         match value {
             Some(v) => builder.append_value(
-                bytea_from_text(v).map_err(|e| Error::data("22P02", format!("column \"{name}\": {e}")))?,
+                crate::types::bytea_from_text(v)
+                    .map_err(|e| Error::data("22P02", format!("column \"{name}\": {e}")))?,
             ),
             None => builder.append_null(),
         }
     }
     let binary: ArrayRef = Arc::new(builder.finish());
     cast_column(&binary, data_type, name)
-}
-
-#[cfg(test)]
-mod bytea_tests {
-    #[test]
-    fn bytea_text_formats() {
-        assert_eq!(super::bytea_from_text("\\x0102ff").unwrap(), vec![1, 2, 255]);
-        assert_eq!(super::bytea_from_text("a\\\\b\\001").unwrap(), b"a\\b\x01".to_vec());
-        assert!(super::bytea_from_text("\\x0").is_err());
-        assert!(super::bytea_from_text("\\9").is_err());
-    }
 }

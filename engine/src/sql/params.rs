@@ -83,6 +83,13 @@ fn cast(expr: Expr, data_type: SqlType) -> Expr {
     Expr::Cast { kind: CastKind::Cast, expr: Box::new(expr), data_type, array: false, format: None }
 }
 
+/// A value as Arrow displays it (ISO dates and timestamps, with the zone's offset).
+fn display(value: &ScalarValue) -> Result<String> {
+    let array = value.to_array()?;
+    let formatter = arrow::util::display::ArrayFormatter::try_new(array.as_ref(), &Default::default())?;
+    Ok(formatter.value(0).to_string())
+}
+
 /// The SQL literal of a value.
 pub fn literal(value: &ScalarValue) -> Result<Expr> {
     if value.is_null() {
@@ -107,13 +114,13 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
             number(value.to_string()),
             SqlType::Numeric(ast::ExactNumberInfo::PrecisionAndScale(u64::from(*precision), i64::from(*scale))),
         ),
-        ScalarValue::Date32(Some(_)) => cast(string(value.to_string()), SqlType::Date),
+        ScalarValue::Date32(Some(_)) => cast(string(display(value)?), SqlType::Date),
         ScalarValue::TimestampMicrosecond(Some(_), zone)
         | ScalarValue::TimestampMillisecond(Some(_), zone)
         | ScalarValue::TimestampNanosecond(Some(_), zone)
         | ScalarValue::TimestampSecond(Some(_), zone) => {
             let info = if zone.is_some() { ast::TimezoneInfo::WithTimeZone } else { ast::TimezoneInfo::None };
-            let text = value.to_string();
+            let text = display(value)?;
             let text =
                 if zone.is_some() && !text.ends_with('Z') && !text.contains('+') { format!("{text}Z") } else { text };
             cast(string(text), SqlType::Timestamp(None, info))
@@ -140,6 +147,13 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
                 within_group: vec![],
             })
         }
+        ScalarValue::List(list) if arrow::array::Array::len(list.as_ref()) == 1 => {
+            let values = list.value(0);
+            let elements = (0..values.len())
+                .map(|i| ScalarValue::try_from_array(&values, i).map_err(Error::from).and_then(|v| literal(&v)))
+                .collect::<Result<Vec<_>>>()?;
+            Expr::Array(ast::Array { elem: elements, named: true })
+        }
         other => string(other.to_string()),
     })
 }
@@ -155,6 +169,16 @@ mod tests {
         let bound = bind(statement, &[ScalarValue::Int64(Some(5)), ScalarValue::Utf8(Some("it's".into()))]).unwrap();
         let SluiceStatement::Standard(s) = bound else { panic!("standard") };
         assert_eq!(s.to_string(), "SELECT * FROM t WHERE a = CAST(5 AS BIGINT) AND b = 'it''s'");
+        let list = ScalarValue::List(
+            datafusion::common::utils::SingleRowListArrayBuilder::new(std::sync::Arc::new(
+                arrow::array::StringArray::from(vec![Some("x"), None]),
+            ))
+            .build_list_array()
+            .into(),
+        );
+        let bound = bind(parse_statement_text("SELECT $1").unwrap(), &[list]).unwrap();
+        let SluiceStatement::Standard(s) = bound else { panic!("standard") };
+        assert_eq!(s.to_string(), "SELECT ARRAY['x', NULL]");
         let statement = parse_statement_text("SELECT $3").unwrap();
         assert!(bind(statement, &[ScalarValue::Int64(Some(1))]).is_err());
     }

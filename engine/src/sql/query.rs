@@ -51,9 +51,45 @@ impl VisitorMut for TimeTravelCollector<'_> {
     }
 }
 
+/// `'\x0102'::bytea` means the bytes 01 02 in Postgres, not the text's UTF-8 bytes (DataFusion's
+/// cast): such casts of string literals become `decode('0102', 'hex')`.
+struct ByteaLiterals {
+    error: Option<Error>,
+}
+
+impl VisitorMut for ByteaLiterals {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{DataType as SqlType, Value};
+        let Expr::Cast { expr: inner, data_type: SqlType::Bytea, .. } = expr else { return ControlFlow::Continue(()) };
+        let Expr::Value(value) = inner.as_ref() else { return ControlFlow::Continue(()) };
+        let (Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text)) = &value.value else {
+            return ControlFlow::Continue(());
+        };
+        match crate::types::bytea_from_text(text) {
+            Ok(bytes) => {
+                if let Ok(decoded) = super::params::literal(&datafusion::common::ScalarValue::Binary(Some(bytes))) {
+                    *expr = decoded;
+                }
+            }
+            Err(e) => {
+                self.error = Some(Error::data("22P02", e));
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 impl Session {
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
+        let mut bytea = ByteaLiterals { error: None };
+        let _ = statement.visit(&mut bytea);
+        if let Some(e) = bytea.error {
+            return Err(e);
+        }
         let mut collector = TimeTravelCollector { session: self, found: vec![] };
         let _ = statement.visit(&mut collector);
         for (temp, name, version) in collector.found {
@@ -165,7 +201,12 @@ impl Session {
                 let types = plan.get_parameter_types().unwrap_or_default();
                 let count =
                     types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
-                let parameter_types = (1..=count).map(|n| types.get(&format!("${n}")).cloned().flatten()).collect();
+                let casts = placeholder_casts(standard);
+                let count = count.max(casts.keys().copied().max().unwrap_or(0));
+                // `$1::int` types `$1` as Postgres does, where DataFusion leaves it open.
+                let parameter_types = (1..=count)
+                    .map(|n| types.get(&format!("${n}")).cloned().flatten().or_else(|| casts.get(&n).cloned()))
+                    .collect();
                 let result_schema = returns_rows.then(|| {
                     let schema = Arc::new(plan.schema().as_arrow().clone()) as SchemaRef;
                     postgres_names(standard, &schema)
@@ -220,6 +261,26 @@ pub(crate) fn postgres_names(statement: &Statement, schema: &SchemaRef) -> Schem
         return schema.clone();
     }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The types of placeholders that appear cast (`$1::int`): placeholder number -> Arrow type.
+fn placeholder_casts(statement: &Statement) -> std::collections::HashMap<usize, DataType> {
+    let mut found = std::collections::HashMap::new();
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(statement, |expr| {
+        if let Expr::Cast { expr: inner, data_type, .. } = expr {
+            if let Expr::Value(v) = inner.as_ref() {
+                if let datafusion::sql::sqlparser::ast::Value::Placeholder(name) = &v.value {
+                    let number = name.trim_start_matches('$').parse::<usize>().ok();
+                    let arrow = crate::types::declared_type(data_type).ok().map(|t| t.data_type.to_arrow());
+                    if let (Some(number), Some(arrow)) = (number, arrow) {
+                        found.entry(number).or_insert(arrow);
+                    }
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    found
 }
 
 /// Postgres' name for an unaliased expression; None keeps DataFusion's (column references).

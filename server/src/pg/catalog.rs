@@ -70,6 +70,8 @@ enum Kind {
     NoFunction(&'static str),
     /// `pg_size_pretty(bigint)`.
     SizePretty,
+    /// `to_regtype(text)`: the oid of a type name, NULL when there is no such type.
+    ToRegtype,
 }
 
 struct SettingsFunction {
@@ -106,6 +108,7 @@ impl ScalarUDFImpl for SettingsFunction {
             Kind::SetConfig => "set_config",
             Kind::Visible(name) | Kind::NoFunction(name) => name,
             Kind::SizePretty => "pg_size_pretty",
+            Kind::ToRegtype => "to_regtype",
         }
     }
 
@@ -116,6 +119,7 @@ impl ScalarUDFImpl for SettingsFunction {
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(match self.kind {
             Kind::Visible(_) => DataType::Boolean,
+            Kind::ToRegtype => DataType::Int32,
             _ => DataType::Utf8,
         })
     }
@@ -126,6 +130,16 @@ impl ScalarUDFImpl for SettingsFunction {
             Kind::Version => return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(version_string())))),
             Kind::Visible(_) => return Ok(ColumnarValue::Scalar(ScalarValue::Boolean(Some(true)))),
             Kind::NoFunction(_) => return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
+            Kind::ToRegtype => {
+                let names = args.args.first().map(|a| a.clone().into_array(rows)).transpose()?;
+                let names = match names {
+                    Some(n) => arrow::compute::cast(&n, &DataType::Utf8)?,
+                    None => return Ok(ColumnarValue::Scalar(ScalarValue::Int32(None))),
+                };
+                let oids: arrow::array::Int32Array =
+                    names.as_string::<i32>().iter().map(|n| n.and_then(type_oid)).collect();
+                return Ok(ColumnarValue::Array(Arc::new(oids)));
+            }
             _ => {}
         }
         let texts: Vec<ArrayRef> = args
@@ -159,7 +173,7 @@ impl ScalarUDFImpl for SettingsFunction {
                     out.push(Some(value));
                 }
                 Kind::SizePretty => out.push(arg(0).and_then(|v| v.parse::<i64>().ok()).map(size_pretty)),
-                Kind::Version | Kind::Visible(_) | Kind::NoFunction(_) => {}
+                Kind::Version | Kind::Visible(_) | Kind::NoFunction(_) | Kind::ToRegtype => {}
             }
         }
         Ok(ColumnarValue::Array(Arc::new(StringArray::from(out))))
@@ -189,12 +203,41 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),
         // Comments: Sluice keeps none in the Postgres catalog.
         (Kind::NoFunction("col_description"), Signature::any(2, Volatility::Stable)),
+        // Sequences: Sluice has none.
+        (Kind::NoFunction("pg_get_serial_sequence"), Signature::any(2, Volatility::Stable)),
+        // Advisory locks: Sluice takes none, so releasing them all does nothing.
+        (Kind::NoFunction("pg_advisory_unlock_all"), Signature::nullary(Volatility::Volatile)),
         (Kind::NoFunction("obj_description"), Signature::variadic_any(Volatility::Stable)),
         (Kind::NoFunction("shobj_description"), Signature::any(2, Volatility::Stable)),
         (Kind::SizePretty, Signature::any(1, Volatility::Immutable)),
+        (Kind::ToRegtype, Signature::any(1, Volatility::Stable)),
     ] {
         context.register_udf(ScalarUDF::from(SettingsFunction { kind, settings: settings.clone(), signature }));
     }
+}
+
+/// The oid of a Postgres type name (`int4`, `integer`, `pg_catalog.text`, `_int4`, ...).
+fn type_oid(name: &str) -> Option<i32> {
+    let name = name.trim().trim_start_matches("pg_catalog.").trim_matches('"').to_lowercase();
+    let canonical = match name.as_str() {
+        "integer" | "int" => "int4",
+        "bigint" => "int8",
+        "smallint" => "int2",
+        "boolean" => "bool",
+        "real" => "float4",
+        "double precision" => "float8",
+        "character varying" => "varchar",
+        "character" | "char" => "bpchar",
+        "decimal" => "numeric",
+        "timestamp without time zone" => "timestamp",
+        "timestamp with time zone" => "timestamptz",
+        "time without time zone" => "time",
+        other => other,
+    };
+    (0..=5000u32)
+        .filter_map(pgwire::api::Type::from_oid)
+        .find(|t| t.name() == canonical)
+        .and_then(|t| i32::try_from(t.oid()).ok())
 }
 
 /// Postgres' `pg_size_pretty`: bytes below 10 kB, then kB, MB, GB, TB, PB, each below 10 of the
@@ -222,5 +265,13 @@ mod tests {
         assert_eq!(super::size_pretty(10 * 1024), "10 kB");
         assert_eq!(super::size_pretty(1_000_000), "977 kB");
         assert_eq!(super::size_pretty(100_000_000), "95 MB");
+    }
+
+    #[test]
+    fn type_names_resolve_to_oids() {
+        assert_eq!(super::type_oid("integer"), Some(23));
+        assert_eq!(super::type_oid("pg_catalog.text"), Some(25));
+        assert_eq!(super::type_oid("_int4"), Some(1007));
+        assert_eq!(super::type_oid("hstore"), None);
     }
 }

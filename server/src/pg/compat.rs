@@ -14,7 +14,8 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, Expr, FunctionArguments, OrderByKind, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
+    visit_relations, Expr, FunctionArguments, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, Value,
+    VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -27,6 +28,29 @@ const SUBSTITUTIONS: &[(&str, &str)] = &[
         "''",
     ),
 ];
+
+/// asyncpg's type introspection (`INTRO_LOOKUP_TYPES`: recursive CTEs inside CASE) in the
+/// form Sluice plans: the requested types and, for arrays, their element types (Sluice has no
+/// domains, ranges or composite column types). `$1` is the `oid[]` of the types asked for.
+pub const ASYNCPG_TYPES: &str = "SELECT t.oid AS oid, ns.nspname AS ns, t.typname AS name, t.typtype AS kind,
+    CAST(NULL AS INT) AS basetype, CASE WHEN t.typelem = 0 THEN NULL ELSE t.typelem END AS elemtype,
+    e.typdelim AS elemdelim, CAST(NULL AS INT) AS range_subtype, CAST(NULL AS TEXT[]) AS attrtypoids,
+    CAST(NULL AS TEXT[]) AS attrnames, 0 AS depth, CAST(NULL AS TEXT) AS basetype_name,
+    e.typname AS elemtype_name, CAST(NULL AS TEXT) AS range_subtype_name
+  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_namespace ns ON ns.oid = t.typnamespace
+    LEFT JOIN pg_catalog.pg_type e ON t.typelem <> 0 AND e.oid = t.typelem
+  WHERE array_has(CAST($1 AS INT[]), t.oid)
+  UNION ALL
+  SELECT e.oid, ns.nspname, e.typname, e.typtype, NULL, NULL, NULL, NULL, NULL, NULL, 1, NULL, NULL, NULL
+  FROM pg_catalog.pg_type t JOIN pg_catalog.pg_type e ON e.oid = t.typelem
+    JOIN pg_catalog.pg_namespace ns ON ns.oid = e.typnamespace
+  WHERE array_has(CAST($1 AS INT[]), t.oid) AND t.typelem <> 0
+  ORDER BY depth DESC";
+
+/// Whether a query is asyncpg's type introspection.
+pub fn is_asyncpg_introspection(sql: &str) -> bool {
+    sql.contains("WITH RECURSIVE typeinfo_tree(")
+}
 
 /// Catalogs that hold no rows in Sluice.
 const EMPTY_CATALOGS: &[&str] = &[
@@ -43,6 +67,8 @@ const EMPTY_CATALOGS: &[&str] = &[
     "pg_foreign_table",
     "pg_partitioned_table",
     "pg_subscription",
+    // Sluice has no indexes (so no primary or unique keys behind them).
+    "pg_index",
 ];
 
 /// Replaces the known unplannable fragments of client queries.
@@ -98,6 +124,87 @@ pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut ArraySubquery);
+    if reads_only_catalogs(statement) {
+        let _ = statement.visit(&mut AggregateScalarSubqueries);
+    }
+}
+
+/// Whether every relation a statement reads is a Postgres catalog (or a table function).
+fn reads_only_catalogs(statement: &Statement) -> bool {
+    let mut all_catalog = true;
+    let _ = visit_relations(statement, |name| {
+        let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
+        let table = parts.last().cloned().unwrap_or_default();
+        all_catalog &= match parts.len() {
+            1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
+            _ => matches!(parts[parts.len() - 2].as_str(), "pg_catalog" | "information_schema"),
+        };
+        ControlFlow::<()>::Continue(())
+    });
+    all_catalog
+}
+
+/// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is
+/// `(SELECT e FROM ... WHERE (w) AND c)` once aggregated; DataFusion cannot plan subqueries
+/// inside CASE.
+fn case_subquery(expr: &Expr) -> Option<Expr> {
+    let Expr::Case { operand: None, conditions, else_result, .. } = expr else { return None };
+    let [when] = conditions.as_slice() else { return None };
+    if let Some(other) = else_result {
+        if !matches!(other.as_ref(), Expr::Value(v) if v.value == Value::Null) {
+            return None;
+        }
+    }
+    let Expr::Subquery(query) = &when.result else { return None };
+    let mut query = query.clone();
+    let SetExpr::Select(select) = query.body.as_mut() else { return None };
+    let condition = Expr::Nested(Box::new(when.condition.clone()));
+    select.selection = Some(match select.selection.take() {
+        Some(w) => Expr::BinaryOp {
+            left: Box::new(Expr::Nested(Box::new(w))),
+            op: datafusion::sql::sqlparser::ast::BinaryOperator::And,
+            right: Box::new(condition),
+        },
+        None => condition,
+    });
+    Some(Expr::Subquery(query))
+}
+
+const AGGREGATES: &[&str] =
+    &["count", "sum", "min", "max", "avg", "array_agg", "string_agg", "bool_and", "bool_or", "every", "json_agg"];
+
+/// Catalog queries (SQLAlchemy's `get_columns`) use correlated scalar subqueries that return at
+/// most one row by the catalog's keys; DataFusion only plans aggregated ones, so their value is
+/// wrapped in `max(...)`, which is the same value for one row (and NULL for none).
+struct AggregateScalarSubqueries;
+
+impl VisitorMut for AggregateScalarSubqueries {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(moved) = case_subquery(expr) {
+            *expr = moved;
+        }
+        let Expr::Subquery(query) = expr else { return ControlFlow::Continue(()) };
+        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        if select.projection.len() != 1 || select.group_by != GroupByExpr::Expressions(vec![], vec![]) {
+            return ControlFlow::Continue(());
+        }
+        let (SelectItem::UnnamedExpr(item) | SelectItem::ExprWithAlias { expr: item, .. }) = &mut select.projection[0]
+        else {
+            return ControlFlow::Continue(());
+        };
+        let text = item.to_string().to_lowercase();
+        if AGGREGATES.iter().any(|a| text.contains(&format!("{a}("))) {
+            return ControlFlow::Continue(());
+        }
+        if let Ok(wrapped) =
+            Parser::new(&PostgreSqlDialect {}).try_with_sql(&format!("max({item})")).and_then(|mut p| p.parse_expr())
+        {
+            *item = wrapped;
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 struct ArraySubquery;

@@ -100,7 +100,11 @@ impl Connection {
     fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {
         match statement {
             SluiceStatement::Standard(s) => {
-                let mut s = self.rewriter.rewrite(*s);
+                // Sluice's rewrites go first too: datafusion-pg-catalog's rules (which turn
+                // scalar subqueries in projections into joins) must see the subqueries they free.
+                let mut s = *s;
+                super::compat::rewrite(&mut s);
+                let mut s = self.rewriter.rewrite(s);
                 super::compat::rewrite(&mut s);
                 SluiceStatement::Standard(Box::new(s))
             }
@@ -232,6 +236,11 @@ impl Connection {
                 let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(vec![value]))])
                     .map_err(|e| user_error("XX000", e.to_string()))?;
                 encode::rows(&schema, vec![batch], format, options)?
+            }
+            // Sluice sends no notifications, so there is nothing to stop listening to.
+            Statement::UNLISTEN { .. } => Response::Execution(Tag::new("UNLISTEN")),
+            Statement::LISTEN { .. } => {
+                return Err(user_error("0A000", "LISTEN is not supported: Sluice sends no notifications"))
             }
             Statement::Discard { .. } => {
                 self.cursors.lock().clear();
@@ -543,6 +552,8 @@ impl QueryParser for SluiceQueryParser {
         C: ClientInfo + Unpin + Send + Sync,
     {
         let connection = self.connection.upgrade().ok_or_else(|| user_error("08006", "the connection is closing"))?;
+        let introspection = super::compat::is_asyncpg_introspection(sql);
+        let sql = if introspection { super::compat::ASYNCPG_TYPES } else { sql };
         let mut statements = parse_statements(&super::compat::substitute(sql)).map_err(|e| encode::error(&e))?;
         if statements.len() > 1 {
             return Err(user_error("42601", "cannot insert multiple commands into a prepared statement"));
@@ -584,6 +595,11 @@ impl QueryParser for SluiceQueryParser {
             };
             arrow_types.push(inferred.or_else(|| super::statements::arrow_type_of(&pg)));
             parameter_types.push(pg);
+        }
+        if introspection {
+            // asyncpg has a built-in codec for oid[] only; it sends the type oids in binary.
+            parameter_types = vec![Type::OID_ARRAY];
+            arrow_types = vec![Some(DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))))];
         }
         Ok(Some(Prepared {
             statement: Some(statement),
@@ -628,8 +644,12 @@ impl ExtendedQueryHandler for Connection {
         let prepared = &portal.statement.statement;
         let Some(statement) = prepared.statement.clone() else { return Ok(Response::EmptyQuery) };
         let types: Vec<Option<&DataType>> = prepared.arrow_parameter_types.iter().map(Option::as_ref).collect();
-        let parameters = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
-        let parameters = super::statements::param_values(parameters);
+        let parameters = if prepared.parameter_types == [Type::OID_ARRAY] {
+            vec![super::statements::oid_array_parameter(portal.parameters.first().cloned().flatten())?]
+        } else {
+            let parameters = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
+            super::statements::param_values(parameters)
+        };
         self.run(client, statement, &parameters, &portal.result_column_format).await
     }
 

@@ -272,7 +272,9 @@ async fn refuse(mut socket: tokio::net::TcpStream) {
             break;
         }
         let mut fields = Vec::new();
-        for (code, value) in [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', "53300"), (b'M', "sorry, too many clients already")] {
+        for (code, value) in
+            [(b'S', "FATAL"), (b'V', "FATAL"), (b'C', "53300"), (b'M', "sorry, too many clients already")]
+        {
             fields.push(code);
             fields.extend_from_slice(value.as_bytes());
             fields.push(0);

@@ -163,3 +163,23 @@ pub fn param_values(values: ParamValues) -> Vec<ScalarValue> {
         ParamValues::Map(map) => map.into_values().map(|v| v.value).collect(),
     }
 }
+
+/// An `oid[]` parameter (asyncpg's type introspection) in Postgres' binary array format, as a
+/// list of Int32 (the catalog's oid type).
+pub fn oid_array_parameter(raw: Option<bytes::Bytes>) -> PgWireResult<ScalarValue> {
+    use fallible_iterator::FallibleIterator;
+    let bad = |e: String| user_error("22P03", format!("invalid oid[] parameter: {e}"));
+    let mut oids: Vec<Option<i32>> = Vec::new();
+    if let Some(raw) = raw {
+        let array = postgres_protocol::types::array_from_sql(&raw).map_err(|e| bad(e.to_string()))?;
+        let mut values = array.values();
+        while let Some(value) = values.next().map_err(|e| bad(e.to_string()))? {
+            oids.push(match value {
+                Some(v) => Some(postgres_protocol::types::oid_from_sql(v).map_err(|e| bad(e.to_string()))? as i32),
+                None => None,
+            });
+        }
+    }
+    let values: Vec<ScalarValue> = oids.into_iter().map(ScalarValue::Int32).collect();
+    Ok(ScalarValue::List(ScalarValue::new_list_nullable(&values, &arrow::datatypes::DataType::Int32)))
+}

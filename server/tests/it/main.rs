@@ -1,4 +1,5 @@
 //! Integration tests of the `sluice` program (one binary; see STYLE.md).
 
 mod cli;
+mod clients;
 mod pg;

@@ -78,8 +78,7 @@ async fn prepared_statements_take_typed_parameters() {
     for i in 0..5i64 {
         let name = format!("row {i}");
         let n = i as i32 * 10;
-        let inserted =
-            client.execute(&insert, &[&i, &name, &(i as f64 / 2.0), &(i % 2 == 0), &n]).await.unwrap();
+        let inserted = client.execute(&insert, &[&i, &name, &(i as f64 / 2.0), &(i % 2 == 0), &n]).await.unwrap();
         assert_eq!(inserted, 1);
     }
     let select = client.prepare("SELECT name, score FROM p WHERE id >= $1 AND ok = $2 ORDER BY id").await.unwrap();
@@ -531,7 +530,7 @@ async fn garbage_costs_only_its_own_connection() {
         // Read whatever comes back, briefly, then drop the connection (sometimes mid-query).
         let mut buffer = vec![0u8; 4096];
         let _ = tokio::time::timeout(Duration::from_millis(2), socket.read(&mut buffer)).await;
-        if connections % 100 == 0 {
+        if connections.is_multiple_of(100) {
             let n: i64 = watcher.query_one("SELECT count(*) FROM f", &[]).await.unwrap().get(0);
             assert_eq!(n, 1);
         }

@@ -1,0 +1,149 @@
+"""Real Postgres clients against a running `sluice serve`: psycopg 3, psycopg2, SQLAlchemy 2,
+pandas and asyncpg. Usage: clients.py PORT. Prints one line per check; exits non-zero on the
+first failure."""
+
+import asyncio
+import datetime
+import decimal
+import sys
+
+PORT = int(sys.argv[1])
+DSN = f"host=127.0.0.1 port={PORT} user=py dbname=sluice"
+
+
+def check(name, got, want):
+    if got != want:
+        raise SystemExit(f"FAIL {name}: got {got!r}, want {want!r}")
+    print(f"ok {name}")
+
+
+def psycopg3():
+    import psycopg
+
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute("DROP TABLE IF EXISTS p3")
+        conn.execute("CREATE TABLE p3 (id int, name text, amount numeric(10,2), at timestamptz, ok boolean)")
+        # psycopg 3 sends parameters with the extended protocol; ints go in binary.
+        at = datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.timezone.utc)
+        conn.execute("INSERT INTO p3 VALUES (%s, %s, %s, %s, %s)", (1, "ann", decimal.Decimal("1.50"), at, True))
+        with conn.cursor(binary=True) as cur:
+            cur.execute("INSERT INTO p3 VALUES (%s, %s, %s, %s, %s)", (2, "bob", decimal.Decimal("2"), at, False))
+            cur.execute("SELECT id, name, amount, at, ok FROM p3 ORDER BY id")
+            check("psycopg3 binary rows", cur.fetchall(),
+                  [(1, "ann", decimal.Decimal("1.50"), at, True), (2, "bob", decimal.Decimal("2.00"), at, False)])
+        # After 5 runs psycopg 3 prepares the statement server-side (a named statement).
+        for i in range(8):
+            row = conn.execute("SELECT count(*) FROM p3 WHERE id >= %s", (i % 3,)).fetchone()
+            check(f"psycopg3 prepared run {i}", row[0], [2, 2, 1][i % 3])
+        # COPY in and out.
+        with conn.cursor() as cur:
+            with cur.copy("COPY p3 (id, name) FROM STDIN") as copy:
+                for i in range(10, 15):
+                    copy.write_row((i, f"copied {i}"))
+            check("psycopg3 copy rows", cur.rowcount, 5)
+            with cur.copy("COPY (SELECT id FROM p3 WHERE id >= 10 ORDER BY id) TO STDOUT") as copy:
+                ids = [int(row[0]) for row in copy.rows()]
+            check("psycopg3 copy out", ids, [10, 11, 12, 13, 14])
+        # An error, then the connection goes on.
+        try:
+            conn.execute("SELECT * FROM nowhere")
+            raise SystemExit("FAIL psycopg3: no error")
+        except psycopg.errors.UndefinedTable:
+            print("ok psycopg3 undefined table")
+        check("psycopg3 after error", conn.execute("SELECT 1").fetchone(), (1,))
+        check("psycopg3 server version", conn.info.server_version // 10000, 16)
+
+    # Autocommit off: psycopg opens a transaction with BEGIN; COMMIT and ROLLBACK are accepted.
+    with psycopg.connect(DSN) as conn:
+        conn.execute("INSERT INTO p3 (id, name) VALUES (20, 'in a transaction')")
+        conn.commit()
+        conn.execute("SELECT 1")
+        conn.rollback()
+        with conn.transaction():
+            conn.execute("INSERT INTO p3 (id, name) VALUES (21, 'in a block')")
+        check("psycopg3 transactions", conn.execute("SELECT count(*) FROM p3 WHERE id >= 20").fetchone()[0], 2)
+
+
+def psycopg2_client():
+    import psycopg2
+
+    conn = psycopg2.connect(DSN)
+    cur = conn.cursor()
+    cur.execute("DROP TABLE IF EXISTS p2")
+    cur.execute("CREATE TABLE p2 (id int, name text, data bytea, day date)")
+    # psycopg2 interpolates parameters on the client and sends simple queries, in a transaction.
+    cur.execute("INSERT INTO p2 VALUES (%s, %s, %s, %s)", (1, "it's", psycopg2.Binary(b"\x00\x01\xff"),
+                                                           datetime.date(2024, 2, 29)))
+    conn.commit()
+    cur.execute("SELECT id, name, data, day FROM p2 WHERE id = %(id)s", {"id": 1})
+    row = cur.fetchone()
+    check("psycopg2 row", (row[0], row[1], bytes(row[2]), row[3]), (1, "it's", b"\x00\x01\xff", datetime.date(2024, 2, 29)))
+    import io
+    cur.copy_expert("COPY p2 (id, name) FROM STDIN WITH (FORMAT csv, HEADER true)", io.StringIO("id,name\n2,x\n3,y\n"))
+    conn.commit()
+    out = io.StringIO()
+    cur.copy_expert("COPY (SELECT id, name FROM p2 ORDER BY id) TO STDOUT WITH (FORMAT csv)", out)
+    check("psycopg2 copy", out.getvalue(), "1,it's\n2,x\n3,y\n")
+    try:
+        cur.execute("SELECT 1/0")
+        raise SystemExit("FAIL psycopg2: no error")
+    except psycopg2.errors.DivisionByZero:
+        conn.rollback()
+        print("ok psycopg2 division by zero")
+    conn.autocommit = True
+    cur.execute("SELECT count(*) FROM p2")
+    check("psycopg2 autocommit", cur.fetchone(), (3,))
+    conn.close()
+
+
+def sqlalchemy_and_pandas():
+    import pandas
+    import sqlalchemy
+
+    for driver in ["psycopg", "psycopg2"]:
+        engine = sqlalchemy.create_engine(f"postgresql+{driver}://py@127.0.0.1:{PORT}/sluice")
+        with engine.begin() as conn:
+            conn.execute(sqlalchemy.text("DROP TABLE IF EXISTS sa"))
+            conn.execute(sqlalchemy.text("CREATE TABLE sa (id bigint NOT NULL, name text, score double precision)"))
+            conn.execute(sqlalchemy.text("INSERT INTO sa VALUES (1, 'a', 0.5), (2, 'b', 1.5)"))
+        inspector = sqlalchemy.inspect(engine)
+        check(f"sqlalchemy[{driver}] tables", "sa" in inspector.get_table_names(), True)
+        columns = [(c["name"], str(c["type"]), c["nullable"]) for c in inspector.get_columns("sa")]
+        check(f"sqlalchemy[{driver}] columns", columns,
+              [("id", "BIGINT", False), ("name", "TEXT", True), ("score", "DOUBLE PRECISION", True)])
+        check(f"sqlalchemy[{driver}] pk", inspector.get_pk_constraint("sa")["constrained_columns"], [])
+        frame = pandas.read_sql("SELECT id, name FROM sa ORDER BY id", engine)
+        check(f"pandas[{driver}] read_sql query", frame.to_dict("list"), {"id": [1, 2], "name": ["a", "b"]})
+        frame = pandas.read_sql("sa", engine)
+        check(f"pandas[{driver}] read_sql table", sorted(frame["id"].tolist()), [1, 2])
+        engine.dispose()
+
+
+async def asyncpg_client():
+    import asyncpg
+
+    conn = await asyncpg.connect(host="127.0.0.1", port=PORT, user="py", database="sluice")
+    await conn.execute("DROP TABLE IF EXISTS ap")
+    await conn.execute("CREATE TABLE ap (id int, tags text[], at timestamp)")
+    at = datetime.datetime(2024, 5, 6, 7, 8, 9)
+    await conn.execute("INSERT INTO ap VALUES ($1, $2, $3)", 1, ["x", "y"], at)
+    row = await conn.fetchrow("SELECT id, tags, at FROM ap WHERE id = $1", 1)
+    check("asyncpg fetch with parameters", (row["id"], row["tags"], row["at"]), (1, ["x", "y"], at))
+    check("asyncpg array value", await conn.fetchval("SELECT [1, 2, 3]::int[]"), [1, 2, 3])
+    await conn.close()
+    pool = await asyncpg.create_pool(host="127.0.0.1", port=PORT, user="py", database="sluice", min_size=2, max_size=4)
+
+    async def one(i):
+        async with pool.acquire() as c:
+            return await c.fetchval("SELECT $1::int * 2", i)
+
+    results = await asyncio.gather(*(one(i) for i in range(20)))
+    check("asyncpg pool", results, [i * 2 for i in range(20)])
+    await pool.close()
+
+
+psycopg3()
+psycopg2_client()
+sqlalchemy_and_pandas()
+asyncio.run(asyncpg_client())
+print("all clients ok")
