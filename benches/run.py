@@ -10,7 +10,10 @@ import os
 import platform
 import shutil
 import subprocess
+import re
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -104,9 +107,115 @@ def tpch() -> str:
     return "\n".join(lines)
 
 
+PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+
+def as_postgres(*command) -> list:
+    """A command run as the postgres user when we are root (PostgreSQL refuses to run as root)."""
+    command = [str(c) for c in command]
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+def write_csvs():
+    DATA.mkdir(parents=True, exist_ok=True)
+    rows = DATA / "copy-10m.csv"
+    if not rows.exists():
+        tmp = rows.with_suffix(".tmp")
+        with open(tmp, "w") as out:
+            for start in range(0, 10_000_000, 100_000):
+                out.write("".join(
+                    f"{i},{i % 9973},name {i % 1000},{i * 0.25},2024-01-{1 + i % 28:02} {i % 24:02}:00:00\n"
+                    for i in range(start, start + 100_000)))
+        tmp.rename(rows)
+    lookup = DATA / "lookup-10k.csv"
+    if not lookup.exists():
+        lookup.write_text("".join(f"{i},value {i}\n" for i in range(1, 10_001)))
+    os.chmod(DATA, 0o755)
+    return rows, lookup
+
+
+def psql(port: int, database: str, *commands: str) -> float:
+    args = ["psql", "-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", str(port), "-U", "bench", "-d", database]
+    for c in commands:
+        args += ["-c", c]
+    started = time.perf_counter()
+    subprocess.run(args, check=True, capture_output=True, text=True)
+    return time.perf_counter() - started
+
+
+def pgbench(port: int, database: str, script: str, seconds: int = 10) -> dict:
+    path = DATA / "pgbench.sql"
+    path.write_text(script)
+    out = subprocess.run(["pgbench", "-n", "-M", "prepared", "-c", "8", "-j", "2", "-T", str(seconds), "-f", str(path),
+                          "-h", "127.0.0.1", "-p", str(port), "-U", "bench", database],
+                         check=True, capture_output=True, text=True).stdout
+    latency = float(re.search(r"latency average = ([0-9.]+) ms", out).group(1))
+    tps = float(re.search(r"tps = ([0-9.]+)", out).group(1))
+    return {"latency_ms": latency, "tps": tps}
+
+
+def pgwire_side(port: int, database: str, rows: Path, lookup: Path) -> dict:
+    create = "CREATE TABLE copied (id bigint, customer int, name text, amount double precision, at timestamp)"
+    best = None
+    for _ in range(2):
+        psql(port, database, "DROP TABLE IF EXISTS copied", create)
+        seconds = psql(port, database, f"\\copy copied from '{rows}' csv")
+        best = seconds if best is None else min(best, seconds)
+    psql(port, database, "DROP TABLE IF EXISTS lookup", "CREATE TABLE lookup (id int, v text)",
+         f"\\copy lookup from '{lookup}' csv")
+    select1 = pgbench(port, database, "SELECT 1;\n")
+    point = pgbench(port, database, "\\set id random(1, 10000)\nSELECT v FROM lookup WHERE id = :id;\n")
+    return {"copy_seconds": best, "select1": select1, "lookup": point}
+
+
+def pgwire() -> str:
+    rows, lookup = write_csvs()
+    work = Path(tempfile.mkdtemp(prefix="sluice-pgbench-"))
+    os.chmod(work, 0o777)
+    pg_port, sluice_port = 55432, 55433
+    pgdata = work / "pg"
+    subprocess.run(as_postgres(PG_BIN / "initdb", "-D", pgdata, "-A", "trust", "-U", "bench"), check=True,
+                   capture_output=True)
+    subprocess.run(as_postgres(PG_BIN / "pg_ctl", "-D", pgdata, "-w", "-l", work / "pg.log", "-o",
+                               f"-p {pg_port} -k {work} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
+                               "-c max_wal_size=4GB", "start"), check=True, capture_output=True)
+    sluice = subprocess.Popen([str(SLUICE), "serve", "--data", str(work / "sluice"), "--port", str(sluice_port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            try:
+                psql(sluice_port, "sluice", "SELECT 1")
+                break
+            except subprocess.CalledProcessError:
+                time.sleep(0.1)
+        theirs = pgwire_side(pg_port, "postgres", rows, lookup)
+        ours = pgwire_side(sluice_port, "sluice", rows, lookup)
+    finally:
+        sluice.kill()
+        subprocess.run(as_postgres(PG_BIN / "pg_ctl", "-D", pgdata, "-m", "fast", "stop"), capture_output=True)
+        shutil.rmtree(work, ignore_errors=True)
+    n = 10_000_000
+    lines = [
+        "| measure | Sluice | PostgreSQL 15 | ratio |",
+        "|---|---|---|---|",
+        f"| COPY FROM STDIN, 10M CSV rows (5 columns), rows/s | {n / ours['copy_seconds']:,.0f} | "
+        f"{n / theirs['copy_seconds']:,.0f} | **{theirs['copy_seconds'] / ours['copy_seconds']:.2f}** (Sluice rows/s / PostgreSQL rows/s) |",
+    ]
+    for key, name in [("select1", "prepared `SELECT 1`"), ("lookup", "prepared 1-row lookup in 10,000 rows, no index")]:
+        lines.append(f"| {name}, 8 clients: latency | {ours[key]['latency_ms']:.3f} ms | {theirs[key]['latency_ms']:.3f} ms | "
+                     f"**{ours[key]['latency_ms'] / theirs[key]['latency_ms']:.2f}** (Sluice latency / PostgreSQL latency) |")
+        lines.append(f"| {name}, 8 clients: transactions/s | {ours[key]['tps']:,.0f} | {theirs[key]['tps']:,.0f} | |")
+    note = ("\n\nCOPY is timed from the client's side (psql `\\copy` of the same file, best of 2, into an empty table); "
+            "round trips are pgbench `-M prepared -c 8 -j 2 -T 10` (extended protocol, one statement per transaction). "
+            "PostgreSQL runs with its defaults (fsync on) plus shared_buffers=1GB and max_wal_size=4GB; Sluice does not "
+            "fsync its commits (see the storage notes), which favours Sluice's COPY.")
+    return "\n".join(lines) + note
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
+    "pgwire": ("Postgres wire protocol beside PostgreSQL 15 (issue 4)", pgwire),
 }
 
 

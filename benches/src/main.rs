@@ -71,6 +71,13 @@ enum Command {
         #[arg(long)]
         data: String,
     },
+    /// Serves a warehouse over pgwire (as `sluice serve`, built with the benchmarks) until killed.
+    Serve {
+        #[arg(long)]
+        data: String,
+        #[arg(long)]
+        port: u16,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -97,12 +104,29 @@ fn main() {
                 tpch_steps::run(&data, repeat, queries.as_deref(), &setup).await
             }
             Command::TpchAnswers { data } => tpch_steps::answers(&data).await,
+            Command::Serve { data, port } => serve(&data, port).await,
         }
     });
     match result {
         Ok(json) => println!("{json}"),
         Err(e) => fail(e),
     }
+}
+
+async fn serve(data: &str, port: u16) -> Result<serde_json::Value, Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(data).map_err(|e| e.to_string())?;
+    let db = sluice::Database::open(data).await.map_err(|e| e.to_string())?;
+    let config = sluice_server::pg::ServerConfig {
+        listen: std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        connections_max: 100,
+        users: vec![],
+        tls: None,
+        allowed_paths: vec![std::path::PathBuf::from(data)],
+    };
+    let server = sluice_server::pg::serve(db, config).await?;
+    eprintln!("serving {data} on {}", server.local_addr);
+    std::future::pending::<()>().await;
+    Ok(serde_json::Value::Null)
 }
 
 fn fail(e: impl std::fmt::Display) -> ! {
