@@ -508,15 +508,7 @@ impl Session {
                 inserted.push(self.to_table_rows(target, &values, &ColumnMatch::Position(names)).await?);
             }
         }
-        let deleted = deleted
-            .into_iter()
-            .map(|(path, rows)| {
-                by_path
-                    .get(path.as_str())
-                    .map(|a| ((*a).clone(), rows))
-                    .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
             committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
@@ -589,16 +581,19 @@ fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: 
         }
     }
     let count = seen.len() as u64;
-    let deleted = sets
-        .into_iter()
+    Ok((with_files(&by_path, sets)?, count))
+}
+
+/// Row sets keyed by file path, paired with the snapshot's `add` action of each file.
+fn with_files(by_path: &HashMap<&str, &Arc<Add>>, sets: HashMap<String, RoaringTreemap>) -> Result<Vec<FileRows>> {
+    sets.into_iter()
         .map(|(path, rows)| {
             by_path
                 .get(path.as_str())
                 .map(|a| ((*a).clone(), rows))
                 .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
         })
-        .collect::<Result<Vec<_>>>()?;
-    Ok((deleted, count))
+        .collect()
 }
 
 fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: &str) -> Result<ArrayRef> {

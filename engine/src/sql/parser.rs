@@ -196,22 +196,20 @@ fn parse_time_travel(parser: &mut Parser) -> Result<TimeTravel, ParserError> {
 }
 
 fn parse_u64(parser: &mut Parser) -> Result<u64, ParserError> {
-    let token = parser.next_token();
-    match &token.token {
-        Token::Number(n, _) => n
-            .parse()
-            .map_err(|_| ParserError::ParserError(format!("expected an integer, found {n} at {}", token.span.start))),
-        _ => parser.expected("an integer", token),
-    }
+    parse_number(parser, "an integer")
 }
 
 fn parse_f64(parser: &mut Parser) -> Result<f64, ParserError> {
+    parse_number(parser, "a number")
+}
+
+fn parse_number<T: std::str::FromStr>(parser: &mut Parser, what: &str) -> Result<T, ParserError> {
     let token = parser.next_token();
     match &token.token {
         Token::Number(n, _) => n
             .parse()
-            .map_err(|_| ParserError::ParserError(format!("expected a number, found {n} at {}", token.span.start))),
-        _ => parser.expected("a number", token),
+            .map_err(|_| ParserError::ParserError(format!("expected {what}, found {n} at {}", token.span.start))),
+        _ => parser.expected(what, token),
     }
 }
 

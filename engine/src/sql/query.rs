@@ -283,6 +283,25 @@ fn placeholder_casts(statement: &Statement) -> std::collections::HashMap<usize, 
     found
 }
 
+/// The name Postgres gives a select-list item: its alias, a column's name, an unaliased function
+/// call's name, else `?column?`. `None` for wildcards.
+pub fn select_item_name(item: &SelectItem) -> Option<String> {
+    match item {
+        SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
+        SelectItem::UnnamedExpr(expr) => expression_name(expr).or_else(|| column_name(expr)),
+        _ => None,
+    }
+}
+
+fn column_name(expr: &Expr) -> Option<String> {
+    match expr {
+        Expr::Identifier(i) => Some(i.value.clone()),
+        Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.clone()),
+        Expr::Nested(inner) | Expr::Cast { expr: inner, .. } => column_name(inner),
+        _ => None,
+    }
+}
+
 /// Postgres' name for an unaliased expression; None keeps DataFusion's (column references).
 fn expression_name(expr: &Expr) -> Option<String> {
     match expr {

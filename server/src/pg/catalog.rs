@@ -234,10 +234,14 @@ fn type_oid(name: &str) -> Option<i32> {
         "time without time zone" => "time",
         other => other,
     };
-    (0..=5000u32)
-        .filter_map(pgwire::api::Type::from_oid)
-        .find(|t| t.name() == canonical)
-        .and_then(|t| i32::try_from(t.oid()).ok())
+    static BY_NAME: std::sync::OnceLock<std::collections::HashMap<String, i32>> = std::sync::OnceLock::new();
+    let by_name = BY_NAME.get_or_init(|| {
+        (0..=5000u32)
+            .filter_map(pgwire::api::Type::from_oid)
+            .filter_map(|t| Some((t.name().to_string(), i32::try_from(t.oid()).ok()?)))
+            .collect()
+    });
+    by_name.get(canonical).copied()
 }
 
 /// Postgres' `pg_size_pretty`: bytes below 10 kB, then kB, MB, GB, TB, PB, each below 10 of the

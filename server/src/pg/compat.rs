@@ -86,21 +86,8 @@ pub fn substitute(sql: &str) -> Cow<'_, str> {
 /// empty in Sluice, so that its answer is no rows; `None` for any other statement.
 pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
     let Statement::Query(query) = statement else { return None };
-    let mut all_catalog = true;
-    let mut reads_empty = false;
-    let _ = visit_relations(statement, |name| {
-        let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
-        let table = parts.last().cloned().unwrap_or_default();
-        let in_catalog = match parts.len() {
-            // Table functions read no tables.
-            1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
-            _ => parts[parts.len() - 2] == "pg_catalog",
-        };
-        all_catalog &= in_catalog;
-        reads_empty |= EMPTY_CATALOGS.contains(&table.as_str());
-        ControlFlow::<()>::Continue(())
-    });
-    if !all_catalog || !reads_empty {
+    let reads = catalog_reads(statement);
+    if !reads.only_catalogs || !reads.an_empty_one {
         return None;
     }
     let mut body = query.body.as_ref();
@@ -108,40 +95,38 @@ pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
         body = left.as_ref();
     }
     let SetExpr::Select(select) = body else { return None };
-    select
-        .projection
-        .iter()
-        .map(|item| match item {
-            SelectItem::ExprWithAlias { alias, .. } => Some(alias.value.clone()),
-            SelectItem::UnnamedExpr(Expr::Identifier(i)) => Some(i.value.clone()),
-            SelectItem::UnnamedExpr(Expr::CompoundIdentifier(parts)) => parts.last().map(|i| i.value.clone()),
-            SelectItem::UnnamedExpr(_) => Some("?column?".into()),
-            _ => None,
-        })
-        .collect()
+    select.projection.iter().map(sluice::sql::query::select_item_name).collect()
+}
+
+/// What relations a statement reads.
+struct CatalogReads {
+    /// Every relation is a Postgres catalog (or a table function, which reads no table).
+    only_catalogs: bool,
+    /// One of them is always empty in Sluice ([`EMPTY_CATALOGS`]).
+    an_empty_one: bool,
+}
+
+fn catalog_reads(statement: &Statement) -> CatalogReads {
+    let mut reads = CatalogReads { only_catalogs: true, an_empty_one: false };
+    let _ = visit_relations(statement, |name| {
+        let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
+        let table = parts.last().cloned().unwrap_or_default();
+        reads.only_catalogs &= match parts.len() {
+            1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
+            _ => matches!(parts[parts.len() - 2].as_str(), "pg_catalog" | "information_schema"),
+        };
+        reads.an_empty_one |= EMPTY_CATALOGS.contains(&table.as_str());
+        ControlFlow::<()>::Continue(())
+    });
+    reads
 }
 
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut ArraySubquery);
-    if reads_only_catalogs(statement) {
+    if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
     }
-}
-
-/// Whether every relation a statement reads is a Postgres catalog (or a table function).
-fn reads_only_catalogs(statement: &Statement) -> bool {
-    let mut all_catalog = true;
-    let _ = visit_relations(statement, |name| {
-        let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
-        let table = parts.last().cloned().unwrap_or_default();
-        all_catalog &= match parts.len() {
-            1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
-            _ => matches!(parts[parts.len() - 2].as_str(), "pg_catalog" | "information_schema"),
-        };
-        ControlFlow::<()>::Continue(())
-    });
-    all_catalog
 }
 
 /// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is

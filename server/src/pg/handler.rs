@@ -100,12 +100,11 @@ impl Connection {
     fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {
         match statement {
             SluiceStatement::Standard(s) => {
-                // Sluice's rewrites go first too: datafusion-pg-catalog's rules (which turn
-                // scalar subqueries in projections into joins) must see the subqueries they free.
+                // Sluice's rewrites go first: datafusion-pg-catalog's rules (which turn scalar
+                // subqueries in projections into joins) must see the subqueries they free.
                 let mut s = *s;
                 super::compat::rewrite(&mut s);
-                let mut s = self.rewriter.rewrite(s);
-                super::compat::rewrite(&mut s);
+                let s = self.rewriter.rewrite(s);
                 SluiceStatement::Standard(Box::new(s))
             }
             other => other,
