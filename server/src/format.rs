@@ -9,9 +9,10 @@ fn is_numeric(data_type: &DataType) -> bool {
     data_type.is_numeric()
 }
 
-/// The cells of a result as text (NULL as the empty string, as psql shows it).
-fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let options = FormatOptions::default().with_null("");
+/// The cells of a result as text (Arrow's display), NULL as `null` (psql shows the empty
+/// string).
+pub fn cells(batches: &[RecordBatch], null: &str) -> Vec<Vec<String>> {
+    let options = FormatOptions::default().with_null(null);
     let mut rows = Vec::new();
     for batch in batches {
         let formatters: Vec<_> =
@@ -23,7 +24,7 @@ fn cells(batches: &[RecordBatch]) -> Vec<Vec<String>> {
                     .zip(batch.columns())
                     .map(|(f, column)| match f {
                         Ok(f) if !column.is_null(row) => f.value(row).to_string(),
-                        Ok(_) => String::new(),
+                        Ok(_) => null.to_string(),
                         Err(e) => format!("<{e}>"),
                     })
                     .collect(),
@@ -44,7 +45,7 @@ pub fn aligned(result: &StatementResult) -> String {
 fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let numeric: Vec<bool> = schema.fields().iter().map(|f| is_numeric(f.data_type())).collect();
-    let rows = cells(batches);
+    let rows = cells(batches, "");
     let width =
         |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([names[i].chars().count()]).max().unwrap_or(0);
     let widths: Vec<usize> = (0..names.len()).map(width).collect();

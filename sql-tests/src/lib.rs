@@ -6,9 +6,8 @@
 
 pub mod pg;
 
-use arrow::array::{Array, RecordBatch};
+use arrow::array::RecordBatch;
 use arrow::datatypes::DataType;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
 use sluice::{Database, StatementResult};
 use sqllogictest::{DBOutput, DefaultColumnType};
 
@@ -44,34 +43,12 @@ fn column_type(data_type: &DataType) -> DefaultColumnType {
     }
 }
 
-/// Formats rows the way the .slt files expect them.
+/// Formats rows the way the .slt files expect them: `NULL`, and `(empty)` for the empty string.
 pub fn format_rows(batches: &[RecordBatch]) -> Vec<Vec<String>> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut rows = Vec::new();
-    for batch in batches {
-        let formatters: Vec<_> =
-            batch.columns().iter().map(|c| ArrayFormatter::try_new(c.as_ref(), &options)).collect();
-        for row in 0..batch.num_rows() {
-            let values = batch
-                .columns()
-                .iter()
-                .zip(&formatters)
-                .map(|(column, formatter)| {
-                    if column.is_null(row) {
-                        return "NULL".to_string();
-                    }
-                    let text = match formatter {
-                        Ok(f) => f.value(row).to_string(),
-                        Err(e) => format!("<{e}>"),
-                    };
-                    if text.is_empty() {
-                        "(empty)".to_string()
-                    } else {
-                        text
-                    }
-                })
-                .collect();
-            rows.push(values);
+    let mut rows = sluice_server::format::cells(batches, "NULL");
+    for cell in rows.iter_mut().flatten() {
+        if cell.is_empty() {
+            *cell = "(empty)".to_string();
         }
     }
     rows
