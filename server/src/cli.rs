@@ -40,32 +40,39 @@ enum Command {
         csv: bool,
     },
     /// Serve a warehouse over the PostgreSQL wire protocol.
-    Serve {
-        /// The warehouse: a folder, memory://, s3://, gs:// or az:// URL.
-        #[arg(long, default_value = DEFAULT_DATA_DIR)]
-        data: String,
-        /// Address to listen on (loopback unless users are configured).
-        #[arg(long, default_value = "127.0.0.1:5433")]
-        listen: std::net::SocketAddr,
-        /// A JSON file of users: [{"name": "...", "password": "...", "read_only": false}].
-        #[arg(long)]
-        users: Option<PathBuf>,
-        /// TLS certificate (PEM).
-        #[arg(long, requires = "tls_key")]
-        tls_cert: Option<PathBuf>,
-        /// TLS private key (PEM).
-        #[arg(long)]
-        tls_key: Option<PathBuf>,
-        /// Generate a self-signed certificate for localhost (in DATA/_sluice/tls/).
-        #[arg(long, conflicts_with = "tls_cert")]
-        tls_self_signed: bool,
-        /// Most clients served at once.
-        #[arg(long, default_value_t = 100)]
-        max_connections: usize,
-        /// More folders clients may read and write with COPY ... 'file' (besides the data folder).
-        #[arg(long = "allow-path")]
-        allow_paths: Vec<PathBuf>,
-    },
+    Serve(ServeArgs),
+}
+
+/// The options of `sluice serve`.
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The warehouse: a folder, memory://, s3://, gs:// or az:// URL.
+    #[arg(long, default_value = DEFAULT_DATA_DIR)]
+    data: String,
+    /// Address to listen on (loopback unless users are configured).
+    #[arg(long, default_value = "127.0.0.1:5433")]
+    listen: std::net::SocketAddr,
+    /// A JSON file of users: [{"name": "...", "password": "...", "read_only": false}].
+    #[arg(long)]
+    users: Option<PathBuf>,
+    /// TLS certificate (PEM).
+    #[arg(long, requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM).
+    #[arg(long)]
+    tls_key: Option<PathBuf>,
+    /// Generate a self-signed certificate for localhost (in DATA/_sluice/tls/).
+    #[arg(long, conflicts_with = "tls_cert")]
+    tls_self_signed: bool,
+    /// Most clients served at once.
+    #[arg(long, default_value_t = 100)]
+    max_connections: usize,
+    /// More folders clients may read and write with COPY ... 'file' (besides the data folder).
+    #[arg(long = "allow-path")]
+    allow_paths: Vec<PathBuf>,
+    /// The largest message a client may send, in bytes (a query, a Bind, one COPY chunk).
+    #[arg(long = "max-message-size", default_value_t = crate::pg::socket::MESSAGE_BYTES_MAX_DEFAULT)]
+    message_bytes_max: usize,
 }
 
 pub fn main() -> ExitCode {
@@ -80,18 +87,7 @@ pub fn main() -> ExitCode {
     runtime.block_on(async move {
         match cli.command {
             Command::Sql { data, commands, files, csv } => sql(&data, commands, files, csv).await,
-            Command::Serve {
-                data,
-                listen,
-                users,
-                tls_cert,
-                tls_key,
-                tls_self_signed,
-                max_connections,
-                allow_paths,
-            } => {
-                serve(&data, listen, users, tls_cert.zip(tls_key), tls_self_signed, max_connections, allow_paths).await
-            }
+            Command::Serve(args) => serve(args).await,
         }
     })
 }
@@ -157,16 +153,20 @@ async fn sql(data: &str, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) 
     ExitCode::SUCCESS
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn serve(
-    data: &str,
-    listen: std::net::SocketAddr,
-    users: Option<PathBuf>,
-    tls: Option<(PathBuf, PathBuf)>,
-    tls_self_signed: bool,
-    max_connections: usize,
-    mut allow_paths: Vec<PathBuf>,
-) -> ExitCode {
+async fn serve(args: ServeArgs) -> ExitCode {
+    let ServeArgs {
+        data,
+        listen,
+        users,
+        tls_cert,
+        tls_key,
+        tls_self_signed,
+        max_connections,
+        mut allow_paths,
+        message_bytes_max,
+    } = args;
+    let data = data.as_str();
+    let tls = tls_cert.zip(tls_key);
     let db = match Database::open(data).await {
         Ok(db) => db,
         Err(e) => {
@@ -203,6 +203,7 @@ async fn serve(
         users,
         tls: tls.clone(),
         allowed_paths: allow_paths,
+        message_bytes_max,
     };
     match crate::pg::serve(db, config).await {
         Ok(server) => {

@@ -1,5 +1,5 @@
-//! COPY: parsing the rows a client sends with `COPY ... FROM STDIN` (text and CSV formats), and
-//! encoding rows for `COPY ... TO STDOUT` (text, CSV and binary).
+//! COPY FROM: parsing the rows a client sends with `COPY ... FROM STDIN` or a server-side file, in
+//! the text and CSV formats (binary is in [`super::copy_binary`]); the options of every COPY.
 //!
 //! Incoming data is parsed as it arrives, a chunk at a time, into text columns; complete batches
 //! are cast to the table's types, so memory holds one batch of text plus the typed rows. The rows
@@ -61,6 +61,45 @@ impl CopyOptions {
         if self.null == "\\N" {
             self.null = String::new();
         }
+    }
+}
+
+/// The parser of a COPY FROM: text and CSV become text columns (cast to the table's types when
+/// the COPY ends), binary becomes typed columns directly.
+pub enum CopyDecoder {
+    Text(CopyParser),
+    Binary(super::copy_binary::BinaryCopyParser),
+}
+
+impl CopyDecoder {
+    /// A parser for `options.format` into the columns of `target`.
+    pub fn new(target: &SchemaRef, options: CopyOptions) -> Result<Self, String> {
+        Ok(match options.format {
+            CopyFormat::Binary => CopyDecoder::Binary(super::copy_binary::BinaryCopyParser::new(target.clone())?),
+            _ => {
+                let names: Vec<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+                CopyDecoder::Text(CopyParser::new(&names, options))
+            }
+        })
+    }
+
+    pub fn push(&mut self, data: &[u8]) -> Result<Vec<RecordBatch>, String> {
+        match self {
+            CopyDecoder::Text(parser) => parser.push(data),
+            CopyDecoder::Binary(parser) => parser.push(data),
+        }
+    }
+
+    pub fn finish(&mut self) -> Result<Vec<RecordBatch>, String> {
+        match self {
+            CopyDecoder::Text(parser) => parser.finish(),
+            CopyDecoder::Binary(parser) => parser.finish(),
+        }
+    }
+
+    /// Whether the batches still need a cast from text.
+    pub fn yields_text(&self) -> bool {
+        matches!(self, CopyDecoder::Text(_))
     }
 }
 

@@ -40,7 +40,7 @@ use pgwire::types::format::FormatOptions;
 use sluice::sql::parser::{parse_statements, SluiceStatement};
 use sluice::{Session, StatementResult};
 
-use super::copy::{CopyFormat, CopyOptions, CopyParser};
+use super::copy::{CopyDecoder, CopyFormat, CopyOptions};
 use super::encode::{self, user_error};
 use super::settings::Settings;
 use super::ServerState;
@@ -63,7 +63,7 @@ struct Cursor {
 /// A COPY FROM STDIN in progress.
 struct CopyIn {
     table: String,
-    parser: CopyParser,
+    parser: CopyDecoder,
     batches: Vec<RecordBatch>,
     target: SchemaRef,
 }
@@ -364,9 +364,6 @@ impl Connection {
         let CopySource::Table { table_name, columns } = source else {
             return Err(user_error("42601", "COPY FROM needs a table"));
         };
-        if options.format == CopyFormat::Binary {
-            return Err(user_error("0A000", "COPY FROM in binary format is not supported; use text or csv"));
-        }
         let table = table_name.to_string();
         let name = sluice::sql::names::table_name(table_name).map_err(|e| encode::error(&e))?;
         let state = self.server.db.inner().catalog.current();
@@ -390,13 +387,14 @@ impl Connection {
             target_fields.push(field.clone());
         }
         let target_schema = Arc::new(Schema::new(target_fields));
-        let mut copy =
-            CopyIn { table, parser: CopyParser::new(&names, options), batches: Vec::new(), target: target_schema };
+        let format_code = if options.format == CopyFormat::Binary { 1 } else { 0 };
+        let parser = CopyDecoder::new(&target_schema, options).map_err(|e| user_error("0A000", e))?;
+        let mut copy = CopyIn { table, parser, batches: Vec::new(), target: target_schema };
         match target {
             CopyTarget::Stdin => {
                 let columns = names.len();
                 *self.copy_in.lock().await = Some(copy);
-                Ok(Response::CopyIn(CopyResponse::new(0, columns, futures::stream::empty())))
+                Ok(Response::CopyIn(CopyResponse::new(format_code, columns, futures::stream::empty())))
             }
             CopyTarget::File { filename } => {
                 let path = self.server.check_path(filename)?;
@@ -416,9 +414,14 @@ impl Connection {
     async fn finish_copy(&self, copy: CopyIn) -> PgWireResult<usize> {
         let mut typed = Vec::with_capacity(copy.batches.len());
         let mut rows = 0;
+        let text = copy.parser.yields_text();
         for batch in copy.batches {
             rows += batch.num_rows();
-            typed.push(super::copy_out::cast_text_batch(&batch, &copy.target).map_err(|e| user_error("22P02", e))?);
+            if text {
+                typed.push(super::copy_out::cast_text_batch(&batch, &copy.target).map_err(|e| user_error("22P02", e))?);
+            } else {
+                typed.push(batch);
+            }
         }
         self.session.insert(&copy.table, typed).await.map_err(|e| encode::error(&e))?;
         Ok(rows)

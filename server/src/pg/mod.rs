@@ -5,20 +5,23 @@
 //! - [`auth`]: users and SCRAM-SHA-256; with no users, loopback clients are trusted (and the
 //!   server refuses to listen beyond loopback).
 //! - [`catalog`]: `pg_catalog`, `version()`, `current_setting()`.
-//! - [`encode`], [`copy`], [`copy_out`]: results, errors and COPY data.
+//! - [`encode`], [`copy`], [`copy_binary`], [`copy_out`]: results, errors and COPY data.
+//! - [`socket`]: one connection's message loop and its message-size limit.
 //! - [`settings`], [`statements`]: SET/SHOW/RESET and the statements the server answers itself.
 //!
 //! A client that sends garbage or vanishes costs only its own connection: each connection is
-//! its own task, pgwire bounds message sizes, and nothing here panics on input.
+//! its own task, [`socket`] bounds message sizes, and nothing here panics on input.
 
 pub mod auth;
 pub mod catalog;
 pub mod compat;
 pub mod copy;
+pub mod copy_binary;
 pub mod copy_out;
 pub mod encode;
 pub mod handler;
 pub mod settings;
+pub mod socket;
 pub mod statements;
 
 use std::collections::HashMap;
@@ -63,6 +66,9 @@ pub struct ServerConfig {
     pub tls: Option<(PathBuf, PathBuf)>,
     /// Folders clients may read and write with COPY ... 'file' (the data folder by default).
     pub allowed_paths: Vec<PathBuf>,
+    /// The largest message a client may send ([`socket::MESSAGE_BYTES_MAX_DEFAULT`] by default);
+    /// a larger one ends its connection with SQLSTATE 54000.
+    pub message_bytes_max: usize,
 }
 
 /// What all connections share.
@@ -321,6 +327,7 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
     let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
     let limit = Arc::new(tokio::sync::Semaphore::new(config.connections_max.max(1)));
     let cancel = Arc::new(DefaultCancelHandler::new(manager));
+    let message_bytes_max = config.message_bytes_max;
     let task = tokio::spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else { continue };
@@ -350,7 +357,7 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
                     startup: Arc::new(Startup { state: state.clone(), scram }),
                     cancel,
                 };
-                let _ = pgwire::tokio::process_socket(socket, tls, handlers).await;
+                let _ = socket::serve_connection(socket, tls, handlers, message_bytes_max).await;
             });
         }
     });

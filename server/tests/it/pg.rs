@@ -22,6 +22,10 @@ impl TestServer {
     }
 
     async fn start_with(users: Vec<UserConfig>, connections_max: usize) -> Self {
+        Self::start_limited(users, connections_max, sluice_server::pg::socket::MESSAGE_BYTES_MAX_DEFAULT).await
+    }
+
+    async fn start_limited(users: Vec<UserConfig>, connections_max: usize, message_bytes_max: usize) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let db = sluice::Database::open(dir.path().to_str().unwrap()).await.unwrap();
         let config = ServerConfig {
@@ -30,6 +34,7 @@ impl TestServer {
             users,
             tls: None,
             allowed_paths: vec![dir.path().to_path_buf()],
+            message_bytes_max,
         };
         let server = serve(db, config).await.unwrap();
         Self { server, dir }
@@ -286,6 +291,134 @@ async fn copy_in_and_out() {
     let file = server.dir.path().join("out.csv");
     client.simple_query(&format!("COPY c TO '{}' WITH (FORMAT csv)", file.display())).await.unwrap();
     assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 5);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_binary_for_every_type() {
+    use tokio_postgres::binary_copy::BinaryCopyInWriter;
+    use tokio_postgres::types::Type;
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE TABLE b (flag boolean, small smallint, id int, big bigint, r real, d double precision, \
+             name text, raw bytea, day date, at timestamp, atz timestamptz, amount numeric(12,3), u uuid)",
+        )
+        .await
+        .unwrap();
+    let sink = client.copy_in("COPY b FROM STDIN (FORMAT binary)").await.unwrap();
+    let types = [
+        Type::BOOL,
+        Type::INT2,
+        Type::INT4,
+        Type::INT8,
+        Type::FLOAT4,
+        Type::FLOAT8,
+        Type::TEXT,
+        Type::BYTEA,
+        Type::DATE,
+        Type::TIMESTAMP,
+        Type::TIMESTAMPTZ,
+        Type::NUMERIC,
+        Type::UUID,
+    ];
+    let writer = BinaryCopyInWriter::new(sink, &types);
+    futures::pin_mut!(writer);
+    let day = chrono::NaiveDate::from_ymd_opt(1999, 12, 31).unwrap();
+    let at = day.and_hms_micro_opt(23, 59, 58, 123_456).unwrap();
+    let atz = chrono::DateTime::<chrono::Utc>::from_naive_utc_and_offset(at, chrono::Utc);
+    let amount = rust_decimal::Decimal::new(-1_234_567, 3);
+    let uuid = uuid::Uuid::from_u128(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+    writer
+        .as_mut()
+        .write(&[
+            &true,
+            &7i16,
+            &-8i32,
+            &(1i64 << 40),
+            &1.5f32,
+            &-2.25f64,
+            &"héllo",
+            &vec![0u8, 255],
+            &day,
+            &at,
+            &atz,
+            &amount,
+            &uuid,
+        ])
+        .await
+        .unwrap();
+    writer
+        .as_mut()
+        .write(&[
+            &None::<bool>,
+            &None::<i16>,
+            &None::<i32>,
+            &None::<i64>,
+            &None::<f32>,
+            &None::<f64>,
+            &None::<&str>,
+            &None::<Vec<u8>>,
+            &None::<chrono::NaiveDate>,
+            &None::<chrono::NaiveDateTime>,
+            &None::<chrono::DateTime<chrono::Utc>>,
+            &None::<rust_decimal::Decimal>,
+            &None::<uuid::Uuid>,
+        ])
+        .await
+        .unwrap();
+    assert_eq!(writer.finish().await.unwrap(), 2);
+    let row = client.query_one("SELECT * FROM b WHERE flag", &[]).await.unwrap();
+    assert_eq!(row.get::<_, i16>(1), 7);
+    assert_eq!(row.get::<_, i64>(3), 1 << 40);
+    assert_eq!(row.get::<_, f32>(4), 1.5);
+    assert_eq!(row.get::<_, &str>(6), "héllo");
+    assert_eq!(row.get::<_, Vec<u8>>(7), vec![0u8, 255]);
+    assert_eq!(row.get::<_, chrono::NaiveDate>(8), day);
+    assert_eq!(row.get::<_, chrono::NaiveDateTime>(9), at);
+    assert_eq!(row.get::<_, chrono::DateTime<chrono::Utc>>(10), atz);
+    assert_eq!(row.get::<_, rust_decimal::Decimal>(11), amount);
+    let text: String = client.query_one("SELECT u::text FROM b WHERE flag", &[]).await.unwrap().get(0);
+    assert_eq!(text, uuid.to_string());
+    let nulls: i64 =
+        client.query_one("SELECT count(*) FROM b WHERE flag IS NULL AND amount IS NULL", &[]).await.unwrap().get(0);
+    assert_eq!(nulls, 1);
+    // What Sluice writes in binary, it reads back in binary.
+    client.batch_execute("CREATE TABLE b2 AS SELECT * FROM b WHERE false").await.unwrap();
+    let out = client.copy_out("COPY b TO STDOUT (FORMAT binary)").await.unwrap();
+    let chunks: Vec<bytes::Bytes> = futures::TryStreamExt::try_collect(out).await.unwrap();
+    let sink = client.copy_in("COPY b2 FROM STDIN (FORMAT binary)").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from(chunks.concat())).await.unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 2);
+    let same: i64 =
+        client.query_one("SELECT count(*) FROM (SELECT * FROM b EXCEPT SELECT * FROM b2)", &[]).await.unwrap().get(0);
+    assert_eq!(same, 0);
+    // A truncated stream fails the COPY and commits nothing.
+    let sink = client.copy_in("COPY b2 FROM STDIN (FORMAT binary)").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"PGCOPY\n\xff\r\n\0\0\0\0\0\0\0\0\0\0\0\x0d")).await.unwrap();
+    let err = sink.finish().await.unwrap_err();
+    assert_eq!(code(&err), "22P04", "{err}");
+    let n: i64 = client.query_one("SELECT count(*) FROM b2", &[]).await.unwrap().get(0);
+    assert_eq!(n, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn messages_over_the_size_limit_end_only_their_connection() {
+    let server = TestServer::start_limited(vec![], 8, 64 * 1024).await;
+    let client = server.connect().await;
+    let other = server.connect().await;
+    let small = format!("SELECT '{}' AS s", "x".repeat(1000));
+    client.simple_query(&small).await.unwrap();
+    let big = format!("SELECT '{}' AS s", "x".repeat(100 * 1024));
+    let err = client.simple_query(&big).await.unwrap_err();
+    assert_eq!(code(&err), "54000", "{err}");
+    assert!(client.simple_query("SELECT 1").await.is_err(), "the connection is closed");
+    let n: i64 = other.query_one("SELECT 2", &[]).await.unwrap().get(0);
+    assert_eq!(n, 2);
+    let again = server.connect().await;
+    again.simple_query(&small).await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
