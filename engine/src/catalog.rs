@@ -35,6 +35,76 @@ pub struct CatalogState {
     /// Login roles created with `CREATE ROLE ... PASSWORD` (the server authenticates them).
     #[serde(default)]
     pub roles: BTreeMap<String, RoleEntry>,
+    /// Flows (push routes, pull flows, CREATE FLOW) by name.
+    #[serde(default)]
+    pub flows: BTreeMap<String, FlowEntry>,
+}
+
+/// Which syntax made a flow (push and pull are two syntaxes for one kind of object).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowSyntax {
+    /// `PUSH INTO` on the upstream table.
+    Push,
+    /// `STREAM(src)` in a streaming table's query.
+    Pull,
+    /// `CREATE FLOW`.
+    Flow,
+}
+
+/// Whether the writer of the source waits for the flow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum FlowMode {
+    #[default]
+    Sync,
+    Async,
+}
+
+/// A flow: `source -> query -> target`. Its progress is not here but in the target's log, as
+/// `txn(appId = name, version = last source version applied)`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FlowEntry {
+    pub name: String,
+    /// The source table's key (`schema.name`).
+    pub source: String,
+    /// The target table's key.
+    pub target: String,
+    /// The query over the source, as SQL; the source is named by its key.
+    pub query: String,
+    pub syntax: FlowSyntax,
+    pub mode: FlowMode,
+    /// Whether output columns go to the target by name (else by position).
+    pub by_name: bool,
+    /// An `ELSE PUSH INTO` route: its query is derived from the other routes of its source.
+    #[serde(default)]
+    pub else_route: bool,
+    /// A push route's predicate, as SQL (for the ELSE route of its source).
+    #[serde(default)]
+    pub predicate: Option<String>,
+    #[serde(default)]
+    pub created_ms: i64,
+}
+
+/// What happens to a row that violates an expectation.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ViolationAction {
+    /// Keep the row and count the violation.
+    Keep,
+    DropRow,
+    /// Fail the write.
+    Fail,
+    /// Write the row (with the constraint name and source version) to this table instead.
+    Quarantine(String),
+}
+
+/// `CONSTRAINT name EXPECT (expr) [ON VIOLATION ...]` on a streaming table.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Expectation {
+    pub name: String,
+    pub expr: String,
+    pub action: ViolationAction,
 }
 
 /// A login role. The password is kept only as a SCRAM-SHA-256 salted password (never in clear).
@@ -83,6 +153,12 @@ pub struct TableEntry {
     pub defaults: BTreeMap<String, String>,
     #[serde(default)]
     pub created_ms: i64,
+    /// Data quality expectations (streaming tables).
+    #[serde(default)]
+    pub expectations: Vec<Expectation>,
+    /// Streaming table options (`mode = 'async'` for the flows it feeds).
+    #[serde(default)]
+    pub options: BTreeMap<String, String>,
 }
 
 impl TableEntry {
@@ -106,6 +182,32 @@ impl CatalogState {
 
     pub fn table(&self, schema: &str, name: &str) -> Option<&TableEntry> {
         self.tables.get(&key(schema, name))
+    }
+
+    /// The flows that read `table_key`.
+    pub fn flows_from<'a>(&'a self, table_key: &'a str) -> impl Iterator<Item = &'a FlowEntry> + 'a {
+        self.flows.values().filter(move |f| f.source == table_key)
+    }
+
+    /// The flows that write `table_key`.
+    pub fn flows_into<'a>(&'a self, table_key: &'a str) -> impl Iterator<Item = &'a FlowEntry> + 'a {
+        self.flows.values().filter(move |f| f.target == table_key)
+    }
+
+    /// Whether a flow `source -> target` would close a cycle.
+    pub fn would_cycle(&self, source: &str, target: &str) -> bool {
+        // A cycle exists if `source` is reachable from `target` (or they are the same table).
+        let mut stack = vec![target.to_string()];
+        let mut seen = std::collections::HashSet::new();
+        while let Some(table) = stack.pop() {
+            if table == source {
+                return true;
+            }
+            if seen.insert(table.clone()) {
+                stack.extend(self.flows_from(&table).map(|f| f.target.clone()));
+            }
+        }
+        false
     }
 
     pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &TableEntry> + '_ {
@@ -248,6 +350,8 @@ mod tests {
             kind: TableKind::Table,
             defaults: BTreeMap::new(),
             created_ms: 0,
+            expectations: vec![],
+            options: BTreeMap::new(),
         }
     }
 

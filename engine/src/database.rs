@@ -42,6 +42,8 @@ pub struct DatabaseInner {
     pub root: TableStore,
     pub catalog: Catalog,
     pub options: DatabaseOptions,
+    /// The streaming flows' runtime state.
+    pub flows: crate::flow::FlowRuntime,
     tables: Mutex<HashMap<String, Arc<Table>>>,
 }
 
@@ -80,7 +82,15 @@ impl Database {
     pub async fn open_with(url: &str, options: DatabaseOptions) -> Result<Self> {
         let root = warehouse_store(url)?;
         let catalog = Catalog::open(root.clone()).await?;
-        let inner = Arc::new(DatabaseInner { root, catalog, options, tables: Mutex::new(HashMap::new()) });
+        let inner = Arc::new(DatabaseInner {
+            root,
+            catalog,
+            options,
+            flows: Default::default(),
+            tables: Mutex::new(HashMap::new()),
+        });
+        // Flows catch up from their targets' txns and async flows run in the background.
+        tokio::spawn(crate::flow::worker(Arc::downgrade(&inner)));
         let session = Arc::new(Session::new(inner.clone()));
         Ok(Self { inner, session })
     }

@@ -59,6 +59,10 @@ pub enum Error {
     #[error("new row for relation \"{table}\" violates check constraint \"{constraint}\"")]
     CheckViolation { table: String, constraint: String },
 
+    /// A row violated an expectation declared `ON VIOLATION FAIL UPDATE`.
+    #[error("expectation \"{constraint}\" on {table} failed ({rows} violating rows): nothing was written to {table}")]
+    ExpectationFailed { table: String, constraint: String, rows: u64 },
+
     /// Another transaction changed what this one depended on; retrying may succeed.
     #[error("could not serialize access due to a concurrent update: {0}")]
     SerializationFailure(String),
@@ -101,7 +105,7 @@ impl Error {
             Error::NotSupported(_) => "0A000",
             Error::Data { sqlstate, .. } => sqlstate,
             Error::NotNullViolation { .. } => "23502",
-            Error::CheckViolation { .. } => "23514",
+            Error::CheckViolation { .. } | Error::ExpectationFailed { .. } => "23514",
             Error::SerializationFailure(_) => "40001",
             Error::PermissionDenied(_) => "42501",
             Error::Cancelled(_) => "57014",

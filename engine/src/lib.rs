@@ -8,7 +8,9 @@
 //! - a [`Session`] parses statements ([`sql::parser`]), plans queries with DataFusion over
 //!   [`provider::SluiceTable`] (one snapshot per table per statement, with file and row-group
 //!   pruning and deletion-vector masking), and runs DDL and DML as single Delta commits;
-//! - [`functions`] adds JSON operators and `table_changes`.
+//! - [`functions`] adds JSON operators and `table_changes`;
+//! - [`flow`] runs streaming flows (PUSH INTO routes, `STREAM()` pulls, CREATE FLOW) exactly once,
+//!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema.
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
@@ -24,10 +26,13 @@
 pub mod catalog;
 pub mod database;
 pub mod error;
+pub mod flow;
 pub mod functions;
 pub mod provider;
+pub mod quality;
 pub mod session;
 pub mod sql;
+pub mod system;
 pub mod types;
 
 pub use database::{Database, DatabaseOptions};

@@ -158,7 +158,7 @@ impl Session {
         result
     }
 
-    fn clear_statement_state(&self) {
+    pub(crate) fn clear_statement_state(&self) {
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.temp.clear();
     }
@@ -181,6 +181,7 @@ impl Session {
             SluiceStatement::InsertByName { table, query, overwrite } => {
                 self.insert_by_name(&table, *query, overwrite).await
             }
+            SluiceStatement::Streaming(statement) => self.streaming(*statement).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
         }
     }

@@ -41,6 +41,7 @@ impl SluiceCatalogProvider {
 impl CatalogProvider for SluiceCatalogProvider {
     fn schema_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.db.catalog.current().schemas.keys().cloned().collect();
+        names.push(crate::system::SYSTEM_SCHEMA.to_string());
         names.extend(self.system.lock().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default());
         names
     }
@@ -51,6 +52,9 @@ impl CatalogProvider for SluiceCatalogProvider {
         }
         if let Some(system) = self.system.lock().ok().and_then(|s| s.get(name).cloned()) {
             return Some(system);
+        }
+        if name == crate::system::SYSTEM_SCHEMA {
+            return Some(Arc::new(crate::system::SystemSchema::new(self.db.clone())));
         }
         let state = self.db.catalog.current();
         state.schemas.contains_key(name).then(|| {

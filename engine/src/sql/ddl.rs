@@ -135,7 +135,7 @@ impl Session {
         match object_type {
             ObjectType::Table => {
                 for name in names {
-                    self.drop_table(&table_name(name)?, if_exists).await?;
+                    self.drop_table(&table_name(name)?, if_exists, cascade).await?;
                 }
                 Ok(StatementResult::command("DROP TABLE"))
             }
@@ -149,16 +149,42 @@ impl Session {
         }
     }
 
-    async fn drop_table(&self, name: &TableName, if_exists: bool) -> Result<()> {
-        let (_, removed) = self
+    async fn drop_table(&self, name: &TableName, if_exists: bool, cascade: bool) -> Result<()> {
+        let table_key = key(&name.schema, &name.name);
+        let (_, (removed, flows)) = self
             .db
             .catalog
-            .update(|state| match state.tables.remove(&key(&name.schema, &name.name)) {
-                Some(entry) => Ok(Some(entry)),
-                None if if_exists => Ok(None),
-                None => Err(Error::UndefinedTable(name.to_string())),
+            .update(|state| {
+                let flows: Vec<String> = state
+                    .flows
+                    .values()
+                    .filter(|f| f.source == table_key || f.target == table_key)
+                    .map(|f| f.name.clone())
+                    .collect();
+                if !flows.is_empty() && !cascade && state.tables.contains_key(&table_key) {
+                    return Err(Error::data(
+                        "2BP01",
+                        format!(
+                            "cannot drop table {name} because flows read from or write to it: {} (use DROP TABLE ... CASCADE to drop them too)",
+                            flows.join(", ")
+                        ),
+                    ));
+                }
+                match state.tables.remove(&table_key) {
+                    Some(entry) => {
+                        for flow in &flows {
+                            state.flows.remove(flow);
+                        }
+                        Ok((Some(entry), flows))
+                    }
+                    None if if_exists => Ok((None, vec![])),
+                    None => Err(Error::UndefinedTable(name.to_string())),
+                }
             })
             .await?;
+        for flow in flows {
+            self.db.flows.forget(&flow);
+        }
         if let Some(entry) = removed {
             self.db.forget_table(&entry.id);
             if entry.managed {
@@ -266,6 +292,8 @@ impl Session {
             kind: TableKind::Table,
             defaults: std::mem::take(&mut definition.defaults),
             created_ms: chrono::Utc::now().timestamp_millis(),
+            expectations: vec![],
+            options: BTreeMap::new(),
         };
         let store = self.db.store_for(&entry)?;
         let table = if !managed && Table::exists(&store).await? {

@@ -14,6 +14,12 @@ pub struct SluiceDialect {
     postgres: PostgreSqlDialect,
 }
 
+impl SluiceDialect {
+    pub const fn new() -> Self {
+        Self { postgres: PostgreSqlDialect {} }
+    }
+}
+
 impl Dialect for SluiceDialect {
     fn dialect(&self) -> TypeId {
         TypeId::of::<PostgreSqlDialect>()

@@ -36,23 +36,38 @@ use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
 use crate::session::{Session, StatementResult};
 
+/// Who writes, for the commit: a flow's progress and the source version its rows came from.
+#[derive(Debug, Default)]
+pub(crate) struct WriteContext {
+    pub txn: Option<sluice_storage::actions::Txn>,
+    pub source_version: Option<u64>,
+}
+
+/// What a write did.
+#[derive(Debug, Default)]
+pub(crate) struct Written {
+    pub rows: u64,
+    /// Rows that violated each expectation.
+    pub violations: std::collections::BTreeMap<String, u64>,
+}
+
 /// How source columns are matched to the target's.
-enum ColumnMatch {
+pub(crate) enum ColumnMatch {
     /// By position, onto these target columns (all of them when the statement lists none).
     Position(Vec<String>),
     ByName,
 }
 
 /// A target table of DML with its statement snapshot.
-struct Target {
-    name: TableName,
-    entry: TableEntry,
-    table: Arc<Table>,
-    snapshot: Arc<Snapshot>,
+pub(crate) struct Target {
+    pub name: TableName,
+    pub entry: TableEntry,
+    pub table: Arc<Table>,
+    pub snapshot: Arc<Snapshot>,
 }
 
 impl Session {
-    async fn target(&self, name: &ObjectName) -> Result<Target> {
+    pub(crate) async fn target(&self, name: &ObjectName) -> Result<Target> {
         let (entry, table, snapshot) = self.resolve_table(name).await?;
         Ok(Target { name: table_name(name)?, entry, table, snapshot })
     }
@@ -146,19 +161,37 @@ impl Session {
         columns: ColumnMatch,
         mode: SaveMode,
     ) -> Result<u64> {
-        let mut rows = 0;
+        Ok(self.write_rows_with(target, batches, columns, mode, WriteContext::default()).await?.rows)
+    }
+
+    /// Writes rows in one commit: conformed to the table, checked against its expectations, with
+    /// a flow's txn when one writes; then runs the flows the table feeds.
+    pub(crate) async fn write_rows_with(
+        &self,
+        target: &Target,
+        batches: Vec<RecordBatch>,
+        columns: ColumnMatch,
+        mode: SaveMode,
+        context: WriteContext,
+    ) -> Result<Written> {
         let mut conformed = Vec::with_capacity(batches.len());
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
-            let batch = self.to_table_rows(target, batch, &columns).await?;
-            rows += batch.num_rows() as u64;
-            conformed.push(batch);
+            conformed.push(self.to_table_rows(target, batch, &columns).await?);
         }
-        if conformed.is_empty() && mode == SaveMode::Append {
-            return Ok(0);
+        let checked = self.check_expectations(&target.entry, conformed, context.source_version).await?;
+        let rows: u64 = checked.kept.iter().map(|b| b.num_rows() as u64).sum();
+        if !checked.quarantined.is_empty() {
+            self.write_quarantine(&checked.quarantined, context.txn.as_ref()).await?;
         }
-        let request = WriteRequest { batches: conformed, mode, ..Default::default() };
-        committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
-        Ok(rows)
+        let written = Written { rows, violations: checked.violations };
+        if checked.kept.is_empty() && mode == SaveMode::Append {
+            return Ok(written);
+        }
+        let request = WriteRequest { batches: checked.kept.clone(), mode, txn: context.txn, ..Default::default() };
+        let version =
+            committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
+        crate::flow::after_commit(&self.db, &target.entry, version, Some(&checked.kept)).await?;
+        Ok(written)
     }
 
     /// Builds rows of the table's schema from a source batch: matched columns cast to the column

@@ -9,3 +9,4 @@ pub mod names;
 pub mod params;
 pub mod parser;
 pub mod query;
+pub mod streaming;

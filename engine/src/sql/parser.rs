@@ -38,6 +38,8 @@ pub enum SluiceStatement {
         table: ObjectName,
         target: Box<TimeTravel>,
     },
+    /// Streaming tables and flows.
+    Streaming(Box<super::streaming::StreamingStatement>),
     /// `INSERT INTO t BY NAME <query>`: columns matched by name.
     InsertByName {
         table: ObjectName,
@@ -109,6 +111,9 @@ fn word(parser: &Parser, n: usize) -> Option<String> {
 }
 
 fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> {
+    if super::streaming::is_streaming_statement(parser) {
+        return super::streaming::parse_streaming(parser).map(|s| SluiceStatement::Streaming(Box::new(s)));
+    }
     let first = word(parser, 0);
     match first.as_deref() {
         Some("CREATE") => {

@@ -1,0 +1,84 @@
+//! One flow run's SQL work, done through the flow's own session: the flow's query over the rows a
+//! run read from its source, and the write of its output to the target with the run's txn.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use datafusion::datasource::MemTable;
+use sluice_storage::actions::Txn;
+use sluice_storage::write::SaveMode;
+
+use super::query::{bind_source, SOURCE_RELATION};
+use crate::catalog::FlowEntry;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::sql::dml::{ColumnMatch, WriteContext};
+use crate::sql::parser::{parse_statement_text, SluiceStatement};
+
+/// What a flow's write did.
+#[derive(Debug, Default)]
+pub struct FlowWrite {
+    pub rows: u64,
+    pub violations: BTreeMap<String, u64>,
+}
+
+impl Session {
+    /// Runs a flow's query over `rows` of its source.
+    pub(crate) async fn flow_output(
+        &self,
+        flow: &FlowEntry,
+        source_schema: SchemaRef,
+        rows: Vec<RecordBatch>,
+    ) -> Result<Vec<RecordBatch>> {
+        self.clear_statement_state();
+        let SluiceStatement::Standard(statement) = parse_statement_text(&flow.query)? else {
+            return Err(Error::Internal(format!("flow {} has no query", flow.name)));
+        };
+        let mut statement = *statement;
+        let others = bind_source(&mut statement, &flow.source)?;
+        self.temp.insert(SOURCE_RELATION, Arc::new(MemTable::try_new(source_schema, vec![rows])?));
+        let state = self.db.catalog.current();
+        for (key, relation) in others {
+            let entry = state.tables.get(&key).ok_or_else(|| Error::UndefinedTable(key.clone()))?;
+            let schema = self.db.open_table(entry).await?.snapshot().await?.arrow_schema();
+            self.temp.insert(&relation, Arc::new(MemTable::try_new(schema, vec![vec![]])?));
+        }
+        let statement = self.rewrite(statement).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .await?;
+        let output = self.ctx.execute_logical_plan(plan).await?.collect().await;
+        self.clear_statement_state();
+        Ok(output?)
+    }
+
+    /// Appends a flow's output to its target in one commit carrying `txn`, then runs the target's
+    /// own flows.
+    pub(crate) async fn write_flow_output(
+        &self,
+        target_key: &str,
+        output: Vec<RecordBatch>,
+        by_name: bool,
+        txn: Txn,
+        source_version: u64,
+    ) -> Result<FlowWrite> {
+        self.clear_statement_state();
+        let name = crate::sql::names::parse_table_name(target_key)?;
+        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let target = self.target(&object).await?;
+        let columns = if by_name {
+            ColumnMatch::ByName
+        } else {
+            ColumnMatch::Position(target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect())
+        };
+        let context = WriteContext { txn: Some(txn), source_version: Some(source_version) };
+        let written = self.write_rows_with(&target, output, columns, SaveMode::Append, context).await;
+        self.clear_statement_state();
+        let written = written?;
+        Ok(FlowWrite { rows: written.rows, violations: written.violations })
+    }
+}

@@ -1,0 +1,590 @@
+//! The statements that define flows: CREATE STREAMING TABLE (with PUSH INTO routes, or AS a query
+//! over `STREAM(src)`), CREATE FLOW, ALTER STREAMING TABLE ... ADD/DROP PUSH INTO, ALTER FLOW ...
+//! RESUME, REFRESH STREAMING TABLE, EXPLAIN FLOW and DROP FLOW.
+//!
+//! Every flow is checked when it is defined: its source exists, it closes no cycle, and its
+//! output fits its target by name (a missing target is created with the output's columns). A new
+//! flow then runs at once, so the target holds the source's existing rows when the statement
+//! returns.
+
+use std::collections::BTreeMap;
+
+use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement, TableFactor, VisitMut, VisitorMut};
+use std::ops::ControlFlow;
+
+use super::query::{else_query, key_of, query_predicate, route_query, stream_sources};
+use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
+use crate::error::{Error, Result};
+use crate::session::{Session, StatementResult};
+use crate::sql::names::table_name;
+use crate::sql::parser::{parse_statement_text, CreateTable, SluiceStatement};
+use crate::sql::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute, StreamingStatement};
+
+/// Replaces `STREAM(x)` with `x` (to plan a flow's query over its sources' current contents).
+struct Unstream;
+
+impl VisitorMut for Unstream {
+    type Break = ();
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, args, .. } = factor {
+            if name.0.len() == 1 && name.to_string().eq_ignore_ascii_case("stream") {
+                if let Some(inner) = args.as_ref().and_then(|a| a.args.first()) {
+                    let text = inner.to_string();
+                    if let Ok(parsed) = crate::sql::names::parse_table_name(&text) {
+                        *name = crate::sql::names::object_name(&parsed.schema, &parsed.name);
+                        *args = None;
+                    }
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
+    match options.iter().find(|(k, _)| k.eq_ignore_ascii_case("mode")).map(|(_, v)| v.to_ascii_lowercase()) {
+        None => Ok(FlowMode::Sync),
+        Some(m) if m == "sync" => Ok(FlowMode::Sync),
+        Some(m) if m == "async" => Ok(FlowMode::Async),
+        Some(other) => Err(Error::Plan(format!("mode must be 'sync' or 'async', not '{other}'"))),
+    }
+}
+
+fn flow_not_found(name: &str) -> Error {
+    Error::UndefinedObject { kind: "flow", name: name.to_string() }
+}
+
+impl Session {
+    pub(crate) async fn streaming(&self, statement: StreamingStatement) -> Result<StatementResult> {
+        match statement {
+            StreamingStatement::CreateStreamingTable(create) => self.create_streaming_table(*create).await,
+            StreamingStatement::CreateFlow(create) => self.create_flow(*create).await,
+            StreamingStatement::AlterStreamingTable { table, change } => self.alter_streaming(&table, *change).await,
+            StreamingStatement::ResumeFlow { name } => self.resume_flow(&name).await,
+            StreamingStatement::Refresh { table, full } => self.refresh_streaming(&table, full).await,
+            StreamingStatement::ExplainFlow { name } => self.explain_flow(&name).await,
+            StreamingStatement::DropFlow { name, if_exists } => self.drop_flow(&name, if_exists).await,
+        }
+    }
+
+    /// The output schema of a query (STREAM(x) read as x), by planning it.
+    async fn output_columns(&self, query: &Query) -> Result<Query> {
+        let mut query = query.clone();
+        let _ = query.visit(&mut Unstream);
+        let text = format!("SELECT * FROM ({query}) AS __flow_output LIMIT 0");
+        match parse_statement_text(&text)? {
+            SluiceStatement::Standard(statement) => match *statement {
+                Statement::Query(query) => Ok(*query),
+                _ => Err(Error::Internal("not a query".into())),
+            },
+            _ => Err(Error::Internal("not a query".into())),
+        }
+    }
+
+    /// Creates a streaming table with the columns of a query's output.
+    async fn create_for_output(&self, name: &ObjectName, query: &Query) -> Result<()> {
+        let empty = self.output_columns(query).await?;
+        let create = CreateTable {
+            name: name.clone(),
+            or_replace: false,
+            if_not_exists: false,
+            external: false,
+            columns: vec![],
+            constraints: vec![],
+            partitioned_by: vec![],
+            location: None,
+            comment: None,
+            properties: vec![],
+            query: Some(Box::new(empty)),
+        };
+        self.create_table(create).await?;
+        self.mark_streaming(&key_of(name)?, vec![], BTreeMap::new()).await
+    }
+
+    async fn mark_streaming(
+        &self,
+        table_key: &str,
+        expectations: Vec<Expectation>,
+        options: BTreeMap<String, String>,
+    ) -> Result<()> {
+        self.db
+            .catalog
+            .update(|state| {
+                let entry = state.tables.get_mut(table_key).ok_or_else(|| Error::UndefinedTable(table_key.into()))?;
+                entry.kind = TableKind::StreamingTable;
+                entry.expectations = expectations.clone();
+                entry.options = options.clone();
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
+    /// Checks that a query's output fits an existing target by name.
+    async fn check_fits(&self, target_key: &str, query: &Query) -> Result<()> {
+        let empty = self.output_columns(query).await?;
+        let (schema, _) = self.plan_columns(empty).await?;
+        let state = self.db.catalog.current();
+        let entry = state.tables.get(target_key).ok_or_else(|| Error::UndefinedTable(target_key.into()))?;
+        let target = self.db.open_table(entry).await?.snapshot().await?;
+        let target_schema = target.schema();
+        let missing: Vec<String> =
+            schema.fields().iter().map(|f| f.name().clone()).filter(|n| target_schema.field(n).is_none()).collect();
+        if !missing.is_empty() {
+            return Err(Error::Plan(format!(
+                "the flow's output does not fit {target_key}: it has no column{} {}",
+                if missing.len() > 1 { "s" } else { "" },
+                missing.join(", ")
+            )));
+        }
+        Ok(())
+    }
+
+    async fn plan_columns(&self, query: Query) -> Result<(arrow::datatypes::SchemaRef, ())> {
+        let statement = self.rewrite(Statement::Query(Box::new(query))).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
+            .await?;
+        Ok((std::sync::Arc::new(plan.schema().as_arrow().clone()), ()))
+    }
+
+    async fn create_streaming_table(&self, create: CreateStreamingTable) -> Result<StatementResult> {
+        let name = table_name(&create.name)?;
+        let table_key = key(&name.schema, &name.name);
+        let exists = self.db.catalog.current().tables.contains_key(&table_key);
+        if exists && create.if_not_exists {
+            return Ok(StatementResult::command("CREATE STREAMING TABLE"));
+        }
+        if exists && !create.or_replace {
+            return Err(Error::DuplicateTable(name.to_string()));
+        }
+        let mode = mode_of(&create.options)?;
+        let options: BTreeMap<String, String> = create.options.iter().cloned().collect();
+        let expectations: Vec<Expectation> = create
+            .expectations
+            .iter()
+            .map(|e| Expectation { name: e.name.clone(), expr: e.expr.to_string(), action: e.action.clone() })
+            .collect();
+        if !exists {
+            match &create.query {
+                Some(query) => self.create_for_output(&create.name, query).await?,
+                None => {
+                    let table = CreateTable {
+                        name: create.name.clone(),
+                        or_replace: false,
+                        if_not_exists: false,
+                        external: false,
+                        columns: create.columns.clone(),
+                        constraints: create.constraints.clone(),
+                        partitioned_by: vec![],
+                        location: None,
+                        comment: None,
+                        properties: vec![],
+                        query: None,
+                    };
+                    self.create_table(table).await?;
+                }
+            }
+        }
+        self.mark_streaming(&table_key, expectations.clone(), options).await?;
+        self.create_quarantine_tables(&table_key, &expectations).await?;
+        let mut flows = Vec::new();
+        if let Some(query) = &create.query {
+            let sources = stream_sources(query)?;
+            if sources.is_empty() {
+                return Err(Error::Plan(format!(
+                    "the query of streaming table {name} must read a source with STREAM(...)"
+                )));
+            }
+            for source in &sources {
+                let flow_name = if sources.len() == 1 {
+                    name.name.clone()
+                } else {
+                    format!("{}_from_{}", name.name, source.rsplit('.').next().unwrap_or(source))
+                };
+                flows.push(FlowEntry {
+                    name: flow_name,
+                    source: source.clone(),
+                    target: table_key.clone(),
+                    query: query.to_string(),
+                    syntax: FlowSyntax::Pull,
+                    mode,
+                    by_name: true,
+                    else_route: false,
+                    predicate: None,
+                    created_ms: super::now_ms(),
+                });
+            }
+        }
+        for route in &create.routes {
+            flows.push(self.route_flow(&table_key, route, mode).await?);
+        }
+        if let Some(target) = &create.else_route {
+            flows.push(self.else_flow(&table_key, target, mode, &flows).await?);
+        }
+        let replace = exists && create.or_replace;
+        self.commit_flows(&table_key, flows, replace).await?;
+        Ok(StatementResult::command("CREATE STREAMING TABLE"))
+    }
+
+    async fn create_quarantine_tables(&self, table_key: &str, expectations: &[Expectation]) -> Result<()> {
+        for expectation in expectations {
+            let crate::catalog::ViolationAction::Quarantine(target) = &expectation.action else { continue };
+            let target_name = crate::sql::names::parse_table_name(target)?;
+            if self.db.catalog.current().table(&target_name.schema, &target_name.name).is_some() {
+                continue;
+            }
+            let text = format!(
+                "SELECT *, CAST(NULL AS TEXT) AS {}, CAST(NULL AS BIGINT) AS {} FROM {}",
+                crate::quality::CONSTRAINT_COLUMN,
+                crate::quality::SOURCE_VERSION_COLUMN,
+                super::query::quoted_key(table_key)
+            );
+            let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else { continue };
+            let Statement::Query(query) = *statement else { continue };
+            let object = crate::sql::names::object_name(&target_name.schema, &target_name.name);
+            self.create_for_output(&object, &query).await?;
+        }
+        Ok(())
+    }
+
+    /// The flow of a `PUSH INTO` route from `source`; creates a missing target.
+    async fn route_flow(&self, source: &str, route: &PushRoute, mode: FlowMode) -> Result<FlowEntry> {
+        let target = key_of(&route.target)?;
+        let (query_text, predicate) = match &route.query {
+            Some(query) => (query.to_string(), query_predicate(query)),
+            None => (route_query(source, route.predicate.as_ref()), route.predicate.as_ref().map(|p| p.to_string())),
+        };
+        let source_name = source.rsplit('.').next().unwrap_or(source).to_string();
+        let target_name = target.rsplit('.').next().unwrap_or(&target).to_string();
+        self.flow_target(&route.target, &target, &query_text).await?;
+        Ok(FlowEntry {
+            name: format!("{source_name}_to_{target_name}"),
+            source: source.to_string(),
+            target,
+            query: query_text,
+            syntax: FlowSyntax::Push,
+            mode,
+            by_name: true,
+            else_route: false,
+            predicate,
+            created_ms: super::now_ms(),
+        })
+    }
+
+    /// Creates a flow's missing target from the flow's output, or checks an existing one.
+    async fn flow_target(&self, target: &ObjectName, target_key: &str, query_text: &str) -> Result<()> {
+        let SluiceStatement::Standard(statement) = parse_statement_text(query_text)? else {
+            return Err(Error::Plan("a route needs a query".into()));
+        };
+        let Statement::Query(query) = *statement else { return Err(Error::Plan("a route needs a query".into())) };
+        if self.db.catalog.current().tables.contains_key(target_key) {
+            self.check_fits(target_key, &query).await
+        } else {
+            self.create_for_output(target, &query).await
+        }
+    }
+
+    async fn else_flow(
+        &self,
+        source: &str,
+        target: &ObjectName,
+        mode: FlowMode,
+        siblings: &[FlowEntry],
+    ) -> Result<FlowEntry> {
+        let target_key = key_of(target)?;
+        let predicates: Vec<Option<String>> =
+            siblings.iter().filter(|f| f.syntax == FlowSyntax::Push).map(|f| f.predicate.clone()).collect();
+        let query = else_query(source, &predicates);
+        self.flow_target(target, &target_key, &query).await?;
+        let source_name = source.rsplit('.').next().unwrap_or(source);
+        let target_name = target_key.rsplit('.').next().unwrap_or(&target_key);
+        Ok(FlowEntry {
+            name: format!("{source_name}_to_{target_name}"),
+            source: source.to_string(),
+            target: target_key.clone(),
+            query,
+            syntax: FlowSyntax::Push,
+            mode,
+            by_name: true,
+            else_route: true,
+            predicate: None,
+            created_ms: super::now_ms(),
+        })
+    }
+
+    /// Commits new flows in one catalog change (replacing the push routes of `table_key` and the
+    /// flows into it when `replace`), rejecting cycles and taken names, then runs them.
+    async fn commit_flows(&self, table_key: &str, flows: Vec<FlowEntry>, replace: bool) -> Result<()> {
+        self.db
+            .catalog
+            .update(|state| {
+                if replace {
+                    state.flows.retain(|_, f| {
+                        !(f.target == table_key && f.syntax == FlowSyntax::Pull
+                            || f.source == table_key && f.syntax == FlowSyntax::Push)
+                    });
+                }
+                for flow in &flows {
+                    if state.flows.contains_key(&flow.name) {
+                        return Err(Error::DuplicateObject { kind: "flow", name: flow.name.clone() });
+                    }
+                    if state.would_cycle(&flow.source, &flow.target) {
+                        return Err(Error::Plan(format!(
+                            "flow {} from {} into {} would make a cycle",
+                            flow.name, flow.source, flow.target
+                        )));
+                    }
+                    state.flows.insert(flow.name.clone(), flow.clone());
+                }
+                Ok(())
+            })
+            .await?;
+        for flow in &flows {
+            self.run_and_propagate(flow).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs a flow now and then the flows its target feeds (as a write into the target would).
+    async fn run_and_propagate(&self, flow: &FlowEntry) -> Result<()> {
+        let outcome = super::run_flow(&self.db, flow, None).await?;
+        if outcome.rows_out > 0 {
+            let state = self.db.catalog.current();
+            if let Some(target) = state.tables.get(&flow.target) {
+                let version = self.db.open_table(target).await?.snapshot().await?.version();
+                super::after_commit(&self.db, target, version, None).await?;
+            }
+        }
+        Ok(())
+    }
+
+    async fn create_flow(&self, create: CreateFlow) -> Result<StatementResult> {
+        let target_key = key_of(&create.target)?;
+        if !self.db.catalog.current().tables.contains_key(&target_key) {
+            return Err(Error::UndefinedTable(create.target.to_string()));
+        }
+        let sources = stream_sources(&create.query)?;
+        let [source] = sources.as_slice() else {
+            return Err(Error::Plan(format!(
+                "flow {} must read exactly one source with STREAM(...), found {}",
+                create.name,
+                sources.len()
+            )));
+        };
+        if create.by_name {
+            self.check_fits(&target_key, &create.query).await?;
+        }
+        if create.or_replace {
+            self.db
+                .catalog
+                .update(|state| {
+                    state.flows.remove(&create.name);
+                    Ok(())
+                })
+                .await?;
+        }
+        let flow = FlowEntry {
+            name: create.name.clone(),
+            source: source.clone(),
+            target: target_key.clone(),
+            query: create.query.to_string(),
+            syntax: FlowSyntax::Flow,
+            mode: mode_of(&create.options)?,
+            by_name: create.by_name,
+            else_route: false,
+            predicate: None,
+            created_ms: super::now_ms(),
+        };
+        self.commit_flows(&target_key, vec![flow], false).await?;
+        Ok(StatementResult::command("CREATE FLOW"))
+    }
+
+    async fn alter_streaming(&self, table: &ObjectName, change: AlterStreaming) -> Result<StatementResult> {
+        let source = key_of(table)?;
+        let state = self.db.catalog.current();
+        let entry = state.tables.get(&source).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
+        let mode = mode_of(&entry.options.iter().map(|(k, v)| (k.clone(), v.clone())).collect::<Vec<_>>())?;
+        match change {
+            AlterStreaming::AddPush(route) => {
+                let flow = self.route_flow(&source, &route, mode).await?;
+                self.commit_flows(&source, vec![flow], false).await?;
+            }
+            AlterStreaming::AddElse(target) => {
+                let siblings: Vec<FlowEntry> = state.flows_from(&source).filter(|f| !f.else_route).cloned().collect();
+                let flow = self.else_flow(&source, &target, mode, &siblings).await?;
+                self.commit_flows(&source, vec![flow], false).await?;
+            }
+            AlterStreaming::DropPush(target) => {
+                let target = key_of(&target)?;
+                let (_, dropped) = self
+                    .db
+                    .catalog
+                    .update(|state| {
+                        let names: Vec<String> = state
+                            .flows_from(&source)
+                            .filter(|f| f.target == target && f.syntax == FlowSyntax::Push)
+                            .map(|f| f.name.clone())
+                            .collect();
+                        if names.is_empty() {
+                            return Err(Error::UndefinedObject { kind: "push route into", name: target.clone() });
+                        }
+                        for name in &names {
+                            state.flows.remove(name);
+                        }
+                        Ok(names)
+                    })
+                    .await?;
+                for name in dropped {
+                    self.db.flows.forget(&name);
+                }
+            }
+        }
+        self.refresh_else_route(&source).await?;
+        Ok(StatementResult::command("ALTER STREAMING TABLE"))
+    }
+
+    /// Rederives the ELSE route of `source` from its other routes.
+    async fn refresh_else_route(&self, source: &str) -> Result<()> {
+        self.db
+            .catalog
+            .update(|state| {
+                let predicates: Vec<Option<String>> = state
+                    .flows_from(source)
+                    .filter(|f| f.syntax == FlowSyntax::Push && !f.else_route)
+                    .map(|f| f.predicate.clone())
+                    .collect();
+                let query = else_query(source, &predicates);
+                for flow in state.flows.values_mut().filter(|f| f.source == source && f.else_route) {
+                    flow.query = query.clone();
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(())
+    }
+
+    async fn resume_flow(&self, name: &str) -> Result<StatementResult> {
+        let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
+        self.db.flows.resume(name);
+        self.run_and_propagate(&flow).await?;
+        Ok(StatementResult::command("ALTER FLOW"))
+    }
+
+    async fn refresh_streaming(&self, table: &ObjectName, full: bool) -> Result<StatementResult> {
+        let target = key_of(table)?;
+        let state = self.db.catalog.current();
+        if !state.tables.contains_key(&target) {
+            return Err(Error::UndefinedTable(table.to_string()));
+        }
+        let flows: Vec<FlowEntry> = state.flows_into(&target).cloned().collect();
+        if full {
+            self.truncate_for_replay(&target, &flows).await?;
+        }
+        for flow in &flows {
+            self.db.flows.resume(&flow.name);
+            self.run_and_propagate(flow).await?;
+        }
+        Ok(StatementResult::command("REFRESH STREAMING TABLE"))
+    }
+
+    /// Empties a table and sets every flow into it back to before version 0 (txn version -1), so
+    /// the flows replay their sources from the start.
+    async fn truncate_for_replay(&self, target_key: &str, flows: &[FlowEntry]) -> Result<()> {
+        let name = crate::sql::names::parse_table_name(target_key)?;
+        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let mut overwrite = true;
+        let reset: Vec<Option<&FlowEntry>> =
+            if flows.is_empty() { vec![None] } else { flows.iter().map(Some).collect() };
+        for flow in reset {
+            self.clear_statement_state();
+            let target = self.target(&object).await?;
+            let request = sluice_storage::write::WriteRequest {
+                batches: vec![],
+                mode: if overwrite {
+                    sluice_storage::write::SaveMode::Overwrite
+                } else {
+                    sluice_storage::write::SaveMode::Append
+                },
+                txn: flow.map(|f| sluice_storage::actions::Txn {
+                    app_id: f.name.clone(),
+                    version: -1,
+                    last_updated: Some(super::now_ms()),
+                }),
+                operation: Some("REFRESH FULL".into()),
+                ..Default::default()
+            };
+            crate::sql::ddl::committed(target.table.write_on(&target.snapshot, request).await?)?;
+            overwrite = false;
+            if let Some(flow) = flow {
+                self.db.flows.reset_progress(&flow.name);
+            }
+        }
+        self.clear_statement_state();
+        Ok(())
+    }
+
+    async fn explain_flow(&self, name: &str) -> Result<StatementResult> {
+        let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
+        let SluiceStatement::Standard(statement) = parse_statement_text(&flow.query)? else {
+            return Err(Error::Internal(format!("flow {name} has no query")));
+        };
+        let Statement::Query(mut query) = *statement else {
+            return Err(Error::Internal(format!("flow {name} has no query")));
+        };
+        let _ = query.visit(&mut Unstream);
+        let explain = format!("EXPLAIN {query}");
+        // Boxed: EXPLAIN FLOW runs a statement itself.
+        let mut results = Box::pin(self.execute(&explain)).await?;
+        let header = format!(
+            "flow {name}: {} -> {} ({}, {}): {}",
+            flow.source,
+            flow.target,
+            match flow.syntax {
+                FlowSyntax::Push => "push",
+                FlowSyntax::Pull => "pull",
+                FlowSyntax::Flow => "flow",
+            },
+            match flow.mode {
+                FlowMode::Sync => "sync",
+                FlowMode::Async => "async",
+            },
+            flow.query
+        );
+        match results.pop() {
+            Some(StatementResult::Rows { schema, mut batches }) => {
+                let first = arrow::array::RecordBatch::try_new(
+                    schema.clone(),
+                    vec![
+                        std::sync::Arc::new(arrow::array::StringArray::from(vec!["flow"])),
+                        std::sync::Arc::new(arrow::array::StringArray::from(vec![header])),
+                    ],
+                )?;
+                batches.insert(0, first);
+                Ok(StatementResult::Rows { schema, batches })
+            }
+            _ => Err(Error::Internal("EXPLAIN returned no rows".into())),
+        }
+    }
+
+    async fn drop_flow(&self, name: &str, if_exists: bool) -> Result<StatementResult> {
+        let (_, dropped) = self
+            .db
+            .catalog
+            .update(|state| match state.flows.remove(name) {
+                Some(flow) => Ok(Some(flow)),
+                None if if_exists => Ok(None),
+                None => Err(flow_not_found(name)),
+            })
+            .await?;
+        if let Some(flow) = dropped {
+            self.db.flows.forget(&flow.name);
+            if flow.syntax == FlowSyntax::Push {
+                self.refresh_else_route(&flow.source).await?;
+            }
+        }
+        Ok(StatementResult::command("DROP FLOW"))
+    }
+}

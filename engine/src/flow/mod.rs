@@ -1,0 +1,459 @@
+//! The flow runtime: every flow (`source -> query -> target`) applies the source's new commits to
+//! its target exactly once.
+//!
+//! A run reads the source's rows inserted after the flow's progress, runs the flow's query over
+//! them, and commits the result to the target together with `txn(appId = flow name, version =
+//! last source version read)`. The progress is that txn, read back from the target's log, so a
+//! crash between the source's commit and the flow's leaves the flow to redo exactly the missing
+//! versions; two runners of one flow conflict on the txn and the loser retries. Flows carry
+//! appends: rows that UPDATE, DELETE or MERGE remove from a source are not retracted downstream
+//! (as Delta Live Tables' streaming tables with `skipChangeCommits`).
+//!
+//! - Sync flows (the default) run inside the statement that wrote their source, after its commit,
+//!   and then their target's flows, so the statement returns once the whole pipeline has it.
+//! - Async flows and failed flows are run by one background worker per database: async flows as
+//!   soon as their source moves (many source commits in one target commit), failed flows again
+//!   after an exponential backoff. A writer waits when an async flow is more than
+//!   [`ASYNC_LAG_VERSIONS_MAX`] versions behind (back-pressure).
+//! - On open, the worker catches every flow up from its target's txn.
+//!
+//! Run states, errors and an event per run live in memory ([`FlowRuntime`]) and are served by the
+//! `sluice` system schema.
+
+pub mod apply;
+pub mod ddl;
+pub mod query;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::SchemaRef;
+use sluice_storage::actions::Txn;
+
+use crate::catalog::{FlowEntry, FlowMode, TableEntry};
+use crate::database::DatabaseInner;
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+/// An async flow further behind its source than this makes the source's writers wait.
+pub const ASYNC_LAG_VERSIONS_MAX: u64 = 64;
+/// Flow events kept in memory (the oldest are dropped).
+pub const EVENTS_KEPT_MAX: usize = 10_000;
+/// The background worker's poll interval.
+const WORKER_INTERVAL_MS: u64 = 100;
+/// The first retry delay of a failed flow; it doubles per failure up to the maximum.
+const RETRY_DELAY_MS_MIN: i64 = 500;
+const RETRY_DELAY_MS_MAX: i64 = 60_000;
+/// Runs of one flow retried after losing a commit race.
+const RUN_CONFLICT_RETRY_MAX: usize = 20;
+
+/// A flow's state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FlowState {
+    #[default]
+    Idle,
+    Running,
+    Failed,
+}
+
+impl FlowState {
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            FlowState::Idle => "idle",
+            FlowState::Running => "running",
+            FlowState::Failed => "failed",
+        }
+    }
+}
+
+/// What the runtime knows about one flow.
+#[derive(Debug, Clone, Default)]
+pub struct FlowStatus {
+    pub state: FlowState,
+    /// The last source version applied (from the target's txn, or the runtime's own progress over
+    /// versions that produced no rows).
+    pub applied_version: Option<i64>,
+    /// The source's version at the last run.
+    pub source_version: Option<u64>,
+    /// When the oldest unapplied source commit was seen, for the lag in seconds.
+    pub last_run_ms: Option<i64>,
+    pub error: Option<String>,
+    pub failures: u32,
+    pub retry_at_ms: i64,
+    pub rows_out_total: u64,
+}
+
+/// One row of `sluice.events`.
+#[derive(Debug, Clone)]
+pub struct FlowEvent {
+    pub at_ms: i64,
+    pub flow: String,
+    /// `run`, `failure`, `retry`, `resume`, `refresh`.
+    pub kind: &'static str,
+    pub source_from: Option<i64>,
+    pub source_to: Option<i64>,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    /// Violations per constraint in this run.
+    pub violations: BTreeMap<String, u64>,
+    pub message: Option<String>,
+}
+
+/// What one run did.
+#[derive(Debug, Default)]
+pub struct RunOutcome {
+    pub source_from: Option<i64>,
+    pub source_to: Option<i64>,
+    pub rows_in: u64,
+    pub rows_out: u64,
+    pub violations: BTreeMap<String, u64>,
+}
+
+/// The runtime state shared by every session of a database.
+#[derive(Default)]
+pub struct FlowRuntime {
+    /// Per flow: serializes its runs and keeps its session.
+    runners: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Session>>>>>,
+    status: Mutex<HashMap<String, FlowStatus>>,
+    events: Mutex<VecDeque<FlowEvent>>,
+    /// Violations per (table key, constraint) since the process started.
+    pub(crate) violations: Mutex<BTreeMap<(String, String), u64>>,
+    wake: Arc<tokio::sync::Notify>,
+}
+
+impl std::fmt::Debug for FlowRuntime {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FlowRuntime").finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+impl FlowRuntime {
+    /// Every flow's status.
+    pub fn statuses(&self) -> HashMap<String, FlowStatus> {
+        lock(&self.status).clone()
+    }
+
+    /// The kept events, oldest first.
+    pub fn events(&self) -> Vec<FlowEvent> {
+        lock(&self.events).iter().cloned().collect()
+    }
+
+    fn record(&self, event: FlowEvent) {
+        let mut events = lock(&self.events);
+        if events.len() >= EVENTS_KEPT_MAX {
+            events.pop_front();
+        }
+        events.push_back(event);
+    }
+
+    fn update(&self, flow: &str, change: impl FnOnce(&mut FlowStatus)) {
+        change(lock(&self.status).entry(flow.to_string()).or_default());
+    }
+
+    fn runner(&self, flow: &str) -> Arc<tokio::sync::Mutex<Option<Session>>> {
+        lock(&self.runners).entry(flow.to_string()).or_default().clone()
+    }
+
+    /// Forgets a dropped flow (or one whose progress restarts).
+    pub fn forget(&self, flow: &str) {
+        lock(&self.status).remove(flow);
+        lock(&self.runners).remove(flow);
+    }
+
+    /// Clears a flow's failure so that it runs again now.
+    pub fn resume(&self, flow: &str) {
+        self.update(flow, |s| {
+            s.state = FlowState::Idle;
+            s.error = None;
+            s.failures = 0;
+            s.retry_at_ms = 0;
+        });
+        self.record(FlowEvent {
+            at_ms: now_ms(),
+            flow: flow.to_string(),
+            kind: "resume",
+            source_from: None,
+            source_to: None,
+            rows_in: 0,
+            rows_out: 0,
+            violations: BTreeMap::new(),
+            message: None,
+        });
+    }
+
+    /// Resets the in-memory progress (after a full refresh rewrote the target's txn).
+    pub fn reset_progress(&self, flow: &str) {
+        self.update(flow, |s| s.applied_version = None);
+    }
+
+    fn is_failed(&self, flow: &str) -> bool {
+        lock(&self.status).get(flow).is_some_and(|s| s.state == FlowState::Failed)
+    }
+
+    fn wake_worker(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// Runs the flows fed by `table` after a commit of `version` that inserted `rows` (when known,
+/// a sync flow that is up to date uses them without reading the log). Sync flows run now, then
+/// their targets' flows; async ones are handed to the worker. Returns an error only when a flow
+/// failed on a `FAIL UPDATE` expectation; other failures are recorded and retried.
+pub fn after_commit<'a>(
+    db: &'a Arc<DatabaseInner>,
+    table: &'a TableEntry,
+    version: u64,
+    rows: Option<&'a [RecordBatch]>,
+) -> BoxFuture<'a, Result<()>> {
+    Box::pin(async move {
+        let state = db.catalog.current();
+        let key = table.qualified_name();
+        let flows: Vec<FlowEntry> = state.flows_from(&key).cloned().collect();
+        let mut expectation_failure = None;
+        for flow in flows {
+            if flow.mode == FlowMode::Async || db.flows.is_failed(&flow.name) {
+                db.flows.wake_worker();
+                wait_for_async_lag(db, &flow, version).await;
+                continue;
+            }
+            match run_flow(db, &flow, rows.map(|rows| (version, rows))).await {
+                Ok(_) => {}
+                Err(e @ Error::ExpectationFailed { .. }) => expectation_failure = Some(e),
+                Err(_) => {}
+            }
+        }
+        match expectation_failure {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    })
+}
+
+/// Back-pressure: waits while an async flow is too far behind `version`.
+async fn wait_for_async_lag(db: &Arc<DatabaseInner>, flow: &FlowEntry, version: u64) {
+    for _ in 0..600 {
+        let applied = lock(&db.flows.status).get(&flow.name).and_then(|s| s.applied_version);
+        let behind = version as i64 - applied.unwrap_or(-1);
+        if behind <= ASYNC_LAG_VERSIONS_MAX as i64 || db.flows.is_failed(&flow.name) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Runs one flow up to its source's latest version; records the outcome. On failure the flow is
+/// marked failed (with a retry time) and the error returned.
+pub async fn run_flow(
+    db: &Arc<DatabaseInner>,
+    flow: &FlowEntry,
+    known: Option<(u64, &[RecordBatch])>,
+) -> Result<RunOutcome> {
+    let runner = db.flows.runner(&flow.name);
+    let mut session = runner.lock().await;
+    let session = session.get_or_insert_with(|| Session::new(db.clone()));
+    db.flows.update(&flow.name, |s| s.state = FlowState::Running);
+    let mut attempt = 0;
+    let result = loop {
+        match run_once(db, session, flow, known).await {
+            Err(Error::SerializationFailure(_)) if attempt < RUN_CONFLICT_RETRY_MAX => attempt += 1,
+            other => break other,
+        }
+    };
+    match &result {
+        Ok(outcome) => {
+            db.flows.update(&flow.name, |s| {
+                s.state = FlowState::Idle;
+                s.error = None;
+                s.failures = 0;
+                s.rows_out_total += outcome.rows_out;
+                if outcome.source_to.is_some() {
+                    s.applied_version = outcome.source_to;
+                }
+                s.last_run_ms = Some(now_ms());
+            });
+            if outcome.source_to.is_some() && (outcome.rows_in > 0 || outcome.rows_out > 0) {
+                db.flows.record(FlowEvent {
+                    at_ms: now_ms(),
+                    flow: flow.name.clone(),
+                    kind: "run",
+                    source_from: outcome.source_from,
+                    source_to: outcome.source_to,
+                    rows_in: outcome.rows_in,
+                    rows_out: outcome.rows_out,
+                    violations: outcome.violations.clone(),
+                    message: None,
+                });
+            }
+        }
+        Err(e) => {
+            let message = e.to_string();
+            let mut failures = 0;
+            db.flows.update(&flow.name, |s| {
+                s.state = FlowState::Failed;
+                s.error = Some(message.clone());
+                s.failures += 1;
+                failures = s.failures;
+                let delay = (RETRY_DELAY_MS_MIN << (s.failures.min(10) - 1)).min(RETRY_DELAY_MS_MAX);
+                s.retry_at_ms = now_ms() + delay;
+            });
+            db.flows.record(FlowEvent {
+                at_ms: now_ms(),
+                flow: flow.name.clone(),
+                kind: "failure",
+                source_from: None,
+                source_to: None,
+                rows_in: 0,
+                rows_out: 0,
+                violations: BTreeMap::new(),
+                message: Some(format!("attempt {failures}: {message}")),
+            });
+        }
+    }
+    result
+}
+
+async fn run_once(
+    db: &Arc<DatabaseInner>,
+    session: &Session,
+    flow: &FlowEntry,
+    known: Option<(u64, &[RecordBatch])>,
+) -> Result<RunOutcome> {
+    let state = db.catalog.refresh().await?;
+    let source_entry = state
+        .tables
+        .get(&flow.source)
+        .cloned()
+        .ok_or_else(|| Error::UndefinedTable(format!("{} (the source of flow {})", flow.source, flow.name)))?;
+    let target_entry = state
+        .tables
+        .get(&flow.target)
+        .cloned()
+        .ok_or_else(|| Error::UndefinedTable(format!("{} (the target of flow {})", flow.target, flow.name)))?;
+    let source = db.open_table(&source_entry).await?;
+    let source_snapshot = source.snapshot().await?;
+    let target = db.open_table(&target_entry).await?;
+    let target_snapshot = target.snapshot().await?;
+    let committed = target_snapshot.txn_version(&flow.name);
+    let remembered = lock(&db.flows.status).get(&flow.name).and_then(|s| s.applied_version);
+    // The runtime's own progress counts only past versions that produced no rows (never below the
+    // committed txn, which a full refresh may have reset to -1).
+    let applied = match (committed, remembered) {
+        (Some(c), Some(r)) if r > c => r,
+        (Some(c), _) => c,
+        (None, r) => r.unwrap_or(-1),
+    };
+    let end = source_snapshot.version();
+    let start = (applied + 1) as u64;
+    db.flows.update(&flow.name, |s| s.source_version = Some(end));
+    if start > end {
+        return Ok(RunOutcome::default());
+    }
+    let rows = match known {
+        Some((version, rows)) if version == end && start == end => rows.to_vec(),
+        _ => inserted_rows(&source, start, end).await?,
+    };
+    let rows_in: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
+    let mut outcome = RunOutcome {
+        source_from: Some(start as i64),
+        source_to: Some(end as i64),
+        rows_in,
+        ..Default::default()
+    };
+    if rows_in == 0 {
+        return Ok(outcome);
+    }
+    let schema: SchemaRef = source_snapshot.arrow_schema();
+    let output = session.flow_output(flow, schema, rows).await?;
+    let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
+    let written = session.write_flow_output(&flow.target, output, flow.by_name, txn, end).await?;
+    outcome.rows_out = written.rows;
+    outcome.violations = written.violations;
+    Ok(outcome)
+}
+
+/// The rows versions `start..=end` of a table inserted (table columns only).
+async fn inserted_rows(table: &sluice_storage::table::Table, start: u64, end: u64) -> Result<Vec<RecordBatch>> {
+    let changes = table.changes(start, Some(end)).await?;
+    let mut out = Vec::new();
+    for change in changes {
+        for batch in change.batches {
+            let Some(kind) = batch.column_by_name(sluice_storage::write::CHANGE_TYPE_COLUMN) else { continue };
+            let inserted = arrow::compute::kernels::cmp::eq(
+                kind.as_string::<i32>(),
+                &arrow::array::StringArray::new_scalar("insert"),
+            )?;
+            let batch = filter_record_batch(&batch, &inserted)?;
+            let columns = batch.num_columns().saturating_sub(3);
+            out.push(batch.project(&(0..columns).collect::<Vec<_>>())?);
+        }
+    }
+    Ok(out)
+}
+
+/// Catches up every flow (on open), then runs async flows as their sources move and failed flows
+/// when their retry time comes, until the database is dropped.
+pub async fn worker(db: Weak<DatabaseInner>) {
+    let mut first = true;
+    loop {
+        let Some(strong) = db.upgrade() else { return };
+        let state = strong.catalog.current();
+        let statuses = strong.flows.statuses();
+        let now = now_ms();
+        for flow in state.flows.values() {
+            let status = statuses.get(&flow.name);
+            let due = match status {
+                Some(s) if s.state == FlowState::Failed => {
+                    if s.retry_at_ms > now {
+                        continue;
+                    }
+                    strong.flows.record(FlowEvent {
+                        at_ms: now,
+                        flow: flow.name.clone(),
+                        kind: "retry",
+                        source_from: None,
+                        source_to: None,
+                        rows_in: 0,
+                        rows_out: 0,
+                        violations: BTreeMap::new(),
+                        message: s.error.clone(),
+                    });
+                    true
+                }
+                _ => first || flow.mode == FlowMode::Async,
+            };
+            if due {
+                let target = state.tables.get(&flow.target).cloned();
+                if let Ok(outcome) = run_flow(&strong, flow, None).await {
+                    // A catch-up feeds the target's own flows as a write would.
+                    if let (Some(target), Some(_)) = (target, outcome.source_to) {
+                        if outcome.rows_out > 0 {
+                            let version = strong.open_table(&target).await.map(|t| t.cached_snapshot().version());
+                            if let Ok(version) = version {
+                                let _ = after_commit(&strong, &target, version, None).await;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        first = false;
+        let wake = strong.flows.wake.clone();
+        drop(strong);
+        let _ = tokio::time::timeout(Duration::from_millis(WORKER_INTERVAL_MS), wake.notified()).await;
+    }
+}

@@ -1,0 +1,397 @@
+//! The syntax of streaming tables and flows: `CREATE STREAMING TABLE ... [PUSH INTO ...]`,
+//! `CREATE FLOW`, `ALTER STREAMING TABLE ... ADD|DROP PUSH INTO`, `ALTER FLOW ... RESUME`,
+//! `REFRESH STREAMING TABLE`, `EXPLAIN FLOW`, `DROP FLOW` and `CONSTRAINT ... EXPECT`.
+//!
+//! A PUSH INTO route's query ends where the next `PUSH INTO` or `ELSE PUSH INTO` begins at the
+//! top level; the parser cuts the tokens there and parses the query from that slice, so a route's
+//! query never swallows the next route as a table alias.
+
+use datafusion::sql::sqlparser::ast::{ColumnDef, Expr, ObjectName, Query, TableConstraint};
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::{Parser, ParserError};
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
+
+use super::dialect::SluiceDialect;
+use super::parser::{parse_property, PARSER_RECURSION_MAX};
+use crate::catalog::ViolationAction;
+
+/// `PUSH INTO target [AS query | WHERE predicate]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PushRoute {
+    pub target: ObjectName,
+    pub query: Option<Box<Query>>,
+    pub predicate: Option<Expr>,
+}
+
+/// `CONSTRAINT name EXPECT (expr) [ON VIOLATION ...]`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExpectationDef {
+    pub name: String,
+    pub expr: Expr,
+    pub action: ViolationAction,
+}
+
+/// `CREATE [OR REPLACE] STREAMING TABLE`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateStreamingTable {
+    pub name: ObjectName,
+    pub or_replace: bool,
+    pub if_not_exists: bool,
+    pub columns: Vec<ColumnDef>,
+    pub constraints: Vec<TableConstraint>,
+    pub expectations: Vec<ExpectationDef>,
+    pub options: Vec<(String, String)>,
+    pub routes: Vec<PushRoute>,
+    pub else_route: Option<ObjectName>,
+    /// `AS SELECT ... FROM STREAM(src)`.
+    pub query: Option<Box<Query>>,
+}
+
+/// `CREATE [OR REPLACE] FLOW name [WITH (...)] AS INSERT INTO target [BY NAME] query`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateFlow {
+    pub name: String,
+    pub or_replace: bool,
+    pub target: ObjectName,
+    pub by_name: bool,
+    pub query: Box<Query>,
+    pub options: Vec<(String, String)>,
+}
+
+/// What `ALTER STREAMING TABLE` changes.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AlterStreaming {
+    AddPush(Box<PushRoute>),
+    AddElse(ObjectName),
+    DropPush(ObjectName),
+}
+
+/// Streaming statements.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamingStatement {
+    CreateStreamingTable(Box<CreateStreamingTable>),
+    CreateFlow(Box<CreateFlow>),
+    AlterStreamingTable { table: ObjectName, change: Box<AlterStreaming> },
+    ResumeFlow { name: String },
+    Refresh { table: ObjectName, full: bool },
+    ExplainFlow { name: String },
+    DropFlow { name: String, if_exists: bool },
+}
+
+fn word(parser: &Parser, n: usize) -> Option<String> {
+    match parser.peek_nth_token(n).token {
+        Token::Word(w) => Some(w.value.to_ascii_uppercase()),
+        _ => None,
+    }
+}
+
+fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
+    if word(parser, 0).as_deref() == Some(expected) {
+        parser.next_token();
+        Ok(())
+    } else {
+        parser.expected(expected, parser.peek_token())
+    }
+}
+
+/// Whether the statement at the parser is a streaming one (looked at without consuming).
+pub fn is_streaming_statement(parser: &Parser) -> bool {
+    let words: Vec<Option<String>> = (0..5).map(|n| word(parser, n)).collect();
+    let w = |n: usize| words[n].as_deref();
+    let mut create_at = 1;
+    if w(1) == Some("OR") && w(2) == Some("REPLACE") {
+        create_at = 3;
+    }
+    match w(0) {
+        Some("CREATE") => {
+            matches!(words[create_at].as_deref(), Some("FLOW"))
+                || (words[create_at].as_deref() == Some("STREAMING")
+                    && words.get(create_at + 1).and_then(|w| w.as_deref()) == Some("TABLE"))
+        }
+        Some("ALTER") => (w(1) == Some("STREAMING") && w(2) == Some("TABLE")) || w(1) == Some("FLOW"),
+        Some("REFRESH") => w(1) == Some("STREAMING"),
+        Some("EXPLAIN") => w(1) == Some("FLOW"),
+        Some("DROP") => w(1) == Some("FLOW"),
+        _ => false,
+    }
+}
+
+pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, ParserError> {
+    match word(parser, 0).as_deref() {
+        Some("CREATE") => {
+            parser.next_token();
+            let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
+            if word(parser, 0).as_deref() == Some("FLOW") {
+                parser.next_token();
+                return parse_create_flow(parser, or_replace);
+            }
+            expect_word(parser, "STREAMING")?;
+            parser.expect_keyword_is(Keyword::TABLE)?;
+            parse_create_streaming_table(parser, or_replace)
+        }
+        Some("ALTER") => {
+            parser.next_token();
+            if word(parser, 0).as_deref() == Some("FLOW") {
+                parser.next_token();
+                let name = parser.parse_identifier()?.value;
+                expect_word(parser, "RESUME")?;
+                return Ok(StreamingStatement::ResumeFlow { name });
+            }
+            expect_word(parser, "STREAMING")?;
+            parser.expect_keyword_is(Keyword::TABLE)?;
+            let table = parser.parse_object_name(false)?;
+            let change = if parser.parse_keyword(Keyword::ADD) {
+                if parser.parse_keyword(Keyword::ELSE) {
+                    expect_word(parser, "PUSH")?;
+                    parser.expect_keyword_is(Keyword::INTO)?;
+                    AlterStreaming::AddElse(parser.parse_object_name(false)?)
+                } else {
+                    AlterStreaming::AddPush(Box::new(parse_route(parser)?))
+                }
+            } else if parser.parse_keyword(Keyword::DROP) {
+                let _ = parser.parse_keyword(Keyword::ELSE);
+                expect_word(parser, "PUSH")?;
+                parser.expect_keyword_is(Keyword::INTO)?;
+                AlterStreaming::DropPush(parser.parse_object_name(false)?)
+            } else {
+                return parser.expected("ADD PUSH INTO or DROP PUSH INTO", parser.peek_token());
+            };
+            Ok(StreamingStatement::AlterStreamingTable { table, change: Box::new(change) })
+        }
+        Some("REFRESH") => {
+            parser.next_token();
+            expect_word(parser, "STREAMING")?;
+            parser.expect_keyword_is(Keyword::TABLE)?;
+            let table = parser.parse_object_name(false)?;
+            let full = parser.parse_keyword(Keyword::FULL);
+            Ok(StreamingStatement::Refresh { table, full })
+        }
+        Some("EXPLAIN") => {
+            parser.next_token();
+            expect_word(parser, "FLOW")?;
+            Ok(StreamingStatement::ExplainFlow { name: parser.parse_identifier()?.value })
+        }
+        Some("DROP") => {
+            parser.next_token();
+            expect_word(parser, "FLOW")?;
+            let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            Ok(StreamingStatement::DropFlow { name: parser.parse_identifier()?.value, if_exists })
+        }
+        _ => parser.expected("a streaming statement", parser.peek_token()),
+    }
+}
+
+fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserError> {
+    if parser.parse_keyword(Keyword::WITH) || parser.parse_keyword(Keyword::TBLPROPERTIES) {
+        parser.expect_token(&Token::LParen)?;
+        let options = parser.parse_comma_separated(parse_property)?;
+        parser.expect_token(&Token::RParen)?;
+        return Ok(options);
+    }
+    Ok(vec![])
+}
+
+fn parse_create_flow(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
+    let name = parser.parse_identifier()?.value;
+    let options = parse_options(parser)?;
+    parser.expect_keyword_is(Keyword::AS)?;
+    parser.expect_keyword_is(Keyword::INSERT)?;
+    parser.expect_keyword_is(Keyword::INTO)?;
+    let target = parser.parse_object_name(false)?;
+    let by_name = parser.parse_keywords(&[Keyword::BY, Keyword::NAME]);
+    let query = parser.parse_query()?;
+    Ok(StreamingStatement::CreateFlow(Box::new(CreateFlow { name, or_replace, target, by_name, query, options })))
+}
+
+fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    let mut create = CreateStreamingTable {
+        name,
+        or_replace,
+        if_not_exists,
+        columns: vec![],
+        constraints: vec![],
+        expectations: vec![],
+        options: vec![],
+        routes: vec![],
+        else_route: None,
+        query: None,
+    };
+    if parser.consume_token(&Token::LParen) && !parser.consume_token(&Token::RParen) {
+        loop {
+            if word(parser, 0).as_deref() == Some("CONSTRAINT") && word(parser, 2).as_deref() == Some("EXPECT") {
+                create.expectations.push(parse_expectation(parser)?);
+            } else if let Some(constraint) = parser.parse_optional_table_constraint()? {
+                create.constraints.push(constraint);
+            } else {
+                create.columns.push(parser.parse_column_def()?);
+            }
+            if parser.consume_token(&Token::Comma) {
+                continue;
+            }
+            parser.expect_token(&Token::RParen)?;
+            break;
+        }
+    }
+    create.options = parse_options(parser)?;
+    if parser.parse_keyword(Keyword::AS) {
+        create.query = Some(parser.parse_query()?);
+        return Ok(StreamingStatement::CreateStreamingTable(Box::new(create)));
+    }
+    loop {
+        if word(parser, 0).as_deref() == Some("PUSH") {
+            create.routes.push(parse_route(parser)?);
+        } else if word(parser, 0).as_deref() == Some("ELSE") && word(parser, 1).as_deref() == Some("PUSH") {
+            parser.next_token();
+            parser.next_token();
+            parser.expect_keyword_is(Keyword::INTO)?;
+            create.else_route = Some(parser.parse_object_name(false)?);
+        } else {
+            break;
+        }
+    }
+    Ok(StreamingStatement::CreateStreamingTable(Box::new(create)))
+}
+
+fn parse_expectation(parser: &mut Parser) -> Result<ExpectationDef, ParserError> {
+    parser.expect_keyword_is(Keyword::CONSTRAINT)?;
+    let name = parser.parse_identifier()?.value;
+    expect_word(parser, "EXPECT")?;
+    parser.expect_token(&Token::LParen)?;
+    let expr = parser.parse_expr()?;
+    parser.expect_token(&Token::RParen)?;
+    let mut action = ViolationAction::Keep;
+    if parser.parse_keyword(Keyword::ON) {
+        expect_word(parser, "VIOLATION")?;
+        if parser.parse_keyword(Keyword::DROP) {
+            parser.expect_keyword_is(Keyword::ROW)?;
+            action = ViolationAction::DropRow;
+        } else if parser.parse_keyword(Keyword::FAIL) {
+            parser.expect_keyword_is(Keyword::UPDATE)?;
+            action = ViolationAction::Fail;
+        } else if word(parser, 0).as_deref() == Some("QUARANTINE") {
+            parser.next_token();
+            parser.expect_keyword_is(Keyword::INTO)?;
+            action = ViolationAction::Quarantine(parser.parse_object_name(false)?.to_string());
+        } else {
+            return parser.expected("DROP ROW, FAIL UPDATE or QUARANTINE INTO", parser.peek_token());
+        }
+    }
+    Ok(ExpectationDef { name, expr, action })
+}
+
+/// `PUSH INTO target [AS query | WHERE predicate]`.
+fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
+    expect_word(parser, "PUSH")?;
+    parser.expect_keyword_is(Keyword::INTO)?;
+    let target = parser.parse_object_name(false)?;
+    let mut route = PushRoute { target, query: None, predicate: None };
+    if parser.parse_keyword(Keyword::AS) {
+        let mut sub = route_slice(parser);
+        route.query = Some(sub.parse_query()?);
+        expect_slice_end(&mut sub)?;
+    } else if parser.parse_keyword(Keyword::WHERE) {
+        let mut sub = route_slice(parser);
+        route.predicate = Some(sub.parse_expr()?);
+        expect_slice_end(&mut sub)?;
+    }
+    Ok(route)
+}
+
+/// Takes the tokens up to the next top-level `PUSH INTO` / `ELSE PUSH`, `;` or the end, and returns
+/// a parser over them.
+fn route_slice(parser: &mut Parser) -> Parser<'static> {
+    static DIALECT: SluiceDialect = SluiceDialect::new();
+    let mut tokens: Vec<TokenWithSpan> = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        let next = parser.peek_token();
+        let at_boundary = depth == 0
+            && match &next.token {
+                Token::EOF | Token::SemiColon => true,
+                Token::Word(w) if w.value.eq_ignore_ascii_case("PUSH") => word(parser, 1).as_deref() == Some("INTO"),
+                Token::Word(w) if w.value.eq_ignore_ascii_case("ELSE") => word(parser, 1).as_deref() == Some("PUSH"),
+                _ => false,
+            };
+        if at_boundary {
+            break;
+        }
+        match next.token {
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        tokens.push(parser.next_token());
+    }
+    let end = parser.peek_token();
+    tokens.push(TokenWithSpan::new(Token::EOF, end.span));
+    Parser::new(&DIALECT).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens)
+}
+
+fn expect_slice_end(sub: &mut Parser) -> Result<(), ParserError> {
+    if sub.peek_token().token == Token::EOF {
+        Ok(())
+    } else {
+        sub.expected("PUSH INTO, ELSE PUSH INTO or the end of the statement", sub.peek_token())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::parser::{parse_statements, SluiceStatement};
+    use super::*;
+
+    fn streaming(sql: &str) -> StreamingStatement {
+        match parse_statements(sql).unwrap().remove(0) {
+            SluiceStatement::Streaming(s) => *s,
+            other => panic!("not streaming: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_push_routes_and_expectations() {
+        let StreamingStatement::CreateStreamingTable(create) = streaming(
+            "CREATE STREAMING TABLE bronze (topic text NOT NULL, payload text, \
+             CONSTRAINT has_topic EXPECT (topic <> '') ON VIOLATION DROP ROW, \
+             CONSTRAINT q EXPECT (payload IS NOT NULL) ON VIOLATION QUARANTINE INTO bad) \
+             PUSH INTO silver_orders AS SELECT payload->>'id' AS id FROM bronze WHERE topic = 'orders' \
+             PUSH INTO silver_clicks WHERE topic = 'clicks' \
+             PUSH INTO raw \
+             ELSE PUSH INTO unrouted",
+        ) else {
+            panic!("not a create")
+        };
+        assert_eq!(create.columns.len(), 2);
+        assert_eq!(create.expectations.len(), 2);
+        assert_eq!(create.expectations[0].action, ViolationAction::DropRow);
+        assert_eq!(create.expectations[1].action, ViolationAction::Quarantine("bad".into()));
+        assert_eq!(create.routes.len(), 3);
+        assert!(create.routes[0].query.is_some());
+        assert!(create.routes[1].predicate.is_some());
+        assert!(create.routes[2].query.is_none() && create.routes[2].predicate.is_none());
+        assert_eq!(create.else_route.unwrap().to_string(), "unrouted");
+    }
+
+    #[test]
+    fn parses_flow_statements() {
+        assert!(matches!(
+            streaming("CREATE FLOW f AS INSERT INTO t BY NAME SELECT * FROM STREAM(s)"),
+            StreamingStatement::CreateFlow(f) if f.by_name
+        ));
+        assert!(matches!(streaming("ALTER FLOW f RESUME"), StreamingStatement::ResumeFlow { .. }));
+        assert!(matches!(streaming("REFRESH STREAMING TABLE t FULL"), StreamingStatement::Refresh { full: true, .. }));
+        assert!(matches!(
+            streaming("ALTER STREAMING TABLE b DROP PUSH INTO s"),
+            StreamingStatement::AlterStreamingTable { .. }
+        ));
+        let StreamingStatement::CreateStreamingTable(pull) =
+            streaming("CREATE STREAMING TABLE s WITH (mode = 'async') AS SELECT * FROM STREAM(b) WHERE x > 1")
+        else {
+            panic!("not a create")
+        };
+        assert!(pull.query.is_some());
+        assert_eq!(pull.options, vec![("mode".to_string(), "async".to_string())]);
+        assert!(parse_statements("CREATE STREAMING TABLE b (x int) PUSH INTO s AS SELECT FROM").is_err());
+    }
+}

@@ -1,0 +1,277 @@
+//! The `sluice` system schema: `tables`, `flows`, `lineage`, `events` and `expectations`, built
+//! from the catalog and the flow runtime each time a statement reads them.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use async_trait::async_trait;
+use datafusion::catalog::{SchemaProvider, TableProvider};
+use datafusion::datasource::MemTable;
+use datafusion::error::Result as DfResult;
+
+use crate::catalog::{FlowMode, FlowSyntax, TableKind};
+use crate::database::DatabaseInner;
+
+/// The name of the system schema.
+pub const SYSTEM_SCHEMA: &str = "sluice";
+const TABLES: [&str; 5] = ["tables", "flows", "lineage", "events", "expectations"];
+
+#[derive(Debug)]
+pub struct SystemSchema {
+    db: Arc<DatabaseInner>,
+}
+
+impl SystemSchema {
+    pub fn new(db: Arc<DatabaseInner>) -> Self {
+        Self { db }
+    }
+}
+
+fn text(values: Vec<Option<String>>) -> ArrayRef {
+    Arc::new(StringArray::from(values))
+}
+
+fn int(values: Vec<Option<i64>>) -> ArrayRef {
+    Arc::new(Int64Array::from(values))
+}
+
+fn time(values: Vec<Option<i64>>) -> ArrayRef {
+    Arc::new(TimestampMillisecondArray::from(values).with_timezone("UTC"))
+}
+
+fn table(fields: Vec<(&str, DataType)>, columns: Vec<ArrayRef>) -> DfResult<Arc<dyn TableProvider>> {
+    let schema = Arc::new(Schema::new(fields.into_iter().map(|(n, t)| Field::new(n, t, true)).collect::<Vec<_>>()));
+    let batch = RecordBatch::try_new(schema.clone(), columns)?;
+    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+}
+
+fn timestamp() -> DataType {
+    DataType::Timestamp(TimeUnit::Millisecond, Some("UTC".into()))
+}
+
+impl SystemSchema {
+    fn tables(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let entries: Vec<_> = state.tables.values().collect();
+        let kind = |k: TableKind| match k {
+            TableKind::Table => "table",
+            TableKind::StreamingTable => "streaming table",
+            TableKind::MaterializedView => "materialized view",
+        };
+        table(
+            vec![
+                ("schema", DataType::Utf8),
+                ("name", DataType::Utf8),
+                ("kind", DataType::Utf8),
+                ("location", DataType::Utf8),
+                ("flows_in", DataType::Int64),
+                ("flows_out", DataType::Int64),
+                ("expectations", DataType::Int64),
+            ],
+            vec![
+                text(entries.iter().map(|t| Some(t.schema.clone())).collect()),
+                text(entries.iter().map(|t| Some(t.name.clone())).collect()),
+                text(entries.iter().map(|t| Some(kind(t.kind).to_string())).collect()),
+                text(entries.iter().map(|t| Some(t.location.clone())).collect()),
+                int(entries.iter().map(|t| Some(state.flows_into(&t.qualified_name()).count() as i64)).collect()),
+                int(entries.iter().map(|t| Some(state.flows_from(&t.qualified_name()).count() as i64)).collect()),
+                int(entries.iter().map(|t| Some(t.expectations.len() as i64)).collect()),
+            ],
+        )
+    }
+
+    async fn flows(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let statuses = self.db.flows.statuses();
+        let flows: Vec<_> = state.flows.values().collect();
+        let mut source_versions = Vec::with_capacity(flows.len());
+        let mut source_times = Vec::with_capacity(flows.len());
+        for flow in &flows {
+            let latest = match state.tables.get(&flow.source) {
+                Some(entry) => match self.db.open_table(entry).await {
+                    Ok(t) => Some(t.cached_snapshot()),
+                    Err(_) => None,
+                },
+                None => None,
+            };
+            source_versions.push(latest.as_ref().map(|s| s.version() as i64));
+            source_times.push(latest.as_ref().map(|s| s.timestamp_ms()));
+        }
+        let now = crate::flow::now_ms();
+        let mut applied = Vec::new();
+        let mut lag_versions = Vec::new();
+        let mut lag_seconds = Vec::new();
+        let mut states = Vec::new();
+        let mut errors = Vec::new();
+        let mut failures = Vec::new();
+        let mut rows_out = Vec::new();
+        for (i, flow) in flows.iter().enumerate() {
+            let status = statuses.get(&flow.name).cloned().unwrap_or_default();
+            let done = status.applied_version;
+            applied.push(done);
+            let behind = source_versions[i].map(|v| (v - done.unwrap_or(-1)).max(0));
+            lag_versions.push(behind);
+            lag_seconds.push(match (behind, source_times[i]) {
+                (Some(0), _) => Some(0),
+                (Some(_), Some(at)) => Some(((now - at) / 1000).max(0)),
+                _ => None,
+            });
+            states.push(Some(status.state.as_str().to_string()));
+            errors.push(status.error.clone());
+            failures.push(Some(i64::from(status.failures)));
+            rows_out.push(Some(status.rows_out_total as i64));
+        }
+        table(
+            vec![
+                ("name", DataType::Utf8),
+                ("source", DataType::Utf8),
+                ("target", DataType::Utf8),
+                ("syntax", DataType::Utf8),
+                ("mode", DataType::Utf8),
+                ("state", DataType::Utf8),
+                ("last_source_version", DataType::Int64),
+                ("source_version", DataType::Int64),
+                ("lag_versions", DataType::Int64),
+                ("lag_seconds", DataType::Int64),
+                ("rows_out", DataType::Int64),
+                ("failures", DataType::Int64),
+                ("error", DataType::Utf8),
+                ("query", DataType::Utf8),
+            ],
+            vec![
+                text(flows.iter().map(|f| Some(f.name.clone())).collect()),
+                text(flows.iter().map(|f| Some(f.source.clone())).collect()),
+                text(flows.iter().map(|f| Some(f.target.clone())).collect()),
+                text(flows.iter().map(|f| Some(syntax(f.syntax, f.else_route).to_string())).collect()),
+                text(
+                    flows
+                        .iter()
+                        .map(|f| Some(if f.mode == FlowMode::Async { "async" } else { "sync" }.to_string()))
+                        .collect(),
+                ),
+                text(states),
+                int(applied),
+                int(source_versions),
+                int(lag_versions),
+                int(lag_seconds),
+                int(rows_out),
+                int(failures),
+                text(errors),
+                text(flows.iter().map(|f| Some(f.query.clone())).collect()),
+            ],
+        )
+    }
+
+    fn lineage(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let flows: Vec<_> = state.flows.values().collect();
+        table(
+            vec![("source", DataType::Utf8), ("target", DataType::Utf8), ("flow", DataType::Utf8), ("syntax", DataType::Utf8)],
+            vec![
+                text(flows.iter().map(|f| Some(f.source.clone())).collect()),
+                text(flows.iter().map(|f| Some(f.target.clone())).collect()),
+                text(flows.iter().map(|f| Some(f.name.clone())).collect()),
+                text(flows.iter().map(|f| Some(syntax(f.syntax, f.else_route).to_string())).collect()),
+            ],
+        )
+    }
+
+    fn events(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let events = self.db.flows.events();
+        table(
+            vec![
+                ("at", timestamp()),
+                ("flow", DataType::Utf8),
+                ("kind", DataType::Utf8),
+                ("source_from", DataType::Int64),
+                ("source_to", DataType::Int64),
+                ("rows_in", DataType::Int64),
+                ("rows_out", DataType::Int64),
+                ("violations", DataType::Utf8),
+                ("message", DataType::Utf8),
+            ],
+            vec![
+                time(events.iter().map(|e| Some(e.at_ms)).collect()),
+                text(events.iter().map(|e| Some(e.flow.clone())).collect()),
+                text(events.iter().map(|e| Some(e.kind.to_string())).collect()),
+                int(events.iter().map(|e| e.source_from).collect()),
+                int(events.iter().map(|e| e.source_to).collect()),
+                int(events.iter().map(|e| Some(e.rows_in as i64)).collect()),
+                int(events.iter().map(|e| Some(e.rows_out as i64)).collect()),
+                text(
+                    events
+                        .iter()
+                        .map(|e| Some(serde_json::to_string(&e.violations).unwrap_or_default()))
+                        .collect(),
+                ),
+                text(events.iter().map(|e| e.message.clone()).collect()),
+            ],
+        )
+    }
+
+    fn expectations(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let counts = self.db.flows.violations.lock().map(|c| c.clone()).unwrap_or_default();
+        let mut rows: Vec<(String, String, String, String, i64)> = Vec::new();
+        for entry in state.tables.values() {
+            for e in &entry.expectations {
+                let action = match &e.action {
+                    crate::catalog::ViolationAction::Keep => "keep".to_string(),
+                    crate::catalog::ViolationAction::DropRow => "drop row".to_string(),
+                    crate::catalog::ViolationAction::Fail => "fail update".to_string(),
+                    crate::catalog::ViolationAction::Quarantine(t) => format!("quarantine into {t}"),
+                };
+                let count = counts.get(&(entry.qualified_name(), e.name.clone())).copied().unwrap_or(0);
+                rows.push((entry.qualified_name(), e.name.clone(), e.expr.clone(), action, count as i64));
+            }
+        }
+        table(
+            vec![
+                ("table", DataType::Utf8),
+                ("name", DataType::Utf8),
+                ("expression", DataType::Utf8),
+                ("on_violation", DataType::Utf8),
+                ("violations", DataType::Int64),
+            ],
+            vec![
+                text(rows.iter().map(|r| Some(r.0.clone())).collect()),
+                text(rows.iter().map(|r| Some(r.1.clone())).collect()),
+                text(rows.iter().map(|r| Some(r.2.clone())).collect()),
+                text(rows.iter().map(|r| Some(r.3.clone())).collect()),
+                int(rows.iter().map(|r| Some(r.4)).collect()),
+            ],
+        )
+    }
+}
+
+fn syntax(syntax: FlowSyntax, else_route: bool) -> &'static str {
+    match (syntax, else_route) {
+        (FlowSyntax::Push, true) => "push (else)",
+        (FlowSyntax::Push, false) => "push",
+        (FlowSyntax::Pull, _) => "pull",
+        (FlowSyntax::Flow, _) => "flow",
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for SystemSchema {
+    fn table_names(&self) -> Vec<String> {
+        TABLES.iter().map(|t| t.to_string()).collect()
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        Ok(Some(match name {
+            "tables" => self.tables()?,
+            "flows" => self.flows().await?,
+            "lineage" => self.lineage()?,
+            "events" => self.events()?,
+            "expectations" => self.expectations()?,
+            _ => return Ok(None),
+        }))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        TABLES.contains(&name)
+    }
+}
