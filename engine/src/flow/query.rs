@@ -191,7 +191,7 @@ mod tests {
         assert!(text.contains("JOIN dim"), "{text}");
         let mut push = statement("SELECT * FROM bronze b WHERE topic = 'x'");
         bind_source(&mut push, "public.bronze").unwrap();
-        assert!(push.to_string().contains("__temp.__flow_source AS b"), "{push}");
+        assert!(push.to_string().contains("__temp.__flow_source b"), "{push}");
     }
 
     #[test]
