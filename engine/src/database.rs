@@ -89,8 +89,11 @@ impl Database {
             flows: Default::default(),
             tables: Mutex::new(HashMap::new()),
         });
-        // Flows catch up from their targets' txns and async flows run in the background.
-        tokio::spawn(crate::flow::worker(Arc::downgrade(&inner)));
+        // Flows catch up from their targets' txns and async flows run in the background (on the
+        // tokio runtime the database is opened on; without one, flows run only with writes).
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(crate::flow::worker(Arc::downgrade(&inner)));
+        }
         let session = Arc::new(Session::new(inner.clone()));
         Ok(Self { inner, session })
     }

@@ -153,7 +153,9 @@ impl Session {
         let statement = crate::sql::params::bind(statement, parameters)?;
         self.db.catalog.refresh().await?;
         self.clear_statement_state();
-        let result = self.dispatch(statement).await;
+        // Boxed: the future of a statement is large (every kind of statement, DataFusion's
+        // planning), and callers should not carry it on their stacks.
+        let result = Box::pin(self.dispatch(statement)).await;
         self.clear_statement_state();
         result
     }

@@ -167,7 +167,12 @@ impl SystemSchema {
         let state = self.db.catalog.current();
         let flows: Vec<_> = state.flows.values().collect();
         table(
-            vec![("source", DataType::Utf8), ("target", DataType::Utf8), ("flow", DataType::Utf8), ("syntax", DataType::Utf8)],
+            vec![
+                ("source", DataType::Utf8),
+                ("target", DataType::Utf8),
+                ("flow", DataType::Utf8),
+                ("syntax", DataType::Utf8),
+            ],
             vec![
                 text(flows.iter().map(|f| Some(f.source.clone())).collect()),
                 text(flows.iter().map(|f| Some(f.target.clone())).collect()),
@@ -199,12 +204,7 @@ impl SystemSchema {
                 int(events.iter().map(|e| e.source_to).collect()),
                 int(events.iter().map(|e| Some(e.rows_in as i64)).collect()),
                 int(events.iter().map(|e| Some(e.rows_out as i64)).collect()),
-                text(
-                    events
-                        .iter()
-                        .map(|e| Some(serde_json::to_string(&e.violations).unwrap_or_default()))
-                        .collect(),
-                ),
+                text(events.iter().map(|e| Some(serde_json::to_string(&e.violations).unwrap_or_default())).collect()),
                 text(events.iter().map(|e| e.message.clone()).collect()),
             ],
         )

@@ -231,10 +231,19 @@ pub fn after_commit<'a>(
                 wait_for_async_lag(db, &flow, version).await;
                 continue;
             }
-            match run_flow(db, &flow, rows.map(|rows| (version, rows))).await {
-                Ok(_) => {}
-                Err(e @ Error::ExpectationFailed { .. }) => expectation_failure = Some(e),
-                Err(_) => {}
+            // Each flow runs as its own task: a chain of flows (bronze -> silver -> gold) then
+            // nests tasks, not stack frames.
+            let task_db = db.clone();
+            let known = rows.map(|rows| (version, rows.to_vec()));
+            let task = tokio::spawn(async move {
+                let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
+                run_flow(&task_db, &flow, known).await
+            });
+            match task.await {
+                Ok(Ok(_)) => {}
+                Ok(Err(e @ Error::ExpectationFailed { .. })) => expectation_failure = Some(e),
+                Ok(Err(_)) => {}
+                Err(e) => return Err(Error::Internal(format!("a flow task failed: {e}"))),
             }
         }
         match expectation_failure {
@@ -286,7 +295,7 @@ pub async fn run_flow(
                 }
                 s.last_run_ms = Some(now_ms());
             });
-            if outcome.source_to.is_some() && (outcome.rows_in > 0 || outcome.rows_out > 0) {
+            if outcome.source_from.is_some() && (outcome.rows_in > 0 || outcome.rows_out > 0) {
                 db.flows.record(FlowEvent {
                     at_ms: now_ms(),
                     flow: flow.name.clone(),
@@ -361,19 +370,15 @@ async fn run_once(
     let start = (applied + 1) as u64;
     db.flows.update(&flow.name, |s| s.source_version = Some(end));
     if start > end {
-        return Ok(RunOutcome::default());
+        return Ok(RunOutcome { source_to: Some(applied), ..Default::default() });
     }
     let rows = match known {
         Some((version, rows)) if version == end && start == end => rows.to_vec(),
         _ => inserted_rows(&source, start, end).await?,
     };
     let rows_in: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
-    let mut outcome = RunOutcome {
-        source_from: Some(start as i64),
-        source_to: Some(end as i64),
-        rows_in,
-        ..Default::default()
-    };
+    let mut outcome =
+        RunOutcome { source_from: Some(start as i64), source_to: Some(end as i64), rows_in, ..Default::default() };
     if rows_in == 0 {
         return Ok(outcome);
     }

@@ -152,7 +152,9 @@ pub fn else_query(source: &str, predicates: &[Option<String>]) -> String {
 pub fn query_predicate(query: &Query) -> Option<String> {
     use datafusion::sql::sqlparser::ast::SetExpr;
     let SetExpr::Select(select) = query.body.as_ref() else { return None };
-    if select.from.len() != 1 || !select.from[0].joins.is_empty() || !matches!(&select.group_by, datafusion::sql::sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
+    if select.from.len() != 1
+        || !select.from[0].joins.is_empty()
+        || !matches!(&select.group_by, datafusion::sql::sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
     {
         return None;
     }
@@ -197,7 +199,10 @@ mod tests {
     #[test]
     fn else_takes_what_no_route_took() {
         let q = else_query("public.b", &[Some("t = 'a'".into()), Some("t = 'b'".into())]);
-        assert_eq!(q, "SELECT * FROM \"public\".\"b\" WHERE NOT (coalesce((t = 'a'), false) OR coalesce((t = 'b'), false))");
+        assert_eq!(
+            q,
+            "SELECT * FROM \"public\".\"b\" WHERE NOT (coalesce((t = 'a'), false) OR coalesce((t = 'b'), false))"
+        );
         assert!(else_query("public.b", &[None]).ends_with("WHERE false"));
     }
 }

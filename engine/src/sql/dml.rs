@@ -188,8 +188,7 @@ impl Session {
             return Ok(written);
         }
         let request = WriteRequest { batches: checked.kept.clone(), mode, txn: context.txn, ..Default::default() };
-        let version =
-            committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
+        let version = committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
         crate::flow::after_commit(&self.db, &target.entry, version, Some(&checked.kept)).await?;
         Ok(written)
     }

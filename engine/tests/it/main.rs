@@ -4,4 +4,5 @@ mod api;
 mod common;
 mod crash;
 mod fixtures;
+mod flows;
 mod interop;
