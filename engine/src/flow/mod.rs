@@ -16,11 +16,13 @@
 //!   after an exponential backoff. A writer waits when an async flow is more than
 //!   [`ASYNC_LAG_VERSIONS_MAX`] versions behind (back-pressure).
 //! - On open, the worker catches every flow up from its target's txn.
+//! - The worker also compacts the small files of tables that were written ([`compaction`]).
 //!
 //! Run states, errors and an event per run live in memory ([`FlowRuntime`]) and are served by the
 //! `sluice` system schema.
 
 pub mod apply;
+pub mod compaction;
 pub mod ddl;
 pub mod query;
 
@@ -124,6 +126,8 @@ pub struct FlowRuntime {
     /// Violations per (table key, constraint) since the process started.
     pub(crate) violations: Mutex<BTreeMap<(String, String), u64>>,
     wake: Arc<tokio::sync::Notify>,
+    /// Tables written since the worker last looked at them (for auto-compaction).
+    touched: Mutex<std::collections::BTreeSet<String>>,
 }
 
 impl std::fmt::Debug for FlowRuntime {
@@ -223,6 +227,7 @@ pub fn after_commit<'a>(
     Box::pin(async move {
         let state = db.catalog.current();
         let key = table.qualified_name();
+        lock(&db.flows.touched).insert(key.clone());
         let flows: Vec<FlowEntry> = state.flows_from(&key).cloned().collect();
         let mut expectation_failure = None;
         for flow in flows {
@@ -457,6 +462,12 @@ pub async fn worker(db: Weak<DatabaseInner>) {
             }
         }
         first = false;
+        let touched = std::mem::take(&mut *lock(&strong.flows.touched));
+        for key in touched {
+            if let Some(entry) = strong.catalog.current().tables.get(&key) {
+                let _ = compaction::maybe_compact(&strong, entry).await;
+            }
+        }
         let wake = strong.flows.wake.clone();
         drop(strong);
         let _ = tokio::time::timeout(Duration::from_millis(WORKER_INTERVAL_MS), wake.notified()).await;

@@ -262,3 +262,30 @@ async fn refresh_full_replays_the_source() {
     let plan = rows(&db.query("EXPLAIN FLOW silver").await.unwrap());
     assert!(plan[0].starts_with("flow|flow silver: public.bronze -> public.silver (pull, sync)"), "{plan:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_files_of_streaming_tables_are_compacted() {
+    let db = Database::open("memory://").await.unwrap();
+    db.execute("CREATE STREAMING TABLE bronze (id bigint) PUSH INTO silver WHERE id % 2 = 0").await.unwrap();
+    for i in 0..300 {
+        db.execute(&format!("INSERT INTO bronze VALUES ({i})")).await.unwrap();
+    }
+    let started = Instant::now();
+    loop {
+        let bronze =
+            db.inner().open_table(db.inner().catalog.current().table("public", "bronze").unwrap()).await.unwrap();
+        let silver =
+            db.inner().open_table(db.inner().catalog.current().table("public", "silver").unwrap()).await.unwrap();
+        let files = (bronze.snapshot().await.unwrap().file_count(), silver.snapshot().await.unwrap().file_count());
+        if files.0 < sluice::flow::compaction::SMALL_FILES_MAX && files.1 < sluice::flow::compaction::SMALL_FILES_MAX {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "files were not compacted: {files:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(ids(&db, "SELECT id FROM bronze").await, (0..300).collect::<Vec<_>>());
+    assert_eq!(ids(&db, "SELECT id FROM silver").await, (0..300).filter(|i| i % 2 == 0).collect::<Vec<_>>());
+    // Compaction does not feed flows again.
+    db.execute("INSERT INTO bronze VALUES (1000)").await.unwrap();
+    assert_eq!(ids(&db, "SELECT count(*) FROM silver").await, [151]);
+}
