@@ -212,10 +212,96 @@ def pgwire() -> str:
     return "\n".join(lines) + note
 
 
+def single_row_inserts(port: int, count: int) -> dict:
+    """Single-row INSERTs into bronze over pgwire (psycopg, prepared); each returns once the routes
+    have committed, so its latency is the write-to-visible latency in silver (checked as it goes)."""
+    import psycopg
+    sys.path.insert(0, str(ROOT / "benches" / "peers"))
+    from duckdb_flows import rows as bronze_rows
+    with psycopg.connect(f"host=127.0.0.1 port={port} dbname=sluice user=bench", autocommit=True) as con:
+        con.execute(FLOW_PIPELINE)
+        table = bronze_rows(0, count).to_pylist()
+        latencies = []
+        silver = {0: "silver_orders", 1: "silver_payments", 2: "silver_clicks"}
+        for i, row in enumerate(table):
+            started = time.perf_counter()
+            con.execute("INSERT INTO bronze VALUES (%s, %s, %s, %s)", (row["id"], row["topic"], row["key"], row["payload"]),
+                        prepare=True)
+            latencies.append(time.perf_counter() - started)
+            if i % 100 == 0:
+                seen = con.execute(f"SELECT count(*) FROM {silver[i % 3]} WHERE id = %s", (i,)).fetchone()[0]
+                assert seen == 1, f"row {i} is not visible in {silver[i % 3]} when its INSERT returned"
+    latencies.sort()
+    return {"rows": count, "p50_ms": latencies[len(latencies) // 2] * 1000,
+            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000}
+
+
+FLOW_PIPELINE = """
+CREATE STREAMING TABLE bronze (id bigint, topic text, key text, payload text)
+PUSH INTO silver_orders AS
+  SELECT id, key AS order_id, payload->>'customer' AS customer, CAST(payload->>'amount' AS DOUBLE) AS amount
+  FROM bronze WHERE topic = 'orders'
+PUSH INTO silver_payments AS
+  SELECT id, key AS payment_id, CAST(payload->>'paid' AS DOUBLE) AS paid FROM bronze WHERE topic = 'payments'
+PUSH INTO silver_clicks AS
+  SELECT id, key AS click_id, payload->>'page' AS page FROM bronze WHERE topic = 'clicks'
+"""
+
+
+def flows() -> str:
+    batches, batch_rows, singles, commits = 100, 10_000, 2_000, 100_000
+    work = Path(tempfile.mkdtemp(prefix="sluice-flows-"))
+    peer = ROOT / "benches" / "peers" / "duckdb_flows.py"
+    try:
+        ours = best_of(2, lambda: [SLUICE, "flows-batched", "--data", work / "batched", "--batches", batches,
+                                   "--batch-rows", batch_rows], work / "batched")
+        theirs = best_of(2, lambda: [PYTHON, peer, "batched", work / "duck.db", batches, batch_rows], None)
+        (work / "duck.db").unlink(missing_ok=True)
+        duck_single = run([PYTHON, peer, "single", work / "duck-single.db", singles])
+        port = 55434
+        server = subprocess.Popen([str(SLUICE), "serve", "--data", str(work / "single"), "--port", str(port)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(200):
+                try:
+                    import psycopg
+                    psycopg.connect(f"host=127.0.0.1 port={port} dbname=sluice user=bench").close()
+                    break
+                except Exception:
+                    time.sleep(0.1)
+            single = single_row_inserts(port, singles)
+        finally:
+            server.kill()
+        small = run([SLUICE, "flows-small-commits", "--data", work / "small", "--commits", commits])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    lines = [
+        "| measure | Sluice | DuckDB (three pulls) | ratio |",
+        "|---|---|---|---|",
+        f"| batches of {batch_rows:,} rows into bronze + 3 routes, source rows/s | {ours['rows_per_second']:,.0f} | "
+        f"{theirs['rows_per_second']:,.0f} | **{ours['rows_per_second'] / theirs['rows_per_second']:.2f}** (Sluice / DuckDB) |",
+        f"| single-row INSERT to visible in silver, p50 | {single['p50_ms']:.2f} ms | {duck_single['p50_ms']:.2f} ms | "
+        f"**{single['p50_ms'] / duck_single['p50_ms']:.2f}** (Sluice / DuckDB latency) |",
+        f"| single-row INSERT to visible in silver, p99 | {single['p99_ms']:.2f} ms | {duck_single['p99_ms']:.2f} ms | "
+        f"**{single['p99_ms'] / duck_single['p99_ms']:.2f}** |",
+        f"| {commits:,} single-row commits (in-process, one route): data files after auto-compaction | "
+        f"{small['events_files']} (bronze), {small['clicks_files']} (route target) | | |",
+        f"| {commits:,} single-row commits: commits/s | {small['commits_per_second']:,.0f} | | |",
+    ]
+    note = (f"\n\nBatched: {batches} batches through the in-process API, each INSERT returning after the three routes "
+            f"committed (sync push), best of 2; Sluice peak RSS {ours['peak_rss_mb']:.0f} MiB. DuckDB (file database) "
+            "runs each batch as one transaction: INSERT INTO bronze, then three INSERT INTO silver SELECT ... FROM bronze "
+            "WHERE topic = ... AND id in the batch's range. Single rows: Sluice over pgwire (psycopg, prepared, "
+            f"{singles:,} INSERTs; every 100th row is checked visible in its silver table when the INSERT returns); "
+            "DuckDB in-process (it has no server), one transaction per row as above.")
+    return "\n".join(lines) + note
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
     "pgwire": ("Postgres wire protocol beside PostgreSQL 15 (issue 4)", pgwire),
+    "flows": ("Streaming flows: bronze with three routes beside DuckDB (issue 5)", flows),
 }
 
 

@@ -2,6 +2,7 @@
 //! measured thing and prints one JSON line (`seconds`, `peak_rss_mb`, ...); `benches/run.py`
 //! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
 
+mod flows;
 mod storage;
 mod tpch_steps;
 
@@ -78,6 +79,22 @@ enum Command {
         #[arg(long)]
         port: u16,
     },
+    /// Feeds BATCHES batches of BATCH_ROWS rows into a bronze table with three routes.
+    FlowsBatched {
+        #[arg(long)]
+        data: String,
+        #[arg(long)]
+        batches: usize,
+        #[arg(long, default_value_t = 10_000)]
+        batch_rows: usize,
+    },
+    /// Writes COMMITS single-row commits into a streaming table and waits for auto-compaction.
+    FlowsSmallCommits {
+        #[arg(long)]
+        data: String,
+        #[arg(long)]
+        commits: usize,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -105,6 +122,8 @@ fn main() {
             }
             Command::TpchAnswers { data } => tpch_steps::answers(&data).await,
             Command::Serve { data, port } => serve(&data, port).await,
+            Command::FlowsBatched { data, batches, batch_rows } => flows::batched(&data, batches, batch_rows).await,
+            Command::FlowsSmallCommits { data, commits } => flows::small_commits(&data, commits).await,
         }
     });
     match result {

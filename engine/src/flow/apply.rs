@@ -57,19 +57,29 @@ impl Session {
     }
 
     /// Appends a flow's output to its target in one commit carrying `txn`, then runs the target's
-    /// own flows.
+    /// own flows. `applied` is the flow's txn version the run started from.
     pub(crate) async fn write_flow_output(
         &self,
         target_key: &str,
         output: Vec<RecordBatch>,
         by_name: bool,
         txn: Txn,
+        applied: Option<i64>,
         source_version: u64,
     ) -> Result<FlowWrite> {
         self.clear_statement_state();
         let name = crate::sql::names::parse_table_name(target_key)?;
         let object = crate::sql::names::object_name(&name.schema, &name.name);
         let target = self.target(&object).await?;
+        // The run decided what to apply from `applied`; if the target's log says otherwise now,
+        // another runner got there first: retry from the log.
+        if target.snapshot.txn_version(&txn.app_id) != applied {
+            self.clear_statement_state();
+            return Err(Error::SerializationFailure(format!(
+                "flow {} was applied concurrently to {target_key}",
+                txn.app_id
+            )));
+        }
         let columns = if by_name {
             ColumnMatch::ByName
         } else {

@@ -15,7 +15,8 @@
 //!   soon as their source moves (many source commits in one target commit), failed flows again
 //!   after an exponential backoff. A writer waits when an async flow is more than
 //!   [`ASYNC_LAG_VERSIONS_MAX`] versions behind (back-pressure).
-//! - On open, the worker catches every flow up from its target's txn.
+//! - On open, and every second after, the worker catches every flow up from its target's txn
+//!   (this also picks up commits other processes made to a flow's source).
 //! - The worker also compacts the small files of tables that were written ([`compaction`]).
 //!
 //! Run states, errors and an event per run live in memory ([`FlowRuntime`]) and are served by the
@@ -48,6 +49,11 @@ pub const ASYNC_LAG_VERSIONS_MAX: u64 = 64;
 pub const EVENTS_KEPT_MAX: usize = 10_000;
 /// The background worker's poll interval.
 const WORKER_INTERVAL_MS: u64 = 100;
+/// How often the worker runs every flow whose source moved (commits by other processes, or
+/// missed while a flow was failed).
+const FULL_PASS_INTERVAL_MS: u64 = 1_000;
+/// An async flow runs at most this often, so that it batches source commits.
+pub const ASYNC_FLUSH_INTERVAL_MS: u64 = 100;
 /// The first retry delay of a failed flow; it doubles per failure up to the maximum.
 const RETRY_DELAY_MS_MIN: i64 = 500;
 const RETRY_DELAY_MS_MAX: i64 = 60_000;
@@ -230,20 +236,23 @@ pub fn after_commit<'a>(
         lock(&db.flows.touched).insert(key.clone());
         let flows: Vec<FlowEntry> = state.flows_from(&key).cloned().collect();
         let mut expectation_failure = None;
+        let mut tasks = Vec::new();
         for flow in flows {
             if flow.mode == FlowMode::Async || db.flows.is_failed(&flow.name) {
                 db.flows.wake_worker();
                 wait_for_async_lag(db, &flow, version).await;
                 continue;
             }
-            // Each flow runs as its own task: a chain of flows (bronze -> silver -> gold) then
-            // nests tasks, not stack frames.
+            // Each flow runs as its own task: the flows of one source run in parallel, and a
+            // chain of flows (bronze -> silver -> gold) nests tasks, not stack frames.
             let task_db = db.clone();
             let known = rows.map(|rows| (version, rows.to_vec()));
-            let task = tokio::spawn(async move {
+            tasks.push(tokio::spawn(async move {
                 let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
                 run_flow(&task_db, &flow, known).await
-            });
+            }));
+        }
+        for task in tasks {
             match task.await {
                 Ok(Ok(_)) => {}
                 Ok(Err(e @ Error::ExpectationFailed { .. })) => expectation_failure = Some(e),
@@ -283,7 +292,9 @@ pub async fn run_flow(
     db.flows.update(&flow.name, |s| s.state = FlowState::Running);
     let mut attempt = 0;
     let result = loop {
-        match run_once(db, session, flow, known).await {
+        // A retry after a lost race reads everything afresh.
+        let attempt_known = if attempt == 0 { known } else { None };
+        match run_once(db, session, flow, attempt_known).await {
             Err(Error::SerializationFailure(_)) if attempt < RUN_CONFLICT_RETRY_MAX => attempt += 1,
             other => break other,
         }
@@ -347,7 +358,8 @@ async fn run_once(
     flow: &FlowEntry,
     known: Option<(u64, &[RecordBatch])>,
 ) -> Result<RunOutcome> {
-    let state = db.catalog.refresh().await?;
+    // A writer handing over its rows has just refreshed the catalog; a catch-up reads it afresh.
+    let state = if known.is_some() { db.catalog.current() } else { db.catalog.refresh().await? };
     let source_entry = state
         .tables
         .get(&flow.source)
@@ -359,9 +371,16 @@ async fn run_once(
         .cloned()
         .ok_or_else(|| Error::UndefinedTable(format!("{} (the target of flow {})", flow.target, flow.name)))?;
     let source = db.open_table(&source_entry).await?;
-    let source_snapshot = source.snapshot().await?;
+    // The writer's own commit is in the cached snapshot; otherwise look for newer commits.
+    let cached = source.cached_snapshot();
+    let source_snapshot = match known {
+        Some((version, _)) if cached.version() >= version => cached,
+        _ => source.snapshot().await?,
+    };
     let target = db.open_table(&target_entry).await?;
-    let target_snapshot = target.snapshot().await?;
+    // A cached target snapshot may miss another process's commit of this flow; the commit then
+    // conflicts on the flow's txn and the run is retried on a fresh snapshot.
+    let target_snapshot = if known.is_some() { target.cached_snapshot() } else { target.snapshot().await? };
     let committed = target_snapshot.txn_version(&flow.name);
     let remembered = lock(&db.flows.status).get(&flow.name).and_then(|s| s.applied_version);
     // The runtime's own progress counts only past versions that produced no rows (never below the
@@ -390,7 +409,7 @@ async fn run_once(
     let schema: SchemaRef = source_snapshot.arrow_schema();
     let output = session.flow_output(flow, schema, rows).await?;
     let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
-    let written = session.write_flow_output(&flow.target, output, flow.by_name, txn, end).await?;
+    let written = session.write_flow_output(&flow.target, output, flow.by_name, txn, committed, end).await?;
     outcome.rows_out = written.rows;
     outcome.violations = written.violations;
     Ok(outcome)
@@ -401,13 +420,24 @@ async fn inserted_rows(table: &sluice_storage::table::Table, start: u64, end: u6
     let changes = table.changes(start, Some(end)).await?;
     let mut out = Vec::new();
     for change in changes {
-        for batch in change.batches {
+        // Only versions that purely inserted: an UPDATE or MERGE that rewrote rows shows as
+        // deletes plus inserts, and its inserts are not new rows.
+        let mut masks = Vec::with_capacity(change.batches.len());
+        let mut rewrote = false;
+        for batch in &change.batches {
             let Some(kind) = batch.column_by_name(sluice_storage::write::CHANGE_TYPE_COLUMN) else { continue };
             let inserted = arrow::compute::kernels::cmp::eq(
                 kind.as_string::<i32>(),
                 &arrow::array::StringArray::new_scalar("insert"),
             )?;
-            let batch = filter_record_batch(&batch, &inserted)?;
+            rewrote |= inserted.true_count() != batch.num_rows();
+            masks.push((batch, inserted));
+        }
+        if rewrote {
+            continue;
+        }
+        for (batch, inserted) in masks {
+            let batch = filter_record_batch(batch, &inserted)?;
             let columns = batch.num_columns().saturating_sub(3);
             out.push(batch.project(&(0..columns).collect::<Vec<_>>())?);
         }
@@ -418,10 +448,19 @@ async fn inserted_rows(table: &sluice_storage::table::Table, start: u64, end: u6
 /// Catches up every flow (on open), then runs async flows as their sources move and failed flows
 /// when their retry time comes, until the database is dropped.
 pub async fn worker(db: Weak<DatabaseInner>) {
-    let mut first = true;
+    let mut last_full_pass: Option<std::time::Instant> = None;
     loop {
         let Some(strong) = db.upgrade() else { return };
-        let state = strong.catalog.current();
+        // A full pass runs every flow whose source moved, also by other processes.
+        let full = last_full_pass.is_none_or(|t| t.elapsed() >= Duration::from_millis(FULL_PASS_INTERVAL_MS));
+        if full {
+            last_full_pass = Some(std::time::Instant::now());
+        }
+        let state = if full {
+            strong.catalog.refresh().await.unwrap_or_else(|_| strong.catalog.current())
+        } else {
+            strong.catalog.current()
+        };
         let statuses = strong.flows.statuses();
         let now = now_ms();
         for flow in state.flows.values() {
@@ -444,7 +483,10 @@ pub async fn worker(db: Weak<DatabaseInner>) {
                     });
                     true
                 }
-                _ => first || flow.mode == FlowMode::Async,
+                Some(s) if flow.mode == FlowMode::Async => {
+                    full || now - s.last_run_ms.unwrap_or(0) >= ASYNC_FLUSH_INTERVAL_MS as i64
+                }
+                _ => full,
             };
             if due {
                 let target = state.tables.get(&flow.target).cloned();
@@ -461,7 +503,6 @@ pub async fn worker(db: Weak<DatabaseInner>) {
                 }
             }
         }
-        first = false;
         let touched = std::mem::take(&mut *lock(&strong.flows.touched));
         for key in touched {
             if let Some(entry) = strong.catalog.current().tables.get(&key) {

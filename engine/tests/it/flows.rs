@@ -67,7 +67,14 @@ async fn caught_up(db: &Database) {
         if behind == ["0"] {
             return;
         }
-        assert!(started.elapsed() < Duration::from_secs(60), "flows did not catch up: {behind:?}");
+        if started.elapsed() > Duration::from_secs(60) {
+            let flows = rows(
+                &db.query("SELECT name, state, last_source_version, source_version, error FROM sluice.flows")
+                    .await
+                    .unwrap(),
+            );
+            panic!("flows did not catch up: {flows:#?}");
+        }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -288,4 +295,21 @@ async fn small_files_of_streaming_tables_are_compacted() {
     // Compaction does not feed flows again.
     db.execute("INSERT INTO bronze VALUES (1000)").await.unwrap();
     assert_eq!(ids(&db, "SELECT count(*) FROM silver").await, [151]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn updates_and_deletes_on_a_source_are_not_appended_downstream() {
+    let db = Database::open("memory://").await.unwrap();
+    db.execute(
+        "CREATE STREAMING TABLE b (id bigint, v text);
+         CREATE STREAMING TABLE s AS SELECT id FROM STREAM(b);
+         INSERT INTO b VALUES (1, 'a'), (2, 'b');
+         UPDATE b SET v = 'z' WHERE id = 1;
+         DELETE FROM b WHERE id = 2;
+         MERGE INTO b USING (SELECT 4 AS id) src ON b.id = src.id WHEN NOT MATCHED THEN INSERT VALUES (src.id, 'm');
+         INSERT INTO b VALUES (3, 'c');",
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&db, "SELECT id FROM s").await, [1, 2, 3, 4]);
 }

@@ -685,3 +685,55 @@ async fn garbage_costs_only_its_own_connection() {
     fresh.simple_query("SELECT 1").await.unwrap();
     assert!(sent >= 10_000 && connections > 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_pipeline_reads_its_own_writes_over_pgwire() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute(
+            "CREATE STREAMING TABLE bronze (topic text NOT NULL, key text, payload text,
+               CONSTRAINT known EXPECT (topic IN ('orders', 'payments', 'clicks')) ON VIOLATION FAIL UPDATE)
+             PUSH INTO silver_orders AS SELECT key, CAST(payload->>'amount' AS DOUBLE) AS amount
+               FROM bronze WHERE topic = 'orders'
+             PUSH INTO silver_payments AS SELECT key, CAST(payload->>'paid' AS DOUBLE) AS paid
+               FROM bronze WHERE topic = 'payments'
+             PUSH INTO silver_clicks AS SELECT key, payload->>'page' AS page FROM bronze WHERE topic = 'clicks';
+             CREATE STREAMING TABLE gold AS
+               SELECT key, amount FROM STREAM(silver_orders)
+               UNION ALL SELECT key, paid AS amount FROM STREAM(silver_payments);",
+        )
+        .await
+        .unwrap();
+    let insert = client.prepare("INSERT INTO bronze VALUES ($1, $2, $3)").await.unwrap();
+    for i in 0..30i64 {
+        let (topic, payload) = match i % 3 {
+            0 => ("orders", format!("{{\"amount\": {i}}}")),
+            1 => ("payments", format!("{{\"paid\": {i}}}")),
+            _ => ("clicks", "{\"page\": \"/\"}".to_string()),
+        };
+        let key = format!("k{i}");
+        assert_eq!(client.execute(&insert, &[&topic, &key, &payload]).await.unwrap(), 1);
+        // Visible downstream as soon as the INSERT returns.
+        let table = ["silver_orders", "silver_payments", "silver_clicks"][(i % 3) as usize];
+        let seen: i64 =
+            client.query_one(&format!("SELECT count(*) FROM {table} WHERE key = $1"), &[&key]).await.unwrap().get(0);
+        assert_eq!(seen, 1, "{key} in {table}");
+        if i % 3 != 2 {
+            let gold: i64 = client.query_one("SELECT count(*) FROM gold WHERE key = $1", &[&key]).await.unwrap().get(0);
+            assert_eq!(gold, 1, "{key} in gold");
+        }
+    }
+    let total: f64 = client.query_one("SELECT sum(amount) FROM gold", &[]).await.unwrap().get(0);
+    assert_eq!(total, (0..30).filter(|i| i % 3 != 2).sum::<i64>() as f64);
+    let flows: i64 =
+        client.query_one("SELECT count(*) FROM sluice.flows WHERE state = 'idle'", &[]).await.unwrap().get(0);
+    assert_eq!(flows, 5);
+    // FAIL UPDATE: the writer gets 23514 and nothing is written.
+    let err = client.execute(&insert, &[&"metrics", &"m", &"{}"]).await.unwrap_err();
+    assert_eq!(code(&err), "23514", "{err}");
+    let err = client.simple_query("DROP TABLE silver_orders").await.unwrap_err();
+    assert_eq!(code(&err), "2BP01", "{err}");
+    let bronze: i64 = client.query_one("SELECT count(*) FROM bronze", &[]).await.unwrap().get(0);
+    assert_eq!(bronze, 30);
+}
