@@ -249,7 +249,7 @@ PUSH INTO silver_clicks AS
 
 
 def flows() -> str:
-    batches, batch_rows, singles, commits = 100, 10_000, 2_000, 100_000
+    batches, batch_rows, singles, commits = 100, 10_000, 2_000, 20_000
     work = Path(tempfile.mkdtemp(prefix="sluice-flows-"))
     peer = ROOT / "benches" / "peers" / "duckdb_flows.py"
     try:

@@ -5,6 +5,7 @@ usage: duckdb_flows.py batched DB BATCHES BATCH_ROWS | duckdb_flows.py single DB
 Prints one JSON line.
 """
 import json
+import os
 import sys
 import time
 
@@ -43,6 +44,9 @@ def rows(start, count):
 
 
 def setup(path):
+    for stale in [path, path + ".wal"]:
+        if os.path.exists(stale):
+            os.remove(stale)
     con = duckdb.connect(path)
     con.execute("CREATE TABLE bronze (id BIGINT, topic TEXT, key TEXT, payload TEXT)")
     con.execute("CREATE TABLE silver_orders (id BIGINT, order_id TEXT, customer TEXT, amount DOUBLE)")

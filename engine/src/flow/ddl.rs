@@ -137,6 +137,18 @@ impl Session {
                 missing.join(", ")
             )));
         }
+        let target_arrow = target.arrow_schema();
+        for field in schema.fields() {
+            let Ok(column) = target_arrow.field_with_name(field.name()) else { continue };
+            if !arrow::compute::can_cast_types(field.data_type(), column.data_type()) {
+                return Err(Error::Plan(format!(
+                    "the flow's output does not fit {target_key}: column {} is {} but the flow makes {}",
+                    field.name(),
+                    column.data_type(),
+                    field.data_type()
+                )));
+            }
+        }
         Ok(())
     }
 
