@@ -7,7 +7,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMill
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use async_trait::async_trait;
 use datafusion::catalog::{SchemaProvider, TableProvider};
-use datafusion::datasource::MemTable;
+use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DfResult;
 
 use crate::catalog::{FlowMode, FlowSyntax, TableKind};
@@ -43,7 +43,33 @@ fn time(values: Vec<Option<i64>>) -> ArrayRef {
 fn table(fields: Vec<(&str, DataType)>, columns: Vec<ArrayRef>) -> DfResult<Arc<dyn TableProvider>> {
     let schema = Arc::new(Schema::new(fields.into_iter().map(|(n, t)| Field::new(n, t, true)).collect::<Vec<_>>()));
     let batch = RecordBatch::try_new(schema.clone(), columns)?;
-    Ok(Arc::new(MemTable::try_new(schema, vec![vec![batch]])?))
+    Ok(Arc::new(SystemView(MemTable::try_new(schema, vec![vec![batch]])?)))
+}
+
+/// A system table: rows computed when read, shown to clients as a view (as Postgres shows its
+/// system views), so `\dt` lists only the user's tables.
+#[derive(Debug)]
+struct SystemView(MemTable);
+
+#[async_trait]
+impl TableProvider for SystemView {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.0.schema()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn datafusion::catalog::Session,
+        projection: Option<&Vec<usize>>,
+        filters: &[datafusion::logical_expr::Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        self.0.scan(state, projection, filters, limit).await
+    }
 }
 
 fn timestamp() -> DataType {
@@ -273,5 +299,9 @@ impl SchemaProvider for SystemSchema {
 
     fn table_exist(&self, name: &str) -> bool {
         TABLES.contains(&name)
+    }
+
+    async fn table_type(&self, name: &str) -> DfResult<Option<TableType>> {
+        Ok(TABLES.contains(&name).then_some(TableType::View))
     }
 }
