@@ -391,7 +391,7 @@ async fn run_once(
         (None, r) => r.unwrap_or(-1),
     };
     let end = source_snapshot.version();
-    let start = (applied + 1) as u64;
+    let start = (applied + 1).max(0) as u64;
     db.flows.update(&flow.name, |s| s.source_version = Some(end));
     if start > end {
         return Ok(RunOutcome { source_to: Some(applied), ..Default::default() });
