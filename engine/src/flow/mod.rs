@@ -289,7 +289,6 @@ pub async fn run_flow(
     let runner = db.flows.runner(&flow.name);
     let mut session = runner.lock().await;
     let session = session.get_or_insert_with(|| Session::new(db.clone()));
-    db.flows.update(&flow.name, |s| s.state = FlowState::Running);
     let mut attempt = 0;
     let result = loop {
         // A retry after a lost race reads everything afresh.
@@ -396,6 +395,9 @@ async fn run_once(
     if start > end {
         return Ok(RunOutcome { source_to: Some(applied), ..Default::default() });
     }
+    // Only a run with versions to apply shows as running (the worker's periodic passes over
+    // flows that are up to date do not flicker their state).
+    db.flows.update(&flow.name, |s| s.state = FlowState::Running);
     let rows = match known {
         Some((version, rows)) if version == end && start == end => rows.to_vec(),
         _ => inserted_rows(&source, start, end).await?,
