@@ -236,16 +236,7 @@ def single_row_inserts(port: int, count: int) -> dict:
             "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000}
 
 
-FLOW_PIPELINE = """
-CREATE STREAMING TABLE bronze (id bigint, topic text, key text, payload text)
-PUSH INTO silver_orders AS
-  SELECT id, key AS order_id, payload->>'customer' AS customer, CAST(payload->>'amount' AS DOUBLE) AS amount
-  FROM bronze WHERE topic = 'orders'
-PUSH INTO silver_payments AS
-  SELECT id, key AS payment_id, CAST(payload->>'paid' AS DOUBLE) AS paid FROM bronze WHERE topic = 'payments'
-PUSH INTO silver_clicks AS
-  SELECT id, key AS click_id, payload->>'page' AS page FROM bronze WHERE topic = 'clicks'
-"""
+FLOW_PIPELINE = (ROOT / "benches" / "flows_pipeline.sql").read_text()
 
 
 def flows() -> str:

@@ -12,16 +12,7 @@ use serde_json::json;
 type BenchResult = Result<serde_json::Value, Box<dyn std::error::Error>>;
 
 /// The pipeline (the same queries as benches/peers/duckdb_flows.py runs as pulls).
-pub const PIPELINE: &str = "
-CREATE STREAMING TABLE bronze (id bigint, topic text, key text, payload text)
-PUSH INTO silver_orders AS
-  SELECT id, key AS order_id, payload->>'customer' AS customer, CAST(payload->>'amount' AS DOUBLE) AS amount
-  FROM bronze WHERE topic = 'orders'
-PUSH INTO silver_payments AS
-  SELECT id, key AS payment_id, CAST(payload->>'paid' AS DOUBLE) AS paid FROM bronze WHERE topic = 'payments'
-PUSH INTO silver_clicks AS
-  SELECT id, key AS click_id, payload->>'page' AS page FROM bronze WHERE topic = 'clicks'
-";
+pub const PIPELINE: &str = include_str!("../flows_pipeline.sql");
 
 /// Rows `start..start + count` of bronze: topics in turn, each with its own JSON payload.
 pub fn bronze_rows(start: usize, count: usize) -> RecordBatch {

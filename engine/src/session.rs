@@ -213,15 +213,21 @@ impl Session {
         }
     }
 
-    /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).
-    async fn run_datafusion(&self, statement: Statement) -> Result<StatementResult> {
-        let tag = command_tag(&statement);
+    /// Applies Sluice's rewrites (time travel, bytea literals) to a statement and plans it with
+    /// DataFusion.
+    pub(crate) async fn plan_statement(&self, statement: Statement) -> Result<datafusion::logical_expr::LogicalPlan> {
         let statement = self.rewrite(statement).await?;
-        let plan = self
+        Ok(self
             .ctx
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?;
+            .await?)
+    }
+
+    /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).
+    async fn run_datafusion(&self, statement: Statement) -> Result<StatementResult> {
+        let tag = command_tag(&statement);
+        let plan = self.plan_statement(statement).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = frame.collect().await?;

@@ -1,7 +1,6 @@
 //! One flow run's SQL work, done through the flow's own session: the flow's query over the rows a
 //! run read from its source, and the write of its output to the target with the run's txn.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -14,15 +13,8 @@ use super::query::{bind_source, SOURCE_RELATION};
 use crate::catalog::FlowEntry;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::sql::dml::{ColumnMatch, WriteContext};
+use crate::sql::dml::{ColumnMatch, WriteContext, Written};
 use crate::sql::parser::{parse_statement_text, SluiceStatement};
-
-/// What a flow's write did.
-#[derive(Debug, Default)]
-pub struct FlowWrite {
-    pub rows: u64,
-    pub violations: BTreeMap<String, u64>,
-}
 
 impl Session {
     /// Runs a flow's query over `rows` of its source.
@@ -45,12 +37,7 @@ impl Session {
             let schema = self.db.open_table(entry).await?.snapshot().await?.arrow_schema();
             self.temp.insert(&relation, Arc::new(MemTable::try_new(schema, vec![vec![]])?));
         }
-        let statement = self.rewrite(statement).await?;
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?;
+        let plan = self.plan_statement(statement).await?;
         let output = self.ctx.execute_logical_plan(plan).await?.collect().await;
         self.clear_statement_state();
         Ok(output?)
@@ -66,7 +53,7 @@ impl Session {
         txn: Txn,
         applied: Option<i64>,
         source_version: u64,
-    ) -> Result<FlowWrite> {
+    ) -> Result<Written> {
         self.clear_statement_state();
         let name = crate::sql::names::parse_table_name(target_key)?;
         let object = crate::sql::names::object_name(&name.schema, &name.name);
@@ -88,7 +75,6 @@ impl Session {
         let context = WriteContext { txn: Some(txn), source_version: Some(source_version) };
         let written = self.write_rows_with(&target, output, columns, SaveMode::Append, context).await;
         self.clear_statement_state();
-        let written = written?;
-        Ok(FlowWrite { rows: written.rows, violations: written.violations })
+        written
     }
 }

@@ -9,37 +9,15 @@
 
 use std::collections::BTreeMap;
 
-use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement, TableFactor, VisitMut, VisitorMut};
-use std::ops::ControlFlow;
+use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 
-use super::query::{else_query, key_of, query_predicate, route_query, stream_sources};
+use super::query::{else_query, key_of, query_predicate, route_query, stream_sources, unstream};
 use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
 use crate::error::{Error, Result};
 use crate::session::{Session, StatementResult};
 use crate::sql::names::table_name;
 use crate::sql::parser::{parse_statement_text, CreateTable, SluiceStatement};
 use crate::sql::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute, StreamingStatement};
-
-/// Replaces `STREAM(x)` with `x` (to plan a flow's query over its sources' current contents).
-struct Unstream;
-
-impl VisitorMut for Unstream {
-    type Break = ();
-    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        if let TableFactor::Table { name, args, .. } = factor {
-            if name.0.len() == 1 && name.to_string().eq_ignore_ascii_case("stream") {
-                if let Some(inner) = args.as_ref().and_then(|a| a.args.first()) {
-                    let text = inner.to_string();
-                    if let Ok(parsed) = crate::sql::names::parse_table_name(&text) {
-                        *name = crate::sql::names::object_name(&parsed.schema, &parsed.name);
-                        *args = None;
-                    }
-                }
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
 
 fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
     match options.iter().find(|(k, _)| k.eq_ignore_ascii_case("mode")).map(|(_, v)| v.to_ascii_lowercase()) {
@@ -67,10 +45,11 @@ impl Session {
         }
     }
 
-    /// The output schema of a query (STREAM(x) read as x), by planning it.
-    async fn output_columns(&self, query: &Query) -> Result<Query> {
+    /// `SELECT * FROM (query) LIMIT 0`, with STREAM(x) read as x: the query a new target is
+    /// created from.
+    fn empty_output_query(query: &Query) -> Result<Query> {
         let mut query = query.clone();
-        let _ = query.visit(&mut Unstream);
+        unstream(&mut query);
         let text = format!("SELECT * FROM ({query}) AS __flow_output LIMIT 0");
         match parse_statement_text(&text)? {
             SluiceStatement::Standard(statement) => match *statement {
@@ -83,20 +62,8 @@ impl Session {
 
     /// Creates a streaming table with the columns of a query's output.
     async fn create_for_output(&self, name: &ObjectName, query: &Query) -> Result<()> {
-        let empty = self.output_columns(query).await?;
-        let create = CreateTable {
-            name: name.clone(),
-            or_replace: false,
-            if_not_exists: false,
-            external: false,
-            columns: vec![],
-            constraints: vec![],
-            partitioned_by: vec![],
-            location: None,
-            comment: None,
-            properties: vec![],
-            query: Some(Box::new(empty)),
-        };
+        let empty = Self::empty_output_query(query)?;
+        let create = CreateTable { query: Some(Box::new(empty)), ..CreateTable::new(name.clone()) };
         self.create_table(create).await?;
         self.mark_streaming(&key_of(name)?, vec![], BTreeMap::new()).await
     }
@@ -122,8 +89,9 @@ impl Session {
 
     /// Checks that a query's output fits an existing target by name.
     async fn check_fits(&self, target_key: &str, query: &Query) -> Result<()> {
-        let empty = self.output_columns(query).await?;
-        let (schema, _) = self.plan_columns(empty).await?;
+        let mut query = query.clone();
+        unstream(&mut query);
+        let schema = self.plan_statement(Statement::Query(Box::new(query))).await?.schema().as_arrow().clone();
         let state = self.db.catalog.current();
         let entry = state.tables.get(target_key).ok_or_else(|| Error::UndefinedTable(target_key.into()))?;
         let target = self.db.open_table(entry).await?.snapshot().await?;
@@ -152,16 +120,6 @@ impl Session {
         Ok(())
     }
 
-    async fn plan_columns(&self, query: Query) -> Result<(arrow::datatypes::SchemaRef, ())> {
-        let statement = self.rewrite(Statement::Query(Box::new(query))).await?;
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?;
-        Ok((std::sync::Arc::new(plan.schema().as_arrow().clone()), ()))
-    }
-
     async fn create_streaming_table(&self, create: CreateStreamingTable) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let table_key = key(&name.schema, &name.name);
@@ -184,17 +142,9 @@ impl Session {
                 Some(query) => self.create_for_output(&create.name, query).await?,
                 None => {
                     let table = CreateTable {
-                        name: create.name.clone(),
-                        or_replace: false,
-                        if_not_exists: false,
-                        external: false,
                         columns: create.columns.clone(),
                         constraints: create.constraints.clone(),
-                        partitioned_by: vec![],
-                        location: None,
-                        comment: None,
-                        properties: vec![],
-                        query: None,
+                        ..CreateTable::new(create.name.clone())
                     };
                     self.create_table(table).await?;
                 }
@@ -355,22 +305,14 @@ impl Session {
             })
             .await?;
         for flow in &flows {
-            self.run_and_propagate(flow).await?;
+            self.run_now(flow).await?;
         }
         Ok(())
     }
 
-    /// Runs a flow now and then the flows its target feeds (as a write into the target would).
-    async fn run_and_propagate(&self, flow: &FlowEntry) -> Result<()> {
-        let outcome = super::run_flow(&self.db, flow, None).await?;
-        if outcome.rows_out > 0 {
-            let state = self.db.catalog.current();
-            if let Some(target) = state.tables.get(&flow.target) {
-                let version = self.db.open_table(target).await?.snapshot().await?.version();
-                super::after_commit(&self.db, target, version, None).await?;
-            }
-        }
-        Ok(())
+    /// Runs a flow now (its write into the target runs the target's own flows).
+    async fn run_now(&self, flow: &FlowEntry) -> Result<()> {
+        super::run_flow(&self.db, flow, None).await.map(|_| ())
     }
 
     async fn create_flow(&self, create: CreateFlow) -> Result<StatementResult> {
@@ -481,7 +423,7 @@ impl Session {
     async fn resume_flow(&self, name: &str) -> Result<StatementResult> {
         let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
         self.db.flows.resume(name);
-        self.run_and_propagate(&flow).await?;
+        self.run_now(&flow).await?;
         Ok(StatementResult::command("ALTER FLOW"))
     }
 
@@ -497,7 +439,7 @@ impl Session {
         }
         for flow in &flows {
             self.db.flows.resume(&flow.name);
-            self.run_and_propagate(flow).await?;
+            self.run_now(flow).await?;
         }
         Ok(StatementResult::command("REFRESH STREAMING TABLE"))
     }
@@ -546,7 +488,7 @@ impl Session {
         let Statement::Query(mut query) = *statement else {
             return Err(Error::Internal(format!("flow {name} has no query")));
         };
-        let _ = query.visit(&mut Unstream);
+        unstream(&mut query);
         let explain = format!("EXPLAIN {query}");
         // Boxed: EXPLAIN FLOW runs a statement itself.
         let mut results = Box::pin(self.execute(&explain)).await?;

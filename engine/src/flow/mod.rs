@@ -491,18 +491,8 @@ pub async fn worker(db: Weak<DatabaseInner>) {
                 _ => full,
             };
             if due {
-                let target = state.tables.get(&flow.target).cloned();
-                if let Ok(outcome) = run_flow(&strong, flow, None).await {
-                    // A catch-up feeds the target's own flows as a write would.
-                    if let (Some(target), Some(_)) = (target, outcome.source_to) {
-                        if outcome.rows_out > 0 {
-                            let version = strong.open_table(&target).await.map(|t| t.cached_snapshot().version());
-                            if let Ok(version) = version {
-                                let _ = after_commit(&strong, &target, version, None).await;
-                            }
-                        }
-                    }
-                }
+                // A catch-up that writes the target runs the target's flows, as any write does.
+                let _ = run_flow(&strong, flow, None).await;
             }
         }
         let touched = std::mem::take(&mut *lock(&strong.flows.touched));

@@ -66,6 +66,26 @@ pub fn stream_sources(query: &Query) -> Result<Vec<String>> {
     Ok(keys)
 }
 
+struct Unstream;
+
+impl VisitorMut for Unstream {
+    type Break = ();
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let Some(source) = stream_argument(factor) {
+            if let TableFactor::Table { name, args, .. } = factor {
+                *name = source;
+                *args = None;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Replaces `STREAM(x)` with `x` (to plan a flow's query over its sources' current contents).
+pub fn unstream(query: &mut Query) {
+    let _ = query.visit(&mut Unstream);
+}
+
 /// Rewrites a flow's query for one run: the source (as `STREAM(source)`, or by name in a push
 /// route's query) becomes the run's rows; any other `STREAM(x)` becomes an empty relation (its
 /// rows arrive through x's own flow). Returns the keys of those other streams with the temp names

@@ -256,12 +256,8 @@ impl Session {
                 if !create.columns.is_empty() {
                     return Err(Error::NotSupported("column definitions together with AS SELECT".into()));
                 }
-                let statement = self.rewrite(datafusion::sql::sqlparser::ast::Statement::Query(query.clone())).await?;
-                let plan = self
-                    .ctx
-                    .state()
-                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-                    .await?;
+                let plan =
+                    self.plan_statement(datafusion::sql::sqlparser::ast::Statement::Query(query.clone())).await?;
                 let arrow = plan.schema().as_arrow().clone();
                 let fields = arrow
                     .fields()

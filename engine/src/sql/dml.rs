@@ -77,12 +77,7 @@ impl Session {
         let SluiceStatement::Standard(statement) = parse_statement_text(sql)? else {
             return Err(Error::Internal(format!("not a query: {sql}")));
         };
-        let statement = self.rewrite(*statement).await?;
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?;
+        let plan = self.plan_statement(*statement).await?;
         Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
     }
 

@@ -71,6 +71,25 @@ pub struct CreateTable {
     pub query: Option<Box<Query>>,
 }
 
+impl CreateTable {
+    /// A plain `CREATE TABLE name` with nothing else said.
+    pub fn new(name: ObjectName) -> Self {
+        Self {
+            name,
+            or_replace: false,
+            if_not_exists: false,
+            external: false,
+            columns: vec![],
+            constraints: vec![],
+            partitioned_by: vec![],
+            location: None,
+            comment: None,
+            properties: vec![],
+            query: None,
+        }
+    }
+}
+
 /// Parses one or more statements separated by `;`.
 pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
     let dialect = SluiceDialect::default();
@@ -103,7 +122,8 @@ pub fn parse_statement_text(sql: &str) -> Result<SluiceStatement> {
     }
 }
 
-fn word(parser: &Parser, n: usize) -> Option<String> {
+/// The `n`th next token as an upper-case word, if it is one.
+pub(crate) fn word(parser: &Parser, n: usize) -> Option<String> {
     match parser.peek_nth_token(n).token {
         Token::Word(w) => Some(w.value.to_ascii_uppercase()),
         _ => None,
@@ -225,35 +245,8 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
     parser.expect_keyword_is(Keyword::TABLE)?;
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_object_name(false)?;
-    let mut create = CreateTable {
-        name,
-        or_replace,
-        if_not_exists,
-        external,
-        columns: vec![],
-        constraints: vec![],
-        partitioned_by: vec![],
-        location: None,
-        comment: None,
-        properties: vec![],
-        query: None,
-    };
-    if parser.consume_token(&Token::LParen) && !parser.consume_token(&Token::RParen) {
-        {
-            loop {
-                if let Some(constraint) = parser.parse_optional_table_constraint()? {
-                    create.constraints.push(constraint);
-                } else {
-                    create.columns.push(parser.parse_column_def()?);
-                }
-                if parser.consume_token(&Token::Comma) {
-                    continue;
-                }
-                parser.expect_token(&Token::RParen)?;
-                break;
-            }
-        }
-    }
+    let mut create = CreateTable { or_replace, if_not_exists, external, ..CreateTable::new(name) };
+    (create.columns, create.constraints) = parse_table_elements(parser, |_| Ok(false))?;
     loop {
         if parser.parse_keyword(Keyword::USING) {
             let format = parser.parse_identifier()?;
@@ -270,9 +263,7 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
             let _ = parser.consume_token(&Token::Eq);
             create.comment = Some(parser.parse_literal_string()?);
         } else if parser.parse_keyword(Keyword::TBLPROPERTIES) || parser.parse_keyword(Keyword::WITH) {
-            parser.expect_token(&Token::LParen)?;
-            create.properties.extend(parser.parse_comma_separated(parse_property)?);
-            parser.expect_token(&Token::RParen)?;
+            create.properties.extend(parse_property_list(parser)?);
         } else {
             break;
         }
@@ -281,6 +272,39 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
         create.query = Some(parser.parse_query()?);
     }
     Ok(create)
+}
+
+/// The optional `(column, constraint, ...)` list of a CREATE TABLE. `element` may take an element
+/// of its own (returning true), as streaming tables take expectations.
+pub(crate) fn parse_table_elements(
+    parser: &mut Parser,
+    mut element: impl FnMut(&mut Parser) -> Result<bool, ParserError>,
+) -> Result<(Vec<ColumnDef>, Vec<TableConstraint>), ParserError> {
+    let (mut columns, mut constraints) = (vec![], vec![]);
+    if !parser.consume_token(&Token::LParen) || parser.consume_token(&Token::RParen) {
+        return Ok((columns, constraints));
+    }
+    loop {
+        if !element(parser)? {
+            match parser.parse_optional_table_constraint()? {
+                Some(constraint) => constraints.push(constraint),
+                None => columns.push(parser.parse_column_def()?),
+            }
+        }
+        if parser.consume_token(&Token::Comma) {
+            continue;
+        }
+        parser.expect_token(&Token::RParen)?;
+        return Ok((columns, constraints));
+    }
+}
+
+/// `( property, ... )` after WITH or TBLPROPERTIES.
+pub(crate) fn parse_property_list(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserError> {
+    parser.expect_token(&Token::LParen)?;
+    let properties = parser.parse_comma_separated(parse_property)?;
+    parser.expect_token(&Token::RParen)?;
+    Ok(properties)
 }
 
 /// `'key' = 'value'`, `key.path = value` (the `=` is optional, as in Spark).

@@ -189,12 +189,7 @@ impl Session {
                 if !plannable {
                     return Described::default();
                 }
-                let Ok(rewritten) = self.rewrite((**standard).clone()).await else { return Described::default() };
-                let planned = self
-                    .ctx
-                    .state()
-                    .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(rewritten)))
-                    .await;
+                let planned = self.plan_statement((**standard).clone()).await;
                 self.temp.clear();
                 self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
                 let Ok(plan) = planned else { return Described::default() };

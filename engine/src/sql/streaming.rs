@@ -12,7 +12,7 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::dialect::SluiceDialect;
-use super::parser::{parse_property, PARSER_RECURSION_MAX};
+use super::parser::{parse_property_list, parse_table_elements, word, PARSER_RECURSION_MAX};
 use crate::catalog::ViolationAction;
 
 /// `PUSH INTO target [AS query | WHERE predicate]`.
@@ -76,13 +76,6 @@ pub enum StreamingStatement {
     Refresh { table: ObjectName, full: bool },
     ExplainFlow { name: String },
     DropFlow { name: String, if_exists: bool },
-}
-
-fn word(parser: &Parser, n: usize) -> Option<String> {
-    match parser.peek_nth_token(n).token {
-        Token::Word(w) => Some(w.value.to_ascii_uppercase()),
-        _ => None,
-    }
 }
 
 fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
@@ -183,10 +176,7 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
 
 fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserError> {
     if parser.parse_keyword(Keyword::WITH) || parser.parse_keyword(Keyword::TBLPROPERTIES) {
-        parser.expect_token(&Token::LParen)?;
-        let options = parser.parse_comma_separated(parse_property)?;
-        parser.expect_token(&Token::RParen)?;
-        return Ok(options);
+        return parse_property_list(parser);
     }
     Ok(vec![])
 }
@@ -218,22 +208,15 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
         else_route: None,
         query: None,
     };
-    if parser.consume_token(&Token::LParen) && !parser.consume_token(&Token::RParen) {
-        loop {
-            if word(parser, 0).as_deref() == Some("CONSTRAINT") && word(parser, 2).as_deref() == Some("EXPECT") {
-                create.expectations.push(parse_expectation(parser)?);
-            } else if let Some(constraint) = parser.parse_optional_table_constraint()? {
-                create.constraints.push(constraint);
-            } else {
-                create.columns.push(parser.parse_column_def()?);
-            }
-            if parser.consume_token(&Token::Comma) {
-                continue;
-            }
-            parser.expect_token(&Token::RParen)?;
-            break;
+    let mut expectations = Vec::new();
+    (create.columns, create.constraints) = parse_table_elements(parser, |parser| {
+        if word(parser, 0).as_deref() == Some("CONSTRAINT") && word(parser, 2).as_deref() == Some("EXPECT") {
+            expectations.push(parse_expectation(parser)?);
+            return Ok(true);
         }
-    }
+        Ok(false)
+    })?;
+    create.expectations = expectations;
     create.options = parse_options(parser)?;
     if parser.parse_keyword(Keyword::AS) {
         create.query = Some(parser.parse_query()?);

@@ -188,11 +188,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for MessageLimit<S> {
         let this = self.get_mut();
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => {
-                let filled = buf.filled();
-                let fresh = filled[before..].to_vec();
-                Poll::Ready(this.observe(&fresh))
-            }
+            Poll::Ready(Ok(())) => Poll::Ready(this.observe(&buf.filled()[before..])),
             other => other,
         }
     }
