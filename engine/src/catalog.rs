@@ -38,6 +38,22 @@ pub struct CatalogState {
     /// Flows (push routes, pull flows, CREATE FLOW) by name.
     #[serde(default)]
     pub flows: BTreeMap<String, FlowEntry>,
+    /// External sources (`CREATE SOURCE ... FROM KAFKA`) by name.
+    #[serde(default)]
+    pub sources: BTreeMap<String, SourceEntry>,
+}
+
+/// An external source of records that streaming tables ingest (`CREATE SOURCE`). Its progress is
+/// not here but in each ingesting table's log, as one txn per partition.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SourceEntry {
+    pub name: String,
+    /// The connector: `kafka`.
+    pub kind: String,
+    /// The options as given (connection, topics, format, batching, client properties).
+    pub options: BTreeMap<String, String>,
+    #[serde(default)]
+    pub created_ms: i64,
 }
 
 /// Which syntax made a flow (push and pull are two syntaxes for one kind of object).
@@ -82,6 +98,10 @@ pub struct FlowEntry {
     /// A push route's predicate, as SQL (for the ELSE route of its source).
     #[serde(default)]
     pub predicate: Option<String>,
+    /// `EXPAND JSON column`: the output's JSON text column expanded into typed columns of the
+    /// target, which gains new fields as they appear.
+    #[serde(default)]
+    pub expand_json: Option<String>,
     #[serde(default)]
     pub created_ms: i64,
 }
@@ -159,6 +179,9 @@ pub struct TableEntry {
     /// Streaming table options (`mode = 'async'` for the flows it feeds).
     #[serde(default)]
     pub options: BTreeMap<String, String>,
+    /// The source a streaming table ingests (`CREATE STREAMING TABLE t FROM SOURCE s`).
+    #[serde(default)]
+    pub source: Option<String>,
 }
 
 impl TableEntry {
@@ -208,6 +231,11 @@ impl CatalogState {
             }
         }
         false
+    }
+
+    /// The tables that ingest source `name`.
+    pub fn tables_ingesting<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a TableEntry> + 'a {
+        self.tables.values().filter(move |t| t.source.as_deref() == Some(name))
     }
 
     pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &TableEntry> + '_ {
@@ -352,6 +380,7 @@ mod tests {
             created_ms: 0,
             expectations: vec![],
             options: BTreeMap::new(),
+            source: None,
         }
     }
 

@@ -44,6 +44,8 @@ pub struct DatabaseInner {
     pub options: DatabaseOptions,
     /// The streaming flows' runtime state.
     pub flows: crate::flow::FlowRuntime,
+    /// The ingest tasks of tables that read external sources.
+    pub sources: crate::source::SourceRuntime,
     tables: Mutex<HashMap<String, Arc<Table>>>,
 }
 
@@ -57,6 +59,16 @@ pub struct Database {
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
     static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
     STORES.get_or_init(Default::default)
+}
+
+impl Drop for Database {
+    /// The last handle stops the database's ingest tasks (sessions and flow runners keep the shared
+    /// state alive, so this cannot wait for it to drop).
+    fn drop(&mut self) {
+        if Arc::strong_count(&self.session) == 1 {
+            crate::source::stop_all(&self.inner);
+        }
+    }
 }
 
 /// The store of a warehouse URL.
@@ -87,6 +99,7 @@ impl Database {
             catalog,
             options,
             flows: Default::default(),
+            sources: Default::default(),
             tables: Mutex::new(HashMap::new()),
         });
         // Flows catch up from their targets' txns and async flows run in the background (on the
@@ -95,6 +108,7 @@ impl Database {
             runtime.spawn(crate::flow::worker(Arc::downgrade(&inner)));
         }
         let session = Arc::new(Session::new(inner.clone()));
+        crate::source::supervise(&inner);
         Ok(Self { inner, session })
     }
 

@@ -10,7 +10,8 @@
 //!   pruning and deletion-vector masking), and runs DDL and DML as single Delta commits;
 //! - [`functions`] adds JSON operators and `table_changes`;
 //! - [`flow`] runs streaming flows (PUSH INTO routes, `STREAM()` pulls, CREATE FLOW) exactly once,
-//!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema.
+//!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema;
+//! - [`source`] ingests external sources (Kafka) into streaming tables, exactly once.
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
@@ -31,6 +32,7 @@ pub mod functions;
 pub mod provider;
 pub mod quality;
 pub mod session;
+pub mod source;
 pub mod sql;
 pub mod system;
 pub mod types;

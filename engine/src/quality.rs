@@ -126,7 +126,7 @@ impl Session {
     pub(crate) async fn write_quarantine(
         &self,
         rows: &[(String, RecordBatch)],
-        txn: Option<&sluice_storage::actions::Txn>,
+        txns: &[sluice_storage::actions::Txn],
     ) -> Result<()> {
         let mut by_table: BTreeMap<&str, Vec<RecordBatch>> = BTreeMap::new();
         for (table, batch) in rows {
@@ -136,17 +136,20 @@ impl Session {
             let name = crate::sql::names::parse_table_name(table)?;
             let object = crate::sql::names::object_name(&name.schema, &name.name);
             let target = self.target(&object).await?;
-            let txn = txn.map(|t| sluice_storage::actions::Txn {
-                app_id: format!("{}:quarantine", t.app_id),
-                version: t.version,
-                last_updated: t.last_updated,
-            });
-            if let Some(txn) = &txn {
-                if target.snapshot.txn_version(&txn.app_id).is_some_and(|v| v >= txn.version) {
-                    continue;
-                }
+            let txns: Vec<sluice_storage::actions::Txn> = txns
+                .iter()
+                .map(|t| sluice_storage::actions::Txn {
+                    app_id: format!("{}:quarantine", t.app_id),
+                    version: t.version,
+                    last_updated: t.last_updated,
+                })
+                .collect();
+            let replayed =
+                txns.iter().all(|txn| target.snapshot.txn_version(&txn.app_id).is_some_and(|v| v >= txn.version));
+            if !txns.is_empty() && replayed {
+                continue;
             }
-            let context = crate::sql::dml::WriteContext { txn, source_version: None };
+            let context = crate::sql::dml::WriteContext { txns, source_version: None, commit_empty: false };
             // Boxed: a quarantine table may itself feed flows, which write again.
             Box::pin(self.write_rows_with(
                 &target,

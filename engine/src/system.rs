@@ -1,6 +1,8 @@
-//! The `sluice` system schema: `tables`, `flows`, `lineage`, `events` and `expectations`, built
+//! The `sluice` system schema: `tables`, `flows`, `lineage`, `events`, `expectations`, `sources`
+//! and `kafka_offsets`, built
 //! from the catalog and the flow runtime each time a statement reads them.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray};
@@ -15,7 +17,7 @@ use crate::database::DatabaseInner;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
-const TABLES: [&str; 5] = ["tables", "flows", "lineage", "events", "expectations"];
+const TABLES: [&str; 7] = ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets"];
 
 #[derive(Debug)]
 pub struct SystemSchema {
@@ -184,7 +186,142 @@ impl SystemSchema {
                 int(rows_out),
                 int(failures),
                 text(errors),
-                text(flows.iter().map(|f| Some(f.query.clone())).collect()),
+                text(
+                    flows
+                        .iter()
+                        .map(|f| {
+                            Some(match crate::flow::expand::describe(f) {
+                                Some(shape) => format!("{} {shape}", f.query),
+                                None => f.query.clone(),
+                            })
+                        })
+                        .collect(),
+                ),
+            ],
+        )
+    }
+
+    fn sources(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let statuses = self.db.sources.statuses();
+        // One row per (source, ingesting table); a source nobody ingests has one row without a table.
+        let mut rows: Vec<(&crate::catalog::SourceEntry, Option<String>)> = Vec::new();
+        for source in state.sources.values() {
+            let tables: Vec<String> = state.tables_ingesting(&source.name).map(|t| t.qualified_name()).collect();
+            if tables.is_empty() {
+                rows.push((source, None));
+            }
+            rows.extend(tables.into_iter().map(|t| (source, Some(t))));
+        }
+        let status = |table: &Option<String>| table.as_ref().and_then(|t| statuses.get(t)).cloned();
+        let option = |source: &crate::catalog::SourceEntry,
+                      f: &dyn Fn(&crate::source::options::KafkaOptions) -> String| {
+            crate::source::options::KafkaOptions::parse(&source.options).ok().map(|o| f(&o))
+        };
+        table(
+            vec![
+                ("name", DataType::Utf8),
+                ("kind", DataType::Utf8),
+                ("table", DataType::Utf8),
+                ("brokers", DataType::Utf8),
+                ("topics", DataType::Utf8),
+                ("format", DataType::Utf8),
+                ("state", DataType::Utf8),
+                ("messages", DataType::Int64),
+                ("dead_letters", DataType::Int64),
+                ("batches", DataType::Int64),
+                ("bytes", DataType::Int64),
+                ("failures", DataType::Int64),
+                ("last_batch_at", timestamp()),
+                ("error", DataType::Utf8),
+                ("options", DataType::Utf8),
+            ],
+            vec![
+                text(rows.iter().map(|(s, _)| Some(s.name.clone())).collect()),
+                text(rows.iter().map(|(s, _)| Some(s.kind.clone())).collect()),
+                text(rows.iter().map(|(_, t)| t.clone()).collect()),
+                text(rows.iter().map(|(s, _)| option(s, &|o| o.brokers.clone())).collect()),
+                text(rows.iter().map(|(s, _)| option(s, &|o| o.topics_text())).collect()),
+                text(rows.iter().map(|(s, _)| option(s, &|o| o.format.as_str().to_string())).collect()),
+                text(
+                    rows.iter()
+                        .map(|(_, t)| {
+                            Some(match (t, status(t)) {
+                                (None, _) => "unused".to_string(),
+                                (Some(_), Some(s)) => s.state.as_str().to_string(),
+                                (Some(_), None) => "stopped".to_string(),
+                            })
+                        })
+                        .collect(),
+                ),
+                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.messages as i64))).collect()),
+                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.dead_letters as i64))).collect()),
+                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.batches as i64))).collect()),
+                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.bytes as i64))).collect()),
+                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| i64::from(s.failures)))).collect()),
+                time(rows.iter().map(|(_, t)| status(t).and_then(|s| s.last_batch_ms)).collect()),
+                text(rows.iter().map(|(_, t)| status(t).and_then(|s| s.error)).collect()),
+                text(
+                    rows.iter()
+                        .map(|(s, _)| {
+                            Some(
+                                serde_json::to_string(&crate::source::options::shown_options(&s.options))
+                                    .unwrap_or_default(),
+                            )
+                        })
+                        .collect(),
+                ),
+            ],
+        )
+    }
+
+    /// Per source partition: the offset each ingesting table committed (from its log) and the
+    /// partition's high watermark (as the client last saw it).
+    async fn kafka_offsets(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let statuses = self.db.sources.statuses();
+        // (source, table, topic, partition, committed offset, high watermark)
+        type OffsetRow = (String, String, String, i64, Option<i64>, Option<i64>);
+        let mut rows: Vec<OffsetRow> = Vec::new();
+        for entry in state.tables.values() {
+            let Some(source) = &entry.source else { continue };
+            let Ok(table) = self.db.open_table(entry).await else { continue };
+            let snapshot = table.cached_snapshot();
+            let mut offsets: BTreeMap<(String, i32), Option<i64>> = BTreeMap::new();
+            for txn in snapshot.txns().values() {
+                if let Some((topic, partition)) = crate::source::parse_txn_app_id(source, &txn.app_id) {
+                    offsets.insert((topic.to_string(), partition), Some(txn.version));
+                }
+            }
+            let status = statuses.get(&entry.qualified_name());
+            if let Some(status) = status {
+                for key in status.high_watermarks.keys() {
+                    offsets.entry(key.clone()).or_insert(None);
+                }
+            }
+            for ((topic, partition), offset) in offsets {
+                let mark = status.and_then(|s| s.high_watermarks.get(&(topic.clone(), partition)).copied());
+                rows.push((source.clone(), entry.qualified_name(), topic, i64::from(partition), offset, mark));
+            }
+        }
+        table(
+            vec![
+                ("source", DataType::Utf8),
+                ("table", DataType::Utf8),
+                ("topic", DataType::Utf8),
+                ("partition", DataType::Int64),
+                ("offset", DataType::Int64),
+                ("high_watermark", DataType::Int64),
+                ("lag", DataType::Int64),
+            ],
+            vec![
+                text(rows.iter().map(|r| Some(r.0.clone())).collect()),
+                text(rows.iter().map(|r| Some(r.1.clone())).collect()),
+                text(rows.iter().map(|r| Some(r.2.clone())).collect()),
+                int(rows.iter().map(|r| Some(r.3)).collect()),
+                int(rows.iter().map(|r| r.4).collect()),
+                int(rows.iter().map(|r| r.5).collect()),
+                int(rows.iter().map(|r| r.5.map(|mark| (mark - r.4.map_or(0, |o| o + 1)).max(0))).collect()),
             ],
         )
     }
@@ -293,6 +430,8 @@ impl SchemaProvider for SystemSchema {
             "lineage" => self.lineage()?,
             "events" => self.events()?,
             "expectations" => self.expectations()?,
+            "sources" => self.sources()?,
+            "kafka_offsets" => self.kafka_offsets().await?,
             _ => return Ok(None),
         }))
     }

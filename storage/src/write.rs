@@ -43,8 +43,8 @@ pub enum SaveMode {
 pub struct WriteRequest {
     pub batches: Vec<RecordBatch>,
     pub mode: SaveMode,
-    /// A streaming writer's progress, committed atomically with the data.
-    pub txn: Option<Txn>,
+    /// Streaming writers' progress (one per application id), committed atomically with the data.
+    pub txns: Vec<Txn>,
     /// The operation recorded in history (default WRITE).
     pub operation: Option<String>,
     pub parameters: Map<String, Value>,
@@ -103,9 +103,7 @@ impl Table {
             transaction.add_actions(snapshot.files_sorted().iter().map(|f| Action::Remove(f.to_remove(now, true))));
         }
         transaction.add_actions(adds.into_iter().map(Action::Add));
-        if let Some(txn) = request.txn {
-            transaction.add_action(Action::Txn(txn));
-        }
+        transaction.add_actions(request.txns.into_iter().map(Action::Txn));
         self.commit(snapshot, transaction).await
     }
 

@@ -72,7 +72,7 @@ impl Session {
         } else {
             ColumnMatch::Position(target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect())
         };
-        let context = WriteContext { txn: Some(txn), source_version: Some(source_version) };
+        let context = WriteContext { txns: vec![txn], source_version: Some(source_version), commit_empty: false };
         let written = self.write_rows_with(&target, output, columns, SaveMode::Append, context).await;
         self.clear_statement_state();
         written

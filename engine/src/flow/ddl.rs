@@ -42,6 +42,10 @@ impl Session {
             StreamingStatement::Refresh { table, full } => self.refresh_streaming(&table, full).await,
             StreamingStatement::ExplainFlow { name } => self.explain_flow(&name).await,
             StreamingStatement::DropFlow { name, if_exists } => self.drop_flow(&name, if_exists).await,
+            StreamingStatement::CreateSource(create) => self.create_source(*create).await,
+            StreamingStatement::DropSource { name, if_exists, cascade } => {
+                self.drop_source(&name, if_exists, cascade).await
+            }
         }
     }
 
@@ -137,7 +141,14 @@ impl Session {
             .iter()
             .map(|e| Expectation { name: e.name.clone(), expr: e.expr.to_string(), action: e.action.clone() })
             .collect();
-        if !exists {
+        if create.from_source.is_some() && (create.query.is_some() || !create.columns.is_empty()) {
+            return Err(Error::Plan(format!(
+                "streaming table {name} reads a source: its columns come from the source (no column list or AS query)"
+            )));
+        }
+        if let Some(source) = &create.from_source {
+            self.create_ingesting_table(&create.name, source, exists).await?;
+        } else if !exists {
             match &create.query {
                 Some(query) => self.create_for_output(&create.name, query).await?,
                 None => {
@@ -151,6 +162,9 @@ impl Session {
             }
         }
         self.mark_streaming(&table_key, expectations.clone(), options).await?;
+        if let Some(source) = &create.from_source {
+            self.set_ingested_source(&table_key, Some(source.clone())).await?;
+        }
         self.create_quarantine_tables(&table_key, &expectations).await?;
         let mut flows = Vec::new();
         if let Some(query) = &create.query {
@@ -176,6 +190,7 @@ impl Session {
                     by_name: true,
                     else_route: false,
                     predicate: None,
+                    expand_json: None,
                     created_ms: super::now_ms(),
                 });
             }
@@ -188,6 +203,9 @@ impl Session {
         }
         let replace = exists && create.or_replace;
         self.commit_flows(&table_key, flows, replace).await?;
+        if create.from_source.is_some() {
+            crate::source::supervise(&self.db);
+        }
         Ok(StatementResult::command("CREATE STREAMING TABLE"))
     }
 
@@ -221,7 +239,16 @@ impl Session {
         };
         let source_name = source.rsplit('.').next().unwrap_or(source).to_string();
         let target_name = target.rsplit('.').next().unwrap_or(&target).to_string();
-        self.flow_target(&route.target, &target, &query_text).await?;
+        match &route.expand_json {
+            Some(column) => {
+                let shape = self.expanded_shape(&query_text, column).await?;
+                if self.db.catalog.current().tables.contains_key(&target) {
+                    self.add_missing_columns(&target, &shape).await?;
+                }
+                self.flow_target(&route.target, &target, &shape).await?;
+            }
+            None => self.flow_target(&route.target, &target, &query_text).await?,
+        }
         Ok(FlowEntry {
             name: format!("{source_name}_to_{target_name}"),
             source: source.to_string(),
@@ -232,6 +259,7 @@ impl Session {
             by_name: true,
             else_route: false,
             predicate,
+            expand_json: route.expand_json.clone(),
             created_ms: super::now_ms(),
         })
     }
@@ -273,6 +301,7 @@ impl Session {
             by_name: true,
             else_route: true,
             predicate: None,
+            expand_json: None,
             created_ms: super::now_ms(),
         })
     }
@@ -350,6 +379,7 @@ impl Session {
             by_name: create.by_name,
             else_route: false,
             predicate: None,
+            expand_json: None,
             created_ms: super::now_ms(),
         };
         self.commit_flows(&target_key, vec![flow], false).await?;
@@ -462,11 +492,14 @@ impl Session {
                 } else {
                     sluice_storage::write::SaveMode::Append
                 },
-                txn: flow.map(|f| sluice_storage::actions::Txn {
-                    app_id: f.name.clone(),
-                    version: -1,
-                    last_updated: Some(super::now_ms()),
-                }),
+                txns: flow
+                    .map(|f| sluice_storage::actions::Txn {
+                        app_id: f.name.clone(),
+                        version: -1,
+                        last_updated: Some(super::now_ms()),
+                    })
+                    .into_iter()
+                    .collect(),
                 operation: Some("REFRESH FULL".into()),
                 ..Default::default()
             };

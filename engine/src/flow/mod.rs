@@ -25,6 +25,7 @@
 pub mod apply;
 pub mod compaction;
 pub mod ddl;
+pub mod expand;
 pub mod query;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -169,6 +170,30 @@ impl FlowRuntime {
             events.pop_front();
         }
         events.push_back(event);
+    }
+
+    /// Records an event of a source's ingest into a table (shown in `sluice.events` with
+    /// `flow = 'source -> table'`).
+    pub(crate) fn record_source_event(
+        &self,
+        source: &str,
+        table: &str,
+        kind: &'static str,
+        rows_in: u64,
+        rows_out: u64,
+        message: Option<String>,
+    ) {
+        self.record(FlowEvent {
+            at_ms: now_ms(),
+            flow: format!("{source} -> {table}"),
+            kind,
+            source_from: None,
+            source_to: None,
+            rows_in,
+            rows_out,
+            violations: BTreeMap::new(),
+            message,
+        });
     }
 
     fn update(&self, flow: &str, change: impl FnOnce(&mut FlowStatus)) {
@@ -409,7 +434,10 @@ async fn run_once(
         return Ok(outcome);
     }
     let schema: SchemaRef = source_snapshot.arrow_schema();
-    let output = session.flow_output(flow, schema, rows).await?;
+    let mut output = session.flow_output(flow, schema, rows).await?;
+    if let Some(column) = &flow.expand_json {
+        output = session.expand_flow_output(flow, column, output).await?;
+    }
     let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
     let written = session.write_flow_output(&flow.target, output, flow.by_name, txn, committed, end).await?;
     outcome.rows_out = written.rows;
@@ -494,6 +522,9 @@ pub async fn worker(db: Weak<DatabaseInner>) {
                 // A catch-up that writes the target runs the target's flows, as any write does.
                 let _ = run_flow(&strong, flow, None).await;
             }
+        }
+        if full {
+            crate::source::supervise(&strong);
         }
         let touched = std::mem::take(&mut *lock(&strong.flows.touched));
         for key in touched {

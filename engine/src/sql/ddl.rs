@@ -290,6 +290,7 @@ impl Session {
             created_ms: chrono::Utc::now().timestamp_millis(),
             expectations: vec![],
             options: BTreeMap::new(),
+            source: None,
         };
         let store = self.db.store_for(&entry)?;
         let table = if !managed && Table::exists(&store).await? {

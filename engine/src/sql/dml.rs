@@ -39,8 +39,12 @@ use crate::session::{Session, StatementResult};
 /// Who writes, for the commit: a flow's progress and the source version its rows came from.
 #[derive(Debug, Default)]
 pub(crate) struct WriteContext {
-    pub txn: Option<sluice_storage::actions::Txn>,
+    /// Streaming writers' progress, committed with the rows (a flow's, or a Kafka source's per
+    /// partition).
+    pub txns: Vec<sluice_storage::actions::Txn>,
     pub source_version: Option<u64>,
+    /// Commit the txns even when no row is left to write (a Kafka batch of dead letters only).
+    pub commit_empty: bool,
 }
 
 /// What a write did.
@@ -176,13 +180,15 @@ impl Session {
         let checked = self.check_expectations(&target.entry, conformed, context.source_version).await?;
         let rows: u64 = checked.kept.iter().map(|b| b.num_rows() as u64).sum();
         if !checked.quarantined.is_empty() {
-            self.write_quarantine(&checked.quarantined, context.txn.as_ref()).await?;
+            self.write_quarantine(&checked.quarantined, &context.txns).await?;
         }
         let written = Written { rows, violations: checked.violations };
-        if checked.kept.is_empty() && mode == SaveMode::Append {
+        let commit_txns_only = context.commit_empty && !context.txns.is_empty();
+        if checked.kept.is_empty() && mode == SaveMode::Append && !commit_txns_only {
             return Ok(written);
         }
-        let request = WriteRequest { batches: checked.kept.clone(), mode, txn: context.txn, ..Default::default() };
+        let request =
+            WriteRequest { batches: checked.kept.clone(), mode, txns: context.txns.clone(), ..Default::default() };
         let version = committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
         crate::flow::after_commit(&self.db, &target.entry, version, Some(&checked.kept)).await?;
         Ok(written)

@@ -1,6 +1,8 @@
 //! The syntax of streaming tables and flows: `CREATE STREAMING TABLE ... [PUSH INTO ...]`,
 //! `CREATE FLOW`, `ALTER STREAMING TABLE ... ADD|DROP PUSH INTO`, `ALTER FLOW ... RESUME`,
-//! `REFRESH STREAMING TABLE`, `EXPLAIN FLOW`, `DROP FLOW` and `CONSTRAINT ... EXPECT`.
+//! `REFRESH STREAMING TABLE`, `EXPLAIN FLOW`, `DROP FLOW`, `CONSTRAINT ... EXPECT`, and the
+//! sources streaming tables ingest: `CREATE SOURCE name FROM KAFKA (options)`, `DROP SOURCE` and
+//! `CREATE STREAMING TABLE t FROM SOURCE name`.
 //!
 //! A PUSH INTO route's query ends where the next `PUSH INTO` or `ELSE PUSH INTO` begins at the
 //! top level; the parser cuts the tokens there and parses the query from that slice, so a route's
@@ -15,12 +17,13 @@ use super::dialect::SluiceDialect;
 use super::parser::{parse_property_list, parse_table_elements, word, PARSER_RECURSION_MAX};
 use crate::catalog::ViolationAction;
 
-/// `PUSH INTO target [AS query | WHERE predicate]`.
+/// `PUSH INTO target [AS query | WHERE predicate] [EXPAND JSON column]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PushRoute {
     pub target: ObjectName,
     pub query: Option<Box<Query>>,
     pub predicate: Option<Expr>,
+    pub expand_json: Option<String>,
 }
 
 /// `CONSTRAINT name EXPECT (expr) [ON VIOLATION ...]`.
@@ -45,6 +48,19 @@ pub struct CreateStreamingTable {
     pub else_route: Option<ObjectName>,
     /// `AS SELECT ... FROM STREAM(src)`.
     pub query: Option<Box<Query>>,
+    /// `FROM SOURCE name`: the table ingests an external source.
+    pub from_source: Option<String>,
+}
+
+/// `CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name FROM KAFKA (option 'value', ...)`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateSource {
+    pub name: String,
+    pub or_replace: bool,
+    pub if_not_exists: bool,
+    /// The connector, lower case (`kafka`).
+    pub kind: String,
+    pub options: Vec<(String, String)>,
 }
 
 /// `CREATE [OR REPLACE] FLOW name [WITH (...)] AS INSERT INTO target [BY NAME] query`.
@@ -76,6 +92,8 @@ pub enum StreamingStatement {
     Refresh { table: ObjectName, full: bool },
     ExplainFlow { name: String },
     DropFlow { name: String, if_exists: bool },
+    CreateSource(Box<CreateSource>),
+    DropSource { name: String, if_exists: bool, cascade: bool },
 }
 
 fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
@@ -97,14 +115,14 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
     }
     match w(0) {
         Some("CREATE") => {
-            matches!(words[create_at].as_deref(), Some("FLOW"))
+            matches!(words[create_at].as_deref(), Some("FLOW") | Some("SOURCE"))
                 || (words[create_at].as_deref() == Some("STREAMING")
                     && words.get(create_at + 1).and_then(|w| w.as_deref()) == Some("TABLE"))
         }
         Some("ALTER") => (w(1) == Some("STREAMING") && w(2) == Some("TABLE")) || w(1) == Some("FLOW"),
         Some("REFRESH") => w(1) == Some("STREAMING"),
         Some("EXPLAIN") => w(1) == Some("FLOW"),
-        Some("DROP") => w(1) == Some("FLOW"),
+        Some("DROP") => w(1) == Some("FLOW") || w(1) == Some("SOURCE"),
         _ => false,
     }
 }
@@ -117,6 +135,10 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
             if word(parser, 0).as_deref() == Some("FLOW") {
                 parser.next_token();
                 return parse_create_flow(parser, or_replace);
+            }
+            if word(parser, 0).as_deref() == Some("SOURCE") {
+                parser.next_token();
+                return parse_create_source(parser, or_replace);
             }
             expect_word(parser, "STREAMING")?;
             parser.expect_keyword_is(Keyword::TABLE)?;
@@ -164,6 +186,17 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
             expect_word(parser, "FLOW")?;
             Ok(StreamingStatement::ExplainFlow { name: parser.parse_identifier()?.value })
         }
+        Some("DROP") if word(parser, 1).as_deref() == Some("SOURCE") => {
+            parser.next_token();
+            parser.next_token();
+            let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = parser.parse_identifier()?.value;
+            let cascade = parser.parse_keyword(Keyword::CASCADE);
+            if !cascade {
+                let _ = parser.parse_keyword(Keyword::RESTRICT);
+            }
+            Ok(StreamingStatement::DropSource { name, if_exists, cascade })
+        }
         Some("DROP") => {
             parser.next_token();
             expect_word(parser, "FLOW")?;
@@ -193,6 +226,21 @@ fn parse_create_flow(parser: &mut Parser, or_replace: bool) -> Result<StreamingS
     Ok(StreamingStatement::CreateFlow(Box::new(CreateFlow { name, or_replace, target, by_name, query, options })))
 }
 
+fn parse_create_source(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_identifier()?.value;
+    parser.expect_keyword_is(Keyword::FROM)?;
+    let kind = match word(parser, 0) {
+        Some(kind) => {
+            parser.next_token();
+            kind.to_ascii_lowercase()
+        }
+        None => return parser.expected("a connector such as KAFKA", parser.peek_token()),
+    };
+    let options = if parser.peek_token().token == Token::LParen { parse_property_list(parser)? } else { vec![] };
+    Ok(StreamingStatement::CreateSource(Box::new(CreateSource { name, or_replace, if_not_exists, kind, options })))
+}
+
 fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_object_name(false)?;
@@ -207,7 +255,12 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
         routes: vec![],
         else_route: None,
         query: None,
+        from_source: None,
     };
+    if parser.parse_keyword(Keyword::FROM) {
+        expect_word(parser, "SOURCE")?;
+        create.from_source = Some(parser.parse_identifier()?.value);
+    }
     let mut expectations = Vec::new();
     (create.columns, create.constraints) = parse_table_elements(parser, |parser| {
         if word(parser, 0).as_deref() == Some("CONSTRAINT") && word(parser, 2).as_deref() == Some("EXPECT") {
@@ -269,7 +322,7 @@ fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
     expect_word(parser, "PUSH")?;
     parser.expect_keyword_is(Keyword::INTO)?;
     let target = parser.parse_object_name(false)?;
-    let mut route = PushRoute { target, query: None, predicate: None };
+    let mut route = PushRoute { target, query: None, predicate: None, expand_json: None };
     if parser.parse_keyword(Keyword::AS) {
         let mut sub = route_slice(parser);
         route.query = Some(sub.parse_query()?);
@@ -279,10 +332,16 @@ fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
         route.predicate = Some(sub.parse_expr()?);
         expect_slice_end(&mut sub)?;
     }
+    if word(parser, 0).as_deref() == Some("EXPAND") {
+        parser.next_token();
+        expect_word(parser, "JSON")?;
+        route.expand_json = Some(parser.parse_identifier()?.value);
+    }
     Ok(route)
 }
 
-/// Takes the tokens up to the next top-level `PUSH INTO` / `ELSE PUSH`, `;` or the end, and returns
+/// Takes the tokens up to the next top-level `PUSH INTO` / `ELSE PUSH` / `EXPAND JSON`, `;` or the
+/// end, and returns
 /// a parser over them.
 fn route_slice(parser: &mut Parser) -> Parser<'static> {
     static DIALECT: SluiceDialect = SluiceDialect::new();
@@ -295,6 +354,7 @@ fn route_slice(parser: &mut Parser) -> Parser<'static> {
                 Token::EOF | Token::SemiColon => true,
                 Token::Word(w) if w.value.eq_ignore_ascii_case("PUSH") => word(parser, 1).as_deref() == Some("INTO"),
                 Token::Word(w) if w.value.eq_ignore_ascii_case("ELSE") => word(parser, 1).as_deref() == Some("PUSH"),
+                Token::Word(w) if w.value.eq_ignore_ascii_case("EXPAND") => word(parser, 1).as_deref() == Some("JSON"),
                 _ => false,
             };
         if at_boundary {
@@ -316,7 +376,7 @@ fn expect_slice_end(sub: &mut Parser) -> Result<(), ParserError> {
     if sub.peek_token().token == Token::EOF {
         Ok(())
     } else {
-        sub.expected("PUSH INTO, ELSE PUSH INTO or the end of the statement", sub.peek_token())
+        sub.expected("PUSH INTO, ELSE PUSH INTO, EXPAND JSON or the end of the statement", sub.peek_token())
     }
 }
 
@@ -376,5 +436,35 @@ mod tests {
         assert!(pull.query.is_some());
         assert_eq!(pull.options, vec![("mode".to_string(), "async".to_string())]);
         assert!(parse_statements("CREATE STREAMING TABLE b (x int) PUSH INTO s AS SELECT FROM").is_err());
+    }
+
+    #[test]
+    fn parses_sources_and_json_expansion() {
+        let StreamingStatement::CreateSource(source) = streaming(
+            "CREATE SOURCE events FROM KAFKA (brokers 'localhost:9092', topics = 'a,b', 'security.protocol' 'plaintext')",
+        ) else {
+            panic!("not a source")
+        };
+        assert_eq!(source.kind, "kafka");
+        assert_eq!(source.options.len(), 3);
+        assert_eq!(source.options[2], ("security.protocol".to_string(), "plaintext".to_string()));
+        let StreamingStatement::CreateStreamingTable(bronze) = streaming(
+            "CREATE STREAMING TABLE bronze FROM SOURCE events \
+             PUSH INTO orders WHERE topic = 'orders' EXPAND JSON value \
+             PUSH INTO clicks AS SELECT value FROM bronze WHERE topic = 'clicks' EXPAND JSON value \
+             PUSH INTO raw",
+        ) else {
+            panic!("not a create")
+        };
+        assert_eq!(bronze.from_source.as_deref(), Some("events"));
+        assert_eq!(bronze.routes.len(), 3);
+        assert_eq!(bronze.routes[0].expand_json.as_deref(), Some("value"));
+        assert!(bronze.routes[1].query.is_some());
+        assert_eq!(bronze.routes[1].expand_json.as_deref(), Some("value"));
+        assert_eq!(bronze.routes[2].expand_json, None);
+        assert!(matches!(
+            streaming("DROP SOURCE IF EXISTS events CASCADE"),
+            StreamingStatement::DropSource { if_exists: true, cascade: true, .. }
+        ));
     }
 }

@@ -6,3 +6,5 @@ mod crash;
 mod fixtures;
 mod flows;
 mod interop;
+#[cfg(feature = "kafka")]
+mod kafka;

@@ -243,7 +243,7 @@ async fn txn_versions_commit_with_the_data() {
     let txn = |v| sluice_storage::actions::Txn { app_id: "flow-1".into(), version: v, last_updated: None };
     let request = |v| sluice_storage::write::WriteRequest {
         batches: vec![batch(v * 10..v * 10 + 1)],
-        txn: Some(txn(v)),
+        txns: vec![txn(v)],
         ..Default::default()
     };
     let stale = table.snapshot().await.unwrap();

@@ -1,0 +1,464 @@
+//! `PUSH INTO t ... EXPAND JSON column`: a route's JSON text column becomes typed columns of its
+//! target, with the schema inferred from the data and evolved as new fields appear.
+//!
+//! Each run parses the column's values (top-level object fields become columns). A field the
+//! target lacks becomes a new nullable column, added in its own metadata commit (`ADD COLUMNS` in
+//! the table's history) before the rows are written; its type comes from the run's values: JSON
+//! booleans -> boolean, integers -> bigint, numbers with a fraction (or integers mixed with them)
+//! -> double, strings -> text, objects and arrays -> text holding their JSON. A value that does
+//! not fit its column's type (a string where the column is a number, say), a field whose name
+//! cannot be a column (it clashes with another column, ignoring case, or holds one of ` ,;{}()=`
+//! or control characters), and a value that is not a JSON object go to the `_rescued_data` column
+//! as one JSON object per row, so nothing is lost.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch, StringArray, StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::Statement;
+use serde_json::{Map, Value};
+use sluice_storage::schema::{DataType as DeltaType, PrimitiveType, StructField};
+
+use super::query::unstream;
+use crate::catalog::FlowEntry;
+use crate::error::{Error, Result};
+use crate::session::Session;
+use crate::sql::parser::{parse_statement_text, SluiceStatement};
+
+/// The column that keeps what did not fit.
+pub const RESCUED_COLUMN: &str = "_rescued_data";
+
+/// Characters a column name may not hold (Delta tables without column mapping).
+const BAD_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+fn quote(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// The JSON family of a value, for type inference.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Family {
+    Boolean,
+    Integer,
+    Number,
+    Text,
+    /// Objects and arrays (kept as JSON text).
+    Nested,
+}
+
+fn family(value: &Value) -> Option<Family> {
+    match value {
+        Value::Null => None,
+        Value::Bool(_) => Some(Family::Boolean),
+        Value::Number(n) if n.is_i64() => Some(Family::Integer),
+        Value::Number(_) => Some(Family::Number),
+        Value::String(_) => Some(Family::Text),
+        Value::Array(_) | Value::Object(_) => Some(Family::Nested),
+    }
+}
+
+fn delta_type(family: Family) -> PrimitiveType {
+    match family {
+        Family::Boolean => PrimitiveType::Boolean,
+        Family::Integer => PrimitiveType::Long,
+        Family::Number => PrimitiveType::Double,
+        Family::Text | Family::Nested => PrimitiveType::String,
+    }
+}
+
+impl Session {
+    /// The SQL of a route's output shape once `column` is expanded: its other columns and
+    /// `_rescued_data` (the JSON fields are added as they appear). Fails when the output has no
+    /// such column.
+    pub(crate) async fn expanded_shape(&self, query_text: &str, column: &str) -> Result<String> {
+        let SluiceStatement::Standard(statement) = parse_statement_text(query_text)? else {
+            return Err(Error::Plan("a route needs a query".into()));
+        };
+        let Statement::Query(mut query) = *statement else { return Err(Error::Plan("a route needs a query".into())) };
+        unstream(&mut query);
+        let schema = self.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
+        if schema.field_with_name(column).is_err() {
+            return Err(Error::UndefinedColumn(format!(
+                "{column} (EXPAND JSON {column}: the route's output has no such column)"
+            )));
+        }
+        let mut columns: Vec<String> =
+            schema.fields().iter().filter(|f| f.name() != column).map(|f| quote(f.name())).collect();
+        columns.push(format!("CAST(NULL AS TEXT) AS {RESCUED_COLUMN}"));
+        Ok(format!("SELECT {} FROM ({query_text}) AS __expanded", columns.join(", ")))
+    }
+
+    /// Adds to an existing target the columns of an expanding route's shape it lacks (as nullable
+    /// columns, in one `ADD COLUMNS` commit), so that a target declared with just the JSON fields a
+    /// user cares about also takes the route's other columns and `_rescued_data`.
+    pub(crate) async fn add_missing_columns(&self, target_key: &str, shape: &str) -> Result<()> {
+        let SluiceStatement::Standard(statement) = parse_statement_text(shape)? else {
+            return Err(Error::Internal("not a query".into()));
+        };
+        let Statement::Query(mut query) = *statement else { return Err(Error::Internal("not a query".into())) };
+        unstream(&mut query);
+        let output = self.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
+        self.clear_statement_state();
+        let name = crate::sql::names::parse_table_name(target_key)?;
+        let target = self.target(&crate::sql::names::object_name(&name.schema, &name.name)).await;
+        self.clear_statement_state();
+        let target = target?;
+        let mut schema = target.snapshot.schema().clone();
+        let before = schema.fields.len();
+        for field in output.fields() {
+            if schema.field(field.name()).is_none() {
+                let data_type = DeltaType::from_arrow(field.data_type())?;
+                schema.fields.push(StructField::new(field.name().clone(), data_type, true));
+            }
+        }
+        if schema.fields.len() > before {
+            crate::sql::ddl::committed(target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?)?;
+        }
+        Ok(())
+    }
+
+    /// Expands `column` of a flow's output into the target's columns, adding new ones first.
+    pub(crate) async fn expand_flow_output(
+        &self,
+        flow: &FlowEntry,
+        column: &str,
+        output: Vec<RecordBatch>,
+    ) -> Result<Vec<RecordBatch>> {
+        self.clear_statement_state();
+        let name = crate::sql::names::parse_table_name(&flow.target)?;
+        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let target = self.target(&object).await;
+        self.clear_statement_state();
+        let target = target?;
+        let mut parsed = Vec::with_capacity(output.len());
+        for batch in &output {
+            parsed.push(ParsedBatch::parse(batch, column)?);
+        }
+        let schema = target.snapshot.schema();
+        let others: HashSet<String> = output
+            .first()
+            .map(|b| {
+                b.schema().fields().iter().filter(|f| f.name() != column).map(|f| f.name().to_lowercase()).collect()
+            })
+            .unwrap_or_default();
+        let mut taken: HashSet<String> = schema.fields.iter().map(|f| f.name.to_lowercase()).collect();
+        taken.insert(column.to_lowercase());
+        taken.insert(RESCUED_COLUMN.to_string());
+        // New fields in order of first appearance, with the families of their values.
+        let mut new_fields: Vec<(String, Family)> = Vec::new();
+        let mut new_index: HashMap<String, usize> = HashMap::new();
+        for batch in &parsed {
+            for object in batch.objects.iter().flatten() {
+                for (key, value) in object {
+                    if schema.field(key).is_some() {
+                        continue;
+                    }
+                    let Some(found) = family(value) else { continue };
+                    match new_index.get(key) {
+                        Some(&i) => {
+                            if new_fields[i].1 == Family::Integer && found == Family::Number {
+                                new_fields[i].1 = Family::Number;
+                            }
+                        }
+                        None => {
+                            let lower = key.to_lowercase();
+                            if taken.contains(&lower) || key.is_empty() || key.contains(BAD_NAME_CHARS) {
+                                continue;
+                            }
+                            if key.chars().any(char::is_control) {
+                                continue;
+                            }
+                            taken.insert(lower);
+                            new_index.insert(key.clone(), new_fields.len());
+                            new_fields.push((key.clone(), found));
+                        }
+                    }
+                }
+            }
+        }
+        let target = if new_fields.is_empty() {
+            target
+        } else {
+            let mut evolved = schema.clone();
+            for (key, found) in &new_fields {
+                evolved.fields.push(StructField::new(key.clone(), DeltaType::Primitive(delta_type(*found)), true));
+            }
+            let outcome = target.table.set_schema(&target.snapshot, evolved, "ADD COLUMNS").await?;
+            crate::sql::ddl::committed(outcome)?;
+            let refreshed = self.target(&object).await;
+            self.clear_statement_state();
+            refreshed?
+        };
+        // The target's expanded fields: every column but the route's own ones and the rescue column.
+        let arrow_schema = target.snapshot.arrow_schema();
+        let fields: Vec<Field> = arrow_schema
+            .fields()
+            .iter()
+            .filter(|f| f.name() != RESCUED_COLUMN && !others.contains(&f.name().to_lowercase()))
+            .map(|f| f.as_ref().clone())
+            .collect();
+        let mut out = Vec::with_capacity(parsed.len());
+        for (batch, parsed) in output.iter().zip(parsed) {
+            out.push(parsed.build(batch, column, &fields)?);
+        }
+        Ok(out)
+    }
+}
+
+/// One batch's JSON column, parsed.
+struct ParsedBatch {
+    /// The object of each row (None: NULL, or not an object).
+    objects: Vec<Option<Map<String, Value>>>,
+    /// What each row keeps in `_rescued_data` so far.
+    rescued: Vec<Option<Map<String, Value>>>,
+}
+
+impl ParsedBatch {
+    fn parse(batch: &RecordBatch, column: &str) -> Result<Self> {
+        let values = batch
+            .column_by_name(column)
+            .ok_or_else(|| Error::UndefinedColumn(format!("{column} (EXPAND JSON: the flow's output lacks it)")))?;
+        let text = arrow::compute::cast(values, &DataType::Utf8)?;
+        let text = text.as_string::<i32>();
+        let mut objects = Vec::with_capacity(text.len());
+        let mut rescued = Vec::with_capacity(text.len());
+        for i in 0..text.len() {
+            if text.is_null(i) {
+                objects.push(None);
+                rescued.push(None);
+                continue;
+            }
+            let raw = text.value(i);
+            match serde_json::from_str::<Value>(raw) {
+                Ok(Value::Object(map)) => {
+                    objects.push(Some(map));
+                    rescued.push(None);
+                }
+                Ok(Value::Null) => {
+                    objects.push(None);
+                    rescued.push(None);
+                }
+                Ok(other) => {
+                    objects.push(None);
+                    rescued.push(Some(Map::from_iter([(column.to_string(), other)])));
+                }
+                Err(_) => {
+                    objects.push(None);
+                    rescued.push(Some(Map::from_iter([(column.to_string(), Value::String(raw.to_string()))])));
+                }
+            }
+        }
+        Ok(Self { objects, rescued })
+    }
+
+    /// The output rows: the batch's other columns, the expanded `fields`, and `_rescued_data`.
+    fn build(mut self, batch: &RecordBatch, column: &str, fields: &[Field]) -> Result<RecordBatch> {
+        let rows = batch.num_rows();
+        let index: HashMap<&str, usize> = fields.iter().enumerate().map(|(i, f)| (f.name().as_str(), i)).collect();
+        // Per field, per row: the value (borrowed from the parsed objects).
+        let mut cells: Vec<Vec<Option<&Value>>> = vec![vec![None; rows]; fields.len()];
+        let mut unplaced: Vec<(usize, String)> = Vec::new();
+        for (row, object) in self.objects.iter().enumerate() {
+            let Some(object) = object else { continue };
+            for (key, value) in object {
+                match index.get(key.as_str()) {
+                    Some(&f) => cells[f][row] = Some(value),
+                    None if value.is_null() => {}
+                    None => unplaced.push((row, key.clone())),
+                }
+            }
+        }
+        let mut columns: Vec<(Field, ArrayRef)> = batch
+            .schema()
+            .fields()
+            .iter()
+            .zip(batch.columns())
+            .filter(|(f, _)| f.name() != column)
+            .map(|(f, c)| (f.as_ref().clone(), c.clone()))
+            .collect();
+        let mut misfits: Vec<(usize, String, Value)> = Vec::new();
+        for (f, field) in fields.iter().enumerate() {
+            let array = build_column(field, &cells[f], |row| {
+                if let Some(value) = cells[f][row] {
+                    misfits.push((row, field.name().clone(), value.clone()));
+                }
+            })?;
+            columns.push((Field::new(field.name(), array.data_type().clone(), true), array));
+        }
+        for (row, key) in unplaced {
+            if let Some(value) = self.objects[row].as_ref().and_then(|o| o.get(&key)) {
+                misfits.push((row, key, value.clone()));
+            }
+        }
+        for (row, key, value) in misfits {
+            self.rescued[row].get_or_insert_with(Map::new).insert(key, value);
+        }
+        let rescued: StringArray =
+            self.rescued.iter().map(|r| r.as_ref().map(|m| serde_json::to_string(m).unwrap_or_default())).collect();
+        columns.push((Field::new(RESCUED_COLUMN, DataType::Utf8, true), Arc::new(rescued)));
+        let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
+        Ok(RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?)
+    }
+}
+
+/// Builds one expanded column of `field`'s type; `misfit(row)` is called for each value that
+/// does not fit (it becomes NULL here and goes to `_rescued_data`).
+fn build_column(field: &Field, cells: &[Option<&Value>], mut misfit: impl FnMut(usize)) -> Result<ArrayRef> {
+    let rows = cells.len();
+    Ok(match field.data_type() {
+        DataType::Int64 | DataType::Int32 | DataType::Int16 | DataType::Int8 => {
+            let (min, max) = match field.data_type() {
+                DataType::Int32 => (i64::from(i32::MIN), i64::from(i32::MAX)),
+                DataType::Int16 => (i64::from(i16::MIN), i64::from(i16::MAX)),
+                DataType::Int8 => (i64::from(i8::MIN), i64::from(i8::MAX)),
+                _ => (i64::MIN, i64::MAX),
+            };
+            let mut b = Int64Builder::with_capacity(rows);
+            for (row, cell) in cells.iter().enumerate() {
+                match cell.map(|v| (v, v.as_i64())) {
+                    None => b.append_null(),
+                    Some((v, _)) if v.is_null() => b.append_null(),
+                    Some((_, Some(n))) if n >= min && n <= max => b.append_value(n),
+                    Some(_) => {
+                        misfit(row);
+                        b.append_null()
+                    }
+                }
+            }
+            arrow::compute::cast(&b.finish(), field.data_type())?
+        }
+        DataType::Float64 | DataType::Float32 => {
+            let mut b = Float64Builder::with_capacity(rows);
+            for (row, cell) in cells.iter().enumerate() {
+                match cell {
+                    None => b.append_null(),
+                    Some(v) if v.is_null() => b.append_null(),
+                    Some(Value::Number(n)) => b.append_option(n.as_f64()),
+                    Some(_) => {
+                        misfit(row);
+                        b.append_null()
+                    }
+                }
+            }
+            arrow::compute::cast(&b.finish(), field.data_type())?
+        }
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::with_capacity(rows);
+            for (row, cell) in cells.iter().enumerate() {
+                match cell {
+                    None => b.append_null(),
+                    Some(v) if v.is_null() => b.append_null(),
+                    Some(Value::Bool(x)) => b.append_value(*x),
+                    Some(_) => {
+                        misfit(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let mut b = StringBuilder::with_capacity(rows, rows * 16);
+            for (row, cell) in cells.iter().enumerate() {
+                match cell {
+                    None => b.append_null(),
+                    Some(v) if v.is_null() => b.append_null(),
+                    Some(Value::String(s)) => b.append_value(s),
+                    Some(v @ (Value::Object(_) | Value::Array(_))) => b.append_value(v.to_string()),
+                    Some(_) => {
+                        misfit(row);
+                        b.append_null()
+                    }
+                }
+            }
+            arrow::compute::cast(&b.finish(), field.data_type())?
+        }
+        // Dates, timestamps, decimals, ...: through their text, as a cast from text reads it.
+        other => {
+            let texts: StringArray = cells
+                .iter()
+                .map(|cell| match cell {
+                    Some(Value::String(s)) => Some(s.clone()),
+                    Some(Value::Number(n)) => Some(n.to_string()),
+                    Some(Value::Bool(b)) => Some(b.to_string()),
+                    Some(v @ (Value::Object(_) | Value::Array(_))) => Some(v.to_string()),
+                    _ => None,
+                })
+                .collect();
+            let cast = arrow::compute::cast(&texts, other)?;
+            for row in 0..rows {
+                if !texts.is_null(row) && cast.is_null(row) {
+                    misfit(row);
+                }
+            }
+            cast
+        }
+    })
+}
+
+/// For `sluice.flows` and EXPLAIN FLOW: how a route's rows are shaped.
+pub fn describe(flow: &FlowEntry) -> Option<String> {
+    flow.expand_json.as_ref().map(|c| format!("EXPAND JSON {c}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn batch(values: &[Option<&str>]) -> RecordBatch {
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("topic", DataType::Utf8, true),
+            Field::new("value", DataType::Utf8, true),
+        ]));
+        let topics: StringArray = values.iter().map(|_| Some("t")).collect();
+        let values: StringArray = values.iter().copied().collect();
+        RecordBatch::try_new(schema, vec![Arc::new(topics), Arc::new(values)]).unwrap()
+    }
+
+    #[test]
+    fn values_that_do_not_fit_are_rescued() {
+        let input = batch(&[
+            Some(r#"{"id": 1, "amount": 2.5, "note": "a", "tags": [1], "topic": "x"}"#),
+            Some(r#"{"id": "two", "amount": 3, "flag": true}"#),
+            Some("[1, 2]"),
+            Some("{oops"),
+            None,
+        ]);
+        let parsed = ParsedBatch::parse(&input, "value").unwrap();
+        let fields = vec![
+            Field::new("id", DataType::Int64, true),
+            Field::new("amount", DataType::Float64, true),
+            Field::new("note", DataType::Utf8, true),
+            Field::new("tags", DataType::Utf8, true),
+        ];
+        let out = parsed.build(&input, "value", &fields).unwrap();
+        let schema = out.schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["topic", "id", "amount", "note", "tags", RESCUED_COLUMN]);
+        let ids = out.column(1).as_primitive::<arrow::datatypes::Int64Type>();
+        assert_eq!((ids.value(0), ids.is_null(1)), (1, true));
+        let amounts = out.column(2).as_primitive::<arrow::datatypes::Float64Type>();
+        assert_eq!((amounts.value(0), amounts.value(1)), (2.5, 3.0));
+        assert_eq!(out.column(4).as_string::<i32>().value(0), "[1]");
+        let rescued = out.column(5).as_string::<i32>();
+        // "topic" clashes with the route's own column; "flag" has no column in `fields`.
+        assert_eq!(rescued.value(0), r#"{"topic":"x"}"#);
+        assert_eq!(rescued.value(1), r#"{"flag":true,"id":"two"}"#);
+        assert_eq!(rescued.value(2), r#"{"value":[1,2]}"#);
+        assert_eq!(rescued.value(3), r#"{"value":"{oops"}"#);
+        assert!(rescued.is_null(4));
+    }
+
+    #[test]
+    fn families_map_to_column_types() {
+        assert_eq!(family(&serde_json::json!(1)), Some(Family::Integer));
+        assert_eq!(family(&serde_json::json!(1.5)), Some(Family::Number));
+        assert_eq!(family(&serde_json::json!({"a": 1})), Some(Family::Nested));
+        assert_eq!(family(&Value::Null), None);
+        assert_eq!(delta_type(Family::Nested), PrimitiveType::String);
+    }
+}

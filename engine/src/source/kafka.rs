@@ -1,0 +1,506 @@
+//! The Kafka ingest loop of one table: a librdkafka consumer on its own thread builds micro-batches,
+//! and an async task commits each one to the table with the batch's offsets as txns.
+//!
+//! Exactly once without Kafka's offset commits: the consumer is *assigned* every partition of the
+//! source's topics (no consumer-group rebalancing) at the offset after the one the table's log
+//! holds for it (`txn(appId = 'kafka:<source>:<topic>:<partition>')`), or at the start the source
+//! names for partitions the table has not seen. A batch commits its dead letters first, then its
+//! rows, each under the batch's txns, and rows at or below a table's txn are dropped before a
+//! write (a replay after a crash, or another process ingesting the same source). When a commit
+//! fails the session ends: the consumer is dropped and a new session seeks to the committed
+//! offsets again after a backoff.
+//!
+//! Memory is bounded: a batch closes at `batch_rows`, `batch_bytes` or `batch_ms`; the channel
+//! between the thread and the committer holds one batch; librdkafka's prefetch queue is capped
+//! (`queued.max.messages.kbytes`). The committer writes through the table's flows (sync flows run
+//! before the write returns), so a slow pipeline slows the consumer down: back-pressure.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use arrow::array::{AsArray, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
+use arrow::datatypes::Int32Type;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, Consumer, ConsumerContext};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Headers, Message};
+use rdkafka::statistics::Statistics;
+use rdkafka::topic_partition_list::{Offset, TopicPartitionList};
+use rdkafka::ClientContext;
+use sluice_storage::actions::Txn;
+use sluice_storage::write::SaveMode;
+
+use super::decode::{BatchBuilder, DecodedBatch, RawRecord};
+use super::options::{KafkaOptions, StartAt, Topics};
+use super::{errors_table_name, lock, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
+use crate::catalog::{SourceEntry, TableEntry};
+use crate::database::DatabaseInner;
+use crate::error::{Error, Result};
+use crate::flow::now_ms;
+use crate::session::Session;
+use crate::sql::dml::{ColumnMatch, WriteContext};
+
+/// The first delay before a failed session starts again; it doubles up to the maximum.
+const RESTART_DELAY_MS_MIN: u64 = 500;
+const RESTART_DELAY_MS_MAX: u64 = 30_000;
+/// How long metadata requests may take.
+const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
+/// How often the consumer looks for new partitions and topics.
+const DISCOVERY_INTERVAL: Duration = Duration::from_secs(10);
+/// librdkafka's prefetch queue limit, unless the source sets `queued.max.messages.kbytes`.
+const PREFETCH_KBYTES_DEFAULT: &str = "65536";
+
+/// A running ingest task.
+pub(crate) struct IngestTask {
+    source: SourceEntry,
+    handle: tokio::task::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Starts missing ingest tasks and stops stale ones (see [`super::supervise`]).
+pub(crate) fn supervise(db: &Arc<DatabaseInner>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let state = db.catalog.current();
+    let mut tasks = lock(&db.sources.tasks);
+    tasks.retain(|table, task| {
+        let wanted = state.tables.get(table).and_then(|t| t.source.as_deref()) == Some(task.source.name.as_str())
+            && state.sources.get(&task.source.name) == Some(&task.source);
+        if !wanted || task.handle.is_finished() {
+            task.stop.store(true, Ordering::Relaxed);
+            task.handle.abort();
+            if !wanted {
+                db.sources.forget(table);
+            }
+            return false;
+        }
+        true
+    });
+    for entry in state.tables.values() {
+        let Some(source_name) = &entry.source else { continue };
+        let key = entry.qualified_name();
+        if tasks.contains_key(&key) {
+            continue;
+        }
+        let Some(source) = state.sources.get(source_name) else { continue };
+        let stop = Arc::new(AtomicBool::new(false));
+        let handle = runtime.spawn(ingest(Arc::downgrade(db), key.clone(), source.clone(), stop.clone()));
+        db.sources.update(&key, |s| {
+            s.source = source_name.clone();
+            s.state = IngestState::Starting;
+        });
+        tasks.insert(key, IngestTask { source: source.clone(), handle, stop });
+    }
+}
+
+/// Stops every ingest task (the database is closing).
+pub(crate) fn stop_all(db: &DatabaseInner) {
+    for (_, task) in lock(&db.sources.tasks).drain() {
+        task.stop.store(true, Ordering::Relaxed);
+        task.handle.abort();
+    }
+}
+
+/// Checks a source's client properties by creating (not connecting) a consumer.
+pub fn check_client(source: &str, options: &KafkaOptions) -> Result<()> {
+    client_config(source, options)
+        .create::<BaseConsumer>()
+        .map(|_| ())
+        .map_err(|e| Error::data("22023", format!("the Kafka client refused the options of source {source}: {e}")))
+}
+
+fn client_config(source: &str, options: &KafkaOptions) -> ClientConfig {
+    let mut config = ClientConfig::new();
+    config.set("group.id", format!("sluice-{source}"));
+    config.set("queued.max.messages.kbytes", PREFETCH_KBYTES_DEFAULT);
+    for (key, value) in &options.client {
+        config.set(key, value);
+    }
+    config
+        .set("bootstrap.servers", &options.brokers)
+        .set("enable.auto.commit", "false")
+        .set("enable.auto.offset.store", "false")
+        .set("enable.partition.eof", "false")
+        .set("auto.offset.reset", if options.start == StartAt::Latest { "latest" } else { "earliest" })
+        .set("statistics.interval.ms", "1000");
+    config
+}
+
+/// The client's callbacks: errors and statistics go to the table's status.
+struct IngestContext {
+    db: Weak<DatabaseInner>,
+    table: String,
+    source: String,
+}
+
+impl ClientContext for IngestContext {
+    fn stats(&self, statistics: Statistics) {
+        let Some(db) = self.db.upgrade() else { return };
+        let mut marks = BTreeMap::new();
+        for (topic, stats) in &statistics.topics {
+            for (partition, p) in &stats.partitions {
+                if *partition >= 0 && p.hi_offset >= 0 {
+                    marks.insert((topic.clone(), *partition), p.hi_offset);
+                }
+            }
+        }
+        db.sources.update(&self.table, |s| s.high_watermarks.extend(marks));
+    }
+
+    fn error(&self, error: KafkaError, reason: &str) {
+        let Some(db) = self.db.upgrade() else { return };
+        let message = format!("{error}: {reason}");
+        tracing::warn!(source = %self.source, table = %self.table, "{message}");
+        let mut first = false;
+        db.sources.update(&self.table, |s| {
+            first = s.state != IngestState::Retrying;
+            s.state = IngestState::Retrying;
+            s.error = Some(message.clone());
+        });
+        if first {
+            db.flows.record_source_event(&self.source, &self.table, "source error", 0, 0, Some(message));
+        }
+    }
+}
+
+impl ConsumerContext for IngestContext {}
+
+/// Runs sessions until the task is stopped, restarting after failures with backoff.
+async fn ingest(db: Weak<DatabaseInner>, table: String, source: SourceEntry, stop: Arc<AtomicBool>) {
+    let mut delay = RESTART_DELAY_MS_MIN;
+    while !stop.load(Ordering::Relaxed) {
+        let result = session(&db, &table, &source, &stop).await;
+        let Some(strong) = db.upgrade() else { return };
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let message = match result {
+            Ok(()) => return,
+            Err(e) => e.to_string(),
+        };
+        tracing::warn!(source = %source.name, table = %table, "ingest failed: {message}");
+        let mut failures = 0;
+        strong.sources.update(&table, |s| {
+            s.state = IngestState::Failed;
+            s.error = Some(message.clone());
+            s.failures += 1;
+            failures = s.failures;
+        });
+        if failures == 1 {
+            delay = RESTART_DELAY_MS_MIN;
+        }
+        strong.flows.record_source_event(
+            &source.name,
+            &table,
+            "source failure",
+            0,
+            0,
+            Some(format!("attempt {failures}: {message}; restarting in {delay} ms")),
+        );
+        drop(strong);
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+        delay = (delay * 2).min(RESTART_DELAY_MS_MAX);
+    }
+}
+
+/// Ends the consumer thread when the session ends, however it ends.
+struct StopOnDrop(Arc<AtomicBool>);
+
+impl Drop for StopOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+}
+
+/// What the consumer thread sends.
+enum Delivery {
+    Batch(DecodedBatch),
+    /// The thread failed (it has stopped).
+    Failed(String),
+}
+
+/// One session: reads the committed offsets, starts a consumer there and commits its batches
+/// until a commit fails or the task is stopped.
+async fn session(db: &Weak<DatabaseInner>, table: &str, source: &SourceEntry, stop: &Arc<AtomicBool>) -> Result<()> {
+    let options = KafkaOptions::parse(&source.options)?;
+    let committed = {
+        let db = db.upgrade().ok_or_else(|| Error::Internal("the database closed".into()))?;
+        let entry = table_entry(&db, table)?;
+        committed_offsets(&db, &entry, &source.name).await?
+    };
+    let context = IngestContext { db: db.clone(), table: table.to_string(), source: source.name.clone() };
+    let consumer: BaseConsumer<IngestContext> =
+        client_config(&source.name, &options).create_with_context(context).map_err(|e| {
+            Error::data("22023", format!("the Kafka client refused the options of source {}: {e}", source.name))
+        })?;
+    let session_stop = Arc::new(AtomicBool::new(false));
+    let _guard = StopOnDrop(session_stop.clone());
+    let (sender, mut receiver) = tokio::sync::mpsc::channel::<Delivery>(1);
+    let thread_stop = (stop.clone(), session_stop.clone());
+    let thread_options = options.clone();
+    std::thread::Builder::new()
+        .name(format!("sluice-kafka-{}", source.name))
+        .spawn(move || {
+            let stopped = || thread_stop.0.load(Ordering::Relaxed) || thread_stop.1.load(Ordering::Relaxed);
+            if let Err(e) = consume(&consumer, &thread_options, committed, &sender, &stopped) {
+                let _ = sender.blocking_send(Delivery::Failed(e));
+            }
+        })
+        .map_err(|e| Error::Internal(format!("cannot start the Kafka consumer thread: {e}")))?;
+    let mut writer: Option<Session> = None;
+    while let Some(delivery) = receiver.recv().await {
+        let batch = match delivery {
+            Delivery::Batch(batch) => batch,
+            Delivery::Failed(message) => return Err(Error::data("08006", message)),
+        };
+        let Some(db) = db.upgrade() else { return Ok(()) };
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let writer = writer.get_or_insert_with(|| Session::new(db.clone()));
+        commit_batch(&db, writer, table, &source.name, batch).await?;
+    }
+    Ok(())
+}
+
+fn table_entry(db: &DatabaseInner, table: &str) -> Result<TableEntry> {
+    db.catalog.current().tables.get(table).cloned().ok_or_else(|| Error::UndefinedTable(table.to_string()))
+}
+
+/// The last offset a table holds per (topic, partition) of a source.
+pub(crate) async fn committed_offsets(
+    db: &Arc<DatabaseInner>,
+    entry: &TableEntry,
+    source: &str,
+) -> Result<HashMap<(String, i32), i64>> {
+    let snapshot = db.open_table(entry).await?.snapshot().await?;
+    Ok(offsets_in(snapshot.txns().values().map(|t| (t.app_id.as_str(), t.version)), source))
+}
+
+fn offsets_in<'a>(txns: impl Iterator<Item = (&'a str, i64)>, source: &str) -> HashMap<(String, i32), i64> {
+    let prefix = txn_prefix(source);
+    txns.filter(|(app, _)| app.starts_with(&prefix))
+        .filter_map(|(app, version)| parse_txn_app_id(source, app).map(|(t, p)| ((t.to_string(), p), version)))
+        .collect()
+}
+
+/// The partitions of the source's topics, from the brokers' metadata.
+fn partitions(
+    consumer: &BaseConsumer<IngestContext>,
+    options: &KafkaOptions,
+) -> std::result::Result<Vec<(String, i32)>, String> {
+    let mut out = Vec::new();
+    let topics: Vec<Option<&str>> = match &options.topics {
+        Topics::List(list) => list.iter().map(|t| Some(t.as_str())).collect(),
+        Topics::Pattern(_) => vec![None],
+    };
+    for topic in topics {
+        let metadata = consumer
+            .fetch_metadata(topic, METADATA_TIMEOUT)
+            .map_err(|e| format!("cannot read the topics' metadata from the brokers: {e}"))?;
+        for t in metadata.topics() {
+            if !options.matches(t.name()) || t.error().is_some() {
+                continue;
+            }
+            out.extend(t.partitions().iter().map(|p| (t.name().to_string(), p.id())));
+        }
+    }
+    out.sort();
+    out.dedup();
+    Ok(out)
+}
+
+/// The consumer thread: assigns partitions at the committed offsets, then builds and sends
+/// batches until stopped. Returns an error message when it cannot go on.
+fn consume(
+    consumer: &BaseConsumer<IngestContext>,
+    options: &KafkaOptions,
+    committed: HashMap<(String, i32), i64>,
+    sender: &tokio::sync::mpsc::Sender<Delivery>,
+    stopped: &dyn Fn() -> bool,
+) -> std::result::Result<(), String> {
+    let mut assigned: Vec<(String, i32)> = Vec::new();
+    let mut next_discovery = Instant::now();
+    let mut builder = BatchBuilder::new(options.format);
+    let mut batch_started: Option<Instant> = None;
+    let batch_time = Duration::from_millis(options.batch.ms);
+    while !stopped() {
+        if Instant::now() >= next_discovery {
+            next_discovery = Instant::now() + DISCOVERY_INTERVAL;
+            // A metadata failure (brokers down) is retried at the next discovery; librdkafka
+            // reports the outage through the context meanwhile.
+            if let Ok(found) = partitions(consumer, options) {
+                let new: Vec<&(String, i32)> = found.iter().filter(|p| !assigned.contains(p)).collect();
+                if !new.is_empty() {
+                    let mut list = TopicPartitionList::new();
+                    for (topic, partition) in &new {
+                        let offset = match committed.get(&(topic.clone(), *partition)) {
+                            Some(last) => Offset::Offset(last + 1),
+                            None if options.start == StartAt::Latest => Offset::End,
+                            None => Offset::Beginning,
+                        };
+                        list.add_partition_offset(topic, *partition, offset)
+                            .map_err(|e| format!("cannot assign {topic}/{partition}: {e}"))?;
+                    }
+                    consumer.incremental_assign(&list).map_err(|e| format!("cannot assign partitions: {e}"))?;
+                    assigned.extend(new.into_iter().cloned());
+                }
+            } else if assigned.is_empty() {
+                next_discovery = Instant::now() + Duration::from_millis(500);
+            }
+        }
+        let wait = match batch_started {
+            Some(started) => batch_time.saturating_sub(started.elapsed()).min(Duration::from_millis(100)),
+            None => Duration::from_millis(100),
+        };
+        match consumer.poll(wait) {
+            Some(Ok(message)) => {
+                let record = RawRecord {
+                    topic: message.topic(),
+                    partition: message.partition(),
+                    offset: message.offset(),
+                    timestamp_ms: message.timestamp().to_millis(),
+                    key: message.key(),
+                    value: message.payload(),
+                };
+                match message.headers() {
+                    Some(headers) => builder.push(record, headers.iter().map(|h| (h.key, h.value))),
+                    None => builder.push(record, std::iter::empty()),
+                }
+                batch_started.get_or_insert_with(Instant::now);
+            }
+            Some(Err(e)) => {
+                // Per-partition errors (the client goes on by itself); shown through the context.
+                consumer.context().error(e, "while consuming");
+            }
+            None => {}
+        }
+        let full = builder.messages() as usize >= options.batch.rows
+            || builder.bytes() as usize >= options.batch.bytes
+            || batch_started.is_some_and(|s| s.elapsed() >= batch_time);
+        if full && builder.messages() > 0 {
+            let batch = builder.finish().map_err(|e| e.to_string())?;
+            batch_started = None;
+            if sender.blocking_send(Delivery::Batch(batch)).is_err() {
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Keeps the rows above each partition's committed offset.
+fn above_committed(rows: &RecordBatch, committed: &HashMap<(String, i32), i64>) -> Result<RecordBatch> {
+    if committed.is_empty() || rows.num_rows() == 0 {
+        return Ok(rows.clone());
+    }
+    let (Some(topics), Some(partitions), Some(offsets)) =
+        (rows.column_by_name("topic"), rows.column_by_name("partition"), rows.column_by_name("offset"))
+    else {
+        return Err(Error::Internal("a Kafka batch lacks topic, partition or offset".into()));
+    };
+    let topics = topics.as_string::<i32>();
+    let partitions = partitions.as_primitive::<Int32Type>();
+    let offsets = offsets.as_primitive::<arrow::datatypes::Int64Type>();
+    let mut key = (String::new(), 0);
+    let keep: BooleanArray = (0..rows.num_rows())
+        .map(|i| {
+            key.0.clear();
+            key.0.push_str(topics.value(i));
+            key.1 = partitions.value(i);
+            Some(committed.get(&key).is_none_or(|last| offsets.value(i) > *last))
+        })
+        .collect();
+    if keep.true_count() == rows.num_rows() {
+        return Ok(rows.clone());
+    }
+    Ok(filter_record_batch(rows, &keep)?)
+}
+
+/// Commits one batch: dead letters, then rows (which runs the table's flows).
+async fn commit_batch(
+    db: &Arc<DatabaseInner>,
+    writer: &Session,
+    table: &str,
+    source: &str,
+    batch: DecodedBatch,
+) -> Result<()> {
+    let txns: Vec<Txn> = batch
+        .last_offsets
+        .iter()
+        .map(|((topic, partition), offset)| Txn {
+            app_id: txn_app_id(source, topic, *partition),
+            version: *offset,
+            last_updated: Some(now_ms()),
+        })
+        .collect();
+    let entry = table_entry(db, table)?;
+    let dead_letters = batch.errors.num_rows() as u64;
+    if dead_letters > 0 {
+        let errors_key = crate::catalog::key(&entry.schema, &errors_table_name(&entry.name));
+        write(writer, &errors_key, source, &batch.errors, &txns).await?;
+    }
+    let written = write(writer, table, source, &batch.rows, &txns).await?;
+    db.sources.update(table, |s| {
+        s.state = IngestState::Running;
+        s.error = None;
+        s.failures = 0;
+        s.messages += batch.messages;
+        s.dead_letters += dead_letters;
+        s.batches += 1;
+        s.bytes += batch.bytes;
+        s.last_batch_ms = Some(now_ms());
+    });
+    db.flows.record_source_event(
+        source,
+        table,
+        "ingest",
+        batch.messages,
+        written,
+        (dead_letters > 0).then(|| format!("{dead_letters} records to the dead-letter table")),
+    );
+    Ok(())
+}
+
+/// Appends rows (those above the table's committed offsets) with the batch's txns; commits the
+/// txns even when no row is left, so the offsets move on.
+async fn write(writer: &Session, table: &str, source: &str, rows: &RecordBatch, txns: &[Txn]) -> Result<u64> {
+    writer.clear_statement_state();
+    let name = crate::sql::names::parse_table_name(table)?;
+    let target = writer.target(&crate::sql::names::object_name(&name.schema, &name.name)).await?;
+    let committed = offsets_in(target.snapshot.txns().values().map(|t| (t.app_id.as_str(), t.version)), source);
+    let fresh: Vec<Txn> = txns
+        .iter()
+        .filter(|t| committed_of(&committed, source, &t.app_id).is_none_or(|last| t.version > last))
+        .cloned()
+        .collect();
+    if fresh.is_empty() {
+        writer.clear_statement_state();
+        return Ok(0);
+    }
+    let rows = above_committed(rows, &committed)?;
+    let context = WriteContext { txns: fresh, source_version: None, commit_empty: true };
+    let written = writer.write_rows_with(&target, vec![rows], ColumnMatch::ByName, SaveMode::Append, context).await;
+    writer.clear_statement_state();
+    Ok(written?.rows)
+}
+
+fn committed_of(committed: &HashMap<(String, i32), i64>, source: &str, app_id: &str) -> Option<i64> {
+    let (topic, partition) = parse_txn_app_id(source, app_id)?;
+    committed.get(&(topic.to_string(), partition)).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn offsets_come_from_the_sources_txns_only() {
+        let txns = [("kafka:s:t:0", 5), ("kafka:s:t:1", 9), ("kafka:other:t:0", 100), ("flow", 3)];
+        let offsets = offsets_in(txns.into_iter(), "s");
+        assert_eq!(offsets.len(), 2);
+        assert_eq!(offsets[&("t".to_string(), 1)], 9);
+    }
+}
