@@ -3,6 +3,7 @@
 //! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
 
 mod flows;
+mod kafka;
 mod storage;
 mod tpch_steps;
 
@@ -95,6 +96,19 @@ enum Command {
         #[arg(long)]
         commits: usize,
     },
+    /// A bare rdkafka consumer reading MESSAGES messages from an in-process mock cluster.
+    KafkaBare {
+        #[arg(long)]
+        messages: u64,
+    },
+    /// Sluice ingesting MESSAGES messages from an in-process mock cluster through bronze and
+    /// three JSON routes.
+    KafkaIngest {
+        #[arg(long)]
+        data: String,
+        #[arg(long)]
+        messages: u64,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -124,6 +138,8 @@ fn main() {
             Command::Serve { data, port } => serve(&data, port).await,
             Command::FlowsBatched { data, batches, batch_rows } => flows::batched(&data, batches, batch_rows).await,
             Command::FlowsSmallCommits { data, commits } => flows::small_commits(&data, commits).await,
+            Command::KafkaBare { messages } => kafka::bare(messages),
+            Command::KafkaIngest { data, messages } => kafka::ingest(&data, messages).await,
         }
     });
     match result {

@@ -184,3 +184,65 @@ fn python_clients() {
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
     assert!(stdout.contains("all clients ok"), "{stdout}");
 }
+
+/// A Kafka pipeline defined and watched through psql, ingested by the `sluice serve` process from
+/// librdkafka's mock cluster (served by this test process on a loopback port).
+#[test]
+fn psql_runs_a_kafka_pipeline_in_sluice_serve() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let cluster = rdkafka::mocking::MockCluster::new(1).unwrap();
+    cluster.create_topic("orders", 1, 1).unwrap();
+    cluster.create_topic("clicks", 1, 1).unwrap();
+    let brokers = cluster.bootstrap_servers();
+    let producer: BaseProducer = rdkafka::ClientConfig::new().set("bootstrap.servers", &brokers).create().unwrap();
+    for i in 0..100 {
+        let (topic, payload) = match i % 2 {
+            0 => ("orders", format!("{{\"id\": {i}, \"amount\": {i}.5}}")),
+            _ => ("clicks", if i == 51 { "not json".to_string() } else { format!("{{\"page\": \"/p/{i}\"}}") }),
+        };
+        producer.send(BaseRecord::<str, str>::to(topic).payload(&payload)).unwrap();
+    }
+    producer.flush(Duration::from_secs(30)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("data"), &[]);
+    let port = server.port;
+    let run = |args: &[&str]| ok(&psql(port, "user=me", None, args));
+    run(&[
+        "-c",
+        &format!("CREATE SOURCE shop FROM KAFKA (brokers '{brokers}', topics 'orders,clicks', batch_ms '50')"),
+        "-c",
+        "CREATE STREAMING TABLE bronze FROM SOURCE shop \
+         PUSH INTO orders WHERE topic = 'orders' EXPAND JSON value \
+         PUSH INTO clicks WHERE topic = 'clicks' EXPAND JSON value",
+    ]);
+    let started = Instant::now();
+    loop {
+        let out = run(&["-At", "-c", "SELECT (SELECT count(*) FROM orders) AS o, (SELECT count(*) FROM clicks) AS c, (SELECT count(*) FROM bronze_errors) AS e"]);
+        if out.trim() == "50|49|1" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(60), "not ingested: {out}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(run(&["-At", "-c", "SELECT sum(amount) FROM orders"]).trim(), "2475.0");
+    // The lag is known once the client reported the high watermarks (every second).
+    let started = Instant::now();
+    loop {
+        let offsets = run(&["-At", "-c", "SELECT topic, \"offset\", lag FROM sluice.kafka_offsets ORDER BY topic"]);
+        if offsets.trim() == "clicks|49|0\norders|49|0" {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "offsets: {offsets}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let sources = run(&["-At", "-c", "SELECT name, state, messages, dead_letters FROM sluice.sources"]);
+    assert_eq!(sources.trim(), "shop|running|100|1");
+    // Bad definitions get errors with their SQLSTATE; the server goes on.
+    let bad =
+        psql(port, "user=me", None, &["-c", "CREATE SOURCE x FROM KAFKA (brokers 'h:1', topics 't', format 'xml')"]);
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(stderr.contains("format must be 'json', 'text' or 'bytes'"), "{stderr}");
+    let refused = psql(port, "user=me", None, &["-v", "VERBOSITY=verbose", "-c", "DROP SOURCE shop"]);
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("2BP01"), "{refused:?}");
+    assert_eq!(run(&["-At", "-c", "SELECT count(*) FROM bronze"]).trim(), "99");
+}
