@@ -88,7 +88,8 @@ fn cluster_with_producer(
         for i in 0..messages {
             if i.is_multiple_of(10_000) {
                 while i > read.load(Ordering::Relaxed) + BACKLOG_MAX {
-                    producer.poll(Duration::from_millis(1));
+                    producer.poll(Duration::ZERO);
+                    std::thread::sleep(Duration::from_millis(2));
                 }
             }
             let (topic, payload) = message(i);
@@ -100,7 +101,8 @@ fn cluster_with_producer(
                 match producer.send(record) {
                     Ok(()) => break,
                     Err((_, returned)) => {
-                        producer.poll(Duration::from_millis(1));
+                        producer.poll(Duration::ZERO);
+                        std::thread::sleep(Duration::from_millis(1));
                         record = returned;
                     }
                 }

@@ -50,6 +50,8 @@ const RESTART_DELAY_MS_MAX: u64 = 30_000;
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the consumer looks for new partitions and topics.
 const DISCOVERY_INTERVAL: Duration = Duration::from_secs(10);
+/// How many records the consumer thread takes between two looks at the clock.
+const CLOCK_EVERY: u64 = 256;
 /// librdkafka's prefetch queue limit, unless the source sets `queued.max.messages.kbytes`.
 const PREFETCH_KBYTES_DEFAULT: &str = "65536";
 
@@ -326,6 +328,24 @@ fn consume(
     let mut builder = BatchBuilder::new(options.format);
     let mut batch_started: Option<Instant> = None;
     let batch_time = Duration::from_millis(options.batch.ms);
+    // A ticker makes the consumer look at the clock at least every quarter of batch_ms, also when
+    // records trickle in one at a time.
+    let tick = Arc::new(AtomicBool::new(false));
+    let ticker_stop = Arc::new(AtomicBool::new(false));
+    let _ticker_guard = StopOnDrop(ticker_stop.clone());
+    {
+        let (tick, ticker_stop) = (tick.clone(), ticker_stop.clone());
+        let period = (batch_time / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
+        std::thread::Builder::new()
+            .name("sluice-kafka-tick".into())
+            .spawn(move || {
+                while !ticker_stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(period);
+                    tick.store(true, Ordering::Relaxed);
+                }
+            })
+            .map_err(|e| format!("cannot start the batch ticker: {e}"))?;
+    }
     while !stopped() {
         if Instant::now() >= next_discovery {
             next_discovery = Instant::now() + DISCOVERY_INTERVAL;
@@ -351,10 +371,13 @@ fn consume(
                 next_discovery = Instant::now() + Duration::from_millis(500);
             }
         }
+        // Clock reads are not free (librdkafka's poll makes two of its own): the batch's age is
+        // looked at every CLOCK_EVERY records, and when the client has nothing to hand over.
         let wait = match batch_started {
             Some(started) => batch_time.saturating_sub(started.elapsed()).min(Duration::from_millis(100)),
             None => Duration::from_millis(100),
         };
+        let mut idle = false;
         match consumer.poll(wait) {
             Some(Ok(message)) => {
                 let record = RawRecord {
@@ -375,11 +398,13 @@ fn consume(
                 // Per-partition errors (the client goes on by itself); shown through the context.
                 consumer.context().error(e, "while consuming");
             }
-            None => {}
+            None => idle = true,
         }
+        let look_at_clock =
+            idle || builder.messages().is_multiple_of(CLOCK_EVERY) || tick.swap(false, Ordering::Relaxed);
         let full = builder.messages() as usize >= options.batch.rows
             || builder.bytes() as usize >= options.batch.bytes
-            || batch_started.is_some_and(|s| s.elapsed() >= batch_time);
+            || (look_at_clock && batch_started.is_some_and(|s| s.elapsed() >= batch_time));
         if full && builder.messages() > 0 {
             let batch = builder.finish().map_err(|e| e.to_string())?;
             batch_started = None;
