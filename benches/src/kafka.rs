@@ -22,7 +22,7 @@ use serde_json::json;
 type BenchResult = Result<serde_json::Value, Box<dyn std::error::Error>>;
 
 const TOPICS: [&str; 3] = ["orders", "payments", "clicks"];
-const PARTITIONS: i32 = 4;
+const PARTITIONS: i32 = 8;
 
 /// Message `i`: about 200 bytes of JSON, its schema depending on its topic.
 fn message(i: u64) -> (&'static str, String) {
@@ -59,11 +59,11 @@ fn message(i: u64) -> (&'static str, String) {
 }
 
 /// Messages not yet read that the producer lets pile up. librdkafka's mock partitions keep only
-/// the newest 5 MB each, so the producer is paced by the reader: with 12 partitions, 200,000
-/// messages of ~200 bytes stay well within what the brokers keep.
-const BACKLOG_MAX: u64 = 200_000;
+/// the newest 5 MB each (dropping whole message sets), so the producer is paced by the reader:
+/// with 24 partitions, 250,000 messages of ~200 bytes are about 2.3 MB per partition.
+const BACKLOG_MAX: u64 = 250_000;
 
-/// A mock cluster (one broker, three topics of four partitions) and a producer thread writing
+/// A mock cluster (one broker, three topics of eight partitions) and a producer thread writing
 /// `messages` messages into it, never more than [`BACKLOG_MAX`] ahead of `read`.
 fn cluster_with_producer(
     messages: u64,
@@ -81,7 +81,7 @@ fn cluster_with_producer(
         .set("queue.buffering.max.messages", "1000000")
         .set("queue.buffering.max.kbytes", "65536")
         .set("linger.ms", "5")
-        .set("batch.num.messages", "10000")
+        .set("batch.num.messages", "2000")
         .create()?;
     let handle = std::thread::spawn(move || {
         let mut bytes = 0u64;
@@ -100,9 +100,9 @@ fn cluster_with_producer(
             loop {
                 match producer.send(record) {
                     Ok(()) => break,
+                    // The queue is full: wait for deliveries to make room.
                     Err((_, returned)) => {
-                        producer.poll(Duration::ZERO);
-                        std::thread::sleep(Duration::from_millis(1));
+                        producer.poll(Duration::from_millis(1));
                         record = returned;
                     }
                 }
