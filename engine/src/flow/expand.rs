@@ -26,6 +26,7 @@ use super::query::unstream;
 use crate::catalog::FlowEntry;
 use crate::error::{Error, Result};
 use crate::session::Session;
+use crate::sql::names::quoted;
 use crate::sql::parser::{parse_statement_text, SluiceStatement};
 
 /// The column that keeps what did not fit.
@@ -33,10 +34,6 @@ pub const RESCUED_COLUMN: &str = "_rescued_data";
 
 /// Characters a column name may not hold (Delta tables without column mapping).
 const BAD_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
-
-fn quote(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
-}
 
 /// The JSON family of a value, for type inference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -86,7 +83,7 @@ impl Session {
             )));
         }
         let mut columns: Vec<String> =
-            schema.fields().iter().filter(|f| f.name() != column).map(|f| quote(f.name())).collect();
+            schema.fields().iter().filter(|f| f.name() != column).map(|f| quoted(f.name())).collect();
         columns.push(format!("CAST(NULL AS TEXT) AS {RESCUED_COLUMN}"));
         Ok(format!("SELECT {} FROM ({query_text}) AS __expanded", columns.join(", ")))
     }

@@ -10,7 +10,7 @@ use std::ops::ControlFlow;
 
 use crate::error::{Error, Result};
 use crate::sql::catalog_provider::TEMP_SCHEMA;
-use crate::sql::names::table_name;
+use crate::sql::names::{quoted, table_name};
 
 /// The relation a run's source rows are registered under (in the statement's temp schema).
 pub const SOURCE_RELATION: &str = "__flow_source";
@@ -184,8 +184,8 @@ pub fn query_predicate(query: &Query) -> Option<String> {
 /// `"schema"."name"` from a key.
 pub fn quoted_key(key: &str) -> String {
     match key.split_once('.') {
-        Some((schema, name)) => format!("\"{}\".\"{}\"", schema.replace('"', "\"\""), name.replace('"', "\"\"")),
-        None => format!("\"{}\"", key.replace('"', "\"\"")),
+        Some((schema, name)) => format!("{}.{}", quoted(schema), quoted(name)),
+        None => quoted(key),
     }
 }
 

@@ -35,11 +35,11 @@ use sluice_storage::write::SaveMode;
 
 use super::decode::{BatchBuilder, DecodedBatch, RawRecord};
 use super::options::{KafkaOptions, StartAt, Topics};
-use super::{errors_table_name, lock, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
+use super::{errors_table_name, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
 use crate::catalog::{SourceEntry, TableEntry};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::flow::now_ms;
+use crate::flow::{lock, now_ms};
 use crate::session::Session;
 use crate::sql::dml::{ColumnMatch, WriteContext};
 

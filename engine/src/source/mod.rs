@@ -28,6 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::database::DatabaseInner;
+use crate::flow::lock;
 
 /// The prefix of the txn application ids a table keeps per source partition.
 pub fn txn_prefix(source: &str) -> String {
@@ -106,10 +107,6 @@ impl std::fmt::Debug for SourceRuntime {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SourceRuntime").finish_non_exhaustive()
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 impl SourceRuntime {

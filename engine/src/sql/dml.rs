@@ -28,7 +28,7 @@ use sluice_storage::write::{Mutation, SaveMode, WriteRequest};
 
 use super::catalog_provider::{scan_options, TEMP_SCHEMA};
 use super::ddl::committed;
-use super::names::{normalize, table_name, TableName};
+use super::names::{normalize, quoted, table_name, TableName};
 use super::parser::{parse_statement_text, SluiceStatement};
 use crate::catalog::TableEntry;
 use crate::error::{Error, Result};
@@ -558,10 +558,6 @@ impl Session {
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
     }
-}
-
-fn quoted(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// `SET col = expr` as column name to expression text.

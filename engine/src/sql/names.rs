@@ -75,6 +75,11 @@ pub fn parse_table_name(text: &str) -> Result<TableName> {
 }
 
 /// An object name for a table (used when building statements).
+/// An identifier as quoted SQL: `"name"` (inner quotes doubled).
+pub fn quoted(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 pub fn object_name(schema: &str, name: &str) -> ObjectName {
     ObjectName(vec![
         ObjectNamePart::Identifier(Ident::with_quote('"', CATALOG_NAME)),
