@@ -205,19 +205,19 @@ impl SystemSchema {
         let state = self.db.catalog.current();
         let statuses = self.db.sources.statuses();
         // One row per (source, ingesting table); a source nobody ingests has one row without a table.
-        let mut rows: Vec<(&crate::catalog::SourceEntry, Option<String>)> = Vec::new();
+        // The options are parsed once per source (they were checked when it was created).
+        type SourceRow<'a> =
+            (&'a crate::catalog::SourceEntry, Option<crate::source::options::KafkaOptions>, Option<String>);
+        let mut rows: Vec<SourceRow> = Vec::new();
         for source in state.sources.values() {
+            let options = crate::source::options::KafkaOptions::parse(&source.options).ok();
             let tables: Vec<String> = state.tables_ingesting(&source.name).map(|t| t.qualified_name()).collect();
             if tables.is_empty() {
-                rows.push((source, None));
+                rows.push((source, options.clone(), None));
             }
-            rows.extend(tables.into_iter().map(|t| (source, Some(t))));
+            rows.extend(tables.into_iter().map(|t| (source, options.clone(), Some(t))));
         }
         let status = |table: &Option<String>| table.as_ref().and_then(|t| statuses.get(t)).cloned();
-        let option = |source: &crate::catalog::SourceEntry,
-                      f: &dyn Fn(&crate::source::options::KafkaOptions) -> String| {
-            crate::source::options::KafkaOptions::parse(&source.options).ok().map(|o| f(&o))
-        };
         table(
             vec![
                 ("name", DataType::Utf8),
@@ -237,15 +237,15 @@ impl SystemSchema {
                 ("options", DataType::Utf8),
             ],
             vec![
-                text(rows.iter().map(|(s, _)| Some(s.name.clone())).collect()),
-                text(rows.iter().map(|(s, _)| Some(s.kind.clone())).collect()),
-                text(rows.iter().map(|(_, t)| t.clone()).collect()),
-                text(rows.iter().map(|(s, _)| option(s, &|o| o.brokers.clone())).collect()),
-                text(rows.iter().map(|(s, _)| option(s, &|o| o.topics_text())).collect()),
-                text(rows.iter().map(|(s, _)| option(s, &|o| o.format.as_str().to_string())).collect()),
+                text(rows.iter().map(|(s, _, _)| Some(s.name.clone())).collect()),
+                text(rows.iter().map(|(s, _, _)| Some(s.kind.clone())).collect()),
+                text(rows.iter().map(|(_, _, t)| t.clone()).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.brokers.clone())).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.topics_text())).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.format.as_str().to_string())).collect()),
                 text(
                     rows.iter()
-                        .map(|(_, t)| {
+                        .map(|(_, _, t)| {
                             Some(match (t, status(t)) {
                                 (None, _) => "unused".to_string(),
                                 (Some(_), Some(s)) => s.state.as_str().to_string(),
@@ -254,16 +254,16 @@ impl SystemSchema {
                         })
                         .collect(),
                 ),
-                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.messages as i64))).collect()),
-                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.dead_letters as i64))).collect()),
-                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.batches as i64))).collect()),
-                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| s.bytes as i64))).collect()),
-                int(rows.iter().map(|(_, t)| Some(status(t).map_or(0, |s| i64::from(s.failures)))).collect()),
-                time(rows.iter().map(|(_, t)| status(t).and_then(|s| s.last_batch_ms)).collect()),
-                text(rows.iter().map(|(_, t)| status(t).and_then(|s| s.error)).collect()),
+                int(rows.iter().map(|(_, _, t)| Some(status(t).map_or(0, |s| s.messages as i64))).collect()),
+                int(rows.iter().map(|(_, _, t)| Some(status(t).map_or(0, |s| s.dead_letters as i64))).collect()),
+                int(rows.iter().map(|(_, _, t)| Some(status(t).map_or(0, |s| s.batches as i64))).collect()),
+                int(rows.iter().map(|(_, _, t)| Some(status(t).map_or(0, |s| s.bytes as i64))).collect()),
+                int(rows.iter().map(|(_, _, t)| Some(status(t).map_or(0, |s| i64::from(s.failures)))).collect()),
+                time(rows.iter().map(|(_, _, t)| status(t).and_then(|s| s.last_batch_ms)).collect()),
+                text(rows.iter().map(|(_, _, t)| status(t).and_then(|s| s.error)).collect()),
                 text(
                     rows.iter()
-                        .map(|(s, _)| {
+                        .map(|(s, _, _)| {
                             Some(
                                 serde_json::to_string(&crate::source::options::shown_options(&s.options))
                                     .unwrap_or_default(),

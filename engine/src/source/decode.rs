@@ -99,11 +99,18 @@ impl Payload {
 pub struct DecodedBatch {
     pub rows: RecordBatch,
     pub errors: RecordBatch,
-    /// The last offset delivered per (topic, partition), good or bad.
-    pub last_offsets: BTreeMap<(String, i32), i64>,
+    /// The first and last offsets delivered per (topic, partition), good or bad.
+    pub offsets: BTreeMap<(String, i32), OffsetRange>,
     /// Records delivered (rows + dead letters).
     pub messages: u64,
     pub bytes: u64,
+}
+
+/// The offsets a batch holds of one partition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OffsetRange {
+    pub first: i64,
+    pub last: i64,
 }
 
 /// Builds the rows of one micro-batch.
@@ -117,7 +124,10 @@ pub struct BatchBuilder {
     value: Payload,
     headers: StringBuilder,
     bad: ErrorBuilder,
-    last_offsets: BTreeMap<(String, i32), i64>,
+    /// Per partition seen: (topic, partition, offsets); a batch spans few partitions, so a scan
+    /// (starting at the last one hit) finds a record's without allocating a key per record.
+    ranges: Vec<(String, i32, OffsetRange)>,
+    last_range: usize,
     messages: u64,
     bytes: u64,
 }
@@ -146,7 +156,8 @@ impl BatchBuilder {
             value: Payload::new(format),
             headers: StringBuilder::new(),
             bad: ErrorBuilder::default(),
-            last_offsets: BTreeMap::new(),
+            ranges: Vec::new(),
+            last_range: 0,
             messages: 0,
             bytes: 0,
         }
@@ -166,12 +177,7 @@ impl BatchBuilder {
     pub fn push<'h>(&mut self, record: RawRecord<'_>, headers: impl Iterator<Item = (&'h str, Option<&'h [u8]>)>) {
         self.messages += 1;
         self.bytes += (record.key.map_or(0, <[u8]>::len) + record.value.map_or(0, <[u8]>::len)) as u64;
-        match self.last_offsets.get_mut(&(record.topic.to_string(), record.partition)) {
-            Some(last) => *last = (*last).max(record.offset),
-            None => {
-                self.last_offsets.insert((record.topic.to_string(), record.partition), record.offset);
-            }
-        }
+        self.note_offset(&record);
         if let Err(error) = self.check(&record) {
             self.bad.push(&record, &error);
             return;
@@ -214,6 +220,27 @@ impl BatchBuilder {
         }
     }
 
+    fn note_offset(&mut self, record: &RawRecord<'_>) {
+        let hit = |r: &(String, i32, OffsetRange)| r.1 == record.partition && r.0 == record.topic;
+        let index = match self.ranges.get(self.last_range) {
+            Some(r) if hit(r) => Some(self.last_range),
+            _ => self.ranges.iter().position(hit),
+        };
+        match index {
+            Some(i) => {
+                let range = &mut self.ranges[i].2;
+                range.first = range.first.min(record.offset);
+                range.last = range.last.max(record.offset);
+                self.last_range = i;
+            }
+            None => {
+                let range = OffsetRange { first: record.offset, last: record.offset };
+                self.ranges.push((record.topic.to_string(), record.partition, range));
+                self.last_range = self.ranges.len() - 1;
+            }
+        }
+    }
+
     /// Why a record cannot be a row, if it cannot.
     fn check(&self, record: &RawRecord<'_>) -> std::result::Result<(), String> {
         if self.format == PayloadFormat::Bytes {
@@ -249,12 +276,13 @@ impl BatchBuilder {
         let batch = DecodedBatch {
             rows,
             errors,
-            last_offsets: std::mem::take(&mut self.last_offsets),
+            offsets: self.ranges.drain(..).map(|(topic, partition, range)| ((topic, partition), range)).collect(),
             messages: self.messages,
             bytes: self.bytes,
         };
         self.messages = 0;
         self.bytes = 0;
+        self.last_range = 0;
         Ok(batch)
     }
 }
@@ -318,7 +346,7 @@ mod tests {
         assert_eq!(batch.messages, 3);
         assert_eq!(batch.rows.num_rows(), 2);
         assert_eq!(batch.errors.num_rows(), 1);
-        assert_eq!(batch.last_offsets.get(&("t".to_string(), 1)), Some(&7));
+        assert_eq!(batch.offsets.get(&("t".to_string(), 1)), Some(&OffsetRange { first: 5, last: 7 }));
         let offsets = batch.rows.column(2).as_any().downcast_ref::<Int64Array>().unwrap();
         assert_eq!(offsets.values(), &[5, 7]);
         assert_eq!(batch.rows.column(6).as_string::<i32>().value(0), r#"{"h":["v","\\xff"]}"#);

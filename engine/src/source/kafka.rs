@@ -294,6 +294,7 @@ fn partitions(
     options: &KafkaOptions,
 ) -> std::result::Result<Vec<(String, i32)>, String> {
     let mut out = Vec::new();
+    let matches = options.topic_matcher();
     let topics: Vec<Option<&str>> = match &options.topics {
         Topics::List(list) => list.iter().map(|t| Some(t.as_str())).collect(),
         Topics::Pattern(_) => vec![None],
@@ -303,7 +304,7 @@ fn partitions(
             .fetch_metadata(topic, METADATA_TIMEOUT)
             .map_err(|e| format!("cannot read the topics' metadata from the brokers: {e}"))?;
         for t in metadata.topics() {
-            if !options.matches(t.name()) || t.error().is_some() {
+            if !matches(t.name()) || t.error().is_some() {
                 continue;
             }
             out.extend(t.partitions().iter().map(|p| (t.name().to_string(), p.id())));
@@ -453,11 +454,11 @@ async fn commit_batch(
     batch: DecodedBatch,
 ) -> Result<()> {
     let txns: Vec<Txn> = batch
-        .last_offsets
+        .offsets
         .iter()
-        .map(|((topic, partition), offset)| Txn {
+        .map(|((topic, partition), range)| Txn {
             app_id: txn_app_id(source, topic, *partition),
-            version: *offset,
+            version: range.last,
             last_updated: Some(now_ms()),
         })
         .collect();
@@ -465,9 +466,9 @@ async fn commit_batch(
     let dead_letters = batch.errors.num_rows() as u64;
     if dead_letters > 0 {
         let errors_key = crate::catalog::key(&entry.schema, &errors_table_name(&entry.name));
-        write(writer, &errors_key, source, &batch.errors, &txns).await?;
+        write(writer, &errors_key, source, &batch, &batch.errors, &txns).await?;
     }
-    let written = write(writer, table, source, &batch.rows, &txns).await?;
+    let written = write(writer, table, source, &batch, &batch.rows, &txns).await?;
     db.sources.update(table, |s| {
         s.state = IngestState::Running;
         s.error = None;
@@ -489,9 +490,16 @@ async fn commit_batch(
     Ok(())
 }
 
-/// Appends rows (those above the table's committed offsets) with the batch's txns; commits the
-/// txns even when no row is left, so the offsets move on.
-async fn write(writer: &Session, table: &str, source: &str, rows: &RecordBatch, txns: &[Txn]) -> Result<u64> {
+/// Appends rows of `batch` (those above the table's committed offsets) with the batch's txns;
+/// commits the txns even when no row is left, so the offsets move on.
+async fn write(
+    writer: &Session,
+    table: &str,
+    source: &str,
+    batch: &DecodedBatch,
+    rows: &RecordBatch,
+    txns: &[Txn],
+) -> Result<u64> {
     writer.clear_statement_state();
     let name = crate::sql::names::parse_table_name(table)?;
     let target = writer.target(&crate::sql::names::object_name(&name.schema, &name.name)).await?;
@@ -505,7 +513,9 @@ async fn write(writer: &Session, table: &str, source: &str, rows: &RecordBatch, 
         writer.clear_statement_state();
         return Ok(0);
     }
-    let rows = above_committed(rows, &committed)?;
+    // Usually every partition starts past what the table holds: no row needs looking at.
+    let replayed = batch.offsets.iter().any(|(key, range)| committed.get(key).is_some_and(|last| range.first <= *last));
+    let rows = if replayed { above_committed(rows, &committed)? } else { rows.clone() };
     let context = WriteContext { txns: fresh, source_version: None, commit_empty: true };
     let written = writer.write_rows_with(&target, vec![rows], ColumnMatch::ByName, SaveMode::Append, context).await;
     writer.clear_statement_state();

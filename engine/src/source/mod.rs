@@ -99,6 +99,9 @@ pub struct IngestStatus {
 #[derive(Default)]
 pub struct SourceRuntime {
     status: Mutex<HashMap<String, IngestStatus>>,
+    /// Set when the database's last handle is gone: the worker (which outlives it) must not start
+    /// ingest tasks again.
+    closed: std::sync::atomic::AtomicBool,
     #[cfg(feature = "kafka")]
     tasks: Mutex<HashMap<String, kafka::IngestTask>>,
 }
@@ -127,6 +130,9 @@ impl SourceRuntime {
 /// Starts an ingest task for every table that ingests a source and has none, and stops the tasks
 /// of tables that no longer do. Called by the flow worker on every full pass and by the DDL.
 pub fn supervise(db: &Arc<DatabaseInner>) {
+    if db.sources.closed.load(std::sync::atomic::Ordering::Relaxed) {
+        return;
+    }
     #[cfg(feature = "kafka")]
     kafka::supervise(db);
     #[cfg(not(feature = "kafka"))]
@@ -146,6 +152,7 @@ pub fn check_client(source: &str, options: &options::KafkaOptions) -> crate::err
 
 /// Stops every ingest task (the last handle of the database is gone).
 pub fn stop_all(db: &DatabaseInner) {
+    db.sources.closed.store(true, std::sync::atomic::Ordering::Relaxed);
     #[cfg(feature = "kafka")]
     kafka::stop_all(db);
     #[cfg(not(feature = "kafka"))]

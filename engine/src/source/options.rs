@@ -157,11 +157,16 @@ impl KafkaOptions {
         Ok(Self { brokers, topics, format, start, batch, client })
     }
 
-    /// Whether a topic belongs to the source.
-    pub fn matches(&self, topic: &str) -> bool {
-        match &self.topics {
-            Topics::List(list) => list.iter().any(|t| t == topic),
-            Topics::Pattern(pattern) => regex::Regex::new(pattern).is_ok_and(|r| r.is_match(topic)),
+    /// Whether a topic belongs to the source (the pattern compiled once, checked at parse time).
+    pub fn topic_matcher(&self) -> impl Fn(&str) -> bool + '_ {
+        let pattern = match &self.topics {
+            Topics::Pattern(pattern) => regex::Regex::new(pattern).ok(),
+            Topics::List(_) => None,
+        };
+        move |topic| match (&self.topics, &pattern) {
+            (Topics::List(list), _) => list.iter().any(|t| t == topic),
+            (Topics::Pattern(_), Some(regex)) => regex.is_match(topic),
+            (Topics::Pattern(_), None) => false,
         }
     }
 
@@ -210,10 +215,12 @@ mod tests {
         assert_eq!(parsed.start, StartAt::Latest);
         assert_eq!(parsed.batch.rows, 10);
         assert_eq!(parsed.client.get("security.protocol").map(String::as_str), Some("plaintext"));
-        assert!(parsed.matches("y") && !parsed.matches("z"));
+        let matches = parsed.topic_matcher();
+        assert!(matches("y") && !matches("z"));
 
         let pattern = KafkaOptions::parse(&options(&[("brokers", "a"), ("topic_pattern", "^events\\..*")])).unwrap();
-        assert!(pattern.matches("events.orders") && !pattern.matches("orders"));
+        let matches = pattern.topic_matcher();
+        assert!(matches("events.orders") && !matches("orders"));
 
         for (bad, message) in [
             (options(&[("topics", "x")]), "brokers"),
