@@ -182,6 +182,26 @@ pub struct TableEntry {
     /// The source a streaming table ingests (`CREATE STREAMING TABLE t FROM SOURCE s`).
     #[serde(default)]
     pub source: Option<String>,
+    /// A materialized view's definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub view: Option<ViewDefinition>,
+}
+
+/// What defines a materialized view (its state and progress are in its own table's folder).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewDefinition {
+    /// The query, as SQL.
+    pub query: String,
+    /// `sync` (maintained by the writers of its inputs) or `async` (by the background worker).
+    #[serde(default)]
+    pub refresh: FlowMode,
+    #[serde(default)]
+    pub refresh_interval_ms: Option<u64>,
+    /// The tables it reads, with the views it reads expanded into theirs (keys).
+    pub inputs: Vec<String>,
+    /// The materialized views its query names (keys).
+    #[serde(default)]
+    pub views: Vec<String>,
 }
 
 impl TableEntry {
@@ -381,6 +401,7 @@ mod tests {
             expectations: vec![],
             options: BTreeMap::new(),
             source: None,
+            view: None,
         }
     }
 

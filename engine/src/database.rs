@@ -46,6 +46,8 @@ pub struct DatabaseInner {
     pub flows: crate::flow::FlowRuntime,
     /// The ingest tasks of tables that read external sources.
     pub sources: crate::source::SourceRuntime,
+    /// The materialized views held in memory.
+    pub views: crate::ivm::ViewRuntime,
     tables: Mutex<HashMap<String, Arc<Table>>>,
 }
 
@@ -100,6 +102,7 @@ impl Database {
             options,
             flows: Default::default(),
             sources: Default::default(),
+            views: Default::default(),
             tables: Mutex::new(HashMap::new()),
         });
         // Flows catch up from their targets' txns and async flows run in the background (on the

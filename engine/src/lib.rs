@@ -11,7 +11,8 @@
 //! - [`functions`] adds JSON operators and `table_changes`;
 //! - [`flow`] runs streaming flows (PUSH INTO routes, `STREAM()` pulls, CREATE FLOW) exactly once,
 //!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema;
-//! - [`source`] ingests external sources (Kafka) into streaming tables, exactly once.
+//! - [`source`] ingests external sources (Kafka) into streaming tables, exactly once;
+//! - [`ivm`] keeps materialized views equal to their queries, incrementally where it can.
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
@@ -29,6 +30,7 @@ pub mod database;
 pub mod error;
 pub mod flow;
 pub mod functions;
+pub mod ivm;
 pub mod provider;
 pub mod quality;
 pub mod session;

@@ -17,7 +17,7 @@ use crate::database::DatabaseInner;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
-const TABLES: [&str; 7] = ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets"];
+const TABLES: [&str; 8] = ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets", "views"];
 
 #[derive(Debug)]
 pub struct SystemSchema {
@@ -105,6 +105,62 @@ impl SystemSchema {
                 int(entries.iter().map(|t| Some(state.flows_into(&t.qualified_name()).count() as i64)).collect()),
                 int(entries.iter().map(|t| Some(state.flows_from(&t.qualified_name()).count() as i64)).collect()),
                 int(entries.iter().map(|t| Some(t.expectations.len() as i64)).collect()),
+            ],
+        )
+    }
+
+    /// Materialized views: strategy, the input versions the live rows reflect, maintenance and
+    /// checkpoint figures (views are loaded, and caught up, to be shown).
+    async fn views(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let entries: Vec<_> = state.tables.values().filter(|t| t.kind == TableKind::MaterializedView).collect();
+        let mut rows = Vec::new();
+        for entry in &entries {
+            let status = crate::ivm::status(&self.db, entry).await;
+            rows.push((entry, status));
+        }
+        let refresh = |e: &crate::catalog::TableEntry| {
+            e.view.as_ref().map(|v| if v.refresh == crate::catalog::FlowMode::Async { "async" } else { "sync" })
+        };
+        let u = |v: Option<u64>| v.map(|v| v as i64);
+        table(
+            vec![
+                ("schema", DataType::Utf8),
+                ("name", DataType::Utf8),
+                ("strategy", DataType::Utf8),
+                ("reason", DataType::Utf8),
+                ("refresh", DataType::Utf8),
+                ("state", DataType::Utf8),
+                ("inputs", DataType::Utf8),
+                ("rows", DataType::Int64),
+                ("maintenance_runs", DataType::Int64),
+                ("last_maintenance_us", DataType::Int64),
+                ("last_rows_in", DataType::Int64),
+                ("maintained_at", timestamp()),
+                ("checkpoint_version", DataType::Int64),
+                ("checkpoint_inputs", DataType::Utf8),
+                ("checkpoint_at", timestamp()),
+                ("error", DataType::Utf8),
+                ("query", DataType::Utf8),
+            ],
+            vec![
+                text(rows.iter().map(|(e, _)| Some(e.schema.clone())).collect()),
+                text(rows.iter().map(|(e, _)| Some(e.name.clone())).collect()),
+                text(rows.iter().map(|(_, s)| Some(s.strategy.to_string()).filter(|s| !s.is_empty())).collect()),
+                text(rows.iter().map(|(_, s)| s.reason.clone()).collect()),
+                text(rows.iter().map(|(e, _)| refresh(e).map(str::to_string)).collect()),
+                text(rows.iter().map(|(_, s)| Some(s.state.to_string())).collect()),
+                text(rows.iter().map(|(_, s)| Some(s.inputs.clone())).collect()),
+                int(rows.iter().map(|(_, s)| Some(s.rows as i64)).collect()),
+                int(rows.iter().map(|(_, s)| Some(s.runs as i64)).collect()),
+                int(rows.iter().map(|(_, s)| u(s.last_maintenance_us)).collect()),
+                int(rows.iter().map(|(_, s)| Some(s.last_rows_in as i64)).collect()),
+                time(rows.iter().map(|(_, s)| s.maintained_at_ms).collect()),
+                int(rows.iter().map(|(_, s)| u(s.checkpoint_version)).collect()),
+                text(rows.iter().map(|(_, s)| s.checkpoint_inputs.clone()).collect()),
+                time(rows.iter().map(|(_, s)| s.checkpoint_at_ms).collect()),
+                text(rows.iter().map(|(_, s)| s.error.clone()).collect()),
+                text(rows.iter().map(|(e, _)| e.view.as_ref().map(|v| v.query.clone())).collect()),
             ],
         )
     }
@@ -432,6 +488,7 @@ impl SchemaProvider for SystemSchema {
             "expectations" => self.expectations()?,
             "sources" => self.sources()?,
             "kafka_offsets" => self.kafka_offsets().await?,
+            "views" => self.views().await?,
             _ => return Ok(None),
         }))
     }

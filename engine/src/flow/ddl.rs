@@ -46,6 +46,14 @@ impl Session {
             StreamingStatement::DropSource { name, if_exists, cascade } => {
                 self.drop_source(&name, if_exists, cascade).await
             }
+            StreamingStatement::CreateMaterializedView(create) => self.create_materialized_view(*create).await,
+            StreamingStatement::RefreshMaterializedView { name, full } => {
+                self.refresh_materialized_view(&name, full).await
+            }
+            StreamingStatement::ExplainMaterializedView { name } => self.explain_materialized_view(&name).await,
+            StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
+                self.drop_materialized_view(&name, if_exists, cascade).await
+            }
         }
     }
 

@@ -197,6 +197,21 @@ impl FlowRuntime {
         });
     }
 
+    /// Records an event of a materialized view (`flow` is the view's name).
+    pub(crate) fn record_view_event(&self, view: &str, kind: &'static str, rows_in: u64, message: Option<String>) {
+        self.record(FlowEvent {
+            at_ms: now_ms(),
+            flow: view.to_string(),
+            kind,
+            source_from: None,
+            source_to: None,
+            rows_in,
+            rows_out: 0,
+            violations: BTreeMap::new(),
+            message,
+        });
+    }
+
     fn update(&self, flow: &str, change: impl FnOnce(&mut FlowStatus)) {
         change(lock(&self.status).entry(flow.to_string()).or_default());
     }
@@ -241,7 +256,7 @@ impl FlowRuntime {
         lock(&self.status).get(flow).is_some_and(|s| s.state == FlowState::Failed)
     }
 
-    fn wake_worker(&self) {
+    pub(crate) fn wake_worker(&self) {
         self.wake.notify_one();
     }
 }
@@ -286,6 +301,8 @@ pub fn after_commit<'a>(
                 Err(e) => return Err(Error::Internal(format!("a flow task failed: {e}"))),
             }
         }
+        // Views over this table (and, through the flows above, over their targets).
+        crate::ivm::after_commit(db, table, version, rows).await;
         match expectation_failure {
             Some(e) => Err(e),
             None => Ok(()),
@@ -527,6 +544,7 @@ pub async fn worker(db: Weak<DatabaseInner>) {
         if full {
             crate::source::supervise(&strong);
         }
+        crate::ivm::worker_pass(&strong, full).await;
         let touched = std::mem::take(&mut *lock(&strong.flows.touched));
         for key in touched {
             if let Some(entry) = strong.catalog.current().tables.get(&key) {

@@ -123,6 +123,11 @@ impl SchemaProvider for SluiceSchema {
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let state = self.db.catalog.current();
         let Some(entry) = state.table(&self.name, name) else { return Ok(None) };
+        if entry.kind == crate::catalog::TableKind::MaterializedView {
+            let (schema, batches) = crate::ivm::read(&self.db, entry).await?;
+            let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.as_ref().clone()])?;
+            return Ok(Some(Arc::new(table)));
+        }
         let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, entry).await?;
         Ok(Some(Arc::new(SluiceTable::new(table, snapshot, scan_options(&self.db)))))
     }

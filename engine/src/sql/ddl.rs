@@ -161,6 +161,27 @@ impl Session {
                     .filter(|f| f.source == table_key || f.target == table_key)
                     .map(|f| f.name.clone())
                     .collect();
+                if state.tables.get(&table_key).is_some_and(|t| t.kind == TableKind::MaterializedView) {
+                    return Err(Error::data(
+                        "42809",
+                        format!("\"{name}\" is a materialized view (use DROP MATERIALIZED VIEW)"),
+                    ));
+                }
+                let views: Vec<String> = state
+                    .tables
+                    .values()
+                    .filter(|t| t.view.as_ref().is_some_and(|v| v.inputs.contains(&table_key)))
+                    .map(|t| t.qualified_name())
+                    .collect();
+                if !views.is_empty() {
+                    return Err(Error::data(
+                        "2BP01",
+                        format!(
+                            "cannot drop table {name} because materialized views read it: {} (drop them first)",
+                            views.join(", ")
+                        ),
+                    ));
+                }
                 if !flows.is_empty() && !cascade && state.tables.contains_key(&table_key) {
                     return Err(Error::data(
                         "2BP01",
@@ -195,7 +216,7 @@ impl Session {
     }
 
     /// Deletes every file of a managed table (after the catalog forgot it).
-    async fn delete_folder(&self, entry: &TableEntry) -> Result<()> {
+    pub(crate) async fn delete_folder(&self, entry: &TableEntry) -> Result<()> {
         let store = self.db.store_for(entry)?;
         for meta in store.list(store.root(), None).await? {
             store.delete(&meta.location).await?;
@@ -291,6 +312,7 @@ impl Session {
             expectations: vec![],
             options: BTreeMap::new(),
             source: None,
+            view: None,
         };
         let store = self.db.store_for(&entry)?;
         let table = if !managed && Table::exists(&store).await? {

@@ -73,6 +73,12 @@ pub(crate) struct Target {
 impl Session {
     pub(crate) async fn target(&self, name: &ObjectName) -> Result<Target> {
         let (entry, table, snapshot) = self.resolve_table(name).await?;
+        if entry.kind == crate::catalog::TableKind::MaterializedView {
+            return Err(Error::data(
+                "42809",
+                format!("cannot change materialized view \"{}\": its rows come from its query", entry.name),
+            ));
+        }
         Ok(Target { name: table_name(name)?, entry, table, snapshot })
     }
 
@@ -322,7 +328,8 @@ impl Session {
         let (deleted, count) = row_sets(&target.snapshot, &batches, 0, false)?;
         if count > 0 {
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
-            committed(target.table.mutate(&target.snapshot, mutation).await?)?;
+            let version = committed(target.table.mutate(&target.snapshot, mutation).await?)?;
+            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
         }
         Ok(StatementResult::count("DELETE", count))
     }
@@ -373,7 +380,9 @@ impl Session {
         }
         if count > 0 {
             let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
-            committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+            let version =
+                committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
         }
         Ok(StatementResult::count("UPDATE", count))
     }
@@ -544,7 +553,9 @@ impl Session {
         let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
-            committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+            let version =
+                committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
+            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
         }
         Ok(StatementResult::count("MERGE", affected))
     }
@@ -554,7 +565,8 @@ impl Session {
             let target = self.target(&target.name).await?;
             let request =
                 WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
-            committed(target.table.write_on(&target.snapshot, request).await?)?;
+            let version = committed(target.table.write_on(&target.snapshot, request).await?)?;
+            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
     }

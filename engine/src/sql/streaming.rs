@@ -2,7 +2,9 @@
 //! `CREATE FLOW`, `ALTER STREAMING TABLE ... ADD|DROP PUSH INTO`, `ALTER FLOW ... RESUME`,
 //! `REFRESH STREAMING TABLE`, `EXPLAIN FLOW`, `DROP FLOW`, `CONSTRAINT ... EXPECT`, and the
 //! sources streaming tables ingest: `CREATE SOURCE name FROM KAFKA (options)`, `DROP SOURCE` and
-//! `CREATE STREAMING TABLE t FROM SOURCE name`.
+//! `CREATE STREAMING TABLE t FROM SOURCE name`; and materialized views: `CREATE [OR REPLACE]
+//! MATERIALIZED VIEW [IF NOT EXISTS] v [WITH (...)] AS query`, `REFRESH MATERIALIZED VIEW v [FULL]`,
+//! `EXPLAIN MATERIALIZED VIEW v`, `DROP MATERIALIZED VIEW [IF EXISTS] v [CASCADE]`.
 //!
 //! A PUSH INTO route's query ends where the next `PUSH INTO` or `ELSE PUSH INTO` begins at the
 //! top level; the parser cuts the tokens there and parses the query from that slice, so a route's
@@ -82,6 +84,16 @@ pub enum AlterStreaming {
     DropPush(ObjectName),
 }
 
+/// `CREATE [OR REPLACE] MATERIALIZED VIEW [IF NOT EXISTS] name [WITH (...)] AS query`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CreateMaterializedView {
+    pub name: ObjectName,
+    pub or_replace: bool,
+    pub if_not_exists: bool,
+    pub options: Vec<(String, String)>,
+    pub query: Box<Query>,
+}
+
 /// Streaming statements.
 #[derive(Debug, Clone, PartialEq)]
 pub enum StreamingStatement {
@@ -94,6 +106,10 @@ pub enum StreamingStatement {
     DropFlow { name: String, if_exists: bool },
     CreateSource(Box<CreateSource>),
     DropSource { name: String, if_exists: bool, cascade: bool },
+    CreateMaterializedView(Box<CreateMaterializedView>),
+    RefreshMaterializedView { name: ObjectName, full: bool },
+    ExplainMaterializedView { name: ObjectName },
+    DropMaterializedView { name: ObjectName, if_exists: bool, cascade: bool },
 }
 
 fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
@@ -115,14 +131,14 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
     }
     match w(0) {
         Some("CREATE") => {
-            matches!(words[create_at].as_deref(), Some("FLOW") | Some("SOURCE"))
+            matches!(words[create_at].as_deref(), Some("FLOW") | Some("SOURCE") | Some("MATERIALIZED"))
                 || (words[create_at].as_deref() == Some("STREAMING")
                     && words.get(create_at + 1).and_then(|w| w.as_deref()) == Some("TABLE"))
         }
         Some("ALTER") => (w(1) == Some("STREAMING") && w(2) == Some("TABLE")) || w(1) == Some("FLOW"),
-        Some("REFRESH") => w(1) == Some("STREAMING"),
-        Some("EXPLAIN") => w(1) == Some("FLOW"),
-        Some("DROP") => w(1) == Some("FLOW") || w(1) == Some("SOURCE"),
+        Some("REFRESH") => w(1) == Some("STREAMING") || w(1) == Some("MATERIALIZED"),
+        Some("EXPLAIN") => w(1) == Some("FLOW") || w(1) == Some("MATERIALIZED"),
+        Some("DROP") => w(1) == Some("FLOW") || w(1) == Some("SOURCE") || w(1) == Some("MATERIALIZED"),
         _ => false,
     }
 }
@@ -139,6 +155,11 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
             if word(parser, 0).as_deref() == Some("SOURCE") {
                 parser.next_token();
                 return parse_create_source(parser, or_replace);
+            }
+            if word(parser, 0).as_deref() == Some("MATERIALIZED") {
+                parser.next_token();
+                parser.expect_keyword_is(Keyword::VIEW)?;
+                return parse_create_materialized_view(parser, or_replace);
             }
             expect_word(parser, "STREAMING")?;
             parser.expect_keyword_is(Keyword::TABLE)?;
@@ -172,6 +193,31 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
                 return parser.expected("ADD PUSH INTO or DROP PUSH INTO", parser.peek_token());
             };
             Ok(StreamingStatement::AlterStreamingTable { table, change: Box::new(change) })
+        }
+        Some("REFRESH" | "EXPLAIN") if word(parser, 1).as_deref() == Some("MATERIALIZED") => {
+            let refresh = word(parser, 0).as_deref() == Some("REFRESH");
+            parser.next_token();
+            parser.next_token();
+            parser.expect_keyword_is(Keyword::VIEW)?;
+            let name = parser.parse_object_name(false)?;
+            if refresh {
+                let full = parser.parse_keyword(Keyword::FULL);
+                Ok(StreamingStatement::RefreshMaterializedView { name, full })
+            } else {
+                Ok(StreamingStatement::ExplainMaterializedView { name })
+            }
+        }
+        Some("DROP") if word(parser, 1).as_deref() == Some("MATERIALIZED") => {
+            parser.next_token();
+            parser.next_token();
+            parser.expect_keyword_is(Keyword::VIEW)?;
+            let if_exists = parser.parse_keywords(&[Keyword::IF, Keyword::EXISTS]);
+            let name = parser.parse_object_name(false)?;
+            let cascade = parser.parse_keyword(Keyword::CASCADE);
+            if !cascade {
+                let _ = parser.parse_keyword(Keyword::RESTRICT);
+            }
+            Ok(StreamingStatement::DropMaterializedView { name, if_exists, cascade })
         }
         Some("REFRESH") => {
             parser.next_token();
@@ -212,6 +258,21 @@ fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserErr
         return parse_property_list(parser);
     }
     Ok(vec![])
+}
+
+fn parse_create_materialized_view(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
+    let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
+    let name = parser.parse_object_name(false)?;
+    let options = parse_options(parser)?;
+    parser.expect_keyword_is(Keyword::AS)?;
+    let query = parser.parse_query()?;
+    Ok(StreamingStatement::CreateMaterializedView(Box::new(CreateMaterializedView {
+        name,
+        or_replace,
+        if_not_exists,
+        options,
+        query,
+    })))
 }
 
 fn parse_create_flow(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {

@@ -1,0 +1,274 @@
+//! The dataflow of an incrementally maintained view: a tree of operators that turns a change of
+//! one input table (a [`Delta`]: rows with weights, +1 inserted, -1 deleted) into the change of
+//! the view's rows.
+//!
+//! Stateless operators (scan, filter, projection, union) map a delta batch to a delta batch with
+//! DataFusion's physical expressions. Stateful operators ([`super::join`], [`super::aggregate`],
+//! distinct) keep what they need in memory, keyed by rows in Arrow's row format (bytes that
+//! compare and hash like the values), and are serialized by [`super::state`] for checkpoints.
+//! Compiling a DataFusion logical plan into this tree lives in [`super::compile`].
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
+use arrow::compute::{cast, filter_record_batch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::aggregate::AggregateNode;
+use super::join::JoinNode;
+use super::Requery;
+use crate::error::{Error, Result};
+
+/// A row in Arrow's row format (hashes and compares as its values).
+pub type RowBytes = Box<[u8]>;
+
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A change: each row of `batch` counted `weights[i]` times (negative: removed).
+#[derive(Debug, Clone)]
+pub struct Delta {
+    pub batch: RecordBatch,
+    pub weights: Vec<i64>,
+}
+
+impl Delta {
+    pub fn new(batch: RecordBatch, weights: Vec<i64>) -> Self {
+        Self { batch, weights }
+    }
+
+    pub fn len(&self) -> usize {
+        self.weights.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.weights.is_empty()
+    }
+
+    /// The rows where `mask` is true (NULL counts as false).
+    pub fn filter(&self, mask: &BooleanArray) -> Result<Delta> {
+        let batch = filter_record_batch(&self.batch, mask)?;
+        let weights = self
+            .weights
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| mask.is_valid(*i) && mask.value(*i))
+            .map(|(_, w)| *w)
+            .collect();
+        Ok(Delta { batch, weights })
+    }
+}
+
+/// Evaluates expressions over a batch into arrays of its length.
+pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
+    exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?)).collect()
+}
+
+/// A batch of `schema` from columns, cast where a column's type differs from the field's.
+pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    let columns = columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
+}
+
+/// A row converter for columns of these types.
+pub fn converter(schema: &SchemaRef) -> Result<RowConverter> {
+    Ok(RowConverter::new(schema.fields().iter().map(|f| SortField::new(f.data_type().clone())).collect())?)
+}
+
+/// One operator of a view's dataflow.
+pub enum Node {
+    Scan(ScanNode),
+    Filter { input: Box<Node>, predicate: Arc<dyn PhysicalExpr>, text: String },
+    Project { input: Box<Node>, exprs: Vec<Arc<dyn PhysicalExpr>>, schema: SchemaRef, text: String },
+    Join(Box<JoinNode>),
+    Aggregate(Box<AggregateNode>),
+    Distinct(DistinctNode),
+    Union { inputs: Vec<Node>, schema: SchemaRef },
+}
+
+/// Reads one input table: its change rows, projected and filtered as the plan's scan is.
+pub struct ScanNode {
+    /// The catalog key of the table.
+    pub table: String,
+    pub projection: Option<Vec<usize>>,
+    /// Filters pushed into the scan, over the table's full row.
+    pub filters: Vec<Arc<dyn PhysicalExpr>>,
+    pub text: String,
+}
+
+/// DISTINCT: each row's multiplicity; a row is in the output while it is positive.
+pub struct DistinctNode {
+    pub input: Box<Node>,
+    pub rows: RowConverter,
+    pub counts: HashMap<RowBytes, i64>,
+}
+
+/// One input table's change, handed down the tree.
+pub struct Change<'a> {
+    pub table: &'a str,
+    pub delta: &'a Delta,
+}
+
+impl Node {
+    /// Pushes a change of one table through this operator; `None` when no input below reads it.
+    pub fn apply<'a>(
+        &'a mut self,
+        change: &'a Change<'a>,
+        requery: &'a Requery<'a>,
+    ) -> BoxFuture<'a, Result<Option<Delta>>> {
+        Box::pin(async move {
+            match self {
+                Node::Scan(scan) => scan.apply(change),
+                Node::Filter { input, predicate, .. } => {
+                    let Some(delta) = input.apply(change, requery).await? else { return Ok(None) };
+                    let mask = predicate.evaluate(&delta.batch)?.into_array(delta.batch.num_rows())?;
+                    let mask = mask
+                        .as_any()
+                        .downcast_ref::<BooleanArray>()
+                        .ok_or_else(|| Error::Internal("a view filter is not boolean".into()))?;
+                    Ok(Some(delta.filter(mask)?))
+                }
+                Node::Project { input, exprs, schema, .. } => {
+                    let Some(delta) = input.apply(change, requery).await? else { return Ok(None) };
+                    let columns = evaluate(exprs, &delta.batch)?;
+                    let batch = batch_of(schema, columns, delta.len())?;
+                    Ok(Some(Delta::new(batch, delta.weights)))
+                }
+                Node::Join(join) => join.apply(change, requery).await,
+                Node::Aggregate(aggregate) => aggregate.apply(change, requery).await,
+                Node::Distinct(distinct) => {
+                    let Some(delta) = distinct.input.apply(change, requery).await? else { return Ok(None) };
+                    Ok(Some(distinct.apply(delta)?))
+                }
+                Node::Union { inputs, schema } => {
+                    let mut out: Vec<Delta> = Vec::new();
+                    for input in inputs.iter_mut() {
+                        if let Some(delta) = input.apply(change, requery).await? {
+                            let batch = batch_of(schema, delta.batch.columns().to_vec(), delta.len())?;
+                            out.push(Delta::new(batch, delta.weights));
+                        }
+                    }
+                    if out.is_empty() {
+                        return Ok(None);
+                    }
+                    let batches: Vec<RecordBatch> = out.iter().map(|d| d.batch.clone()).collect();
+                    let batch = arrow::compute::concat_batches(schema, &batches)?;
+                    Ok(Some(Delta::new(batch, out.into_iter().flat_map(|d| d.weights).collect())))
+                }
+            }
+        })
+    }
+
+    /// The operator tree as indented lines (EXPLAIN MATERIALIZED VIEW).
+    pub fn describe(&self, depth: usize, out: &mut Vec<String>) {
+        let pad = "  ".repeat(depth);
+        match self {
+            Node::Scan(scan) => out.push(format!("{pad}{}", scan.text)),
+            Node::Filter { input, text, .. } => {
+                out.push(format!("{pad}Filter: {text}"));
+                input.describe(depth + 1, out);
+            }
+            Node::Project { input, text, .. } => {
+                out.push(format!("{pad}Project: {text}"));
+                input.describe(depth + 1, out);
+            }
+            Node::Join(join) => {
+                out.push(format!("{pad}{} (state: both sides indexed by key)", join.text));
+                join.left.describe(depth + 1, out);
+                join.right.describe(depth + 1, out);
+            }
+            Node::Aggregate(aggregate) => {
+                out.push(format!("{pad}{} (state: per group)", aggregate.text));
+                aggregate.input.describe(depth + 1, out);
+            }
+            Node::Distinct(distinct) => {
+                out.push(format!("{pad}Distinct (state: row counts)"));
+                distinct.input.describe(depth + 1, out);
+            }
+            Node::Union { inputs, .. } => {
+                out.push(format!("{pad}Union All"));
+                for input in inputs {
+                    input.describe(depth + 1, out);
+                }
+            }
+        }
+    }
+
+    /// The tables this dataflow reads.
+    pub fn tables(&self, out: &mut Vec<String>) {
+        match self {
+            Node::Scan(scan) => out.push(scan.table.clone()),
+            Node::Filter { input, .. } | Node::Project { input, .. } => input.tables(out),
+            Node::Join(join) => {
+                join.left.tables(out);
+                join.right.tables(out);
+            }
+            Node::Aggregate(aggregate) => aggregate.input.tables(out),
+            Node::Distinct(distinct) => distinct.input.tables(out),
+            Node::Union { inputs, .. } => inputs.iter().for_each(|i| i.tables(out)),
+        }
+    }
+}
+
+impl ScanNode {
+    fn apply(&self, change: &Change<'_>) -> Result<Option<Delta>> {
+        if change.table != self.table {
+            return Ok(None);
+        }
+        let mut delta = change.delta.clone();
+        for filter in &self.filters {
+            let mask = filter.evaluate(&delta.batch)?.into_array(delta.batch.num_rows())?;
+            let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
+                return Err(Error::Internal("a view scan filter is not boolean".into()));
+            };
+            delta = delta.filter(mask)?;
+        }
+        if let Some(projection) = &self.projection {
+            delta.batch = delta.batch.project(projection)?;
+        }
+        Ok(Some(delta))
+    }
+}
+
+impl DistinctNode {
+    fn apply(&mut self, delta: Delta) -> Result<Delta> {
+        let rows = self.rows.convert_columns(delta.batch.columns())?;
+        let mut keep = Vec::new();
+        let mut weights = Vec::new();
+        for (i, weight) in delta.weights.iter().enumerate() {
+            let row = rows.row(i);
+            let count = self.counts.entry(row.as_ref().into()).or_insert(0);
+            let before = *count > 0;
+            *count += weight;
+            let after = *count > 0;
+            if *count == 0 {
+                self.counts.remove(row.as_ref());
+            }
+            if before != after {
+                keep.push(i as u32);
+                weights.push(if after { 1 } else { -1 });
+            }
+        }
+        let indices = arrow::array::UInt32Array::from(keep);
+        let columns = delta
+            .batch
+            .columns()
+            .iter()
+            .map(|c| arrow::compute::take(c, &indices, None))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let batch = batch_of(&delta.batch.schema(), columns, weights.len())?;
+        Ok(Delta::new(batch, weights))
+    }
+}

@@ -1,0 +1,251 @@
+//! CREATE [OR REPLACE], REFRESH, EXPLAIN and DROP MATERIALIZED VIEW.
+//!
+//! CREATE builds the view completely beside anything it replaces (a new table folder, its rows and
+//! state checkpointed) and only then names it in one catalog commit: readers see the old view or
+//! the new one, never a half-built one.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::sql::sqlparser::ast::ObjectName;
+use sluice_storage::schema::StructType;
+use sluice_storage::table::{CreateTable as CreateDelta, Table};
+
+use super::view::{plan_view, scanned_tables, LiveView};
+use crate::catalog::{key, FlowMode, TableEntry, TableKind, ViewDefinition};
+use crate::error::{Error, Result};
+use crate::session::{Session, StatementResult};
+use crate::sql::names::table_name;
+use crate::sql::streaming::CreateMaterializedView;
+
+/// The options of `CREATE MATERIALIZED VIEW ... WITH (...)`.
+fn view_options(options: &[(String, String)]) -> Result<(FlowMode, Option<u64>)> {
+    let mut mode = FlowMode::Sync;
+    let mut interval = None;
+    for (name, value) in options {
+        match name.to_ascii_lowercase().as_str() {
+            "refresh" => {
+                mode = match value.to_ascii_lowercase().as_str() {
+                    "sync" => FlowMode::Sync,
+                    "async" => FlowMode::Async,
+                    other => {
+                        return Err(Error::data("22023", format!("refresh must be 'sync' or 'async', not '{other}'")))
+                    }
+                }
+            }
+            "refresh_interval_ms" => {
+                interval = Some(value.parse::<u64>().map_err(|_| {
+                    Error::data("22023", format!("refresh_interval_ms must be a number of milliseconds, not '{value}'"))
+                })?)
+            }
+            other => return Err(Error::data("22023", format!("unknown materialized view option \"{other}\""))),
+        }
+    }
+    Ok((mode, interval))
+}
+
+impl Session {
+    pub(crate) async fn create_materialized_view(&self, create: CreateMaterializedView) -> Result<StatementResult> {
+        let name = table_name(&create.name)?;
+        let view_key = key(&name.schema, &name.name);
+        let state = self.db.catalog.current();
+        if !state.schemas.contains_key(&name.schema) {
+            return Err(Error::UndefinedSchema(name.schema.clone()));
+        }
+        let replaced = state.tables.get(&view_key).cloned();
+        if let Some(existing) = &replaced {
+            if create.if_not_exists {
+                return Ok(StatementResult::command("CREATE MATERIALIZED VIEW"));
+            }
+            if !create.or_replace {
+                return Err(Error::DuplicateTable(name.to_string()));
+            }
+            if existing.kind != TableKind::MaterializedView {
+                return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
+            }
+        }
+        let (refresh, refresh_interval_ms) = view_options(&create.options)?;
+        let query = create.query.to_string();
+        let plan = plan_view(self, &query).await?;
+        let inputs = scanned_tables(&plan);
+        if inputs.contains(&view_key) {
+            return Err(Error::Plan(format!("materialized view {name} cannot read itself")));
+        }
+        let mut seen = std::collections::HashSet::new();
+        let mut fields = Vec::new();
+        for field in plan.schema().as_arrow().fields() {
+            if !seen.insert(field.name().clone()) {
+                return Err(Error::data("42701", format!("column \"{}\" specified more than once", field.name())));
+            }
+            fields.push(Field::new(field.name(), delta_type(field.data_type()), true));
+        }
+        let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
+        let views = self.views_named(&query).await?;
+        let id = uuid::Uuid::new_v4().simple().to_string();
+        let entry = TableEntry {
+            id: id.clone(),
+            schema: name.schema.clone(),
+            name: name.name.clone(),
+            location: format!("{}/{}-{}", name.schema, name.name, &id[..8]),
+            managed: true,
+            kind: TableKind::MaterializedView,
+            defaults: BTreeMap::new(),
+            created_ms: chrono::Utc::now().timestamp_millis(),
+            expectations: vec![],
+            options: create.options.iter().cloned().collect(),
+            source: None,
+            view: Some(ViewDefinition { query, refresh, refresh_interval_ms, inputs, views }),
+        };
+        let store = self.db.store_for(&entry)?;
+        let delta = CreateDelta {
+            schema,
+            partition_columns: vec![],
+            properties: Default::default(),
+            name: Some(name.name.clone()),
+            description: None,
+        };
+        let table = Arc::new(Table::create(store, delta).await?);
+        self.db.remember_table(&id, table.clone());
+        // Build and checkpoint before the catalog names the view.
+        let session = Session::new(self.db.clone());
+        let mut live = LiveView::new(&session, &entry, table.cached_snapshot().arrow_schema()).await?;
+        live.build(&self.db, &session).await?;
+        live.output.batches()?;
+        let checkpoint = super::state::checkpoint(&self.db, &mut live).await?;
+        live.dirty = false;
+        let replaced_id = replaced.as_ref().map(|r| r.id.clone());
+        let committed = self
+            .db
+            .catalog
+            .update(|state| {
+                let current = state.tables.get(&view_key).map(|t| t.id.clone());
+                if current != replaced_id {
+                    return Err(Error::SerializationFailure(format!("{name} was changed concurrently")));
+                }
+                state.tables.insert(view_key.clone(), entry.clone());
+                Ok(())
+            })
+            .await;
+        if let Err(e) = committed {
+            self.delete_folder(&entry).await?;
+            return Err(e);
+        }
+        self.db.views.install(live, session, checkpoint);
+        if let Some(old) = replaced {
+            self.db.views.forget(&old.id);
+            self.db.forget_table(&old.id);
+            self.delete_folder(&old).await?;
+        }
+        Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
+    }
+
+    /// The materialized views a query names directly.
+    async fn views_named(&self, query: &str) -> Result<Vec<String>> {
+        let statement = match crate::sql::parser::parse_statement_text(query)? {
+            crate::sql::parser::SluiceStatement::Standard(s) => *s,
+            _ => return Ok(vec![]),
+        };
+        let plan = self.plan_statement(statement).await?;
+        self.clear_statement_state();
+        let catalog = self.db.catalog.current();
+        Ok(scanned_tables(&plan)
+            .into_iter()
+            .filter(|k| catalog.tables.get(k).is_some_and(|t| t.kind == TableKind::MaterializedView))
+            .collect())
+    }
+
+    async fn view_entry(&self, name: &ObjectName) -> Result<TableEntry> {
+        let name = table_name(name)?;
+        let entry = self
+            .db
+            .catalog
+            .current()
+            .table(&name.schema, &name.name)
+            .cloned()
+            .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+        if entry.kind != TableKind::MaterializedView {
+            return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
+        }
+        Ok(entry)
+    }
+
+    pub(crate) async fn refresh_materialized_view(&self, name: &ObjectName, full: bool) -> Result<StatementResult> {
+        let entry = self.view_entry(name).await?;
+        super::refresh(&self.db, &entry, full).await?;
+        Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"))
+    }
+
+    pub(crate) async fn explain_materialized_view(&self, name: &ObjectName) -> Result<StatementResult> {
+        let entry = self.view_entry(name).await?;
+        let lines = super::explain(&self.db, &entry).await?;
+        let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
+        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])?;
+        Ok(StatementResult::Rows { schema, batches: vec![batch] })
+    }
+
+    pub(crate) async fn drop_materialized_view(
+        &self,
+        name: &ObjectName,
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<StatementResult> {
+        let name = table_name(name)?;
+        let view_key = key(&name.schema, &name.name);
+        let (_, dropped) = self
+            .db
+            .catalog
+            .update(|state| {
+                let Some(entry) = state.tables.get(&view_key) else {
+                    return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedTable(name.to_string())) };
+                };
+                if entry.kind != TableKind::MaterializedView {
+                    return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
+                }
+                let mut dropped = vec![view_key.clone()];
+                // Views over the dropped ones, transitively.
+                let mut grew = true;
+                while grew {
+                    grew = false;
+                    for table in state.tables.values() {
+                        let reads = table.view.as_ref().is_some_and(|v| v.views.iter().any(|d| dropped.contains(d)));
+                        if reads && !dropped.contains(&table.qualified_name()) {
+                            if !cascade {
+                                return Err(Error::data(
+                                    "2BP01",
+                                    format!(
+                                        "cannot drop materialized view {name} because materialized view {} reads it (use DROP ... CASCADE)",
+                                        table.qualified_name()
+                                    ),
+                                ));
+                            }
+                            dropped.push(table.qualified_name());
+                            grew = true;
+                        }
+                    }
+                }
+                Ok(dropped.iter().filter_map(|k| state.tables.remove(k)).collect::<Vec<_>>())
+            })
+            .await?;
+        for entry in dropped {
+            self.db.views.forget(&entry.id);
+            self.db.forget_table(&entry.id);
+            self.delete_folder(&entry).await?;
+        }
+        Ok(StatementResult::command("DROP MATERIALIZED VIEW"))
+    }
+}
+
+/// The type a view column is stored as (Delta has no unsigned or nanosecond types).
+fn delta_type(data_type: &DataType) -> DataType {
+    match data_type {
+        DataType::UInt8 | DataType::UInt16 => DataType::Int32,
+        DataType::UInt32 | DataType::UInt64 => DataType::Int64,
+        DataType::Utf8View | DataType::LargeUtf8 => DataType::Utf8,
+        DataType::BinaryView | DataType::LargeBinary => DataType::Binary,
+        DataType::Timestamp(_, zone) => DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, zone.clone()),
+        DataType::Float16 => DataType::Float32,
+        other => other.clone(),
+    }
+}

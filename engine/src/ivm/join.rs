@@ -1,0 +1,193 @@
+//! Inner and left outer equi-joins, maintained from both sides' changes.
+//!
+//! State: each side's rows indexed by join key, with their multiplicities. A change of the left
+//! side joins the right side as it was; then a change of the right side joins the left side as it
+//! now is (`Δ(L ⋈ R) = ΔL ⋈ R + L' ⋈ ΔR`), so a change that reaches both sides (a self-join) is
+//! counted once. A left join also emits the left rows whose key has no right row, padded with
+//! NULLs, and retracts them when the key's first right row arrives (and back when its last goes).
+//! Rows with a NULL key never match (SQL equality).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::row::{RowConverter, Rows};
+use datafusion::physical_expr::PhysicalExpr;
+
+use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
+use super::Requery;
+use crate::error::{Error, Result};
+
+/// Rows of one side by key: row -> multiplicity.
+pub type SideIndex = HashMap<RowBytes, HashMap<RowBytes, i64>>;
+
+pub struct JoinNode {
+    pub left: Node,
+    pub right: Node,
+    pub left_outer: bool,
+    pub left_keys: Vec<Arc<dyn PhysicalExpr>>,
+    pub right_keys: Vec<Arc<dyn PhysicalExpr>>,
+    /// Non-equality conditions of an inner join, over the joined row.
+    pub filter: Option<Arc<dyn PhysicalExpr>>,
+    pub keys: RowConverter,
+    /// The key columns' types (the right side's keys are cast to them).
+    pub key_types: Vec<DataType>,
+    pub left_rows: RowConverter,
+    pub right_rows: RowConverter,
+    pub left_schema: SchemaRef,
+    pub right_schema: SchemaRef,
+    pub schema: SchemaRef,
+    /// The right row of all NULLs (left join padding).
+    pub null_right: RowBytes,
+    pub left_index: SideIndex,
+    pub right_index: SideIndex,
+    pub text: String,
+}
+
+/// Output pairs: left row, right row (the NULL row for padding), weight.
+type Pairs = Vec<(RowBytes, RowBytes, i64)>;
+
+/// Keys of a delta's rows in row format, and which rows have a NULL key part.
+fn key_rows(
+    keys: &RowConverter,
+    types: &[DataType],
+    exprs: &[Arc<dyn PhysicalExpr>],
+    batch: &RecordBatch,
+) -> Result<(Rows, Vec<bool>)> {
+    let columns = evaluate(exprs, batch)?;
+    let columns: Vec<ArrayRef> = columns
+        .into_iter()
+        .zip(types)
+        .map(|(c, t)| if c.data_type() == t { Ok(c) } else { arrow::compute::cast(&c, t) })
+        .collect::<std::result::Result<_, _>>()?;
+    let mut has_null = vec![false; batch.num_rows()];
+    for column in &columns {
+        if column.null_count() > 0 {
+            for (i, flag) in has_null.iter_mut().enumerate() {
+                *flag |= column.is_null(i);
+            }
+        }
+    }
+    Ok((keys.convert_columns(&columns)?, has_null))
+}
+
+fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
+    let rows = index.entry(key.into()).or_default();
+    let count = rows.entry(row.into()).or_insert(0);
+    *count += weight;
+    if *count == 0 {
+        rows.remove(row);
+        if rows.is_empty() {
+            index.remove(key);
+        }
+    }
+}
+
+fn total(index: &SideIndex, key: &[u8]) -> i64 {
+    index.get(key).map(|rows| rows.values().sum()).unwrap_or(0)
+}
+
+impl JoinNode {
+    pub fn apply<'a>(
+        &'a mut self,
+        change: &'a Change<'a>,
+        requery: &'a Requery<'a>,
+    ) -> BoxFuture<'a, Result<Option<Delta>>> {
+        Box::pin(async move {
+            let left = self.left.apply(change, requery).await?;
+            let right = self.right.apply(change, requery).await?;
+            if left.is_none() && right.is_none() {
+                return Ok(None);
+            }
+            let mut pairs: Pairs = Vec::new();
+            if let Some(left) = left {
+                self.apply_left(&left, &mut pairs)?;
+            }
+            if let Some(right) = right {
+                self.apply_right(&right, &mut pairs)?;
+            }
+            self.output(pairs).map(Some)
+        })
+    }
+
+    fn apply_left(&mut self, delta: &Delta, pairs: &mut Pairs) -> Result<()> {
+        let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.left_keys, &delta.batch)?;
+        let rows = self.left_rows.convert_columns(delta.batch.columns())?;
+        for (i, weight) in delta.weights.iter().enumerate() {
+            let row: RowBytes = rows.row(i).as_ref().into();
+            if null_key[i] {
+                if self.left_outer {
+                    pairs.push((row, self.null_right.clone(), *weight));
+                }
+                continue;
+            }
+            let key = keys.row(i);
+            let matches = self.right_index.get(key.as_ref());
+            let mut matched = false;
+            for (right, count) in matches.into_iter().flatten() {
+                matched |= *count != 0;
+                pairs.push((row.clone(), right.clone(), weight * count));
+            }
+            if self.left_outer && !matched {
+                pairs.push((row.clone(), self.null_right.clone(), *weight));
+            }
+            add(&mut self.left_index, key.as_ref(), &row, *weight);
+        }
+        Ok(())
+    }
+
+    fn apply_right(&mut self, delta: &Delta, pairs: &mut Pairs) -> Result<()> {
+        let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.right_keys, &delta.batch)?;
+        let rows = self.right_rows.convert_columns(delta.batch.columns())?;
+        // Grouped by key, so that a left join sees each key's right total before and after.
+        let mut by_key: HashMap<&[u8], Vec<usize>> = HashMap::new();
+        for i in 0..delta.len() {
+            if !null_key[i] {
+                by_key.entry(keys.row(i).data()).or_default().push(i);
+            }
+        }
+        for (key, indices) in by_key {
+            let before = if self.left_outer { total(&self.right_index, key) } else { 0 };
+            for i in indices {
+                let row = rows.row(i);
+                let weight = delta.weights[i];
+                for (left, count) in self.left_index.get(key).into_iter().flatten() {
+                    pairs.push((left.clone(), row.as_ref().into(), count * weight));
+                }
+                add(&mut self.right_index, key, row.as_ref(), weight);
+            }
+            if self.left_outer {
+                let after = total(&self.right_index, key);
+                if (before > 0) != (after > 0) {
+                    let sign = if after > 0 { -1 } else { 1 };
+                    for (left, count) in self.left_index.get(key).into_iter().flatten() {
+                        pairs.push((left.clone(), self.null_right.clone(), sign * count));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn output(&self, pairs: Pairs) -> Result<Delta> {
+        let left_parser = self.left_rows.parser();
+        let right_parser = self.right_rows.parser();
+        let mut columns = self.left_rows.convert_rows(pairs.iter().map(|(l, _, _)| left_parser.parse(l)))?;
+        columns.extend(self.right_rows.convert_rows(pairs.iter().map(|(_, r, _)| right_parser.parse(r)))?);
+        let weights: Vec<i64> = pairs.iter().map(|(_, _, w)| *w).collect();
+        let batch = batch_of(&self.schema, columns, weights.len())?;
+        let delta = Delta::new(batch, weights);
+        match &self.filter {
+            None => Ok(delta),
+            Some(filter) => {
+                let mask = filter.evaluate(&delta.batch)?.into_array(delta.len())?;
+                let mask = mask
+                    .as_any()
+                    .downcast_ref::<arrow::array::BooleanArray>()
+                    .ok_or_else(|| Error::Internal("a join filter is not boolean".into()))?;
+                delta.filter(mask)
+            }
+        }
+    }
+}

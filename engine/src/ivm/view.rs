@@ -1,0 +1,400 @@
+//! One materialized view held live in memory: its plan, its strategy (a dataflow, or a full
+//! recompute and why), the input versions its rows reflect, and its rows.
+//!
+//! A view over other materialized views is planned with their definitions inlined, so every
+//! dataflow reads only tables; its inputs are those tables.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::logical_expr::{cast, col, LogicalPlan, LogicalPlanBuilder};
+use datafusion::sql::sqlparser::ast::Statement;
+
+use super::compile::{table_key, CompileContext};
+use super::dataflow::{Change, Delta, Node};
+use super::output::OutputStore;
+use super::{Requery, START_TABLE};
+use crate::catalog::{TableEntry, TableKind};
+use crate::database::DatabaseInner;
+use crate::error::{Error, Result};
+use crate::session::Session;
+
+/// Views inlined into one another at most this deep.
+const VIEW_NESTING_MAX: usize = 16;
+/// Rows per change batch fed to a dataflow when it is built from scratch.
+const BUILD_BATCH_ROWS: usize = 65_536;
+
+/// How a view is kept up to date.
+pub enum Strategy {
+    Incremental(Box<Node>),
+    /// Recomputed in full after its inputs change, because of `reason`.
+    Recompute {
+        reason: String,
+    },
+}
+
+/// An input table and the version of it the view's rows reflect (`None`: none yet, as if empty).
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub version: Option<u64>,
+    /// The table's columns when the view was planned (a change of them rebuilds the view).
+    pub columns: Vec<String>,
+}
+
+pub struct LiveView {
+    pub entry: TableEntry,
+    pub plan: LogicalPlan,
+    pub strategy: Strategy,
+    pub inputs: BTreeMap<String, Input>,
+    pub output: OutputStore,
+    /// A hash of the dataflow's shape and types (a checkpoint of another shape is not loaded).
+    pub fingerprint: String,
+    /// Changed since the last checkpoint.
+    pub dirty: bool,
+}
+
+/// What one catch-up did.
+#[derive(Debug, Default)]
+pub struct CatchUp {
+    pub rows_in: u64,
+    pub changed: bool,
+    /// The inputs' schema changed: the view must be rebuilt.
+    pub rebuild: bool,
+}
+
+/// Plans a view's query: views it reads are inlined, then DataFusion optimizes the whole plan.
+pub async fn plan_view(session: &Session, query: &str) -> Result<LogicalPlan> {
+    let plan = plan_inlined(session, query, 0).await?;
+    Ok(session.ctx.state().optimize(&plan)?)
+}
+
+fn plan_inlined<'a>(
+    session: &'a Session,
+    query: &'a str,
+    depth: usize,
+) -> super::dataflow::BoxFuture<'a, Result<LogicalPlan>> {
+    Box::pin(async move {
+        if depth > VIEW_NESTING_MAX {
+            return Err(Error::Plan(format!(
+                "materialized views nest more than {VIEW_NESTING_MAX} deep (does a view read itself?)"
+            )));
+        }
+        let statement = match crate::sql::parser::parse_statement_text(query)? {
+            crate::sql::parser::SluiceStatement::Standard(s) if matches!(*s, Statement::Query(_)) => *s,
+            _ => return Err(Error::Plan("a materialized view is defined by a query".into())),
+        };
+        let plan = session.plan_statement(statement).await?;
+        session.clear_statement_state();
+        let catalog = session.db.catalog.current();
+        let mut views: HashMap<String, (TableEntry, LogicalPlan)> = HashMap::new();
+        for key in scanned_tables(&plan) {
+            if let Some(entry) = catalog.tables.get(&key).filter(|e| e.kind == TableKind::MaterializedView) {
+                let definition =
+                    entry.view.as_ref().ok_or_else(|| Error::Internal(format!("view {key} has no query")))?;
+                let inner = plan_inlined(session, &definition.query, depth + 1).await?;
+                views.insert(key, (entry.clone(), inner));
+            }
+        }
+        if views.is_empty() {
+            return Ok(plan);
+        }
+        let inlined = plan.transform_up(|node| {
+            let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
+            let Some((_, inner)) = views.get(&table_key(&scan.table_name)) else { return Ok(Transformed::no(node)) };
+            // Cast to the view table's column types, which the outer query was planned against.
+            let source = scan.source.schema();
+            let exprs: Vec<_> = inner
+                .schema()
+                .columns()
+                .into_iter()
+                .zip(source.fields())
+                .map(|(column, field)| cast(col(column), field.data_type().clone()).alias(field.name()))
+                .collect();
+            let projected = LogicalPlanBuilder::from(inner.clone()).project(exprs)?.alias(scan.table_name.clone())?;
+            let projected = match &scan.projection {
+                Some(indices) => {
+                    let columns: Vec<_> = indices
+                        .iter()
+                        .map(|&i| {
+                            col(datafusion::common::Column::new(Some(scan.table_name.clone()), source.field(i).name()))
+                        })
+                        .collect();
+                    projected.project(columns)?
+                }
+                None => projected,
+            };
+            Ok(Transformed::yes(projected.build()?))
+        })?;
+        Ok(inlined.data)
+    })
+}
+
+/// The catalog keys of the tables a plan scans.
+pub fn scanned_tables(plan: &LogicalPlan) -> Vec<String> {
+    let mut keys = Vec::new();
+    let _ = plan.apply(|node| {
+        if let LogicalPlan::TableScan(scan) = node {
+            keys.push(table_key(&scan.table_name));
+        }
+        // Subqueries in expressions are plans too.
+        let _ = node.apply_subqueries(|sub| {
+            keys.extend(scanned_tables(sub));
+            Ok(TreeNodeRecursion::Continue)
+        });
+        Ok(TreeNodeRecursion::Continue)
+    });
+    keys.sort();
+    keys.dedup();
+    keys
+}
+
+impl LiveView {
+    /// Plans and compiles a view (empty: no input applied yet).
+    pub async fn new(session: &Session, entry: &TableEntry, schema: SchemaRef) -> Result<Self> {
+        let definition = entry.view.as_ref().ok_or_else(|| Error::Internal("not a materialized view".into()))?;
+        let plan = plan_view(session, &definition.query).await?;
+        let catalog = session.db.catalog.current();
+        let state = session.ctx.state();
+        let context = CompileContext { state: &state, catalog: &catalog };
+        let strategy = match context.compile(&plan) {
+            Ok(node) => Strategy::Incremental(Box::new(node)),
+            Err(fallback) => Strategy::Recompute { reason: fallback.0 },
+        };
+        let mut inputs = BTreeMap::new();
+        for key in scanned_tables(&plan) {
+            let Some(input) = catalog.tables.get(&key) else { continue };
+            let table = session.db.open_table(input).await?;
+            let columns = table.cached_snapshot().arrow_schema().fields().iter().map(|f| f.name().clone()).collect();
+            inputs.insert(key, Input { version: None, columns });
+        }
+        let mut lines = Vec::new();
+        if let Strategy::Incremental(node) = &strategy {
+            node.describe(0, &mut lines);
+        }
+        let fingerprint = format!("{:?}|{}", plan.schema().as_arrow().fields(), lines.join("\n"));
+        Ok(Self {
+            entry: entry.clone(),
+            plan,
+            strategy,
+            inputs,
+            output: OutputStore::new(schema)?,
+            fingerprint,
+            dirty: true,
+        })
+    }
+
+    pub fn strategy_name(&self) -> &'static str {
+        match self.strategy {
+            Strategy::Incremental(_) => "incremental",
+            Strategy::Recompute { .. } => "recompute",
+        }
+    }
+
+    pub fn reason(&self) -> Option<String> {
+        match &self.strategy {
+            Strategy::Incremental(_) => None,
+            Strategy::Recompute { reason } => Some(reason.clone()),
+        }
+    }
+
+    /// EXPLAIN MATERIALIZED VIEW.
+    pub fn explain(&self) -> Vec<String> {
+        let mut lines = vec![match &self.strategy {
+            Strategy::Incremental(_) => "strategy: incremental".to_string(),
+            Strategy::Recompute { reason } => format!("strategy: recompute ({reason})"),
+        }];
+        match &self.strategy {
+            Strategy::Incremental(node) => node.describe(0, &mut lines),
+            Strategy::Recompute { .. } => {
+                lines.extend(self.plan.display_indent().to_string().lines().map(str::to_string))
+            }
+        }
+        lines
+    }
+
+    /// The input versions the rows reflect.
+    pub fn versions(&self) -> BTreeMap<String, Option<u64>> {
+        self.inputs.iter().map(|(k, i)| (k.clone(), i.version)).collect()
+    }
+
+    /// Builds the rows from scratch at the inputs' latest versions.
+    pub async fn build(&mut self, db: &Arc<DatabaseInner>, session: &Session) -> Result<u64> {
+        for input in self.inputs.values_mut() {
+            input.version = None;
+        }
+        self.output.clear();
+        self.dirty = true;
+        let latest = self.latest_versions(db).await?;
+        if let Strategy::Recompute { .. } = self.strategy {
+            for (key, version) in &latest {
+                if let Some(input) = self.inputs.get_mut(key) {
+                    input.version = Some(*version);
+                }
+            }
+            self.recompute(db, session).await?;
+            return Ok(0);
+        }
+        self.push(
+            db,
+            session,
+            START_TABLE,
+            &Delta::new(RecordBatch::new_empty(Arc::new(arrow::datatypes::Schema::empty())), vec![]),
+        )
+        .await?;
+        let mut rows_in = 0;
+        for (key, version) in latest {
+            let entry = current_entry(db, &key)?;
+            let table = db.open_table(&entry).await?;
+            let snapshot = table.snapshot_at_version(version).await?;
+            let options = crate::sql::catalog_provider::scan_options(db);
+            let batches = sluice_storage::scan::scan(&snapshot, &options).await?;
+            if let Some(input) = self.inputs.get_mut(&key) {
+                input.version = Some(version);
+            }
+            for batch in batches {
+                let mut offset = 0;
+                while offset < batch.num_rows() {
+                    let length = BUILD_BATCH_ROWS.min(batch.num_rows() - offset);
+                    let slice = batch.slice(offset, length);
+                    rows_in += length as u64;
+                    self.push(db, session, &key, &Delta::new(slice, vec![1; length])).await?;
+                    offset += length;
+                }
+            }
+        }
+        Ok(rows_in)
+    }
+
+    async fn latest_versions(&self, db: &Arc<DatabaseInner>) -> Result<Vec<(String, u64)>> {
+        let mut out = Vec::new();
+        for key in self.inputs.keys() {
+            let table = db.open_table(&current_entry(db, key)?).await?;
+            out.push((key.clone(), table.snapshot().await?.version()));
+        }
+        Ok(out)
+    }
+
+    /// Pushes one input's change through the dataflow into the rows (the input's version must
+    /// already be set to the change's).
+    async fn push(&mut self, db: &Arc<DatabaseInner>, session: &Session, table: &str, delta: &Delta) -> Result<()> {
+        let versions = self.versions();
+        let Strategy::Incremental(node) = &mut self.strategy else { return Ok(()) };
+        let requery = Requery { db, session, versions };
+        let change = Change { table, delta };
+        if let Some(out) = node.apply(&change, &requery).await? {
+            self.output.apply(&out)?;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Runs the query at the applied versions and replaces the rows.
+    pub async fn recompute(&mut self, db: &Arc<DatabaseInner>, session: &Session) -> Result<()> {
+        let requery = Requery { db, session, versions: self.versions() };
+        let batches = requery.run(self.plan.clone()).await?;
+        self.output.replace(&batches)?;
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Applies the inputs' commits after the versions applied: all inputs, or only `only` (with
+    /// its rows when the writer handed them over: `(version, rows)` inserted by that version).
+    pub async fn catch_up(
+        &mut self,
+        db: &Arc<DatabaseInner>,
+        session: &Session,
+        only: Option<(&str, u64, Option<&[RecordBatch]>)>,
+    ) -> Result<CatchUp> {
+        let mut outcome = CatchUp::default();
+        let keys: Vec<String> = match only {
+            Some((key, _, _)) => vec![key.to_string()],
+            None => self.inputs.keys().cloned().collect(),
+        };
+        let mut recompute = false;
+        for key in keys {
+            let Some(input) = self.inputs.get(&key).cloned() else { continue };
+            let table = db.open_table(&current_entry(db, &key)?).await?;
+            let known = only.and_then(|(_, version, rows)| rows.map(|r| (version, r)));
+            let latest = match only {
+                Some((_, version, _)) if table.cached_snapshot().version() >= version => table.cached_snapshot(),
+                _ => table.snapshot().await?,
+            };
+            let start = input.version.map(|v| v + 1).unwrap_or(0);
+            let end = latest.version();
+            if start > end {
+                continue;
+            }
+            let columns: Vec<String> = latest.arrow_schema().fields().iter().map(|f| f.name().clone()).collect();
+            if columns != input.columns {
+                outcome.rebuild = true;
+                return Ok(outcome);
+            }
+            outcome.changed = true;
+            let changes: Vec<(u64, Delta)> = match known {
+                Some((version, rows)) if start == version && end == version => {
+                    rows.iter().map(|b| (version, Delta::new(b.clone(), vec![1; b.num_rows()]))).collect()
+                }
+                _ => read_changes(&table, start, end, columns.len()).await?,
+            };
+            if let Strategy::Recompute { .. } = self.strategy {
+                outcome.rows_in += changes.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
+                recompute = true;
+                if let Some(input) = self.inputs.get_mut(&key) {
+                    input.version = Some(end);
+                }
+                continue;
+            }
+            for (version, delta) in changes {
+                outcome.rows_in += delta.len() as u64;
+                if let Some(input) = self.inputs.get_mut(&key) {
+                    input.version = Some(version);
+                }
+                self.push(db, session, &key, &delta).await?;
+            }
+            if let Some(input) = self.inputs.get_mut(&key) {
+                input.version = Some(end);
+            }
+        }
+        if recompute {
+            self.recompute(db, session).await?;
+        }
+        Ok(outcome)
+    }
+}
+
+/// The catalog entry of an input table.
+pub fn current_entry(db: &DatabaseInner, key: &str) -> Result<TableEntry> {
+    db.catalog
+        .current()
+        .tables
+        .get(key)
+        .cloned()
+        .ok_or_else(|| Error::UndefinedTable(format!("{key} (an input of a materialized view)")))
+}
+
+/// A table's changes in versions `start..=end` as deltas (one per version, in order).
+async fn read_changes(
+    table: &sluice_storage::table::Table,
+    start: u64,
+    end: u64,
+    columns: usize,
+) -> Result<Vec<(u64, Delta)>> {
+    let mut out = Vec::new();
+    for change in table.changes(start, Some(end)).await? {
+        for batch in change.batches {
+            let Some(kinds) = batch.column_by_name(sluice_storage::write::CHANGE_TYPE_COLUMN) else { continue };
+            let kinds = kinds.as_string::<i32>();
+            let weights = (0..batch.num_rows())
+                .map(|i| match kinds.value(i) {
+                    "insert" | "update_postimage" => 1,
+                    _ => -1,
+                })
+                .collect();
+            out.push((change.version, Delta::new(batch.project(&(0..columns).collect::<Vec<_>>())?, weights)));
+        }
+    }
+    Ok(out)
+}
