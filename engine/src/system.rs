@@ -384,7 +384,27 @@ impl SystemSchema {
 
     fn lineage(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
-        let flows: Vec<_> = state.flows.values().collect();
+        // (source, target, flow, syntax): flows, then materialized views from what they read.
+        let mut edges: Vec<(String, String, String, String)> = state
+            .flows
+            .values()
+            .map(|f| (f.source.clone(), f.target.clone(), f.name.clone(), syntax(f.syntax, f.else_route).to_string()))
+            .collect();
+        for view in state.tables.values() {
+            let Some(definition) = &view.view else { continue };
+            // Tables read through a named view are that view's edges, not this one's.
+            let through: Vec<&String> = definition
+                .views
+                .iter()
+                .filter_map(|v| state.tables.get(v))
+                .filter_map(|v| v.view.as_ref())
+                .flat_map(|v| v.inputs.iter())
+                .collect();
+            let direct = definition.inputs.iter().filter(|i| !through.contains(i)).chain(&definition.views);
+            for source in direct {
+                edges.push((source.clone(), view.qualified_name(), view.name.clone(), "materialized view".into()));
+            }
+        }
         table(
             vec![
                 ("source", DataType::Utf8),
@@ -393,10 +413,10 @@ impl SystemSchema {
                 ("syntax", DataType::Utf8),
             ],
             vec![
-                text(flows.iter().map(|f| Some(f.source.clone())).collect()),
-                text(flows.iter().map(|f| Some(f.target.clone())).collect()),
-                text(flows.iter().map(|f| Some(f.name.clone())).collect()),
-                text(flows.iter().map(|f| Some(syntax(f.syntax, f.else_route).to_string())).collect()),
+                text(edges.iter().map(|e| Some(e.0.clone())).collect()),
+                text(edges.iter().map(|e| Some(e.1.clone())).collect()),
+                text(edges.iter().map(|e| Some(e.2.clone())).collect()),
+                text(edges.iter().map(|e| Some(e.3.clone())).collect()),
             ],
         )
     }

@@ -17,7 +17,7 @@ use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use arrow::row::RowConverter;
 use datafusion::common::ScalarValue;
-use datafusion::logical_expr::{col, lit, Expr, LogicalPlan, LogicalPlanBuilder};
+use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
@@ -421,7 +421,6 @@ impl AggregateNode {
                 exprs.push(spec.arg_expr.clone().alias(format!("__a{i}")));
             }
         }
-        let _ = col("__g0");
         Ok(builder.project(exprs)?.build()?)
     }
 
@@ -467,9 +466,4 @@ impl AggregateNode {
 
 fn global_key() -> RowBytes {
     Box::new([])
-}
-
-/// The rows of a batch as text, for messages.
-pub fn describe_rows(batch: &RecordBatch) -> String {
-    arrow::util::pretty::pretty_format_batches(std::slice::from_ref(batch)).map(|t| t.to_string()).unwrap_or_default()
 }

@@ -142,8 +142,8 @@ impl JoinNode {
         let rows = self.right_rows.convert_columns(delta.batch.columns())?;
         // Grouped by key, so that a left join sees each key's right total before and after.
         let mut by_key: HashMap<&[u8], Vec<usize>> = HashMap::new();
-        for i in 0..delta.len() {
-            if !null_key[i] {
+        for (i, null) in null_key.iter().enumerate() {
+            if !null {
                 by_key.entry(keys.row(i).data()).or_default().push(i);
             }
         }

@@ -238,7 +238,20 @@ async fn maintain(
             *slot = Some(open(db, entry, &handle.status).await?);
         }
         let Some((live, session)) = slot.as_mut() else { return Err(Error::Internal("view not loaded".into())) };
-        let outcome = live.catch_up(db, session, only).await?;
+        let outcome = match live.catch_up(db, session, only).await {
+            Ok(outcome) => outcome,
+            // The change data may be gone (VACUUM) or unreadable: rebuild from the inputs.
+            Err(e) => {
+                db.flows.record_view_event(
+                    &entry.qualified_name(),
+                    "rebuild",
+                    0,
+                    Some(format!("catching up failed: {e}")),
+                );
+                let rows_in = live.build(db, session).await?;
+                return Ok((true, rows_in));
+            }
+        };
         if outcome.rebuild {
             // An input's columns changed: plan again and build from scratch.
             let schema = view_schema(db, entry).await?;
@@ -246,7 +259,6 @@ async fn maintain(
             live.build(db, session).await?;
             return Ok((true, 0));
         }
-        live.output.batches()?;
         Ok((outcome.changed, outcome.rows_in))
     }
     .await;

@@ -25,7 +25,7 @@ use crate::session::Session;
 /// Views inlined into one another at most this deep.
 const VIEW_NESTING_MAX: usize = 16;
 /// Rows per change batch fed to a dataflow when it is built from scratch.
-const BUILD_BATCH_ROWS: usize = 65_536;
+const BUILD_BATCH_ROWS: usize = 1 << 20;
 
 /// How a view is kept up to date.
 pub enum Strategy {
@@ -333,20 +333,19 @@ impl LiveView {
                 return Ok(outcome);
             }
             outcome.changed = true;
-            let changes: Vec<(u64, Delta)> = match known {
-                Some((version, rows)) if start == version && end == version => {
-                    rows.iter().map(|b| (version, Delta::new(b.clone(), vec![1; b.num_rows()]))).collect()
-                }
-                _ => read_changes(&table, start, end, columns.len()).await?,
-            };
             if let Strategy::Recompute { .. } = self.strategy {
-                outcome.rows_in += changes.iter().map(|(_, d)| d.len() as u64).sum::<u64>();
                 recompute = true;
                 if let Some(input) = self.inputs.get_mut(&key) {
                     input.version = Some(end);
                 }
                 continue;
             }
+            let changes: Vec<(u64, Delta)> = match known {
+                Some((version, rows)) if start == version && end == version => {
+                    rows.iter().map(|b| (version, Delta::new(b.clone(), vec![1; b.num_rows()]))).collect()
+                }
+                _ => read_changes(&table, start, end, columns.len()).await?,
+            };
             for (version, delta) in changes {
                 outcome.rows_in += delta.len() as u64;
                 if let Some(input) = self.inputs.get_mut(&key) {
