@@ -1,5 +1,6 @@
 //! A table written by delta-rs (the `deltalake` Python package), attached with LOCATION, queried,
-//! updated, deleted from and appended to by Sluice, and read back correctly by delta-rs.
+//! updated, deleted from and appended to by Sluice, and read back correctly by delta-rs; and a
+//! materialized view's Delta table, read by delta-rs after REFRESH MATERIALIZED VIEW.
 
 use sluice::Database;
 
@@ -45,4 +46,64 @@ async fn a_deltalake_table_is_queried_changed_and_read_back() {
     let ours_sorted: Vec<String> = ours_sorted.into_iter().map(|(_, r)| r).collect();
     assert_eq!(ours_sorted, theirs, "delta-rs reads back what Sluice wrote");
     assert!(theirs.contains(&"1|changed|b".to_string()));
+}
+
+/// Prints the column names, then the rows sorted, of the Delta table at argv[1] (NULL as `NULL`).
+const READ_VIEW: &str = r#"
+import sys
+from deltalake import DeltaTable
+data = DeltaTable(sys.argv[1]).to_pyarrow_table()
+print("|".join(data.column_names))
+columns = [data.column(c).to_pylist() for c in data.column_names]
+for row in sorted("|".join("NULL" if x is None else str(x) for x in row) for row in zip(*columns)):
+    print(row)
+"#;
+
+/// What delta-rs reads from the view's folder: its columns and its rows, sorted.
+fn read_with_delta_rs(table: &str) -> (String, Vec<String>) {
+    let output = run_python(READ_VIEW, &[table]);
+    let mut lines = output.lines().map(str::to_string);
+    let columns = lines.next().unwrap_or_default();
+    (columns, lines.collect())
+}
+
+#[tokio::test]
+async fn deltalake_reads_a_materialized_view_after_refresh() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    let db = Database::open(warehouse.to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE orders (id bigint, customer text, amount bigint)").await.unwrap();
+    db.execute("CREATE TABLE customers (name text, region text)").await.unwrap();
+    db.execute(
+        "CREATE MATERIALIZED VIEW v AS SELECT c.region, o.customer, count(*) AS orders, sum(o.amount) AS total, \
+         max(o.amount) AS largest FROM orders o JOIN customers c ON o.customer = c.name GROUP BY c.region, o.customer",
+    )
+    .await
+    .unwrap();
+    db.execute("INSERT INTO customers VALUES ('ann', 'north'), ('bob', 'south'), ('cy', 'north')").await.unwrap();
+    let values: Vec<String> =
+        (0..300).map(|i| format!("({i}, '{}', {})", ["ann", "bob", "cy", "dee"][i % 4], i * 3)).collect();
+    db.execute(&format!("INSERT INTO orders VALUES {}", values.join(", "))).await.unwrap();
+    db.execute("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    let location = rows(&db.query("SELECT location FROM sluice.tables WHERE name = 'v'").await.unwrap());
+    assert_eq!(location.len(), 1, "the view is in sluice.tables: {location:?}");
+    let location = std::path::Path::new(&location[0]);
+    let folder = if location.is_absolute() { location.to_path_buf() } else { warehouse.join(location) };
+    let folder = folder.to_str().unwrap();
+
+    let (columns, theirs) = read_with_delta_rs(folder);
+    assert_eq!(columns, "region|customer|orders|total|largest", "delta-rs sees the view's columns only");
+    let ours = rows(&db.query("SELECT * FROM v").await.unwrap());
+    assert_eq!(ours, ["north|ann|75|33300|888", "north|cy|75|33750|894", "south|bob|75|33525|891"]);
+    assert_eq!(theirs, ours, "delta-rs reads the view's checkpoint");
+
+    // Changes that update, delete and add groups reach delta-rs with the next refresh.
+    db.execute("UPDATE orders SET amount = amount + 1 WHERE customer = 'ann'").await.unwrap();
+    db.execute("DELETE FROM orders WHERE customer = 'cy'").await.unwrap();
+    db.execute("INSERT INTO customers VALUES ('dee', 'east')").await.unwrap();
+    db.execute("REFRESH MATERIALIZED VIEW v").await.unwrap();
+    let ours = rows(&db.query("SELECT * FROM v").await.unwrap());
+    assert_eq!(ours, ["east|dee|75|33975|897", "north|ann|75|33375|889", "south|bob|75|33525|891"]);
+    let (_, theirs) = read_with_delta_rs(folder);
+    assert_eq!(theirs, ours, "delta-rs reads the view's second checkpoint");
 }

@@ -8,3 +8,4 @@ mod flows;
 mod interop;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod view_crash;
