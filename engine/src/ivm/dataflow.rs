@@ -206,6 +206,30 @@ impl Node {
         }
     }
 
+    /// Forgets all state (before a build from scratch).
+    pub fn reset(&mut self) {
+        match self {
+            Node::Scan(_) => {}
+            Node::Filter { input, .. } | Node::Project { input, .. } => input.reset(),
+            Node::Join(join) => {
+                join.left_index.clear();
+                join.right_index.clear();
+                join.left.reset();
+                join.right.reset();
+            }
+            Node::Aggregate(aggregate) => {
+                aggregate.groups.clear();
+                aggregate.started = false;
+                aggregate.input.reset();
+            }
+            Node::Distinct(distinct) => {
+                distinct.counts.clear();
+                distinct.input.reset();
+            }
+            Node::Union { inputs, .. } => inputs.iter_mut().for_each(Node::reset),
+        }
+    }
+
     /// The tables this dataflow reads.
     pub fn tables(&self, out: &mut Vec<String>) {
         match self {

@@ -124,6 +124,18 @@ impl Session {
                 if current != replaced_id {
                     return Err(Error::SerializationFailure(format!("{name} was changed concurrently")));
                 }
+                // Views over this one read its new inputs too (kept: the old ones may still be
+                // read directly; an extra input only costs a catch-up).
+                let new_inputs = entry.view.as_ref().map(|v| v.inputs.clone()).unwrap_or_default();
+                for dependent in state.tables.values_mut() {
+                    if let Some(definition) = dependent.view.as_mut().filter(|v| v.views.contains(&view_key)) {
+                        for input in &new_inputs {
+                            if !definition.inputs.contains(input) {
+                                definition.inputs.push(input.clone());
+                            }
+                        }
+                    }
+                }
                 state.tables.insert(view_key.clone(), entry.clone());
                 Ok(())
             })
@@ -134,6 +146,12 @@ impl Session {
         }
         self.db.views.install(live, session, checkpoint);
         if let Some(old) = replaced {
+            // Views over the replaced one inlined its old query: they plan again when next used.
+            for dependent in self.db.catalog.current().tables.values() {
+                if dependent.view.as_ref().is_some_and(|v| v.views.contains(&view_key)) {
+                    self.db.views.forget(&dependent.id);
+                }
+            }
             self.db.views.forget(&old.id);
             self.db.forget_table(&old.id);
             self.delete_folder(&old).await?;

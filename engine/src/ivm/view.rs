@@ -225,6 +225,9 @@ impl LiveView {
         for input in self.inputs.values_mut() {
             input.version = None;
         }
+        if let Strategy::Incremental(node) = &mut self.strategy {
+            node.reset();
+        }
         self.output.clear();
         self.dirty = true;
         let latest = self.latest_versions(db).await?;

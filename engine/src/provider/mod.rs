@@ -343,6 +343,12 @@ impl TableProvider for SluiceTable {
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.cloned().unwrap_or(all);
         let files = self.select_files(state, filters, limit)?;
+        if files.is_empty() {
+            // No file to read: an empty plan with one partition (a file scan of no files has
+            // none, which operators that need a single partition, e.g. ORDER BY ... LIMIT, refuse).
+            let schema = Arc::new(self.schema.project(&projection)?);
+            return Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema)));
+        }
         let table_columns = self.snapshot.schema().fields.len();
         let needs_hidden = projection.iter().any(|&i| i >= table_columns);
         let mapped = self.snapshot.column_mapping_mode() != ColumnMappingMode::None;

@@ -175,6 +175,16 @@ impl Session {
             SluiceStatement::Vacuum { .. } => {
                 Described { result_schema: Some(super::ddl::vacuum_schema()), ..Default::default() }
             }
+            SluiceStatement::Streaming(streaming)
+                if matches!(**streaming, super::streaming::StreamingStatement::ExplainMaterializedView { .. }) =>
+            {
+                let schema = arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+                    "plan",
+                    arrow::datatypes::DataType::Utf8,
+                    false,
+                )]);
+                Described { result_schema: Some(Arc::new(schema)), ..Default::default() }
+            }
             SluiceStatement::Standard(standard) => {
                 let returns_rows = matches!(
                     **standard,

@@ -9,3 +9,4 @@ mod interop;
 #[cfg(feature = "kafka")]
 mod kafka;
 mod view_crash;
+mod views;

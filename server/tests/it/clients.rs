@@ -246,3 +246,158 @@ fn psql_runs_a_kafka_pipeline_in_sluice_serve() {
     assert!(String::from_utf8_lossy(&refused.stderr).contains("2BP01"), "{refused:?}");
     assert_eq!(run(&["-At", "-c", "SELECT count(*) FROM bronze"]).trim(), "99");
 }
+
+/// One bronze event of the seed's pipeline without Kafka.
+enum Event {
+    Order { id: i64, customer: &'static str, amount: i64, ts: &'static str },
+    Payment { order_id: i64, paid: i64 },
+}
+
+impl Event {
+    fn sql_value(&self) -> String {
+        match self {
+            Event::Order { id, customer, amount, ts } => format!(
+                "('orders', 'o{id}', '{{\"order_id\": {id}, \"customer\": \"{customer}\", \"amount\": {amount}, \"ts\": \"{ts}\"}}')"
+            ),
+            Event::Payment { order_id, paid } => {
+                format!("('payments', 'p{order_id}', '{{\"order_id\": {order_id}, \"paid\": {paid}}}')")
+            }
+        }
+    }
+}
+
+/// gold_revenue computed from the events: `customer|hour|revenue|payments` lines, sorted.
+fn gold_revenue(events: &[Event]) -> Vec<String> {
+    let mut groups: std::collections::BTreeMap<(&str, String), (i64, i64)> = Default::default();
+    for event in events {
+        let Event::Order { id, customer, ts, .. } = event else { continue };
+        // Timestamps are written `YYYY-MM-DD HH:MM:SS`: the hour is the first 13 characters.
+        // The server prints timestamps with microseconds (arrow-pg's text format).
+        let hour = format!("{}:00:00.000000", &ts[..13]);
+        for payment in events {
+            match payment {
+                Event::Payment { order_id, paid } if order_id == id => {
+                    let group = groups.entry((customer, hour.clone())).or_default();
+                    group.0 += paid;
+                    group.1 += 1;
+                }
+                _ => {}
+            }
+        }
+    }
+    groups
+        .into_iter()
+        .map(|((customer, hour), (revenue, count))| format!("{customer}|{hour}|{revenue}|{count}"))
+        .collect()
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+/// The seed's pipeline (a bronze streaming table pushing typed silver tables) with a sync
+/// materialized view joining and aggregating the silvers, all through psql against `sluice serve`:
+/// the view follows every insert (a payment may arrive before its order), says it is maintained
+/// incrementally, explains itself, refuses writes with an ERROR, and psycopg reads it too.
+#[test]
+fn psql_maintains_a_gold_view_over_the_seed_pipeline() {
+    use Event::{Order, Payment};
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("data"), &[]);
+    let port = server.port;
+    let run = |args: &[&str]| ok(&psql(port, "user=me", None, args));
+    run(&[
+        "-c",
+        "CREATE STREAMING TABLE bronze (topic text NOT NULL, key text, payload text) \
+         PUSH INTO silver_orders AS \
+           SELECT CAST(payload->>'order_id' AS BIGINT) AS order_id, payload->>'customer' AS customer, \
+             CAST(payload->>'amount' AS BIGINT) AS amount, CAST(payload->>'ts' AS TIMESTAMP) AS ts \
+           FROM bronze WHERE topic = 'orders' \
+         PUSH INTO silver_payments AS \
+           SELECT CAST(payload->>'order_id' AS BIGINT) AS order_id, CAST(payload->>'paid' AS BIGINT) AS paid \
+           FROM bronze WHERE topic = 'payments'",
+        "-c",
+        "CREATE MATERIALIZED VIEW gold_revenue AS SELECT o.customer, date_trunc('hour', o.ts) AS hour, \
+         sum(p.paid) AS revenue, count(*) AS payments \
+         FROM silver_orders o JOIN silver_payments p ON o.order_id = p.order_id GROUP BY 1, 2",
+    ]);
+    let batches: Vec<Vec<Event>> = vec![
+        vec![
+            Order { id: 1, customer: "ann", amount: 50, ts: "2024-05-01 10:15:00" },
+            Order { id: 2, customer: "bob", amount: 20, ts: "2024-05-01 10:40:00" },
+            Payment { order_id: 1, paid: 20 },
+            Payment { order_id: 1, paid: 30 },
+        ],
+        // A payment before its order: nothing joins yet.
+        vec![Payment { order_id: 3, paid: 70 }],
+        vec![
+            Order { id: 3, customer: "ann", amount: 70, ts: "2024-05-01 11:05:00" },
+            Order { id: 4, customer: "cy", amount: 11, ts: "2024-05-01 10:59:59" },
+        ],
+        vec![
+            Payment { order_id: 2, paid: 15 },
+            Payment { order_id: 4, paid: 5 },
+            Payment { order_id: 4, paid: 6 },
+            Order { id: 5, customer: "ann", amount: 9, ts: "2024-05-01 10:00:00" },
+            Payment { order_id: 5, paid: 9 },
+        ],
+        vec![Payment { order_id: 9, paid: 1 }, Payment { order_id: 2, paid: 5 }],
+    ];
+    let mut events = Vec::new();
+    for (i, batch) in batches.into_iter().enumerate() {
+        let values: Vec<String> = batch.iter().map(Event::sql_value).collect();
+        run(&["-c", &format!("INSERT INTO bronze VALUES {}", values.join(", "))]);
+        events.extend(batch);
+        let gold = run(&["-At", "-c", "SELECT * FROM gold_revenue"]);
+        assert_eq!(sorted_lines(&gold), gold_revenue(&events), "gold_revenue after insert {i}");
+    }
+    assert_eq!(
+        gold_revenue(&events),
+        [
+            "ann|2024-05-01 10:00:00.000000|59|3",
+            "ann|2024-05-01 11:00:00.000000|70|1",
+            "bob|2024-05-01 10:00:00.000000|20|2",
+            "cy|2024-05-01 10:00:00.000000|11|2"
+        ],
+        "the model"
+    );
+
+    let strategy = run(&["-At", "-c", "SELECT strategy FROM sluice.views WHERE name = 'gold_revenue'"]);
+    assert_eq!(strategy.trim(), "incremental");
+    let plan = run(&["-At", "-c", "EXPLAIN MATERIALIZED VIEW gold_revenue"]);
+    let plan: Vec<&str> = plan.lines().collect();
+    assert_eq!(plan.first(), Some(&"strategy: incremental"), "{plan:?}");
+    assert!(plan.len() > 1, "the plan names its operators: {plan:?}");
+
+    // Writing to the view is an error; the server goes on answering.
+    let refused = psql(
+        port,
+        "user=me",
+        None,
+        &["-c", "INSERT INTO gold_revenue VALUES ('zed', TIMESTAMP '2024-05-01 10:00:00', 1, 1)"],
+    );
+    assert!(!refused.status.success(), "{refused:?}");
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("ERROR:"), "{refused:?}");
+    let gold = run(&["-At", "-c", "SELECT * FROM gold_revenue"]);
+    assert_eq!(sorted_lines(&gold), gold_revenue(&events));
+
+    // psycopg reads the same rows.
+    let python = std::env::var("SLUICE_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let output = Command::new(&python)
+        .arg("-c")
+        .arg(
+            "import sys, psycopg\n\
+             with psycopg.connect(host='127.0.0.1', port=int(sys.argv[1]), dbname='sluice', user='me') as c:\n\
+             \x20   for row in c.execute('SELECT customer, hour, revenue, payments FROM gold_revenue').fetchall():\n\
+             \x20       print('|'.join(str(x) for x in row))\n",
+        )
+        .arg(port.to_string())
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {python} (run ./scripts/test, which makes the venv): {e}"));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert_eq!(sorted_lines(&stdout), gold_revenue(&events), "psycopg reads gold_revenue");
+}
