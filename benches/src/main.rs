@@ -6,6 +6,7 @@ mod flows;
 mod kafka;
 mod storage;
 mod tpch_steps;
+mod views;
 
 use clap::{Parser, Subcommand};
 
@@ -109,6 +110,27 @@ enum Command {
         #[arg(long)]
         messages: u64,
     },
+    /// Writes the materialized view benchmark's input (orders.parquet, 10M rows, and
+    /// customers.parquet) under OUT, unless it is there already.
+    ViewsGen {
+        #[arg(long)]
+        out: std::path::PathBuf,
+    },
+    /// Loads the views-gen Parquet into a new warehouse at DATA, creates a grouped-aggregate view
+    /// and a join view, and times their maintenance after deltas, their full recompute and the
+    /// write-to-visible latency of 1-row inserts.
+    Views {
+        #[arg(long)]
+        parquet: std::path::PathBuf,
+        #[arg(long)]
+        data: String,
+        #[arg(long, default_value_t = 20)]
+        rounds: usize,
+        #[arg(long, default_value_t = 1_000)]
+        delta_rows: usize,
+        #[arg(long, default_value_t = 200)]
+        latency_iterations: usize,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -140,6 +162,10 @@ fn main() {
             Command::FlowsSmallCommits { data, commits } => flows::small_commits(&data, commits).await,
             Command::KafkaBare { messages } => kafka::bare(messages),
             Command::KafkaIngest { data, messages } => kafka::ingest(&data, messages).await,
+            Command::ViewsGen { out } => views::generate(&out),
+            Command::Views { parquet, data, rounds, delta_rows, latency_iterations } => {
+                views::run(&parquet, &data, rounds, delta_rows, latency_iterations).await
+            }
         }
     });
     match result {
@@ -172,10 +198,20 @@ fn fail(e: impl std::fmt::Display) -> ! {
 
 /// Peak resident memory of this process so far, in MiB.
 pub fn peak_rss_mb() -> f64 {
+    status_mb("VmHWM:")
+}
+
+/// Resident memory of this process now, in MiB.
+pub fn current_rss_mb() -> f64 {
+    status_mb("VmRSS:")
+}
+
+/// A memory figure of /proc/self/status (given in kB), in MiB.
+fn status_mb(field: &str) -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
     status
         .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .find_map(|l| l.strip_prefix(field))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
         .map_or(0.0, |kb| kb / 1024.0)
 }
