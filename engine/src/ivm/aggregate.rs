@@ -326,8 +326,11 @@ impl AggregateNode {
                 seen.insert(key.clone(), ());
                 touched.push((key.clone(), before));
             }
-            let fresh = self.new_group();
-            let group = self.groups.entry(key).or_insert(fresh);
+            if !self.groups.contains_key(&key) {
+                let fresh = self.new_group();
+                self.groups.insert(key.clone(), fresh);
+            }
+            let Some(group) = self.groups.get_mut(&key) else { continue };
             group.rows += weight;
             for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
                 spec.update(state, column, i, *weight)?;
