@@ -49,6 +49,16 @@ impl Delta {
         self.weights.is_empty()
     }
 
+    /// The rows for which a boolean expression is true.
+    pub fn keep_where(&self, predicate: &Arc<dyn PhysicalExpr>) -> Result<Delta> {
+        let mask = predicate.evaluate(&self.batch)?.into_array(self.len())?;
+        let mask = mask
+            .as_any()
+            .downcast_ref::<BooleanArray>()
+            .ok_or_else(|| Error::Internal(format!("a view condition is not boolean: {predicate}")))?;
+        self.filter(mask)
+    }
+
     /// The rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Delta> {
         let batch = filter_record_batch(&self.batch, mask)?;
@@ -133,12 +143,7 @@ impl Node {
                 Node::Scan(scan) => scan.apply(change),
                 Node::Filter { input, predicate, .. } => {
                     let Some(delta) = input.apply(change, requery).await? else { return Ok(None) };
-                    let mask = predicate.evaluate(&delta.batch)?.into_array(delta.batch.num_rows())?;
-                    let mask = mask
-                        .as_any()
-                        .downcast_ref::<BooleanArray>()
-                        .ok_or_else(|| Error::Internal("a view filter is not boolean".into()))?;
-                    Ok(Some(delta.filter(mask)?))
+                    Ok(Some(delta.keep_where(predicate)?))
                 }
                 Node::Project { input, exprs, schema, .. } => {
                     let Some(delta) = input.apply(change, requery).await? else { return Ok(None) };
@@ -253,11 +258,7 @@ impl ScanNode {
         }
         let mut delta = change.delta.clone();
         for filter in &self.filters {
-            let mask = filter.evaluate(&delta.batch)?.into_array(delta.batch.num_rows())?;
-            let Some(mask) = mask.as_any().downcast_ref::<BooleanArray>() else {
-                return Err(Error::Internal("a view scan filter is not boolean".into()));
-            };
-            delta = delta.filter(mask)?;
+            delta = delta.keep_where(filter)?;
         }
         if let Some(projection) = &self.projection {
             delta.batch = delta.batch.project(projection)?;

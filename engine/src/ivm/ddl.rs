@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::ObjectName;
 use sluice_storage::schema::StructType;
 use sluice_storage::table::{CreateTable as CreateDelta, Table};
 
-use super::view::{plan_view, scanned_tables, LiveView};
+use super::view::{plan_view_naming, scanned_tables, LiveView};
 use crate::catalog::{key, FlowMode, TableEntry, TableKind, ViewDefinition};
 use crate::error::{Error, Result};
 use crate::session::{Session, StatementResult};
@@ -68,7 +68,7 @@ impl Session {
         }
         let (refresh, refresh_interval_ms) = view_options(&create.options)?;
         let query = create.query.to_string();
-        let plan = plan_view(self, &query).await?;
+        let (plan, views) = plan_view_naming(self, &query).await?;
         let inputs = scanned_tables(&plan);
         if inputs.contains(&view_key) {
             return Err(Error::Plan(format!("materialized view {name} cannot read itself")));
@@ -82,7 +82,6 @@ impl Session {
             fields.push(Field::new(field.name(), delta_type(field.data_type()), true));
         }
         let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
-        let views = self.views_named(&query).await?;
         let id = uuid::Uuid::new_v4().simple().to_string();
         let entry = TableEntry {
             id: id.clone(),
@@ -157,21 +156,6 @@ impl Session {
             self.delete_folder(&old).await?;
         }
         Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
-    }
-
-    /// The materialized views a query names directly.
-    async fn views_named(&self, query: &str) -> Result<Vec<String>> {
-        let statement = match crate::sql::parser::parse_statement_text(query)? {
-            crate::sql::parser::SluiceStatement::Standard(s) => *s,
-            _ => return Ok(vec![]),
-        };
-        let plan = self.plan_statement(statement).await?;
-        self.clear_statement_state();
-        let catalog = self.db.catalog.current();
-        Ok(scanned_tables(&plan)
-            .into_iter()
-            .filter(|k| catalog.tables.get(k).is_some_and(|t| t.kind == TableKind::MaterializedView))
-            .collect())
     }
 
     async fn view_entry(&self, name: &ObjectName) -> Result<TableEntry> {

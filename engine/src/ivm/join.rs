@@ -17,7 +17,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
 use super::Requery;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// Rows of one side by key: row -> multiplicity.
 pub type SideIndex = HashMap<RowBytes, HashMap<RowBytes, i64>>;
@@ -180,14 +180,7 @@ impl JoinNode {
         let delta = Delta::new(batch, weights);
         match &self.filter {
             None => Ok(delta),
-            Some(filter) => {
-                let mask = filter.evaluate(&delta.batch)?.into_array(delta.len())?;
-                let mask = mask
-                    .as_any()
-                    .downcast_ref::<arrow::array::BooleanArray>()
-                    .ok_or_else(|| Error::Internal("a join filter is not boolean".into()))?;
-                delta.filter(mask)
-            }
+            Some(filter) => delta.keep_where(filter),
         }
     }
 }

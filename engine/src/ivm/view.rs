@@ -67,15 +67,20 @@ pub struct CatchUp {
 
 /// Plans a view's query: views it reads are inlined, then DataFusion optimizes the whole plan.
 pub async fn plan_view(session: &Session, query: &str) -> Result<LogicalPlan> {
-    let plan = plan_inlined(session, query, 0).await?;
-    Ok(session.ctx.state().optimize(&plan)?)
+    Ok(plan_view_naming(session, query).await?.0)
+}
+
+/// [`plan_view`], and the keys of the materialized views the query names directly.
+pub async fn plan_view_naming(session: &Session, query: &str) -> Result<(LogicalPlan, Vec<String>)> {
+    let (plan, views) = plan_inlined(session, query, 0).await?;
+    Ok((session.ctx.state().optimize(&plan)?, views))
 }
 
 fn plan_inlined<'a>(
     session: &'a Session,
     query: &'a str,
     depth: usize,
-) -> super::dataflow::BoxFuture<'a, Result<LogicalPlan>> {
+) -> super::dataflow::BoxFuture<'a, Result<(LogicalPlan, Vec<String>)>> {
     Box::pin(async move {
         if depth > VIEW_NESTING_MAX {
             return Err(Error::Plan(format!(
@@ -94,12 +99,14 @@ fn plan_inlined<'a>(
             if let Some(entry) = catalog.tables.get(&key).filter(|e| e.kind == TableKind::MaterializedView) {
                 let definition =
                     entry.view.as_ref().ok_or_else(|| Error::Internal(format!("view {key} has no query")))?;
-                let inner = plan_inlined(session, &definition.query, depth + 1).await?;
+                let (inner, _) = plan_inlined(session, &definition.query, depth + 1).await?;
                 views.insert(key, (entry.clone(), inner));
             }
         }
+        let mut named: Vec<String> = views.keys().cloned().collect();
+        named.sort();
         if views.is_empty() {
-            return Ok(plan);
+            return Ok((plan, named));
         }
         let inlined = plan.transform_up(|node| {
             let LogicalPlan::TableScan(scan) = &node else { return Ok(Transformed::no(node)) };
@@ -128,7 +135,7 @@ fn plan_inlined<'a>(
             };
             Ok(Transformed::yes(projected.build()?))
         })?;
-        Ok(inlined.data)
+        Ok((inlined.data, named))
     })
 }
 
