@@ -20,7 +20,13 @@ pub fn python() -> PathBuf {
 }
 
 /// Runs a Python snippet; panics with its output on failure; returns stdout.
+///
+/// The snippet ends with `os._exit(0)` once it has flushed its output: the `deltalake` package's
+/// threads sometimes abort the interpreter's normal shutdown ("terminate called without an active
+/// exception") after the work is done and printed, which failed CI once.
 pub fn run_python(code: &str, args: &[&str]) -> String {
+    let code =
+        format!("{code}\nimport os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n");
     let output = std::process::Command::new(python()).arg("-c").arg(code).args(args).output().unwrap();
     assert!(
         output.status.success(),

@@ -15,10 +15,16 @@ pub fn python() -> PathBuf {
     venv
 }
 
+/// Python that runs the script named by its first argument, then leaves with `os._exit(0)` once the
+/// output is flushed: the `deltalake` package's threads sometimes abort the interpreter's normal
+/// shutdown ("terminate called without an active exception") after the script has succeeded.
+const RUN_THEN_EXIT: &str = "import os, runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\nsys.stdout.flush()\nsys.stderr.flush()\nos._exit(0)\n";
+
 /// Runs a Python script from tests/it with arguments; panics with its output on failure.
 pub fn run_python(script: &str, args: &[&str]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it").join(script);
-    let output = std::process::Command::new(python()).arg(&path).args(args).output().unwrap();
+    let output =
+        std::process::Command::new(python()).arg("-c").arg(RUN_THEN_EXIT).arg(&path).args(args).output().unwrap();
     assert!(
         output.status.success(),
         "{script} failed:\n{}\n{}",
