@@ -9,10 +9,10 @@
 //! emits its old row with weight -1 and its new one with +1. An aggregate without GROUP BY has
 //! one group that always exists (count 0, sums NULL on no rows).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray};
+use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use arrow::row::RowConverter;
@@ -229,17 +229,32 @@ impl AggSpec {
                 AggKind::Avg => ScalarValue::Float64(Some(sum / *count as f64)),
                 _ => ScalarValue::Float64(Some(*sum)),
             },
-            AggState::Extreme(extreme) => match extreme.values.first() {
-                None => null()?,
-                Some(value) => {
-                    let converter = self.values.as_ref().ok_or_else(|| Error::Internal("no value converter".into()))?;
-                    let parser = converter.parser();
-                    let arrays = converter.convert_rows(std::iter::once(parser.parse(value)))?;
-                    let array = arrays.first().ok_or_else(|| Error::Internal("no extreme column".into()))?;
-                    ScalarValue::try_from_array(array, 0)?
-                }
-            },
+            // The value stays in row format here; `decode_extremes` turns a column of them into
+            // values with one conversion (one per group was most of an initial build's time).
+            AggState::Extreme(extreme) => ScalarValue::Binary(extreme.values.first().map(|v| v.to_vec())),
         })
+    }
+
+    /// The column of a min or max from the outputs' row-format values (`Binary`, NULL: no value).
+    fn decode_extremes(&self, values: &[Option<&[u8]>]) -> Result<ArrayRef> {
+        if values.iter().all(Option::is_none) {
+            return Ok(arrow::array::new_null_array(&self.output_type, values.len()));
+        }
+        let converter = self.values.as_ref().ok_or_else(|| Error::Internal("no value converter".into()))?;
+        let parser = converter.parser();
+        let arrays = converter.convert_rows(values.iter().flatten().map(|v| parser.parse(v)))?;
+        let array = arrays.first().ok_or_else(|| Error::Internal("no extreme column".into()))?;
+        let mut next = 0_u32;
+        let indices: UInt32Array = values
+            .iter()
+            .map(|v| {
+                v.map(|_| {
+                    next += 1;
+                    next - 1
+                })
+            })
+            .collect();
+        Ok(arrow::compute::take(array.as_ref(), &indices, None)?)
     }
 }
 
@@ -312,25 +327,27 @@ impl AggregateNode {
             let column = spec.arg.evaluate(&delta.batch)?.into_array(delta.len())?;
             prepared.push(spec.prepare(column)?);
         }
-        let mut seen: HashMap<RowBytes, ()> = touched.iter().map(|(k, _)| (k.clone(), ())).collect();
+        // Keys are looked up as borrowed bytes and copied only for a group seen for the first
+        // time in this change.
+        let mut seen: HashSet<RowBytes> = touched.iter().map(|(k, _)| k.clone()).collect();
         for (i, weight) in delta.weights.iter().enumerate() {
-            let key: RowBytes = match &keys {
-                Some(keys) => keys.row(i).as_ref().into(),
-                None => global_key(),
+            let key: &[u8] = match &keys {
+                Some(keys) => keys.row(i).data(),
+                None => &[],
             };
-            if !seen.contains_key(&key) {
-                let before = match self.groups.get(&key) {
+            if !seen.contains(key) {
+                let before = match self.groups.get(key) {
                     Some(group) => self.outputs(group)?,
                     None => None,
                 };
-                seen.insert(key.clone(), ());
-                touched.push((key.clone(), before));
+                seen.insert(key.into());
+                touched.push((key.into(), before));
             }
-            if !self.groups.contains_key(&key) {
+            if !self.groups.contains_key(key) {
                 let fresh = self.new_group();
-                self.groups.insert(key.clone(), fresh);
+                self.groups.insert(key.into(), fresh);
             }
-            let Some(group) = self.groups.get_mut(&key) else { continue };
+            let Some(group) = self.groups.get_mut(key) else { continue };
             group.rows += weight;
             for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
                 spec.update(state, column, i, *weight)?;
@@ -458,6 +475,15 @@ impl AggregateNode {
         for (a, spec) in self.specs.iter().enumerate() {
             columns.push(if rows.is_empty() {
                 arrow::array::new_empty_array(&spec.output_type)
+            } else if matches!(spec.kind, AggKind::Min | AggKind::Max) {
+                let values: Vec<Option<&[u8]>> = rows
+                    .iter()
+                    .map(|r| match &r[a] {
+                        ScalarValue::Binary(value) => value.as_deref(),
+                        _ => None,
+                    })
+                    .collect();
+                spec.decode_extremes(&values)?
             } else {
                 ScalarValue::iter_to_array(rows.iter().map(|r| r[a].clone()))?
             });

@@ -45,8 +45,9 @@ pub struct JoinNode {
     pub text: String,
 }
 
-/// Output pairs: left row, right row (the NULL row for padding), weight.
-type Pairs = Vec<(RowBytes, RowBytes, i64)>;
+/// Output pairs: left row, right row (the NULL row for padding), weight. They borrow the change's
+/// rows and the other side's index, so a pair costs no copy of either row.
+type Pairs<'a> = Vec<(&'a [u8], &'a [u8], i64)>;
 
 /// Keys of a delta's rows in row format, and which rows have a NULL key part.
 fn key_rows(
@@ -73,14 +74,27 @@ fn key_rows(
 }
 
 fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
-    let rows = index.entry(key.into()).or_default();
-    let count = rows.entry(row.into()).or_insert(0);
-    *count += weight;
-    if *count == 0 {
-        rows.remove(row);
-        if rows.is_empty() {
-            index.remove(key);
+    if weight == 0 {
+        return;
+    }
+    // Looked up as borrowed bytes: the key and row are copied only when they are new.
+    if !index.contains_key(key) {
+        index.insert(key.into(), HashMap::new());
+    }
+    let Some(rows) = index.get_mut(key) else { return };
+    match rows.get_mut(row) {
+        Some(count) => {
+            *count += weight;
+            if *count == 0 {
+                rows.remove(row);
+            }
         }
+        None => {
+            rows.insert(row.into(), weight);
+        }
+    }
+    if rows.is_empty() {
+        index.remove(key);
     }
 }
 
@@ -100,44 +114,51 @@ impl JoinNode {
             if left.is_none() && right.is_none() {
                 return Ok(None);
             }
-            let mut pairs: Pairs = Vec::new();
+            // The left side's change joins the right side before the right side's change is
+            // applied (see the module docs).
+            let mut out: Vec<Delta> = Vec::new();
             if let Some(left) = left {
-                self.apply_left(&left, &mut pairs)?;
+                out.push(self.apply_left(&left)?);
             }
             if let Some(right) = right {
-                self.apply_right(&right, &mut pairs)?;
+                out.push(self.apply_right(&right)?);
             }
-            self.output(pairs).map(Some)
+            if out.len() == 1 {
+                return Ok(out.pop());
+            }
+            let batches: Vec<RecordBatch> = out.iter().map(|d| d.batch.clone()).collect();
+            let batch = arrow::compute::concat_batches(&self.schema, &batches)?;
+            Ok(Some(Delta::new(batch, out.into_iter().flat_map(|d| d.weights).collect())))
         })
     }
 
-    fn apply_left(&mut self, delta: &Delta, pairs: &mut Pairs) -> Result<()> {
+    fn apply_left(&mut self, delta: &Delta) -> Result<Delta> {
         let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.left_keys, &delta.batch)?;
         let rows = self.left_rows.convert_columns(delta.batch.columns())?;
+        let mut pairs: Pairs = Vec::new();
         for (i, weight) in delta.weights.iter().enumerate() {
-            let row: RowBytes = rows.row(i).as_ref().into();
+            let row = rows.row(i).data();
             if null_key[i] {
                 if self.left_outer {
-                    pairs.push((row, self.null_right.clone(), *weight));
+                    pairs.push((row, &self.null_right, *weight));
                 }
                 continue;
             }
-            let key = keys.row(i);
-            let matches = self.right_index.get(key.as_ref());
+            let key = keys.row(i).data();
             let mut matched = false;
-            for (right, count) in matches.into_iter().flatten() {
+            for (right, count) in self.right_index.get(key).into_iter().flatten() {
                 matched |= *count != 0;
-                pairs.push((row.clone(), right.clone(), weight * count));
+                pairs.push((row, right, weight * count));
             }
             if self.left_outer && !matched {
-                pairs.push((row.clone(), self.null_right.clone(), *weight));
+                pairs.push((row, &self.null_right, *weight));
             }
-            add(&mut self.left_index, key.as_ref(), &row, *weight);
+            add(&mut self.left_index, key, row, *weight);
         }
-        Ok(())
+        output(self.pair_schema(), pairs)
     }
 
-    fn apply_right(&mut self, delta: &Delta, pairs: &mut Pairs) -> Result<()> {
+    fn apply_right(&mut self, delta: &Delta) -> Result<Delta> {
         let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.right_keys, &delta.batch)?;
         let rows = self.right_rows.convert_columns(delta.batch.columns())?;
         // Grouped by key, so that a left join sees each key's right total before and after.
@@ -147,40 +168,53 @@ impl JoinNode {
                 by_key.entry(keys.row(i).data()).or_default().push(i);
             }
         }
+        let mut pairs: Pairs = Vec::new();
         for (key, indices) in by_key {
             let before = if self.left_outer { total(&self.right_index, key) } else { 0 };
             for i in indices {
-                let row = rows.row(i);
+                let row = rows.row(i).data();
                 let weight = delta.weights[i];
                 for (left, count) in self.left_index.get(key).into_iter().flatten() {
-                    pairs.push((left.clone(), row.as_ref().into(), count * weight));
+                    pairs.push((left, row, count * weight));
                 }
-                add(&mut self.right_index, key, row.as_ref(), weight);
+                add(&mut self.right_index, key, row, weight);
             }
             if self.left_outer {
                 let after = total(&self.right_index, key);
                 if (before > 0) != (after > 0) {
                     let sign = if after > 0 { -1 } else { 1 };
                     for (left, count) in self.left_index.get(key).into_iter().flatten() {
-                        pairs.push((left.clone(), self.null_right.clone(), sign * count));
+                        pairs.push((left, &self.null_right, sign * count));
                     }
                 }
             }
         }
-        Ok(())
+        output(self.pair_schema(), pairs)
     }
 
-    fn output(&self, pairs: Pairs) -> Result<Delta> {
-        let left_parser = self.left_rows.parser();
-        let right_parser = self.right_rows.parser();
-        let mut columns = self.left_rows.convert_rows(pairs.iter().map(|(l, _, _)| left_parser.parse(l)))?;
-        columns.extend(self.right_rows.convert_rows(pairs.iter().map(|(_, r, _)| right_parser.parse(r)))?);
-        let weights: Vec<i64> = pairs.iter().map(|(_, _, w)| *w).collect();
-        let batch = batch_of(&self.schema, columns, weights.len())?;
-        let delta = Delta::new(batch, weights);
-        match &self.filter {
-            None => Ok(delta),
-            Some(filter) => delta.keep_where(filter),
-        }
+    fn pair_schema(&self) -> PairSchema<'_> {
+        PairSchema { left: &self.left_rows, right: &self.right_rows, schema: &self.schema, filter: &self.filter }
+    }
+}
+
+/// What turns pairs of rows into the join's output batch.
+struct PairSchema<'a> {
+    left: &'a RowConverter,
+    right: &'a RowConverter,
+    schema: &'a SchemaRef,
+    filter: &'a Option<Arc<dyn PhysicalExpr>>,
+}
+
+fn output(to: PairSchema<'_>, pairs: Pairs<'_>) -> Result<Delta> {
+    let left_parser = to.left.parser();
+    let right_parser = to.right.parser();
+    let mut columns = to.left.convert_rows(pairs.iter().map(|(l, _, _)| left_parser.parse(l)))?;
+    columns.extend(to.right.convert_rows(pairs.iter().map(|(_, r, _)| right_parser.parse(r)))?);
+    let weights: Vec<i64> = pairs.iter().map(|(_, _, w)| *w).collect();
+    let batch = batch_of(to.schema, columns, weights.len())?;
+    let delta = Delta::new(batch, weights);
+    match to.filter {
+        None => Ok(delta),
+        Some(filter) => delta.keep_where(filter),
     }
 }

@@ -264,15 +264,28 @@ impl LiveView {
             if let Some(input) = self.inputs.get_mut(&key) {
                 input.version = Some(version);
             }
-            for batch in batches {
-                let mut offset = 0;
-                while offset < batch.num_rows() {
-                    let length = BUILD_BATCH_ROWS.min(batch.num_rows() - offset);
-                    let slice = batch.slice(offset, length);
-                    rows_in += length as u64;
-                    self.push(db, session, &key, &Delta::new(slice, vec![1; length])).await?;
-                    offset += length;
+            // The scan's batches (a few thousand rows each) are pushed in slices of about
+            // BUILD_BATCH_ROWS: each push emits every group it touches, so small pushes would
+            // emit a grouped view's rows over and over.
+            let schema = match batches.first() {
+                Some(batch) => batch.schema(),
+                None => continue,
+            };
+            let mut pending: Vec<RecordBatch> = Vec::new();
+            let mut pending_rows = 0;
+            let count = batches.len();
+            for (n, batch) in batches.into_iter().enumerate() {
+                pending_rows += batch.num_rows();
+                pending.push(batch);
+                if pending_rows < BUILD_BATCH_ROWS && n + 1 < count {
+                    continue;
                 }
+                let slice = arrow::compute::concat_batches(&schema, &pending)?;
+                pending.clear();
+                pending_rows = 0;
+                rows_in += slice.num_rows() as u64;
+                let weights = vec![1; slice.num_rows()];
+                self.push(db, session, &key, &Delta::new(slice, weights)).await?;
             }
         }
         Ok(rows_in)
