@@ -302,7 +302,9 @@ pub fn after_commit<'a>(
             }
         }
         // Views over this table (and, through the flows above, over their targets).
-        crate::ivm::after_commit(db, table, version, rows).await;
+        let inserted: Option<Vec<crate::ivm::Delta>> =
+            rows.map(|r| r.iter().map(|b| crate::ivm::Delta::new(b.clone(), vec![1; b.num_rows()])).collect());
+        crate::ivm::after_commit(db, table, version, inserted.as_deref()).await;
         match expectation_failure {
             Some(e) => Err(e),
             None => Ok(()),

@@ -45,6 +45,7 @@ use crate::error::{Error, Result};
 use crate::flow::{lock, now_ms};
 use crate::provider::SluiceTable;
 use crate::session::Session;
+pub use dataflow::Delta;
 use view::LiveView;
 
 /// The pseudo-table of the change that starts a dataflow (a global aggregate's first row).
@@ -228,7 +229,7 @@ async fn open(db: &Arc<DatabaseInner>, entry: &TableEntry, status: &Mutex<ViewSt
 async fn maintain(
     db: &Arc<DatabaseInner>,
     entry: &TableEntry,
-    only: Option<(&str, u64, Option<&[RecordBatch]>)>,
+    only: Option<(&str, u64, Option<&[Delta]>)>,
 ) -> Result<Arc<ViewHandle>> {
     let handle = db.views.handle(&entry.id);
     let mut slot = handle.live.lock().await;
@@ -305,10 +306,16 @@ fn views_reading(db: &DatabaseInner, table_key: &str) -> Vec<TableEntry> {
         .collect()
 }
 
+/// Whether a materialized view reads `table` (a writer then hands its changed rows over).
+pub(crate) fn is_view_input(db: &DatabaseInner, table: &TableEntry) -> bool {
+    let key = table.qualified_name();
+    db.catalog.current().tables.values().any(|t| t.view.as_ref().is_some_and(|v| v.inputs.contains(&key)))
+}
+
 /// Maintains the sync views over `table` after its commit of `version` (with the rows it
-/// inserted, when the writer knows them); async views are left to the worker. A failure is
-/// recorded on the view (and retried), not returned to the writer.
-pub async fn after_commit(db: &Arc<DatabaseInner>, table: &TableEntry, version: u64, rows: Option<&[RecordBatch]>) {
+/// changed, when the writer knows them: weights +1 inserted, -1 deleted); async views are left
+/// to the worker. A failure is recorded on the view (and retried), not returned to the writer.
+pub async fn after_commit(db: &Arc<DatabaseInner>, table: &TableEntry, version: u64, rows: Option<&[Delta]>) {
     let key = table.qualified_name();
     for view in views_reading(db, &key) {
         let Some(definition) = &view.view else { continue };

@@ -324,12 +324,12 @@ impl LiveView {
     }
 
     /// Applies the inputs' commits after the versions applied: all inputs, or only `only` (with
-    /// its rows when the writer handed them over: `(version, rows)` inserted by that version).
+    /// its rows when the writer handed them over: `(version, rows)` changed by that version).
     pub async fn catch_up(
         &mut self,
         db: &Arc<DatabaseInner>,
         session: &Session,
-        only: Option<(&str, u64, Option<&[RecordBatch]>)>,
+        only: Option<(&str, u64, Option<&[Delta]>)>,
     ) -> Result<CatchUp> {
         let mut outcome = CatchUp::default();
         let keys: Vec<String> = match only {
@@ -365,11 +365,20 @@ impl LiveView {
             }
             let changes: Vec<(u64, Delta)> = match known {
                 Some((version, rows)) if start == version && end == version => {
-                    rows.iter().map(|b| (version, Delta::new(b.clone(), vec![1; b.num_rows()]))).collect()
+                    rows.iter().map(|d| (version, d.clone())).collect()
                 }
                 _ => read_changes(&table, start, end, columns.len()).await?,
             };
+            // One push per version with all of its changes: a min/max re-aggregation queries the
+            // input at the version being applied, so the state must hold that whole version by
+            // then (the deletes of an UPDATE pushed before its inserts made a requery count the
+            // new values twice).
+            let mut by_version: BTreeMap<u64, Vec<Delta>> = BTreeMap::new();
             for (version, delta) in changes {
+                by_version.entry(version).or_default().push(delta);
+            }
+            for (version, deltas) in by_version {
+                let delta = Delta::concat(deltas)?;
                 outcome.rows_in += delta.len() as u64;
                 if let Some(input) = self.inputs.get_mut(&key) {
                     input.version = Some(version);

@@ -322,14 +322,23 @@ impl Session {
         from.extend(relations.iter().skip(1).map(|r| r.to_string()));
         from.extend(delete.using.iter().flatten().map(|r| r.to_string()));
         let filter = delete.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
-        let sql =
-            format!("SELECT {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}", from.join(", "));
+        // The deleted rows themselves are selected too when a view reads the table and each
+        // target row can come once (no USING, no second table): the views get them from here
+        // instead of reading them back from the files through the change data feed.
+        let hand_over = from.len() == 1 && crate::ivm::is_view_input(&self.db, &target.entry);
+        let columns = if hand_over { old_columns(&target, &alias) } else { String::new() };
+        let sql = format!(
+            "SELECT {columns}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
+            from.join(", ")
+        );
         let batches = self.collect_query(&sql).await?;
-        let (deleted, count) = row_sets(&target.snapshot, &batches, 0, false)?;
+        let first = if hand_over { target.snapshot.arrow_schema().fields().len() } else { 0 };
+        let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
         if count > 0 {
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
             let version = committed(target.table.mutate(&target.snapshot, mutation).await?)?;
-            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
+            let handed = if hand_over { Some(old_rows(&target, &batches, 0)?) } else { None };
+            crate::ivm::after_commit(&self.db, &target.entry, version, handed.as_deref()).await;
         }
         Ok(StatementResult::count("DELETE", count))
     }
@@ -364,14 +373,19 @@ impl Session {
             })
             .collect();
         let filter = update.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
+        // As for DELETE: the old rows are selected too when a view reads the table (an UPDATE
+        // matches each target row at most once, which row_sets checks).
+        let hand_over = crate::ivm::is_view_input(&self.db, &target.entry);
+        let old = if hand_over { old_columns(&target, &alias) } else { String::new() };
         let sql = format!(
-            "SELECT {}, {alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
+            "SELECT {}, {old}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
             values.join(", "),
             from.join(" , ")
         );
         let batches = self.collect_query(&sql).await?;
         let columns = target.snapshot.schema().fields.len();
-        let (deleted, count) = row_sets(&target.snapshot, &batches, columns, true)?;
+        let first = if hand_over { columns + target.snapshot.arrow_schema().fields().len() } else { columns };
+        let (deleted, count) = row_sets(&target.snapshot, &batches, first, true)?;
         let mut inserted = Vec::new();
         for batch in &batches {
             let values = batch.project(&(0..columns).collect::<Vec<_>>())?;
@@ -379,10 +393,17 @@ impl Session {
             inserted.push(self.to_table_rows(&target, &values, &ColumnMatch::Position(names)).await?);
         }
         if count > 0 {
+            let handed = if hand_over {
+                let mut deltas = old_rows(&target, &batches, columns)?;
+                deltas.extend(inserted.iter().map(|b| crate::ivm::Delta::new(b.clone(), vec![1; b.num_rows()])));
+                Some(deltas)
+            } else {
+                None
+            };
             let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
             let version =
                 committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
-            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
+            crate::ivm::after_commit(&self.db, &target.entry, version, handed.as_deref()).await;
         }
         Ok(StatementResult::count("UPDATE", count))
     }
@@ -570,6 +591,38 @@ impl Session {
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
     }
+}
+
+/// The target's stored columns as a select list (with a trailing comma), for the rows a DELETE or
+/// UPDATE hands over to the views that read the table.
+fn old_columns(target: &Target, alias: &str) -> String {
+    let schema = target.snapshot.arrow_schema();
+    schema.fields().iter().enumerate().map(|(i, f)| format!("{alias}.{} AS \"__old{i}\", ", quoted(f.name()))).collect()
+}
+
+/// The old rows selected by [`old_columns`] at `first`, as deletes in the table's schema.
+fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Vec<crate::ivm::Delta>> {
+    let schema = target.snapshot.arrow_schema();
+    let count = schema.fields().len();
+    batches
+        .iter()
+        .filter(|b| b.num_rows() > 0)
+        .map(|batch| {
+            let columns = (first..first + count)
+                .zip(schema.fields())
+                .map(|(i, f)| {
+                    let column = batch.column(i);
+                    if column.data_type() == f.data_type() {
+                        Ok(column.clone())
+                    } else {
+                        arrow::compute::cast(column, f.data_type())
+                    }
+                })
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            let rows = RecordBatch::try_new(schema.clone(), columns)?;
+            Ok(crate::ivm::Delta::new(rows, vec![-1; batch.num_rows()]))
+        })
+        .collect()
 }
 
 /// `SET col = expr` as column name to expression text.
