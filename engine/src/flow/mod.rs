@@ -303,7 +303,7 @@ pub fn after_commit<'a>(
         }
         // Views over this table (and, through the flows above, over their targets).
         let inserted: Option<Vec<crate::ivm::Delta>> =
-            rows.map(|r| r.iter().map(|b| crate::ivm::Delta::new(b.clone(), vec![1; b.num_rows()])).collect());
+            rows.map(|r| r.iter().cloned().map(crate::ivm::Delta::inserted).collect());
         crate::ivm::after_commit(db, table, version, inserted.as_deref()).await;
         match expectation_failure {
             Some(e) => Err(e),

@@ -49,35 +49,30 @@ impl Delta {
         self.weights.is_empty()
     }
 
-    /// One delta of several (of one input), in the schema of the first.
-    pub fn concat(mut deltas: Vec<Delta>) -> Result<Delta> {
+    /// Rows inserted (each counted once).
+    pub fn inserted(batch: RecordBatch) -> Self {
+        let weights = vec![1; batch.num_rows()];
+        Self { batch, weights }
+    }
+
+    /// Rows deleted (each counted once).
+    pub fn deleted(batch: RecordBatch) -> Self {
+        let weights = vec![-1; batch.num_rows()];
+        Self { batch, weights }
+    }
+
+    /// Several deltas as one, in the schema of the first (None when there are none).
+    pub fn concat(mut deltas: Vec<Delta>) -> Result<Option<Delta>> {
         if deltas.len() <= 1 {
-            return deltas.pop().ok_or_else(|| Error::Internal("no delta to concatenate".into()));
+            return Ok(deltas.pop());
         }
         let schema = deltas[0].batch.schema();
-        let mut columns = Vec::with_capacity(schema.fields().len());
-        for (i, field) in schema.fields().iter().enumerate() {
-            let parts = deltas
-                .iter()
-                .map(|d| {
-                    let column = d.batch.column(i);
-                    if column.data_type() == field.data_type() {
-                        Ok(column.clone())
-                    } else {
-                        cast(column, field.data_type())
-                    }
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            let parts: Vec<&dyn Array> = parts.iter().map(|c| c.as_ref()).collect();
-            columns.push(arrow::compute::concat(&parts)?);
-        }
-        let weights: Vec<i64> = deltas.iter().flat_map(|d| d.weights.iter().copied()).collect();
-        let batch = RecordBatch::try_new_with_options(
-            schema,
-            columns,
-            &RecordBatchOptions::new().with_row_count(Some(weights.len())),
-        )?;
-        Ok(Delta::new(batch, weights))
+        let batches = deltas
+            .iter()
+            .map(|d| batch_of(&schema, d.batch.columns().to_vec(), d.len()))
+            .collect::<Result<Vec<_>>>()?;
+        let batch = arrow::compute::concat_batches(&schema, &batches)?;
+        Ok(Some(Delta::new(batch, deltas.into_iter().flat_map(|d| d.weights).collect())))
     }
 
     /// The rows for which a boolean expression is true.

@@ -123,12 +123,7 @@ impl JoinNode {
             if let Some(right) = right {
                 out.push(self.apply_right(&right)?);
             }
-            if out.len() == 1 {
-                return Ok(out.pop());
-            }
-            let batches: Vec<RecordBatch> = out.iter().map(|d| d.batch.clone()).collect();
-            let batch = arrow::compute::concat_batches(&self.schema, &batches)?;
-            Ok(Some(Delta::new(batch, out.into_iter().flat_map(|d| d.weights).collect())))
+            Delta::concat(out)
         })
     }
 

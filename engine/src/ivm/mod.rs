@@ -297,19 +297,18 @@ async fn maintain(
 
 /// The views that read `table_key` (directly or through other views).
 fn views_reading(db: &DatabaseInner, table_key: &str) -> Vec<TableEntry> {
-    db.catalog
-        .current()
-        .tables
-        .values()
-        .filter(|t| t.view.as_ref().is_some_and(|v| v.inputs.iter().any(|i| i == table_key)))
-        .cloned()
-        .collect()
+    db.catalog.current().tables.values().filter(|t| reads(t, table_key)).cloned().collect()
 }
 
 /// Whether a materialized view reads `table` (a writer then hands its changed rows over).
 pub(crate) fn is_view_input(db: &DatabaseInner, table: &TableEntry) -> bool {
     let key = table.qualified_name();
-    db.catalog.current().tables.values().any(|t| t.view.as_ref().is_some_and(|v| v.inputs.contains(&key)))
+    db.catalog.current().tables.values().any(|t| reads(t, &key))
+}
+
+/// Whether `entry` is a materialized view with `table_key` among its inputs.
+fn reads(entry: &TableEntry, table_key: &str) -> bool {
+    entry.view.as_ref().is_some_and(|v| v.inputs.iter().any(|i| i == table_key))
 }
 
 /// Maintains the sync views over `table` after its commit of `version` (with the rows it

@@ -284,8 +284,7 @@ impl LiveView {
                 pending.clear();
                 pending_rows = 0;
                 rows_in += slice.num_rows() as u64;
-                let weights = vec![1; slice.num_rows()];
-                self.push(db, session, &key, &Delta::new(slice, weights)).await?;
+                self.push(db, session, &key, &Delta::inserted(slice)).await?;
             }
         }
         Ok(rows_in)
@@ -363,22 +362,17 @@ impl LiveView {
                 }
                 continue;
             }
-            let changes: Vec<(u64, Delta)> = match known {
-                Some((version, rows)) if start == version && end == version => {
-                    rows.iter().map(|d| (version, d.clone())).collect()
-                }
-                _ => read_changes(&table, start, end, columns.len()).await?,
-            };
             // One push per version with all of its changes: a min/max re-aggregation queries the
             // input at the version being applied, so the state must hold that whole version by
             // then (the deletes of an UPDATE pushed before its inserts made a requery count the
             // new values twice).
-            let mut by_version: BTreeMap<u64, Vec<Delta>> = BTreeMap::new();
+            let changes: Vec<(u64, Delta)> = match known {
+                Some((version, rows)) if start == version && end == version => {
+                    Delta::concat(rows.to_vec())?.map(|d| (version, d)).into_iter().collect()
+                }
+                _ => read_changes(&table, start, end, columns.len()).await?,
+            };
             for (version, delta) in changes {
-                by_version.entry(version).or_default().push(delta);
-            }
-            for (version, deltas) in by_version {
-                let delta = Delta::concat(deltas)?;
                 outcome.rows_in += delta.len() as u64;
                 if let Some(input) = self.inputs.get_mut(&key) {
                     input.version = Some(version);
@@ -406,7 +400,8 @@ pub fn current_entry(db: &DatabaseInner, key: &str) -> Result<TableEntry> {
         .ok_or_else(|| Error::UndefinedTable(format!("{key} (an input of a materialized view)")))
 }
 
-/// A table's changes in versions `start..=end` as deltas (one per version, in order).
+/// A table's changes in versions `start..=end` as deltas (one per version with changed rows, in
+/// order).
 async fn read_changes(
     table: &sluice_storage::table::Table,
     start: u64,
@@ -415,6 +410,7 @@ async fn read_changes(
 ) -> Result<Vec<(u64, Delta)>> {
     let mut out = Vec::new();
     for change in table.changes(start, Some(end)).await? {
+        let mut deltas = Vec::new();
         for batch in change.batches {
             let Some(kinds) = batch.column_by_name(sluice_storage::write::CHANGE_TYPE_COLUMN) else { continue };
             let kinds = kinds.as_string::<i32>();
@@ -424,7 +420,10 @@ async fn read_changes(
                     _ => -1,
                 })
                 .collect();
-            out.push((change.version, Delta::new(batch.project(&(0..columns).collect::<Vec<_>>())?, weights)));
+            deltas.push(Delta::new(batch.project(&(0..columns).collect::<Vec<_>>())?, weights));
+        }
+        if let Some(delta) = Delta::concat(deltas)? {
+            out.push((change.version, delta));
         }
     }
     Ok(out)

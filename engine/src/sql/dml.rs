@@ -395,7 +395,7 @@ impl Session {
         if count > 0 {
             let handed = if hand_over {
                 let mut deltas = old_rows(&target, &batches, columns)?;
-                deltas.extend(inserted.iter().map(|b| crate::ivm::Delta::new(b.clone(), vec![1; b.num_rows()])));
+                deltas.extend(inserted.iter().cloned().map(crate::ivm::Delta::inserted));
                 Some(deltas)
             } else {
                 None
@@ -608,19 +608,9 @@ fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Ve
         .iter()
         .filter(|b| b.num_rows() > 0)
         .map(|batch| {
-            let columns = (first..first + count)
-                .zip(schema.fields())
-                .map(|(i, f)| {
-                    let column = batch.column(i);
-                    if column.data_type() == f.data_type() {
-                        Ok(column.clone())
-                    } else {
-                        arrow::compute::cast(column, f.data_type())
-                    }
-                })
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            let rows = RecordBatch::try_new(schema.clone(), columns)?;
-            Ok(crate::ivm::Delta::new(rows, vec![-1; batch.num_rows()]))
+            let columns = batch.columns()[first..first + count].to_vec();
+            let rows = crate::ivm::dataflow::batch_of(&schema, columns, batch.num_rows())?;
+            Ok(crate::ivm::Delta::deleted(rows))
         })
         .collect()
 }
