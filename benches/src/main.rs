@@ -2,6 +2,10 @@
 //! measured thing and prints one JSON line (`seconds`, `peak_rss_mb`, ...); `benches/run.py`
 //! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
 
+/// The same allocator as the `sluice` program.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod flows;
 mod kafka;
 mod storage;
@@ -131,6 +135,18 @@ enum Command {
         #[arg(long, default_value_t = 200)]
         latency_iterations: usize,
     },
+    /// Maintenance of the two views alone (for profiling): ORDERS generated rows, then ROUNDS
+    /// inserts of DELTA_ROWS rows each.
+    ViewsProfile {
+        #[arg(long)]
+        data: String,
+        #[arg(long, default_value_t = 1_000_000)]
+        orders: usize,
+        #[arg(long, default_value_t = 300)]
+        rounds: usize,
+        #[arg(long, default_value_t = 1_000)]
+        delta_rows: usize,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -165,6 +181,9 @@ fn main() {
             Command::ViewsGen { out } => views::generate(&out),
             Command::Views { parquet, data, rounds, delta_rows, latency_iterations } => {
                 views::run(&parquet, &data, rounds, delta_rows, latency_iterations).await
+            }
+            Command::ViewsProfile { data, orders, rounds, delta_rows } => {
+                views::profile(&data, orders, rounds, delta_rows).await
             }
         }
     });

@@ -346,6 +346,38 @@ async fn latency(db: &sluice::Database, first_id: i64, iterations: usize) -> Res
     Ok((total_ms, insert_ms))
 }
 
+/// Maintenance alone, for profiling: `orders_rows` generated orders (no Parquet), both views, then
+/// `rounds` inserts of `delta_rows` rows; reports each view's maintenance time per round.
+pub async fn profile(data: &str, orders_rows: usize, rounds: usize, delta_rows: usize) -> BenchResult {
+    std::fs::create_dir_all(data)?;
+    let db = sluice::Database::open(data).await?;
+    db.execute("CREATE TABLE customers (id bigint, region text)").await?;
+    db.insert("customers", vec![customers()?]).await?;
+    for table in ["orders", "orders_plain"] {
+        db.execute(&format!("CREATE TABLE {table} (id bigint, customer_id bigint, amount bigint, ts timestamp)"))
+            .await?;
+    }
+    let batches = (0..orders_rows)
+        .step_by(BATCH_ROWS)
+        .map(|start| orders(start as i64, BATCH_ROWS.min(orders_rows - start)))
+        .collect::<Result<Vec<_>>>()?;
+    db.insert("orders", batches).await?;
+    let mut build_seconds = serde_json::Map::new();
+    for (view, sql) in [("agg_view", AGG_VIEW), ("join_view", JOIN_VIEW)] {
+        let started = Instant::now();
+        db.execute(sql).await?;
+        build_seconds.insert(view.to_string(), json!(started.elapsed().as_secs_f64()));
+    }
+    eprintln!("views built: {build_seconds:?}");
+    let mut inserts = Rounds { db: &db, series: Series::default() };
+    let mut next_id = orders_rows as i64;
+    for _ in 0..rounds {
+        inserts.round(None, &orders(next_id, delta_rows)?).await?;
+        next_id += delta_rows as i64;
+    }
+    Ok(json!({"orders_rows": orders_rows, "build_seconds": build_seconds, "inserts": inserts.series.summary()}))
+}
+
 /// The whole benchmark on a new warehouse at `data` (see the module docs).
 pub async fn run(parquet: &Path, data: &str, rounds: usize, delta_rows: usize, iterations: usize) -> BenchResult {
     std::fs::create_dir_all(data)?;

@@ -9,14 +9,13 @@
 //! emits its old row with weight -1 and its new one with +1. An aggregate without GROUP BY has
 //! one group that always exists (count 0, sums NULL on no rows).
 
-use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array};
+use arrow::array::{Array, ArrayRef, AsArray, Decimal128Array, Float64Array, Int64Array, UInt32Array};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Float64Type, Int64Type, SchemaRef};
 use arrow::row::RowConverter;
-use datafusion::common::ScalarValue;
+use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
@@ -68,18 +67,27 @@ pub enum AggState {
 
 /// The best values of a group (ascending for min, descending for max), at most
 /// [`EXTREME_BUFFER_VALUES_MAX`]; `complete` when they are all of the group's values.
+///
+/// The values, in row format, are packed one after another in one buffer (each a 4-byte length,
+/// then its bytes): a group's buffer is one allocation that a scan reads in a cache line or two.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Extreme {
-    pub values: Vec<RowBytes>,
+    packed: Vec<u8>,
+    count: usize,
     pub complete: bool,
     /// The buffer cannot tell the extreme: re-aggregate the group.
     pub dirty: bool,
 }
 
+/// The length prefix of a packed value.
+const PACKED_LEN: usize = 4;
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct GroupState {
     pub rows: i64,
     pub aggs: Vec<AggState>,
+    /// The change (see [`AggregateNode::epoch`]) that last recorded this group's output before it.
+    pub seen: u64,
 }
 
 pub struct AggregateNode {
@@ -99,6 +107,8 @@ pub struct AggregateNode {
     pub text: String,
     /// Whether the global group's first row was emitted.
     pub started: bool,
+    /// Counts the changes applied (a group whose `seen` is this was touched by the current one).
+    pub epoch: u64,
 }
 
 fn better(max: bool, a: &[u8], b: &[u8]) -> bool {
@@ -110,16 +120,78 @@ fn better(max: bool, a: &[u8], b: &[u8]) -> bool {
 }
 
 impl Extreme {
+    /// An empty buffer that holds all of the group's values (none yet).
+    pub fn complete() -> Self {
+        Self { complete: true, ..Default::default() }
+    }
+
+    /// An empty buffer with these flags, filled by [`Self::push`] (a checkpoint read back).
+    pub fn with_flags(complete: bool, dirty: bool) -> Self {
+        Self { complete, dirty, ..Default::default() }
+    }
+
+    /// Adds a value after the others (the caller keeps them in order).
+    pub fn push(&mut self, value: &[u8]) {
+        self.splice(self.packed.len(), value);
+    }
+
+    /// The values, best first.
+    pub fn values(&self) -> impl Iterator<Item = &[u8]> + '_ {
+        self.spans().map(|(start, end)| &self.packed[start + PACKED_LEN..end])
+    }
+
+    pub fn len(&self) -> usize {
+        self.count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
+    /// The best value.
+    pub fn first(&self) -> Option<&[u8]> {
+        self.values().next()
+    }
+
+    /// Each packed value's byte range (its length prefix included).
+    fn spans(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let mut at = 0;
+        std::iter::from_fn(move || {
+            let header = self.packed.get(at..at + PACKED_LEN)?;
+            let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
+            let span = (at, at + PACKED_LEN + len);
+            at = span.1;
+            Some(span)
+        })
+    }
+
+    fn splice(&mut self, at: usize, value: &[u8]) {
+        let header = (value.len() as u32).to_le_bytes();
+        self.packed.splice(at..at, header.iter().chain(value).copied());
+        self.count += 1;
+    }
+
+    fn remove_span(&mut self, (start, end): (usize, usize)) {
+        self.packed.drain(start..end);
+        self.count -= 1;
+    }
+
     fn insert(&mut self, max: bool, value: &[u8]) {
-        let worst_ok = self.values.last().is_some_and(|w| !better(max, w, value));
-        if (self.complete && self.values.len() < EXTREME_BUFFER_VALUES_MAX) || worst_ok {
-            let at = self.values.partition_point(|v| !better(max, value, v));
-            self.values.insert(at, value.into());
-            if self.values.len() > EXTREME_BUFFER_VALUES_MAX {
-                self.values.pop();
+        let worst_ok = self.values().last().is_some_and(|w| !better(max, w, value));
+        if (self.complete && self.count < EXTREME_BUFFER_VALUES_MAX) || worst_ok {
+            // Before the first value this one beats.
+            let at = self
+                .spans()
+                .find(|&(start, end)| better(max, value, &self.packed[start + PACKED_LEN..end]))
+                .map_or(self.packed.len(), |(start, _)| start);
+            self.splice(at, value);
+            if self.count > EXTREME_BUFFER_VALUES_MAX {
+                if let Some(last) = self.spans().last() {
+                    self.remove_span(last);
+                }
                 self.complete = false;
             }
-        } else if self.values.is_empty() {
+        } else if self.count == 0 {
             // The buffer is empty but the group may hold better values than this one.
             self.dirty = true;
         } else {
@@ -128,15 +200,16 @@ impl Extreme {
     }
 
     fn delete(&mut self, max: bool, value: &[u8]) {
-        if let Some(at) = self.values.iter().position(|v| v.as_ref() == value) {
-            self.values.remove(at);
-            if self.values.is_empty() && !self.complete {
+        let found = self.spans().find(|&(start, end)| &self.packed[start + PACKED_LEN..end] == value);
+        if let Some(span) = found {
+            self.remove_span(span);
+            if self.count == 0 && !self.complete {
                 self.dirty = true;
             }
             return;
         }
         // Not in the buffer: fine only if the buffer is partial and the value is worse than it.
-        let outside = !self.complete && self.values.last().is_some_and(|w| better(max, w, value));
+        let outside = !self.complete && self.values().last().is_some_and(|w| better(max, w, value));
         if !outside {
             self.dirty = true;
         }
@@ -150,7 +223,7 @@ impl AggSpec {
             AggKind::CountDistinct => AggState::Distinct(HashMap::new()),
             AggKind::Sum | AggKind::Avg if self.sum_kind == SumKind::Float => AggState::SumFloat { sum: 0.0, count: 0 },
             AggKind::Sum | AggKind::Avg => AggState::SumInt { sum: 0, count: 0 },
-            AggKind::Min | AggKind::Max => AggState::Extreme(Extreme { complete: true, ..Default::default() }),
+            AggKind::Min | AggKind::Max => AggState::Extreme(Extreme::complete()),
         }
     }
 
@@ -189,11 +262,17 @@ impl AggSpec {
             }
             AggState::Distinct(values) => {
                 let Prepared::Rows(rows, _) = prepared else { return Err(Error::Internal("distinct rows".into())) };
-                let value = rows.row(i);
-                let n = values.entry(value.as_ref().into()).or_insert(0);
-                *n += weight;
-                if *n == 0 {
-                    values.remove(value.as_ref());
+                let value = rows.row(i).data();
+                match values.get_mut(value) {
+                    Some(n) => {
+                        *n += weight;
+                        if *n == 0 {
+                            values.remove(value);
+                        }
+                    }
+                    None => {
+                        values.insert(value.into(), weight);
+                    }
                 }
             }
             AggState::Extreme(extreme) => {
@@ -211,31 +290,39 @@ impl AggSpec {
         Ok(())
     }
 
-    fn output(&self, state: &AggState) -> Result<ScalarValue> {
-        let null = || ScalarValue::try_from(&self.output_type);
-        Ok(match state {
-            AggState::Count(n) => ScalarValue::Int64(Some(*n)),
-            AggState::Distinct(values) => ScalarValue::Int64(Some(values.len() as i64)),
-            AggState::SumInt { count: 0, .. } | AggState::SumFloat { count: 0, .. } => null()?,
-            AggState::SumInt { sum, count } => match (self.kind, &self.output_type) {
-                (AggKind::Avg, _) => ScalarValue::Float64(Some(*sum as f64 / *count as f64)),
-                (_, DataType::Decimal128(p, s)) => ScalarValue::Decimal128(Some(*sum), *p, *s),
-                _ => ScalarValue::Int64(Some(i64::try_from(*sum).map_err(|_| Error::Data {
-                    sqlstate: "22003",
-                    message: "bigint out of range in a materialized view's sum".into(),
-                })?)),
-            },
-            AggState::SumFloat { sum, count } => match self.kind {
-                AggKind::Avg => ScalarValue::Float64(Some(sum / *count as f64)),
-                _ => ScalarValue::Float64(Some(*sum)),
-            },
-            // The value stays in row format here; `decode_extremes` turns a column of them into
-            // values with one conversion (one per group was most of an initial build's time).
-            AggState::Extreme(extreme) => ScalarValue::Binary(extreme.values.first().map(|v| v.to_vec())),
-        })
+    /// The column kind this aggregate's outputs are collected in.
+    fn out_column(&self) -> OutColumn {
+        match (self.kind, self.sum_kind, &self.output_type) {
+            (AggKind::Min | AggKind::Max, _, _) => OutColumn::Rows { bytes: Vec::new(), ranges: Vec::new() },
+            (AggKind::Avg, _, _) | (AggKind::Sum, SumKind::Float, _) => OutColumn::Float(Vec::new()),
+            (AggKind::Sum, _, DataType::Decimal128(..)) => OutColumn::Decimal(Vec::new()),
+            _ => OutColumn::Int(Vec::new()),
+        }
     }
 
-    /// The column of a min or max from the outputs' row-format values (`Binary`, NULL: no value).
+    /// Appends the output of `state` to `out` (made by [`Self::out_column`]).
+    fn output(&self, state: &AggState, out: &mut OutColumn) -> Result<()> {
+        match (state, out) {
+            (AggState::Count(n), OutColumn::Int(v)) => v.push(Some(*n)),
+            (AggState::Distinct(values), OutColumn::Int(v)) => v.push(Some(values.len() as i64)),
+            (AggState::SumInt { count: 0, .. } | AggState::SumFloat { count: 0, .. }, out) => out.push_null(),
+            (AggState::SumInt { sum, count }, OutColumn::Float(v)) => v.push(Some(*sum as f64 / *count as f64)),
+            (AggState::SumInt { sum, .. }, OutColumn::Decimal(v)) => v.push(Some(*sum)),
+            (AggState::SumInt { sum, .. }, OutColumn::Int(v)) => v.push(Some(i64::try_from(*sum).map_err(|_| {
+                Error::Data { sqlstate: "22003", message: "bigint out of range in a materialized view's sum".into() }
+            })?)),
+            (AggState::SumFloat { sum, count }, OutColumn::Float(v)) => {
+                v.push(Some(if self.kind == AggKind::Avg { sum / *count as f64 } else { *sum }))
+            }
+            // The value stays in row format here; `decode_extremes` turns a column of them into
+            // values with one conversion (one per group was most of an initial build's time).
+            (AggState::Extreme(extreme), out @ OutColumn::Rows { .. }) => out.push_row(extreme.first()),
+            _ => return Err(Error::Internal("a view aggregate's state and output disagree".into())),
+        }
+        Ok(())
+    }
+
+    /// The column of a min or max from the outputs' row-format values (None: NULL).
     fn decode_extremes(&self, values: &[Option<&[u8]>]) -> Result<ArrayRef> {
         if values.iter().all(Option::is_none) {
             return Ok(arrow::array::new_null_array(&self.output_type, values.len()));
@@ -256,6 +343,97 @@ impl AggSpec {
             .collect();
         Ok(arrow::compute::take(array.as_ref(), &indices, None)?)
     }
+
+    /// The column of the outputs `picks` selects (each: a column and an index into it).
+    fn array(&self, picks: &[(&OutColumn, usize)]) -> Result<ArrayRef> {
+        let Some((first, _)) = picks.first() else { return Ok(arrow::array::new_empty_array(&self.output_type)) };
+        Ok(match first {
+            OutColumn::Int(_) => Arc::new(picks.iter().map(|(c, i)| c.int(*i)).collect::<Int64Array>()),
+            OutColumn::Float(_) => Arc::new(picks.iter().map(|(c, i)| c.float(*i)).collect::<Float64Array>()),
+            OutColumn::Decimal(_) => {
+                let array: Decimal128Array = picks.iter().map(|(c, i)| c.decimal(*i)).collect();
+                match self.output_type {
+                    DataType::Decimal128(p, s) => Arc::new(array.with_precision_and_scale(p, s)?),
+                    _ => Arc::new(array),
+                }
+            }
+            OutColumn::Rows { .. } => {
+                let values: Vec<Option<&[u8]>> = picks.iter().map(|(c, i)| c.row(*i)).collect();
+                self.decode_extremes(&values)?
+            }
+        })
+    }
+}
+
+/// One aggregate's outputs for the groups a change touched, in the order they were touched.
+#[derive(Debug)]
+enum OutColumn {
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Decimal(Vec<Option<i128>>),
+    /// Min or max values in row format: their bytes one after another, and each one's range.
+    Rows {
+        bytes: Vec<u8>,
+        ranges: Vec<Option<(usize, usize)>>,
+    },
+}
+
+impl OutColumn {
+    fn push_null(&mut self) {
+        match self {
+            OutColumn::Int(v) => v.push(None),
+            OutColumn::Float(v) => v.push(None),
+            OutColumn::Decimal(v) => v.push(None),
+            OutColumn::Rows { ranges, .. } => ranges.push(None),
+        }
+    }
+
+    fn push_row(&mut self, value: Option<&[u8]>) {
+        if let OutColumn::Rows { bytes, ranges } = self {
+            ranges.push(value.map(|value| {
+                bytes.extend_from_slice(value);
+                (bytes.len() - value.len(), bytes.len())
+            }));
+        }
+    }
+
+    fn int(&self, i: usize) -> Option<i64> {
+        match self {
+            OutColumn::Int(v) => v.get(i).copied().flatten(),
+            _ => None,
+        }
+    }
+
+    fn float(&self, i: usize) -> Option<f64> {
+        match self {
+            OutColumn::Float(v) => v.get(i).copied().flatten(),
+            _ => None,
+        }
+    }
+
+    fn decimal(&self, i: usize) -> Option<i128> {
+        match self {
+            OutColumn::Decimal(v) => v.get(i).copied().flatten(),
+            _ => None,
+        }
+    }
+
+    fn row(&self, i: usize) -> Option<&[u8]> {
+        match self {
+            OutColumn::Rows { bytes, ranges } => ranges.get(i).copied().flatten().map(|(s, e)| &bytes[s..e]),
+            _ => None,
+        }
+    }
+
+    /// Whether value `i` here equals value `j` of `other` (a column of the same kind).
+    fn same(&self, i: usize, other: &OutColumn, j: usize) -> bool {
+        match self {
+            OutColumn::Int(_) => self.int(i) == other.int(j),
+            OutColumn::Float(_) => self.float(i).map(f64::to_bits) == other.float(j).map(f64::to_bits),
+            OutColumn::Decimal(_) => self.decimal(i) == other.decimal(j),
+            OutColumn::Rows { .. } => self.row(i) == other.row(j),
+        }
+    }
 }
 
 enum Prepared {
@@ -271,8 +449,40 @@ impl Prepared {
     }
 }
 
-/// A group's output values before a change (None: the group had no row).
-type Touched = Vec<(RowBytes, Option<Vec<ScalarValue>>)>;
+/// The groups a change touched, in order, with their outputs before it.
+struct Touched {
+    keys: Vec<RowBytes>,
+    /// Whether the group had a row before the change.
+    present: Vec<bool>,
+    /// One column per aggregate (a value for each touched group; NULL where it had no row).
+    before: Vec<OutColumn>,
+}
+
+impl Touched {
+    fn new(specs: &[AggSpec]) -> Self {
+        Self { keys: Vec::new(), present: Vec::new(), before: specs.iter().map(AggSpec::out_column).collect() }
+    }
+
+    /// Records a group's key and its outputs before the change (None: it had no row).
+    fn record(&mut self, specs: &[AggSpec], key: &[u8], group: Option<&GroupState>) -> Result<()> {
+        self.keys.push(key.into());
+        self.present.push(group.is_some());
+        outputs(specs, group, &mut self.before)
+    }
+}
+
+/// Appends a group's outputs to `columns` (NULLs when it has no row).
+fn outputs(specs: &[AggSpec], group: Option<&GroupState>, columns: &mut [OutColumn]) -> Result<()> {
+    match group {
+        Some(group) => {
+            for ((spec, state), out) in specs.iter().zip(&group.aggs).zip(columns.iter_mut()) {
+                spec.output(state, out)?;
+            }
+        }
+        None => columns.iter_mut().for_each(OutColumn::push_null),
+    }
+    Ok(())
+}
 
 impl AggregateNode {
     pub fn apply<'a>(
@@ -281,33 +491,34 @@ impl AggregateNode {
         requery: &'a Requery<'a>,
     ) -> BoxFuture<'a, Result<Option<Delta>>> {
         Box::pin(async move {
-            let mut touched: Touched = Vec::new();
+            self.epoch += 1;
+            let mut touched = Touched::new(&self.specs);
             if change.table == START_TABLE && self.global && !self.started {
                 self.started = true;
-                self.groups.insert(global_key(), self.new_group());
-                touched.push((global_key(), None));
+                let mut group = self.new_group();
+                group.seen = self.epoch;
+                self.groups.insert(global_key(), group);
+                touched.record(&self.specs, &global_key(), None)?;
             }
             let delta = self.input.apply(change, requery).await?;
             if let Some(delta) = &delta {
                 self.update(delta, &mut touched)?;
             }
-            if touched.is_empty() {
-                return Ok(if delta.is_some() { Some(self.emit(Vec::new())?) } else { None });
+            if touched.keys.is_empty() {
+                return Ok(if delta.is_some() { Some(self.emit(touched)?) } else { None });
             }
-            self.reaggregate(&touched, requery).await?;
+            self.reaggregate(&touched.keys, requery).await?;
             Ok(Some(self.emit(touched)?))
         })
     }
 
     fn new_group(&self) -> GroupState {
-        GroupState { rows: 0, aggs: self.specs.iter().map(|s| s.initial()).collect() }
+        GroupState { rows: 0, aggs: self.specs.iter().map(|s| s.initial()).collect(), seen: 0 }
     }
 
-    fn outputs(&self, group: &GroupState) -> Result<Option<Vec<ScalarValue>>> {
-        if group.rows <= 0 && !self.global {
-            return Ok(None);
-        }
-        Ok(Some(self.specs.iter().zip(&group.aggs).map(|(s, a)| s.output(a)).collect::<Result<_>>()?))
+    /// Whether a group has an output row.
+    fn has_row(&self, group: &GroupState) -> bool {
+        group.rows > 0 || self.global
     }
 
     fn update(&mut self, delta: &Delta, touched: &mut Touched) -> Result<()> {
@@ -327,27 +538,31 @@ impl AggregateNode {
             let column = spec.arg.evaluate(&delta.batch)?.into_array(delta.len())?;
             prepared.push(spec.prepare(column)?);
         }
+        let fresh = self.new_group();
+        let global = self.global;
         // Keys are looked up as borrowed bytes and copied only for a group seen for the first
-        // time in this change.
-        let mut seen: HashSet<RowBytes> = touched.iter().map(|(k, _)| k.clone()).collect();
+        // time in this change; a group's `seen` tells whether its outputs before were recorded.
         for (i, weight) in delta.weights.iter().enumerate() {
             let key: &[u8] = match &keys {
                 Some(keys) => keys.row(i).data(),
                 None => &[],
             };
-            if !seen.contains(key) {
-                let before = match self.groups.get(key) {
-                    Some(group) => self.outputs(group)?,
-                    None => None,
-                };
-                seen.insert(key.into());
-                touched.push((key.into(), before));
-            }
-            if !self.groups.contains_key(key) {
-                let fresh = self.new_group();
-                self.groups.insert(key.into(), fresh);
-            }
-            let Some(group) = self.groups.get_mut(key) else { continue };
+            let group = match self.groups.get_mut(key) {
+                Some(group) => {
+                    if group.seen != self.epoch {
+                        group.seen = self.epoch;
+                        let before = (group.rows > 0 || global).then_some(&*group);
+                        touched.record(&self.specs, key, before)?;
+                    }
+                    group
+                }
+                None => {
+                    touched.record(&self.specs, key, None)?;
+                    let mut group = fresh.clone();
+                    group.seen = self.epoch;
+                    self.groups.entry(key.into()).or_insert(group)
+                }
+            };
             group.rows += weight;
             for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
                 spec.update(state, column, i, *weight)?;
@@ -357,9 +572,9 @@ impl AggregateNode {
     }
 
     /// Re-aggregates the min/max of groups whose buffers cannot tell them, from the input.
-    async fn reaggregate(&mut self, touched: &Touched, requery: &Requery<'_>) -> Result<()> {
+    async fn reaggregate(&mut self, touched: &[RowBytes], requery: &Requery<'_>) -> Result<()> {
         let mut dirty: Vec<RowBytes> = Vec::new();
-        for (key, _) in touched {
+        for key in touched {
             let Some(group) = self.groups.get(key) else { continue };
             if group.rows > 0 && group.aggs.iter().any(|a| matches!(a, AggState::Extreme(e) if e.dirty)) {
                 dirty.push(key.clone());
@@ -375,7 +590,7 @@ impl AggregateNode {
         for key in &dirty {
             if let Some(group) = self.groups.get_mut(key) {
                 for &a in &extremes {
-                    group.aggs[a] = AggState::Extreme(Extreme { complete: true, ..Default::default() });
+                    group.aggs[a] = AggState::Extreme(Extreme::complete());
                 }
             }
         }
@@ -396,8 +611,8 @@ impl AggregateNode {
                     if column.is_null(i) {
                         continue;
                     }
-                    let key: RowBytes = keys.as_ref().map(|k| k.row(i).as_ref().into()).unwrap_or_else(global_key);
-                    if let Some(AggState::Extreme(extreme)) = self.groups.get_mut(&key).map(|g| &mut g.aggs[a]) {
+                    let key: &[u8] = keys.as_ref().map(|k| k.row(i).data()).unwrap_or(&[]);
+                    if let Some(AggState::Extreme(extreme)) = self.groups.get_mut(key).map(|g| &mut g.aggs[a]) {
                         extreme.insert(spec.kind == AggKind::Max, rows.row(i).as_ref());
                     }
                 }
@@ -405,7 +620,6 @@ impl AggregateNode {
         }
         Ok(())
     }
-
     /// `SELECT groups, min/max arguments FROM input WHERE group in (dirty groups)`.
     fn requery_plan(&self, dirty: &[RowBytes]) -> Result<LogicalPlan> {
         let parser = self.groups_converter.parser();
@@ -444,55 +658,107 @@ impl AggregateNode {
         Ok(builder.project(exprs)?.build()?)
     }
 
+    /// The change of the output: for each touched group whose outputs changed, its row before
+    /// (weight -1) and after (+1). Groups left without rows are forgotten.
     fn emit(&mut self, touched: Touched) -> Result<Delta> {
-        let mut keys: Vec<RowBytes> = Vec::new();
-        let mut rows: Vec<Vec<ScalarValue>> = Vec::new();
-        let mut weights = Vec::new();
-        for (key, before) in touched {
-            let after = match self.groups.get(&key) {
-                Some(group) => self.outputs(group)?,
-                None => None,
-            };
-            if self.groups.get(&key).is_some_and(|g| g.rows == 0 && !self.global) {
-                self.groups.remove(&key);
-            }
-            if before == after {
-                continue;
-            }
-            for (values, weight) in [(before, -1), (after, 1)] {
-                if let Some(values) = values {
-                    keys.push(key.clone());
-                    rows.push(values);
-                    weights.push(weight);
-                }
+        let mut after: Vec<OutColumn> = self.specs.iter().map(AggSpec::out_column).collect();
+        let mut present_after = Vec::with_capacity(touched.keys.len());
+        for key in &touched.keys {
+            let group = self.groups.get(key).filter(|g| self.has_row(g));
+            present_after.push(group.is_some());
+            outputs(&self.specs, group, &mut after)?;
+            if group.is_none() && !self.global {
+                self.groups.remove(key);
             }
         }
+        let mut deleted: Vec<usize> = Vec::new();
+        let mut inserted: Vec<usize> = Vec::new();
+        for (i, (&before, &now)) in touched.present.iter().zip(&present_after).enumerate() {
+            if before && now && touched.before.iter().zip(&after).all(|(b, a)| b.same(i, a, i)) {
+                continue;
+            }
+            if before {
+                deleted.push(i);
+            }
+            if now {
+                inserted.push(i);
+            }
+        }
+        let rows = deleted.len() + inserted.len();
         let mut columns: Vec<ArrayRef> = Vec::new();
         if !self.global {
             let parser = self.groups_converter.parser();
-            columns = self.groups_converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?;
+            let keys = deleted.iter().chain(&inserted).map(|&i| parser.parse(&touched.keys[i]));
+            columns = self.groups_converter.convert_rows(keys)?;
         }
         for (a, spec) in self.specs.iter().enumerate() {
-            columns.push(if rows.is_empty() {
-                arrow::array::new_empty_array(&spec.output_type)
-            } else if matches!(spec.kind, AggKind::Min | AggKind::Max) {
-                let values: Vec<Option<&[u8]>> = rows
-                    .iter()
-                    .map(|r| match &r[a] {
-                        ScalarValue::Binary(value) => value.as_deref(),
-                        _ => None,
-                    })
-                    .collect();
-                spec.decode_extremes(&values)?
-            } else {
-                ScalarValue::iter_to_array(rows.iter().map(|r| r[a].clone()))?
-            });
+            let picks: Vec<(&OutColumn, usize)> = deleted
+                .iter()
+                .map(|&i| (&touched.before[a], i))
+                .chain(inserted.iter().map(|&i| (&after[a], i)))
+                .collect();
+            columns.push(spec.array(&picks)?);
         }
-        let batch = batch_of(&self.schema, columns, weights.len())?;
+        let batch = batch_of(&self.schema, columns, rows)?;
+        let weights = deleted.iter().map(|_| -1).chain(inserted.iter().map(|_| 1)).collect();
         Ok(Delta::new(batch, weights))
     }
 }
 
 fn global_key() -> RowBytes {
     Box::new([])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(extreme: &Extreme) -> Vec<Vec<u8>> {
+        extreme.values().map(<[u8]>::to_vec).collect()
+    }
+
+    #[test]
+    fn a_min_buffer_keeps_the_smallest_values_in_order() {
+        let mut extreme = Extreme::complete();
+        for v in [5_u8, 3, 9, 3, 1] {
+            extreme.insert(false, &[v, 0xaa]);
+        }
+        assert_eq!(values(&extreme), vec![vec![1, 0xaa], vec![3, 0xaa], vec![3, 0xaa], vec![5, 0xaa], vec![9, 0xaa]]);
+        extreme.delete(false, &[3, 0xaa]);
+        extreme.delete(false, &[1, 0xaa]);
+        assert_eq!(extreme.first(), Some(&[3_u8, 0xaa][..]));
+        assert_eq!(extreme.len(), 3);
+        assert!(extreme.complete && !extreme.dirty);
+    }
+
+    #[test]
+    fn a_full_max_buffer_drops_its_worst_value_and_turns_dirty_when_emptied() {
+        let mut extreme = Extreme::complete();
+        for v in 0..(EXTREME_BUFFER_VALUES_MAX as u8 + 4) {
+            extreme.insert(true, &[v]);
+        }
+        assert_eq!(extreme.len(), EXTREME_BUFFER_VALUES_MAX);
+        assert!(!extreme.complete);
+        assert_eq!(extreme.first(), Some(&[EXTREME_BUFFER_VALUES_MAX as u8 + 3][..]));
+        // A value worse than the whole buffer is not kept, and deleting it is fine.
+        extreme.insert(true, &[0]);
+        extreme.delete(true, &[0]);
+        assert!(!extreme.dirty);
+        let kept = values(&extreme);
+        for value in &kept {
+            extreme.delete(true, value);
+        }
+        assert!(extreme.is_empty() && extreme.dirty);
+    }
+
+    #[test]
+    fn values_of_different_lengths_round_trip_through_push() {
+        let mut extreme = Extreme::with_flags(true, false);
+        extreme.push(b"a");
+        extreme.push(b"abc");
+        extreme.push(&[]);
+        assert_eq!(values(&extreme), vec![b"a".to_vec(), b"abc".to_vec(), vec![]]);
+        extreme.delete(false, b"abc");
+        assert_eq!(values(&extreme), vec![b"a".to_vec(), vec![]]);
+    }
 }

@@ -6,14 +6,13 @@
 //! aggregates with count, count(DISTINCT), sum, avg, min and max, DISTINCT and UNION ALL; every
 //! expression must be deterministic. Anything else is a [`Fallback`] naming what is not.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::new_null_array;
 use arrow::datatypes::{DataType, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::tree_node::TreeNode;
-use datafusion::common::{DFSchema, JoinType, NullEquality, TableReference};
+use datafusion::common::{DFSchema, HashMap, JoinType, NullEquality, TableReference};
 use datafusion::execution::session_state::SessionState;
 use datafusion::logical_expr::{Distinct, Expr, ExprSchemable, LogicalPlan, Volatility};
 use datafusion::physical_expr::PhysicalExpr;
@@ -203,6 +202,7 @@ impl CompileContext<'_> {
             schema,
             text,
             started: false,
+            epoch: 0,
         })))
     }
 

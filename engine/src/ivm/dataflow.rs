@@ -8,7 +8,6 @@
 //! compare and hash like the values), and are serialized by [`super::state`] for checkpoints.
 //! Compiling a DataFusion logical plan into this tree lives in [`super::compile`].
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -17,6 +16,7 @@ use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOption
 use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
+use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateNode;
@@ -299,14 +299,24 @@ impl DistinctNode {
         let mut keep = Vec::new();
         let mut weights = Vec::new();
         for (i, weight) in delta.weights.iter().enumerate() {
-            let row = rows.row(i);
-            let count = self.counts.entry(row.as_ref().into()).or_insert(0);
-            let before = *count > 0;
-            *count += weight;
-            let after = *count > 0;
-            if *count == 0 {
-                self.counts.remove(row.as_ref());
-            }
+            let row = rows.row(i).data();
+            let (before, after) = match self.counts.get_mut(row) {
+                Some(count) => {
+                    let before = *count > 0;
+                    *count += weight;
+                    let after = *count > 0;
+                    if *count == 0 {
+                        self.counts.remove(row);
+                    }
+                    (before, after)
+                }
+                None => {
+                    if *weight != 0 {
+                        self.counts.insert(row.into(), *weight);
+                    }
+                    (false, *weight > 0)
+                }
+            };
             if before != after {
                 keep.push(i as u32);
                 weights.push(if after { 1 } else { -1 });

@@ -7,12 +7,12 @@
 //! NULLs, and retracts them when the key's first right row arrives (and back when its last goes).
 //! Rows with a NULL key never match (SQL equality).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::row::{RowConverter, Rows};
+use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
@@ -78,10 +78,10 @@ fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
         return;
     }
     // Looked up as borrowed bytes: the key and row are copied only when they are new.
-    if !index.contains_key(key) {
-        index.insert(key.into(), HashMap::new());
-    }
-    let Some(rows) = index.get_mut(key) else { return };
+    let Some(rows) = index.get_mut(key) else {
+        index.insert(key.into(), HashMap::from_iter([(row.into(), weight)]));
+        return;
+    };
     match rows.get_mut(row) {
         Some(count) => {
             *count += weight;

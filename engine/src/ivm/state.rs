@@ -9,9 +9,8 @@
 //! operator's entries in tree order, rows as Arrow row-format bytes. A file of another version or
 //! shape is refused (the view is rebuilt).
 
-use std::collections::HashMap;
-
 use bytes::Bytes;
+use datafusion::common::HashMap;
 use sluice_storage::actions::Txn;
 use sluice_storage::write::{SaveMode, WriteRequest};
 
@@ -186,8 +185,8 @@ fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
                 AggState::Extreme(extreme) => {
                     w.u64(4);
                     w.u64(extreme.complete as u64 | (extreme.dirty as u64) << 1);
-                    w.u64(extreme.values.len() as u64);
-                    for value in &extreme.values {
+                    w.u64(extreme.len() as u64);
+                    for value in extreme.values() {
                         w.bytes(value);
                     }
                 }
@@ -258,13 +257,16 @@ fn decode_groups(aggregate: &mut AggregateNode, r: &mut Reader<'_>) -> Result<()
                 4 => {
                     let flags = r.u64()?;
                     let n = r.u64()?;
-                    let values = (0..n).map(|_| r.row()).collect::<Result<Vec<_>>>()?;
-                    AggState::Extreme(Extreme { values, complete: flags & 1 != 0, dirty: flags & 2 != 0 })
+                    let mut extreme = Extreme::with_flags(flags & 1 != 0, flags & 2 != 0);
+                    for _ in 0..n {
+                        extreme.push(r.bytes()?);
+                    }
+                    AggState::Extreme(extreme)
                 }
                 tag => return Err(Error::Internal(format!("unknown view aggregate state {tag}"))),
             });
         }
-        aggregate.groups.insert(key, GroupState { rows, aggs });
+        aggregate.groups.insert(key, GroupState { rows, aggs, seen: 0 });
     }
     Ok(())
 }
