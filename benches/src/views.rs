@@ -271,15 +271,35 @@ pub fn deleted_ids(round: usize, count: usize) -> String {
         .join(", ")
 }
 
-async fn load(db: &sluice::Database, parquet: &Path) -> Result<serde_json::Value> {
+/// Creates `customers`, `orders` (which the views read) and `orders_plain` (no views), empty.
+async fn create_tables(db: &sluice::Database) -> Result<()> {
     db.execute("CREATE TABLE customers (id bigint, region text)").await?;
+    for table in ["orders", "orders_plain"] {
+        db.execute(&format!("CREATE TABLE {table} (id bigint, customer_id bigint, amount bigint, ts timestamp)"))
+            .await?;
+    }
+    Ok(())
+}
+
+/// Creates both views, and reports how long each took to build.
+async fn create_views(db: &sluice::Database) -> Result<serde_json::Map<String, serde_json::Value>> {
+    let mut build_seconds = serde_json::Map::new();
+    for (view, sql) in [("agg_view", AGG_VIEW), ("join_view", JOIN_VIEW)] {
+        let started = Instant::now();
+        db.execute(sql).await?;
+        build_seconds.insert(view.to_string(), json!(started.elapsed().as_secs_f64()));
+        eprintln!("{view} built in {:.1} s", started.elapsed().as_secs_f64());
+    }
+    Ok(build_seconds)
+}
+
+async fn load(db: &sluice::Database, parquet: &Path) -> Result<serde_json::Value> {
+    create_tables(db).await?;
     let started = Instant::now();
     db.insert("customers", read_parquet(&parquet.join("customers.parquet"))?).await?;
     let customers_s = started.elapsed().as_secs_f64();
     let mut seconds = serde_json::Map::new();
     for table in ["orders", "orders_plain"] {
-        db.execute(&format!("CREATE TABLE {table} (id bigint, customer_id bigint, amount bigint, ts timestamp)"))
-            .await?;
         let batches = read_parquet(&parquet.join("orders.parquet"))?;
         let started = Instant::now();
         db.insert(table, batches).await?;
@@ -351,24 +371,14 @@ async fn latency(db: &sluice::Database, first_id: i64, iterations: usize) -> Res
 pub async fn profile(data: &str, orders_rows: usize, rounds: usize, delta_rows: usize) -> BenchResult {
     std::fs::create_dir_all(data)?;
     let db = sluice::Database::open(data).await?;
-    db.execute("CREATE TABLE customers (id bigint, region text)").await?;
+    create_tables(&db).await?;
     db.insert("customers", vec![customers()?]).await?;
-    for table in ["orders", "orders_plain"] {
-        db.execute(&format!("CREATE TABLE {table} (id bigint, customer_id bigint, amount bigint, ts timestamp)"))
-            .await?;
-    }
     let batches = (0..orders_rows)
         .step_by(BATCH_ROWS)
         .map(|start| orders(start as i64, BATCH_ROWS.min(orders_rows - start)))
         .collect::<Result<Vec<_>>>()?;
     db.insert("orders", batches).await?;
-    let mut build_seconds = serde_json::Map::new();
-    for (view, sql) in [("agg_view", AGG_VIEW), ("join_view", JOIN_VIEW)] {
-        let started = Instant::now();
-        db.execute(sql).await?;
-        build_seconds.insert(view.to_string(), json!(started.elapsed().as_secs_f64()));
-    }
-    eprintln!("views built: {build_seconds:?}");
+    let build_seconds = create_views(&db).await?;
     let mut inserts = Rounds { db: &db, series: Series::default() };
     let mut next_id = orders_rows as i64;
     for _ in 0..rounds {
@@ -386,13 +396,7 @@ pub async fn run(parquet: &Path, data: &str, rounds: usize, delta_rows: usize, i
     let rss_loaded_mb = crate::current_rss_mb();
     eprintln!("loaded: {load_seconds}");
 
-    let mut build_seconds = serde_json::Map::new();
-    for (view, sql) in [("agg_view", AGG_VIEW), ("join_view", JOIN_VIEW)] {
-        let started = Instant::now();
-        db.execute(sql).await?;
-        build_seconds.insert(view.to_string(), json!(started.elapsed().as_secs_f64()));
-        eprintln!("{view} built in {:.1} s", started.elapsed().as_secs_f64());
-    }
+    let build_seconds = create_views(&db).await?;
     let rss_views_mb = crate::current_rss_mb();
     let strategies = db.query("SELECT name, strategy, reason FROM sluice.views ORDER BY name").await?;
     let strategies = sluice_benches::tpch::text_rows(&strategies);

@@ -19,7 +19,7 @@ use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
+use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
 use super::{Requery, START_TABLE};
 use crate::error::{Error, Result};
 
@@ -262,18 +262,7 @@ impl AggSpec {
             }
             AggState::Distinct(values) => {
                 let Prepared::Rows(rows, _) = prepared else { return Err(Error::Internal("distinct rows".into())) };
-                let value = rows.row(i).data();
-                match values.get_mut(value) {
-                    Some(n) => {
-                        *n += weight;
-                        if *n == 0 {
-                            values.remove(value);
-                        }
-                    }
-                    None => {
-                        values.insert(value.into(), weight);
-                    }
-                }
+                add_count(values, rows.row(i).data(), weight);
             }
             AggState::Extreme(extreme) => {
                 let Prepared::Rows(rows, _) = prepared else { return Err(Error::Internal("extreme rows".into())) };

@@ -99,6 +99,27 @@ impl Delta {
     }
 }
 
+/// Adds `weight` to a row's count (the row is copied only when it is new; a count that reaches 0
+/// is dropped) and returns the count before and after.
+pub fn add_count(counts: &mut HashMap<RowBytes, i64>, row: &[u8], weight: i64) -> (i64, i64) {
+    match counts.get_mut(row) {
+        Some(count) => {
+            let before = *count;
+            *count += weight;
+            if *count == 0 {
+                counts.remove(row);
+            }
+            (before, before + weight)
+        }
+        None => {
+            if weight != 0 {
+                counts.insert(row.into(), weight);
+            }
+            (0, weight)
+        }
+    }
+}
+
 /// Evaluates expressions over a batch into arrays of its length.
 pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?)).collect()
@@ -191,12 +212,7 @@ impl Node {
                             out.push(Delta::new(batch, delta.weights));
                         }
                     }
-                    if out.is_empty() {
-                        return Ok(None);
-                    }
-                    let batches: Vec<RecordBatch> = out.iter().map(|d| d.batch.clone()).collect();
-                    let batch = arrow::compute::concat_batches(schema, &batches)?;
-                    Ok(Some(Delta::new(batch, out.into_iter().flat_map(|d| d.weights).collect())))
+                    Delta::concat(out)
                 }
             }
         })
@@ -299,24 +315,8 @@ impl DistinctNode {
         let mut keep = Vec::new();
         let mut weights = Vec::new();
         for (i, weight) in delta.weights.iter().enumerate() {
-            let row = rows.row(i).data();
-            let (before, after) = match self.counts.get_mut(row) {
-                Some(count) => {
-                    let before = *count > 0;
-                    *count += weight;
-                    let after = *count > 0;
-                    if *count == 0 {
-                        self.counts.remove(row);
-                    }
-                    (before, after)
-                }
-                None => {
-                    if *weight != 0 {
-                        self.counts.insert(row.into(), *weight);
-                    }
-                    (false, *weight > 0)
-                }
-            };
+            let (before, after) = add_count(&mut self.counts, rows.row(i).data(), *weight);
+            let (before, after) = (before > 0, after > 0);
             if before != after {
                 keep.push(i as u32);
                 weights.push(if after { 1 } else { -1 });

@@ -15,7 +15,7 @@ use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
+use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
 use super::Requery;
 use crate::error::Result;
 
@@ -82,17 +82,7 @@ fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
         index.insert(key.into(), HashMap::from_iter([(row.into(), weight)]));
         return;
     };
-    match rows.get_mut(row) {
-        Some(count) => {
-            *count += weight;
-            if *count == 0 {
-                rows.remove(row);
-            }
-        }
-        None => {
-            rows.insert(row.into(), weight);
-        }
-    }
+    add_count(rows, row, weight);
     if rows.is_empty() {
         index.remove(key);
     }
