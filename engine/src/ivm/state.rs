@@ -12,6 +12,7 @@
 use bytes::Bytes;
 use datafusion::common::HashMap;
 use sluice_storage::actions::Txn;
+use sluice_storage::store::{PutOutcome, TableStore};
 use sluice_storage::write::{SaveMode, WriteRequest};
 
 use super::aggregate::{AggState, AggregateNode, Extreme, GroupState};
@@ -33,43 +34,76 @@ fn state_path(sequence: u64) -> String {
     format!("{STATE_FOLDER}/{sequence:020}.bin")
 }
 
+/// How often a checkpoint is tried again after another process's commit to the view's table (its
+/// own checkpoint of the same view, usually) won the race.
+const CHECKPOINT_ATTEMPTS: usize = 5;
+
 /// Writes a checkpoint; returns the view table's version that holds it.
+///
+/// Another process that maintains the same view checkpoints it too. Both commits carry
+/// `txn('ivm-state')`, so one of two concurrent checkpoints loses; the loser starts again from the
+/// winner's version (either state is a valid starting point: a restart replays what follows it).
 pub async fn checkpoint(db: &DatabaseInner, live: &mut LiveView) -> Result<u64> {
     let table = db.open_table(&live.entry).await?;
-    let snapshot = table.snapshot().await?;
-    let sequence = snapshot.version() + 1;
     let store = table.store().clone();
-    store.put(&store.path(&state_path(sequence)), Bytes::from(encode(live)?)).await?;
-    let now = chrono::Utc::now().timestamp_millis();
-    let mut txns = vec![Txn { app_id: STATE_APP_ID.into(), version: sequence as i64, last_updated: Some(now) }];
-    for (key, input) in &live.inputs {
-        let version = input.version.map(|v| v as i64).unwrap_or(-1);
-        txns.push(Txn { app_id: input_app_id(key), version, last_updated: Some(now) });
-    }
-    let batches = live.output.batches()?;
-    let request = WriteRequest {
-        batches: batches.iter().filter(|b| b.num_rows() > 0).cloned().collect(),
-        mode: SaveMode::Overwrite,
-        txns,
-        operation: Some("MATERIALIZED VIEW CHECKPOINT".into()),
-        ..Default::default()
-    };
-    let version = crate::sql::ddl::committed(table.write_on(&snapshot, request).await?)?;
-    // Older state files are no longer named by the latest checkpoint.
-    if let Ok(listed) = store.list(&store.path(STATE_FOLDER), None).await {
-        for meta in listed {
-            let older = meta
-                .location
-                .filename()
-                .and_then(|n| n.strip_suffix(".bin"))
-                .and_then(|n| n.parse::<u64>().ok())
-                .is_some_and(|n| n < sequence);
-            if older {
-                let _ = store.delete(&meta.location).await;
+    let state = Bytes::from(encode(live)?);
+    let batches: Vec<_> = live.output.batches()?.iter().filter(|b| b.num_rows() > 0).cloned().collect();
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        let snapshot = table.snapshot().await?;
+        let sequence = create_state_file(&store, snapshot.version() + 1, state.clone()).await?;
+        let now = chrono::Utc::now().timestamp_millis();
+        let mut txns = vec![Txn { app_id: STATE_APP_ID.into(), version: sequence as i64, last_updated: Some(now) }];
+        for (key, input) in &live.inputs {
+            let version = input.version.map(|v| v as i64).unwrap_or(-1);
+            txns.push(Txn { app_id: input_app_id(key), version, last_updated: Some(now) });
+        }
+        let request = WriteRequest {
+            batches: batches.clone(),
+            mode: SaveMode::Overwrite,
+            txns,
+            operation: Some("MATERIALIZED VIEW CHECKPOINT".into()),
+            ..Default::default()
+        };
+        let version = match crate::sql::ddl::committed(table.write_on(&snapshot, request).await?) {
+            Ok(version) => version,
+            Err(Error::SerializationFailure(reason)) if attempt < CHECKPOINT_ATTEMPTS => {
+                tracing::debug!(view = %live.entry.name, %reason, "view checkpoint lost a race; trying again");
+                let _ = store.delete(&store.path(&state_path(sequence))).await;
+                continue;
             }
+            Err(e) => {
+                let _ = store.delete(&store.path(&state_path(sequence))).await;
+                return Err(e);
+            }
+        };
+        // Older state files are no longer named by the latest checkpoint. A file of another
+        // process's checkpoint in flight has a higher number (numbers only grow, see
+        // create_state_file) or belongs to a commit that will lose to this one.
+        for older in state_files(&store).await?.into_iter().filter(|n| *n < sequence) {
+            let _ = store.delete(&store.path(&state_path(older))).await;
+        }
+        return Ok(version);
+    }
+}
+
+/// The state files in a view table's folder, by number.
+async fn state_files(store: &TableStore) -> Result<Vec<u64>> {
+    let listed = store.list(&store.path(STATE_FOLDER), None).await?;
+    Ok(listed.iter().filter_map(|meta| meta.location.filename()?.strip_suffix(".bin")?.parse::<u64>().ok()).collect())
+}
+
+/// Creates a new state file, numbered above every existing one and at least `at_least`, without
+/// overwriting the file of a concurrent checkpoint (which may take the same number first).
+async fn create_state_file(store: &TableStore, at_least: u64, state: Bytes) -> Result<u64> {
+    loop {
+        let highest = state_files(store).await?.into_iter().max();
+        let sequence = highest.map_or(at_least, |n| (n + 1).max(at_least));
+        if store.put_if_absent(&store.path(&state_path(sequence)), state.clone()).await? == PutOutcome::Created {
+            return Ok(sequence);
         }
     }
-    Ok(version)
 }
 
 /// Loads the latest checkpoint into a freshly compiled view; `None` when there is none.

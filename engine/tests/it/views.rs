@@ -638,6 +638,45 @@ async fn views_survive_restarts_and_catch_up() {
     assert_views_match(&db, &views, "after REFRESH ... FULL").await;
 }
 
+/// Two handles on one warehouse (as two processes) maintain the same views and checkpoint them
+/// at the same time. Both commits name the view's state, so one loses the race and tries again:
+/// every REFRESH succeeds, and a reopened warehouse starts from a whole checkpoint.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_handles_checkpoint_the_same_view_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let views = small_views();
+    {
+        let first = Database::open(&path).await.unwrap();
+        first.execute(TABLES).await.unwrap();
+        for view in &views {
+            first.execute(&view.create_sql(false)).await.unwrap();
+        }
+        let second = Database::open(&path).await.unwrap();
+        for round in 1..=6 {
+            write_round(if round % 2 == 0 { &first } else { &second }, round).await;
+            for view in &views {
+                // FULL rebuilds, so both handles have a checkpoint to write at about the same time.
+                let refresh = format!("REFRESH MATERIALIZED VIEW {} FULL", view.name);
+                let tasks = [&first, &second, &first, &second].map(|db| {
+                    let (db, refresh) = (db.clone(), refresh.clone());
+                    tokio::spawn(async move { db.execute(&refresh).await.map(|_| ()) })
+                });
+                for (handle, task) in ["first", "second", "first", "second"].into_iter().zip(tasks) {
+                    let outcome = task.await.unwrap();
+                    outcome.unwrap_or_else(|e| panic!("round {round}, {} in the {handle} handle: {e}", view.name));
+                }
+            }
+        }
+        assert_views_match(&first, &views, "in the first handle").await;
+        assert_views_match(&second, &views, "in the second handle").await;
+    }
+    let db = Database::open(&path).await.unwrap();
+    assert_views_match(&db, &views, "reopened").await;
+    let rebuilds = rows(&db.query("SELECT flow, message FROM sluice.events WHERE kind = 'rebuild'").await.unwrap());
+    assert!(rebuilds.is_empty(), "every view should start from its checkpoint: {rebuilds:?}");
+}
+
 /// Async views are maintained and checkpointed by the background worker: without anything
 /// reading them (a read, also of sluice.views, would catch them up itself), their Delta tables,
 /// attached in another database as outside readers see them, reach the rows of their queries.
