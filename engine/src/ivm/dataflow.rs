@@ -17,6 +17,7 @@ use arrow::compute::{cast, filter_record_batch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
+use datafusion::physical_expr::expressions::Column;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::AggregateNode;
@@ -274,6 +275,29 @@ impl Node {
                 distinct.input.reset();
             }
             Node::Union { inputs, .. } => inputs.iter_mut().for_each(Node::reset),
+        }
+    }
+
+    /// Output columns that no two rows share (all together), when the operators guarantee it: the
+    /// group columns of a grouped aggregate, kept through filters and plain-column projections.
+    /// The view's rows can then be stored by that key.
+    pub fn unique_key(&self) -> Option<Vec<usize>> {
+        match self {
+            Node::Aggregate(aggregate) if !aggregate.global => Some((0..aggregate.group_exprs.len()).collect()),
+            Node::Filter { input, .. } => input.unique_key(),
+            Node::Project { input, exprs, .. } => {
+                let key = input.unique_key()?;
+                key.iter()
+                    .map(|&k| {
+                        exprs.iter().position(|e| {
+                            (e.as_ref() as &dyn std::any::Any)
+                                .downcast_ref::<Column>()
+                                .is_some_and(|column| column.index() == k)
+                        })
+                    })
+                    .collect()
+            }
+            _ => None,
         }
     }
 

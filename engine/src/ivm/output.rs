@@ -2,10 +2,14 @@
 //! readers alike.
 //!
 //! Rows live in segments (Arrow batches with a liveness mask): a change appends its inserted rows
-//! as a new segment and masks the deleted ones where they are (found through an index from each
-//! row, in Arrow's row format, to its copies). Readers get every segment, filtered by its mask
-//! (cached per segment until it changes). When segments pile up or half the rows are dead, they
-//! are compacted into one: the index is then renumbered in place, not rebuilt.
+//! as a new segment and masks the deleted ones where they are. Readers get every segment, filtered
+//! by its mask (cached per segment until it changes). When segments pile up or half the rows are
+//! dead, they are compacted into one: the index is then renumbered in place, not rebuilt.
+//!
+//! The index finds a deleted row. For most views it maps each row (in Arrow's row format) to its
+//! copies. When the dataflow guarantees that some columns are unique (the group columns of an
+//! aggregate), it maps only those columns to the one row that has them: a group's change (-old
+//! row, +new row) is then one lookup of a short key, and the other columns are never converted.
 
 use std::sync::Arc;
 
@@ -87,66 +91,72 @@ impl Copies {
     }
 }
 
+/// How a deleted row is found.
+enum Index {
+    /// Each distinct row's copies.
+    Rows(HashMap<RowBytes, Copies>),
+    /// The one row of each value of the unique `columns`.
+    Keys { columns: Vec<usize>, positions: HashMap<RowBytes, (u32, u32)> },
+}
+
 pub struct OutputStore {
     /// The view table's schema (what readers and checkpoints see).
     pub schema: SchemaRef,
+    /// Converts the indexed columns (all, or the unique key) to row format.
     rows: RowConverter,
-    /// Each distinct row's copies.
-    positions: HashMap<RowBytes, Copies>,
+    index: Index,
     segments: Vec<Segment>,
     dead: usize,
     pub total: u64,
 }
 
+fn missing_row() -> Error {
+    Error::Internal("a materialized view change removes a row it does not have (or more often than it has it)".into())
+}
+
 impl OutputStore {
-    pub fn new(schema: SchemaRef) -> Result<Self> {
-        Ok(Self {
-            rows: converter(&schema)?,
-            schema,
-            positions: HashMap::new(),
-            segments: Vec::new(),
-            dead: 0,
-            total: 0,
-        })
+    /// A store of the view's rows; `key`: columns that no two rows share (see the module docs).
+    pub fn new(schema: SchemaRef, key: Option<Vec<usize>>) -> Result<Self> {
+        let (rows, index) = match key {
+            Some(columns) if !columns.is_empty() && columns.iter().all(|&c| c < schema.fields().len()) => {
+                let fields: Vec<_> = columns.iter().map(|&c| schema.field(c).clone()).collect();
+                let converter = converter(&Arc::new(arrow::datatypes::Schema::new(fields)))?;
+                (converter, Index::Keys { columns, positions: HashMap::new() })
+            }
+            _ => (converter(&schema)?, Index::Rows(HashMap::new())),
+        };
+        Ok(Self { rows, index, schema, segments: Vec::new(), dead: 0, total: 0 })
+    }
+
+    /// The unique key's column names, when rows are indexed by it.
+    pub fn key_names(&self) -> Option<Vec<String>> {
+        match &self.index {
+            Index::Keys { columns, .. } => Some(columns.iter().map(|&c| self.schema.field(c).name().clone()).collect()),
+            Index::Rows(_) => None,
+        }
     }
 
     pub fn clear(&mut self) {
-        self.positions.clear();
+        match &mut self.index {
+            Index::Rows(positions) => positions.clear(),
+            Index::Keys { positions, .. } => positions.clear(),
+        }
         self.segments.clear();
         self.dead = 0;
         self.total = 0;
     }
 
     /// Adds a change (its columns are cast to the view's types). Removing a row that is not
-    /// there is a bug, reported as an internal error.
+    /// there (or, by key, adding a second row with one key) is a bug, reported as an internal error.
     pub fn apply(&mut self, delta: &Delta) -> Result<()> {
         if delta.is_empty() {
             return Ok(());
         }
         let batch = batch_of(&self.schema, delta.batch.columns().to_vec(), delta.len())?;
-        let rows = self.rows.convert_columns(batch.columns())?;
-        // The net change per distinct row (a change may remove and add one row).
-        let mut net: HashMap<&[u8], (i64, u32)> = HashMap::with_capacity(delta.len());
-        for (i, weight) in delta.weights.iter().enumerate() {
-            net.entry(rows.row(i).data()).or_insert((0, i as u32)).0 += weight;
-        }
-        let segment = self.segments.len() as u32;
-        let mut inserted: Vec<u32> = Vec::new();
-        for (row, (weight, index)) in net {
-            if weight < 0 {
-                self.remove(row, weight.unsigned_abs())?;
-            }
-            for _ in 0..weight.max(0) {
-                let at = (segment, inserted.len() as u32);
-                inserted.push(index);
-                match self.positions.get_mut(row) {
-                    Some(copies) => copies.push(at),
-                    None => {
-                        self.positions.insert(row.into(), Copies::One(at));
-                    }
-                }
-            }
-        }
+        let inserted = match &self.index {
+            Index::Rows(_) => self.apply_rows(&batch, &delta.weights)?,
+            Index::Keys { .. } => self.apply_keyed(&batch, &delta.weights)?,
+        };
         self.total += inserted.len() as u64;
         if !inserted.is_empty() {
             let batch = take_record_batch(&batch, &UInt32Array::from(inserted))?;
@@ -159,31 +169,117 @@ impl OutputStore {
         Ok(())
     }
 
-    fn remove(&mut self, row: &[u8], count: u64) -> Result<()> {
-        for _ in 0..count {
-            let Some(copies) = self.positions.get_mut(row) else {
-                return Err(Error::Internal(
-                    "a materialized view change removes a row it does not have (or more often than it has it)".into(),
-                ));
-            };
-            let (segment, index) = match copies.pop() {
-                Some(at) => at,
-                None => {
-                    let at = copies.last();
-                    self.positions.remove(row);
-                    at
+    /// Indexed by key: per key, the change removes its row, adds one, or replaces it. Returns the
+    /// rows of `batch` to append, in order.
+    fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<Vec<u32>> {
+        let Index::Keys { columns, positions } = &mut self.index else { return Ok(Vec::new()) };
+        let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
+        let keys = self.rows.convert_columns(&keys)?;
+        // Per key: the net count (-1, 0 or +1) and the row added.
+        let mut net: HashMap<&[u8], (i64, Option<u32>)> = HashMap::with_capacity(weights.len());
+        for (i, &weight) in weights.iter().enumerate() {
+            let entry = net.entry(keys.row(i).data()).or_insert((0, None));
+            entry.0 += weight;
+            if weight > 0 {
+                if weight > 1 || entry.1.is_some() {
+                    return Err(Error::Internal("a materialized view change adds two rows with one unique key".into()));
                 }
-            };
-            let segment = self
-                .segments
-                .get_mut(segment as usize)
-                .ok_or_else(|| Error::Internal("a materialized view row is in no segment".into()))?;
-            segment.live[index as usize] = false;
-            segment.dead += 1;
-            segment.filtered = None;
-            self.dead += 1;
-            self.total -= 1;
+                entry.1 = Some(i as u32);
+            }
         }
+        let segment = self.segments.len() as u32;
+        let mut inserted: Vec<u32> = Vec::new();
+        for (key, (count, added)) in net {
+            let old = match (count, added) {
+                // -old +new: the key's row is replaced where the index has it.
+                (0, Some(row)) => match positions.get_mut(key) {
+                    Some(at) => {
+                        let old = *at;
+                        *at = (segment, inserted.len() as u32);
+                        inserted.push(row);
+                        Some(old)
+                    }
+                    // +row -row: nothing changes.
+                    None => None,
+                },
+                (1, Some(row)) => {
+                    if positions.insert(key.into(), (segment, inserted.len() as u32)).is_some() {
+                        return Err(Error::Internal(
+                            "a materialized view change adds a row whose unique key is there".into(),
+                        ));
+                    }
+                    inserted.push(row);
+                    None
+                }
+                (-1, None) => Some(positions.remove(key).ok_or_else(missing_row)?),
+                (0, None) => None,
+                _ => return Err(missing_row()),
+            };
+            if let Some((segment, index)) = old {
+                Self::kill(&mut self.segments, segment, index)?;
+                self.dead += 1;
+                self.total -= 1;
+            }
+        }
+        Ok(inserted)
+    }
+
+    /// Indexed by rows: the net change of each distinct row. Returns the rows of `batch` to
+    /// append, in order.
+    fn apply_rows(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<Vec<u32>> {
+        let rows = self.rows.convert_columns(batch.columns())?;
+        // The net change per distinct row (a change may remove and add one row).
+        let mut net: HashMap<&[u8], (i64, u32)> = HashMap::with_capacity(weights.len());
+        for (i, weight) in weights.iter().enumerate() {
+            net.entry(rows.row(i).data()).or_insert((0, i as u32)).0 += weight;
+        }
+        let Index::Rows(positions) = &mut self.index else { return Ok(Vec::new()) };
+        let segment = self.segments.len() as u32;
+        let mut inserted: Vec<u32> = Vec::new();
+        for (row, (weight, index)) in net {
+            for _ in 0..weight.min(0).unsigned_abs() {
+                let copies = positions.get_mut(row).ok_or_else(missing_row)?;
+                let (segment, index) = match copies.pop() {
+                    Some(at) => at,
+                    None => {
+                        let at = copies.last();
+                        positions.remove(row);
+                        at
+                    }
+                };
+                Self::kill(&mut self.segments, segment, index)?;
+                self.dead += 1;
+                self.total -= 1;
+            }
+            for _ in 0..weight.max(0) {
+                let at = (segment, inserted.len() as u32);
+                inserted.push(index);
+                match positions.get_mut(row) {
+                    Some(copies) => copies.push(at),
+                    None => {
+                        positions.insert(row.into(), Copies::One(at));
+                    }
+                }
+            }
+        }
+        Ok(inserted)
+    }
+
+    /// Masks a row of a segment.
+    fn kill(segments: &mut [Segment], segment: u32, index: u32) -> Result<()> {
+        let segment = segments
+            .get_mut(segment as usize)
+            .ok_or_else(|| Error::Internal("a materialized view row is in no segment".into()))?;
+        let live = segment
+            .live
+            .get_mut(index as usize)
+            .ok_or_else(|| Error::Internal("a materialized view row is past its segment's end".into()))?;
+        if !*live {
+            return Err(missing_row());
+        }
+        *live = false;
+        segment.dead += 1;
+        segment.filtered = None;
         Ok(())
     }
 
@@ -208,11 +304,13 @@ impl OutputStore {
                     .collect(),
             );
         }
-        for copies in self.positions.values_mut() {
-            copies.for_each_mut(|(segment, index)| {
-                *index = renumbered[*segment as usize][*index as usize];
-                *segment = 0;
-            });
+        let renumber = |(segment, index): &mut (u32, u32)| {
+            *index = renumbered[*segment as usize][*index as usize];
+            *segment = 0;
+        };
+        match &mut self.index {
+            Index::Rows(positions) => positions.values_mut().for_each(|copies| copies.for_each_mut(renumber)),
+            Index::Keys { positions, .. } => positions.values_mut().for_each(renumber),
         }
         let batches = self.batches()?;
         let batches: Vec<RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).cloned().collect();
@@ -252,7 +350,7 @@ mod tests {
 
     fn store() -> OutputStore {
         let schema = Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, true)]));
-        OutputStore::new(schema).expect("store")
+        OutputStore::new(schema, None).expect("store")
     }
 
     fn delta(store: &OutputStore, values: &[i64], weights: Vec<i64>) -> Delta {
@@ -268,6 +366,58 @@ mod tests {
         }
         out.sort();
         out
+    }
+
+    fn keyed() -> OutputStore {
+        let schema =
+            Arc::new(Schema::new(vec![Field::new("k", DataType::Int64, true), Field::new("v", DataType::Int64, true)]));
+        OutputStore::new(schema, Some(vec![0])).expect("store")
+    }
+
+    fn pairs(store: &OutputStore, rows: &[(i64, i64)], weights: Vec<i64>) -> Delta {
+        let keys = Arc::new(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>()));
+        let values = Arc::new(Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>()));
+        Delta::new(RecordBatch::try_new(store.schema.clone(), vec![keys, values]).expect("batch"), weights)
+    }
+
+    fn sorted_pairs(store: &mut OutputStore) -> Vec<(i64, i64)> {
+        let mut out = Vec::new();
+        for batch in store.batches().expect("batches").iter() {
+            let k = batch.column(0).as_any().downcast_ref::<Int64Array>().expect("int64");
+            let v = batch.column(1).as_any().downcast_ref::<Int64Array>().expect("int64");
+            out.extend(k.values().iter().copied().zip(v.values().iter().copied()));
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn keyed_rows_are_replaced_added_and_removed_by_key_across_compactions() {
+        let mut store = keyed();
+        assert_eq!(store.key_names(), Some(vec!["k".to_string()]));
+        store.apply(&pairs(&store, &[(1, 10), (2, 20)], vec![1, 1])).expect("insert");
+        for round in 0..(SEGMENTS_MAX as i64 * 2 + 10) {
+            // A group's change: -old +new, in either order within the change.
+            let change = if round % 2 == 0 {
+                pairs(&store, &[(1, 10 + round), (1, 11 + round)], vec![-1, 1])
+            } else {
+                pairs(&store, &[(1, 11 + round), (1, 10 + round)], vec![1, -1])
+            };
+            store.apply(&change).expect("replace");
+        }
+        let last = 10 + SEGMENTS_MAX as i64 * 2 + 10;
+        assert_eq!(sorted_pairs(&mut store), vec![(1, last), (2, 20)]);
+        assert!(store.segments.len() < SEGMENTS_MAX);
+        store.apply(&pairs(&store, &[(2, 20), (3, 30)], vec![-1, 1])).expect("remove one key, add another");
+        assert_eq!(sorted_pairs(&mut store), vec![(1, last), (3, 30)]);
+        assert_eq!(store.total, 2);
+        // Added and removed within one change: nothing.
+        store.apply(&pairs(&store, &[(4, 40), (4, 40)], vec![1, -1])).expect("no-op");
+        assert_eq!(store.total, 2);
+        let error = store.apply(&pairs(&store, &[(3, 31)], vec![1])).expect_err("a second row for a key");
+        assert!(error.to_string().contains("unique key"), "{error}");
+        let error = store.apply(&pairs(&store, &[(9, 90)], vec![-1])).expect_err("removing a missing key");
+        assert!(error.to_string().contains("does not have"), "{error}");
     }
 
     #[test]

@@ -182,12 +182,16 @@ impl LiveView {
             node.describe(0, &mut lines);
         }
         let fingerprint = format!("{:?}|{}", plan.schema().as_arrow().fields(), lines.join("\n"));
+        let key = match &strategy {
+            Strategy::Incremental(node) => node.unique_key(),
+            Strategy::Recompute { .. } => None,
+        };
         Ok(Self {
             entry: entry.clone(),
             plan,
             strategy,
             inputs,
-            output: OutputStore::new(schema)?,
+            output: OutputStore::new(schema, key)?,
             fingerprint,
             dirty: true,
         })
@@ -214,7 +218,13 @@ impl LiveView {
             Strategy::Recompute { reason } => format!("strategy: recompute ({reason})"),
         }];
         match &self.strategy {
-            Strategy::Incremental(node) => node.describe(0, &mut lines),
+            Strategy::Incremental(node) => {
+                node.describe(0, &mut lines);
+                lines.push(match self.output.key_names() {
+                    Some(key) => format!("Rows: indexed by the unique key ({})", key.join(", ")),
+                    None => "Rows: indexed by whole row".to_string(),
+                });
+            }
             Strategy::Recompute { .. } => {
                 lines.extend(self.plan.display_indent().to_string().lines().map(str::to_string))
             }
