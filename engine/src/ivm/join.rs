@@ -19,8 +19,139 @@ use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, N
 use super::Requery;
 use crate::error::Result;
 
-/// Rows of one side by key: row -> multiplicity.
-pub type SideIndex = HashMap<RowBytes, HashMap<RowBytes, i64>>;
+/// Rows of one side by key.
+pub type SideIndex = HashMap<RowBytes, KeyRows>;
+
+/// Rows packed in a key's buffer before they move to a hash map (a delete scans the buffer).
+const PACKED_ROWS_MAX: usize = 256;
+/// A packed entry's header: the row's length (u32), then its count (i64).
+const ENTRY_HEADER: usize = 12;
+
+/// The rows of one join key, with their multiplicities.
+///
+/// Up to [`PACKED_ROWS_MAX`] entries are packed one after another in one buffer (a 4-byte length,
+/// an 8-byte count, the row's bytes): adding a row appends to it, and reading a key's rows reads
+/// one allocation in order, where a hash map of boxed rows costs a cache miss per row and an
+/// allocation per insert. A row may have more than one entry (an insert appends without looking
+/// for its earlier copies); its multiplicity is the sum. A delete takes from the row's entries in
+/// order and drops those that reach 0. Past the limit the rows move to a map of row to
+/// multiplicity.
+pub enum KeyRows {
+    Packed { buf: Vec<u8>, entries: usize },
+    Map(HashMap<RowBytes, i64>),
+}
+
+impl Default for KeyRows {
+    fn default() -> Self {
+        KeyRows::Packed { buf: Vec::new(), entries: 0 }
+    }
+}
+
+/// The entry at `at` of a packed buffer: (row, count, the next entry's offset).
+fn entry(buf: &[u8], at: usize) -> (&[u8], i64, usize) {
+    let mut len = [0u8; 4];
+    len.copy_from_slice(&buf[at..at + 4]);
+    let mut count = [0u8; 8];
+    count.copy_from_slice(&buf[at + 4..at + ENTRY_HEADER]);
+    let end = at + ENTRY_HEADER + u32::from_le_bytes(len) as usize;
+    (&buf[at + ENTRY_HEADER..end], i64::from_le_bytes(count), end)
+}
+
+impl KeyRows {
+    pub fn is_empty(&self) -> bool {
+        match self {
+            KeyRows::Packed { entries, .. } => *entries == 0,
+            KeyRows::Map(rows) => rows.is_empty(),
+        }
+    }
+
+    /// Each row with its multiplicity (a row may come more than once; see the type's docs).
+    pub fn iter(&self) -> KeyRowsIter<'_> {
+        match self {
+            KeyRows::Packed { buf, .. } => KeyRowsIter::Packed { buf, at: 0 },
+            KeyRows::Map(rows) => KeyRowsIter::Map(Box::new(rows.iter().map(|(row, count)| (&row[..], *count)))),
+        }
+    }
+
+    /// The sum of the multiplicities.
+    pub fn total(&self) -> i64 {
+        self.iter().map(|(_, count)| count).sum()
+    }
+
+    /// Adds `weight` copies of `row` (negative: removes them).
+    pub fn add(&mut self, row: &[u8], weight: i64) {
+        if weight == 0 {
+            return;
+        }
+        match self {
+            KeyRows::Map(rows) => {
+                add_count(rows, row, weight);
+            }
+            KeyRows::Packed { buf, entries } => {
+                let mut weight = weight;
+                if weight < 0 {
+                    // Take from the row's entries in order; an entry that reaches 0 goes.
+                    let mut at = 0;
+                    while at < buf.len() && weight < 0 {
+                        let (existing, count, end) = entry(buf, at);
+                        if existing != row || count <= 0 {
+                            at = end;
+                            continue;
+                        }
+                        let taken = count.min(-weight);
+                        weight += taken;
+                        if taken == count {
+                            buf.drain(at..end);
+                            *entries -= 1;
+                        } else {
+                            buf[at + 4..at + ENTRY_HEADER].copy_from_slice(&(count - taken).to_le_bytes());
+                            at = end;
+                        }
+                    }
+                    if weight == 0 {
+                        return;
+                    }
+                }
+                if *entries >= PACKED_ROWS_MAX {
+                    let mut rows: HashMap<RowBytes, i64> = HashMap::with_capacity(*entries * 2);
+                    for (existing, count) in self.iter() {
+                        add_count(&mut rows, existing, count);
+                    }
+                    add_count(&mut rows, row, weight);
+                    *self = KeyRows::Map(rows);
+                    return;
+                }
+                buf.extend_from_slice(&(row.len() as u32).to_le_bytes());
+                buf.extend_from_slice(&weight.to_le_bytes());
+                buf.extend_from_slice(row);
+                *entries += 1;
+            }
+        }
+    }
+}
+
+pub enum KeyRowsIter<'a> {
+    Packed { buf: &'a [u8], at: usize },
+    Map(Box<dyn Iterator<Item = (&'a [u8], i64)> + 'a>),
+}
+
+impl<'a> Iterator for KeyRowsIter<'a> {
+    type Item = (&'a [u8], i64);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            KeyRowsIter::Packed { buf, at } => {
+                if *at >= buf.len() {
+                    return None;
+                }
+                let (row, count, end) = entry(buf, *at);
+                *at = end;
+                Some((row, count))
+            }
+            KeyRowsIter::Map(rows) => rows.next(),
+        }
+    }
+}
 
 pub struct JoinNode {
     pub left: Node,
@@ -77,19 +208,21 @@ fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
     if weight == 0 {
         return;
     }
-    // Looked up as borrowed bytes: the key and row are copied only when they are new.
+    // Looked up as borrowed bytes: the key is copied only when it is new.
     let Some(rows) = index.get_mut(key) else {
-        index.insert(key.into(), HashMap::from_iter([(row.into(), weight)]));
+        let mut rows = KeyRows::default();
+        rows.add(row, weight);
+        index.insert(key.into(), rows);
         return;
     };
-    add_count(rows, row, weight);
+    rows.add(row, weight);
     if rows.is_empty() {
         index.remove(key);
     }
 }
 
 fn total(index: &SideIndex, key: &[u8]) -> i64 {
-    index.get(key).map(|rows| rows.values().sum()).unwrap_or(0)
+    index.get(key).map(KeyRows::total).unwrap_or(0)
 }
 
 impl JoinNode {
@@ -131,8 +264,8 @@ impl JoinNode {
             }
             let key = keys.row(i).data();
             let mut matched = false;
-            for (right, count) in self.right_index.get(key).into_iter().flatten() {
-                matched |= *count != 0;
+            for (right, count) in self.right_index.get(key).into_iter().flat_map(KeyRows::iter) {
+                matched |= count != 0;
                 pairs.push((row, right, weight * count));
             }
             if self.left_outer && !matched {
@@ -159,7 +292,7 @@ impl JoinNode {
             for i in indices {
                 let row = rows.row(i).data();
                 let weight = delta.weights[i];
-                for (left, count) in self.left_index.get(key).into_iter().flatten() {
+                for (left, count) in self.left_index.get(key).into_iter().flat_map(KeyRows::iter) {
                     pairs.push((left, row, count * weight));
                 }
                 add(&mut self.right_index, key, row, weight);
@@ -168,7 +301,7 @@ impl JoinNode {
                 let after = total(&self.right_index, key);
                 if (before > 0) != (after > 0) {
                     let sign = if after > 0 { -1 } else { 1 };
-                    for (left, count) in self.left_index.get(key).into_iter().flatten() {
+                    for (left, count) in self.left_index.get(key).into_iter().flat_map(KeyRows::iter) {
                         pairs.push((left, &self.null_right, sign * count));
                     }
                 }
@@ -201,5 +334,65 @@ fn output(to: PairSchema<'_>, pairs: Pairs<'_>) -> Result<Delta> {
     match to.filter {
         None => Ok(delta),
         Some(filter) => delta.keep_where(filter),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use rand::rngs::StdRng;
+    use rand::{Rng, SeedableRng};
+
+    use super::*;
+
+    /// Each row's multiplicity (rows at 0 left out).
+    fn net(rows: &KeyRows) -> BTreeMap<Vec<u8>, i64> {
+        let mut out: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+        for (row, count) in rows.iter() {
+            *out.entry(row.to_vec()).or_default() += count;
+        }
+        out.retain(|_, count| *count != 0);
+        out
+    }
+
+    #[test]
+    fn key_rows_keep_multiplicities_packed_and_after_moving_to_a_map() {
+        for seed in 0..16_u64 {
+            let mut rng = StdRng::seed_from_u64(seed);
+            // Few distinct rows stay packed; many move to the map.
+            let distinct = if seed % 2 == 0 { 40 } else { PACKED_ROWS_MAX as u64 * 3 };
+            let mut rows = KeyRows::default();
+            let mut reference: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
+            for step in 0..3_000 {
+                let (row, weight) = if reference.is_empty() || rng.random_range(0..3) > 0 {
+                    // Rows of different lengths; inserted once or twice.
+                    let n = rng.random_range(0..distinct);
+                    (format!("row-{n}-{}", "x".repeat((n % 7) as usize)).into_bytes(), rng.random_range(1..3))
+                } else {
+                    let pick = rng.random_range(0..reference.len());
+                    let row = reference.keys().nth(pick).cloned().unwrap_or_default();
+                    let count = reference[&row];
+                    (row, -rng.random_range(1..=count))
+                };
+                rows.add(&row, weight);
+                *reference.entry(row).or_default() += weight;
+                reference.retain(|_, count| *count != 0);
+                assert_eq!(rows.is_empty(), reference.is_empty(), "seed {seed}, step {step}");
+                if step % 25 == 0 {
+                    assert_eq!(net(&rows), reference, "seed {seed}, step {step}");
+                    assert_eq!(rows.total(), reference.values().sum::<i64>());
+                }
+            }
+            assert_eq!(net(&rows), reference, "seed {seed}");
+            if seed % 2 == 1 {
+                assert!(matches!(rows, KeyRows::Map(_)), "seed {seed}: many rows move to the map");
+            }
+            // Removing every row empties it.
+            for (row, count) in reference.clone() {
+                rows.add(&row, -count);
+            }
+            assert!(rows.is_empty(), "seed {seed}");
+        }
     }
 }

@@ -17,6 +17,7 @@ use sluice_storage::write::{SaveMode, WriteRequest};
 
 use super::aggregate::{AggState, AggregateNode, Extreme, GroupState};
 use super::dataflow::{Node, RowBytes};
+use super::join::KeyRows;
 use super::view::{LiveView, Strategy};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
@@ -171,7 +172,12 @@ fn encode_node(node: &Node, w: &mut Writer) {
                 w.u64(index.len() as u64);
                 for (key, rows) in index {
                     w.bytes(key);
-                    encode_counts(rows, w);
+                    let entries: Vec<(&[u8], i64)> = rows.iter().collect();
+                    w.u64(entries.len() as u64);
+                    for (row, count) in entries {
+                        w.bytes(row);
+                        w.u64(count as u64);
+                    }
                 }
             }
         }
@@ -249,7 +255,12 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
                 let keys = r.u64()?;
                 for _ in 0..keys {
                     let key = r.row()?;
-                    index.insert(key, decode_counts(r)?);
+                    let mut rows = KeyRows::default();
+                    for _ in 0..r.u64()? {
+                        let row = r.row()?;
+                        rows.add(&row, r.u64()? as i64);
+                    }
+                    index.insert(key, rows);
                 }
             }
         }
