@@ -20,7 +20,6 @@ use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
-use super::keys::KeyMap;
 use super::{Requery, START_TABLE};
 use crate::error::{Error, Result};
 
@@ -101,7 +100,7 @@ pub struct AggregateNode {
     /// No GROUP BY: one group that always exists.
     pub global: bool,
     pub specs: Vec<AggSpec>,
-    pub groups: KeyMap<GroupState>,
+    pub groups: HashMap<RowBytes, GroupState>,
     /// The aggregate's input plan (for re-aggregation).
     pub input_plan: Arc<LogicalPlan>,
     pub schema: SchemaRef,
@@ -487,7 +486,7 @@ impl AggregateNode {
                 self.started = true;
                 let mut group = self.new_group();
                 group.seen = self.epoch;
-                self.groups.insert(&global_key(), group);
+                self.groups.insert(global_key(), group);
                 touched.record(&self.specs, &global_key(), None)?;
             }
             let delta = self.input.apply(change, requery).await?;
@@ -550,7 +549,7 @@ impl AggregateNode {
                     touched.record(&self.specs, key, None)?;
                     let mut group = fresh.clone();
                     group.seen = self.epoch;
-                    self.groups.get_or_insert_with(key, || group)
+                    self.groups.entry(key.into()).or_insert(group)
                 }
             };
             group.rows += weight;

@@ -16,12 +16,11 @@ use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
-use super::keys::KeyMap;
 use super::Requery;
 use crate::error::Result;
 
 /// Rows of one side by key.
-pub type SideIndex = KeyMap<KeyRows>;
+pub type SideIndex = HashMap<RowBytes, KeyRows>;
 
 /// Rows packed in a key's buffer before they move to a hash map (a delete scans the buffer).
 const PACKED_ROWS_MAX: usize = 256;
@@ -213,7 +212,7 @@ fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
     let Some(rows) = index.get_mut(key) else {
         let mut rows = KeyRows::default();
         rows.add(row, weight);
-        index.insert(key, rows);
+        index.insert(key.into(), rows);
         return;
     };
     rows.add(row, weight);

@@ -25,7 +25,6 @@ pub mod compile;
 pub mod dataflow;
 pub mod ddl;
 pub mod join;
-pub mod keys;
 pub mod output;
 pub mod state;
 pub mod view;

@@ -20,7 +20,6 @@ use arrow::row::RowConverter;
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, Delta, RowBytes};
-use super::keys::KeyMap;
 use crate::error::{Error, Result};
 
 /// Segments kept before they are compacted into one.
@@ -97,7 +96,7 @@ enum Index {
     /// Each distinct row's copies.
     Rows(HashMap<RowBytes, Copies>),
     /// The one row of each value of the unique `columns`.
-    Keys { columns: Vec<usize>, positions: KeyMap<(u32, u32)> },
+    Keys { columns: Vec<usize>, positions: HashMap<RowBytes, (u32, u32)> },
 }
 
 pub struct OutputStore {
@@ -122,7 +121,7 @@ impl OutputStore {
             Some(columns) if !columns.is_empty() && columns.iter().all(|&c| c < schema.fields().len()) => {
                 let fields: Vec<_> = columns.iter().map(|&c| schema.field(c).clone()).collect();
                 let converter = converter(&Arc::new(arrow::datatypes::Schema::new(fields)))?;
-                (converter, Index::Keys { columns, positions: KeyMap::default() })
+                (converter, Index::Keys { columns, positions: HashMap::new() })
             }
             _ => (converter(&schema)?, Index::Rows(HashMap::new())),
         };
@@ -204,7 +203,7 @@ impl OutputStore {
                     None => None,
                 },
                 (1, Some(row)) => {
-                    if positions.insert(key, (segment, inserted.len() as u32)).is_some() {
+                    if positions.insert(key.into(), (segment, inserted.len() as u32)).is_some() {
                         return Err(Error::Internal(
                             "a materialized view change adds a row whose unique key is there".into(),
                         ));

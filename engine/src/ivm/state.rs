@@ -170,7 +170,7 @@ fn encode_node(node: &Node, w: &mut Writer) {
             encode_node(&join.right, w);
             for index in [&join.left_index, &join.right_index] {
                 w.u64(index.len() as u64);
-                index.for_each(|key, rows| {
+                for (key, rows) in index {
                     w.bytes(key);
                     let entries: Vec<(&[u8], i64)> = rows.iter().collect();
                     w.u64(entries.len() as u64);
@@ -178,7 +178,7 @@ fn encode_node(node: &Node, w: &mut Writer) {
                         w.bytes(row);
                         w.u64(count as u64);
                     }
-                });
+                }
             }
         }
         Node::Aggregate(aggregate) => {
@@ -199,7 +199,7 @@ fn encode_counts(counts: &HashMap<RowBytes, i64>, w: &mut Writer) {
 fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
     w.u64(aggregate.started as u64);
     w.u64(aggregate.groups.len() as u64);
-    aggregate.groups.for_each(|key, group| {
+    for (key, group) in &aggregate.groups {
         w.bytes(key);
         w.u64(group.rows as u64);
         for state in &group.aggs {
@@ -232,7 +232,7 @@ fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
                 }
             }
         }
-    });
+    }
 }
 
 fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
@@ -260,7 +260,7 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
                         let row = r.row()?;
                         rows.add(&row, r.u64()? as i64);
                     }
-                    index.insert(&key, rows);
+                    index.insert(key, rows);
                 }
             }
         }
@@ -311,7 +311,7 @@ fn decode_groups(aggregate: &mut AggregateNode, r: &mut Reader<'_>) -> Result<()
                 tag => return Err(Error::Internal(format!("unknown view aggregate state {tag}"))),
             });
         }
-        aggregate.groups.insert(&key, GroupState { rows, aggs, seen: 0 });
+        aggregate.groups.insert(key, GroupState { rows, aggs, seen: 0 });
     }
     Ok(())
 }
