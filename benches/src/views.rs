@@ -264,11 +264,8 @@ impl Rounds<'_> {
 }
 
 /// The ids deleted by mixed round `round`: `count` ids spread over the base table.
-pub fn deleted_ids(round: usize, count: usize) -> String {
-    (0..count)
-        .map(|j| (((round * count + j) as i64 * DELETE_STRIDE) % ORDERS_ROWS).to_string())
-        .collect::<Vec<_>>()
-        .join(", ")
+pub fn deleted_ids(round: usize, count: usize, of: i64) -> String {
+    (0..count).map(|j| (((round * count + j) as i64 * DELETE_STRIDE) % of).to_string()).collect::<Vec<_>>().join(", ")
 }
 
 /// Creates `customers`, `orders` (which the views read) and `orders_plain` (no views), empty.
@@ -385,7 +382,18 @@ pub async fn profile(data: &str, orders_rows: usize, rounds: usize, delta_rows: 
         inserts.round(None, &orders(next_id, delta_rows)?).await?;
         next_id += delta_rows as i64;
     }
-    Ok(json!({"orders_rows": orders_rows, "build_seconds": build_seconds, "inserts": inserts.series.summary()}))
+    let mut mixed = Rounds { db: &db, series: Series::default() };
+    for round in 0..rounds {
+        let ids = deleted_ids(round, delta_rows / 2, orders_rows as i64);
+        mixed.round(Some(&ids), &orders(next_id, delta_rows / 2)?).await?;
+        next_id += (delta_rows / 2) as i64;
+    }
+    Ok(json!({
+        "orders_rows": orders_rows,
+        "build_seconds": build_seconds,
+        "inserts": inserts.series.summary(),
+        "mixed": mixed.series.summary(),
+    }))
 }
 
 /// The whole benchmark on a new warehouse at `data` (see the module docs).
@@ -409,7 +417,7 @@ pub async fn run(parquet: &Path, data: &str, rounds: usize, delta_rows: usize, i
     }
     let mut mixed = Rounds { db: &db, series: Series::default() };
     for round in 0..rounds {
-        let ids = deleted_ids(round, delta_rows / 2);
+        let ids = deleted_ids(round, delta_rows / 2, ORDERS_ROWS);
         mixed.round(Some(&ids), &orders(next_id, delta_rows / 2)?).await?;
         next_id += (delta_rows / 2) as i64;
     }
