@@ -38,6 +38,8 @@ fn state_path(sequence: u64) -> String {
 /// How often a checkpoint is tried again after another process's commit to the view's table (its
 /// own checkpoint of the same view, usually) won the race.
 const CHECKPOINT_ATTEMPTS: usize = 5;
+/// Numbers tried for a new state file when other checkpoints take them first.
+const STATE_FILE_ATTEMPTS: u64 = 64;
 
 /// Writes a checkpoint; returns the view table's version that holds it.
 ///
@@ -96,15 +98,19 @@ async fn state_files(store: &TableStore) -> Result<Vec<u64>> {
 }
 
 /// Creates a new state file, numbered above every existing one and at least `at_least`, without
-/// overwriting the file of a concurrent checkpoint (which may take the same number first).
+/// overwriting the file of a concurrent checkpoint (which may take a number first: the next one
+/// is tried).
 async fn create_state_file(store: &TableStore, at_least: u64, state: Bytes) -> Result<u64> {
-    loop {
-        let highest = state_files(store).await?.into_iter().max();
-        let sequence = highest.map_or(at_least, |n| (n + 1).max(at_least));
+    let highest = state_files(store).await?.into_iter().max();
+    let first = highest.map_or(at_least, |n| (n + 1).max(at_least));
+    for sequence in first..first + STATE_FILE_ATTEMPTS {
         if store.put_if_absent(&store.path(&state_path(sequence)), state.clone()).await? == PutOutcome::Created {
             return Ok(sequence);
         }
     }
+    Err(Error::SerializationFailure(format!(
+        "could not create a view state file: {STATE_FILE_ATTEMPTS} numbers from {first} were taken"
+    )))
 }
 
 /// Loads the latest checkpoint into a freshly compiled view; `None` when there is none.
