@@ -58,11 +58,16 @@ fn entry(buf: &[u8], at: usize) -> (&[u8], i64, usize) {
 }
 
 impl KeyRows {
-    pub fn is_empty(&self) -> bool {
+    /// The entries (in the packed form, a row may have more than one).
+    pub fn len(&self) -> usize {
         match self {
-            KeyRows::Packed { entries, .. } => *entries == 0,
-            KeyRows::Map(rows) => rows.is_empty(),
+            KeyRows::Packed { entries, .. } => *entries,
+            KeyRows::Map(rows) => rows.len(),
         }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 
     /// Each row with its multiplicity (a row may come more than once; see the type's docs).

@@ -153,11 +153,12 @@ impl OutputStore {
             return Ok(());
         }
         let batch = batch_of(&self.schema, delta.batch.columns().to_vec(), delta.len())?;
-        let inserted = match &self.index {
+        let (inserted, removed) = match &self.index {
             Index::Rows(_) => self.apply_rows(&batch, &delta.weights)?,
             Index::Keys { .. } => self.apply_keyed(&batch, &delta.weights)?,
         };
-        self.total += inserted.len() as u64;
+        self.dead += removed;
+        self.total = self.total + inserted.len() as u64 - removed as u64;
         if !inserted.is_empty() {
             let batch = take_record_batch(&batch, &UInt32Array::from(inserted))?;
             let live = vec![true; batch.num_rows()];
@@ -170,9 +171,9 @@ impl OutputStore {
     }
 
     /// Indexed by key: per key, the change removes its row, adds one, or replaces it. Returns the
-    /// rows of `batch` to append, in order.
-    fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<Vec<u32>> {
-        let Index::Keys { columns, positions } = &mut self.index else { return Ok(Vec::new()) };
+    /// rows of `batch` to append, in order, and how many rows it masked.
+    fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
+        let Index::Keys { columns, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
         let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
         let keys = self.rows.convert_columns(&keys)?;
         // Per key: the net count (-1, 0 or +1) and the row added.
@@ -189,6 +190,7 @@ impl OutputStore {
         }
         let segment = self.segments.len() as u32;
         let mut inserted: Vec<u32> = Vec::new();
+        let mut removed = 0;
         for (key, (count, added)) in net {
             let old = match (count, added) {
                 // -old +new: the key's row is replaced where the index has it.
@@ -217,25 +219,25 @@ impl OutputStore {
             };
             if let Some((segment, index)) = old {
                 Self::kill(&mut self.segments, segment, index)?;
-                self.dead += 1;
-                self.total -= 1;
+                removed += 1;
             }
         }
-        Ok(inserted)
+        Ok((inserted, removed))
     }
 
     /// Indexed by rows: the net change of each distinct row. Returns the rows of `batch` to
-    /// append, in order.
-    fn apply_rows(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<Vec<u32>> {
+    /// append, in order, and how many rows it masked.
+    fn apply_rows(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
         let rows = self.rows.convert_columns(batch.columns())?;
         // The net change per distinct row (a change may remove and add one row).
         let mut net: HashMap<&[u8], (i64, u32)> = HashMap::with_capacity(weights.len());
         for (i, weight) in weights.iter().enumerate() {
             net.entry(rows.row(i).data()).or_insert((0, i as u32)).0 += weight;
         }
-        let Index::Rows(positions) = &mut self.index else { return Ok(Vec::new()) };
+        let Index::Rows(positions) = &mut self.index else { return Ok((Vec::new(), 0)) };
         let segment = self.segments.len() as u32;
         let mut inserted: Vec<u32> = Vec::new();
+        let mut removed = 0;
         for (row, (weight, index)) in net {
             for _ in 0..weight.min(0).unsigned_abs() {
                 let copies = positions.get_mut(row).ok_or_else(missing_row)?;
@@ -248,8 +250,7 @@ impl OutputStore {
                     }
                 };
                 Self::kill(&mut self.segments, segment, index)?;
-                self.dead += 1;
-                self.total -= 1;
+                removed += 1;
             }
             for _ in 0..weight.max(0) {
                 let at = (segment, inserted.len() as u32);
@@ -262,7 +263,7 @@ impl OutputStore {
                 }
             }
         }
-        Ok(inserted)
+        Ok((inserted, removed))
     }
 
     /// Masks a row of a segment.

@@ -169,7 +169,7 @@ fn encode_node(node: &Node, w: &mut Writer) {
         Node::Union { inputs, .. } => inputs.iter().for_each(|i| encode_node(i, w)),
         Node::Distinct(distinct) => {
             encode_node(&distinct.input, w);
-            encode_counts(&distinct.counts, w);
+            encode_count_map(&distinct.counts, w);
         }
         Node::Join(join) => {
             encode_node(&join.left, w);
@@ -178,12 +178,7 @@ fn encode_node(node: &Node, w: &mut Writer) {
                 w.u64(index.len() as u64);
                 for (key, rows) in index {
                     w.bytes(key);
-                    let entries: Vec<(&[u8], i64)> = rows.iter().collect();
-                    w.u64(entries.len() as u64);
-                    for (row, count) in entries {
-                        w.bytes(row);
-                        w.u64(count as u64);
-                    }
+                    encode_counts(rows.len(), rows.iter(), w);
                 }
             }
         }
@@ -194,12 +189,17 @@ fn encode_node(node: &Node, w: &mut Writer) {
     }
 }
 
-fn encode_counts(counts: &HashMap<RowBytes, i64>, w: &mut Writer) {
-    w.u64(counts.len() as u64);
+/// Rows with their multiplicities: how many, then each row and its count.
+fn encode_counts<'a>(n: usize, counts: impl Iterator<Item = (&'a [u8], i64)>, w: &mut Writer) {
+    w.u64(n as u64);
     for (row, count) in counts {
         w.bytes(row);
-        w.u64(*count as u64);
+        w.u64(count as u64);
     }
+}
+
+fn encode_count_map(counts: &HashMap<RowBytes, i64>, w: &mut Writer) {
+    encode_counts(counts.len(), counts.iter().map(|(row, count)| (&row[..], *count)), w);
 }
 
 fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
@@ -226,7 +226,7 @@ fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
                 }
                 AggState::Distinct(values) => {
                     w.u64(3);
-                    encode_counts(values, w);
+                    encode_count_map(values, w);
                 }
                 AggState::Extreme(extreme) => {
                     w.u64(4);
@@ -252,7 +252,7 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
         }
         Node::Distinct(distinct) => {
             decode_node(&mut distinct.input, r)?;
-            distinct.counts = decode_counts(r)?;
+            distinct.counts = decode_count_map(r)?;
         }
         Node::Join(join) => {
             decode_node(&mut join.left, r)?;
@@ -262,10 +262,7 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
                 for _ in 0..keys {
                     let key = r.row()?;
                     let mut rows = KeyRows::default();
-                    for _ in 0..r.u64()? {
-                        let row = r.row()?;
-                        rows.add(&row, r.u64()? as i64);
-                    }
+                    decode_counts(r, |row, count| rows.add(&row, count))?;
                     index.insert(key, rows);
                 }
             }
@@ -278,13 +275,20 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
     Ok(())
 }
 
-fn decode_counts(r: &mut Reader<'_>) -> Result<HashMap<RowBytes, i64>> {
-    let n = r.u64()?;
-    let mut counts = HashMap::with_capacity(n.min(1 << 20) as usize);
-    for _ in 0..n {
+/// Reads what [`encode_counts`] wrote, handing each row and its count to `add`.
+fn decode_counts(r: &mut Reader<'_>, mut add: impl FnMut(RowBytes, i64)) -> Result<()> {
+    for _ in 0..r.u64()? {
         let row = r.row()?;
-        counts.insert(row, r.u64()? as i64);
+        add(row, r.u64()? as i64);
     }
+    Ok(())
+}
+
+fn decode_count_map(r: &mut Reader<'_>) -> Result<HashMap<RowBytes, i64>> {
+    let mut counts = HashMap::new();
+    decode_counts(r, |row, count| {
+        counts.insert(row, count);
+    })?;
     Ok(counts)
 }
 
@@ -304,7 +308,7 @@ fn decode_groups(aggregate: &mut AggregateNode, r: &mut Reader<'_>) -> Result<()
                     AggState::SumInt { sum: i128::from_le_bytes(bytes), count: r.u64()? as i64 }
                 }
                 2 => AggState::SumFloat { sum: f64::from_bits(r.u64()?), count: r.u64()? as i64 },
-                3 => AggState::Distinct(decode_counts(r)?),
+                3 => AggState::Distinct(decode_count_map(r)?),
                 4 => {
                     let flags = r.u64()?;
                     let n = r.u64()?;

@@ -601,17 +601,23 @@ async fn write_round(db: &Database, round: i64) {
     .unwrap();
 }
 
+/// Opens the warehouse at `path` and creates the tables and `views` in it.
+async fn open_with_views(path: &str, views: &[ViewDef]) -> Database {
+    let db = Database::open(path).await.unwrap();
+    db.execute(TABLES).await.unwrap();
+    for view in views {
+        db.execute(&view.create_sql(false)).await.unwrap();
+    }
+    db
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn views_survive_restarts_and_catch_up() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap().to_string();
     let views = small_views();
     {
-        let db = Database::open(&path).await.unwrap();
-        db.execute(TABLES).await.unwrap();
-        for view in &views {
-            db.execute(&view.create_sql(false)).await.unwrap();
-        }
+        let db = open_with_views(&path, &views).await;
         write_round(&db, 1).await;
         write_round(&db, 2).await;
         assert_views_match(&db, &views, "before the first restart").await;
@@ -647,11 +653,7 @@ async fn two_handles_checkpoint_the_same_view_at_once() {
     let path = dir.path().to_str().unwrap().to_string();
     let views = small_views();
     {
-        let first = Database::open(&path).await.unwrap();
-        first.execute(TABLES).await.unwrap();
-        for view in &views {
-            first.execute(&view.create_sql(false)).await.unwrap();
-        }
+        let first = open_with_views(&path, &views).await;
         let second = Database::open(&path).await.unwrap();
         for round in 1..=6 {
             write_round(if round % 2 == 0 { &first } else { &second }, round).await;
