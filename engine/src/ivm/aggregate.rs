@@ -20,6 +20,7 @@ use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
+use super::groups::{Groups, PREFETCH_DISTANCE};
 use super::{Requery, START_TABLE};
 use crate::error::{Error, Result};
 
@@ -100,7 +101,7 @@ pub struct AggregateNode {
     /// No GROUP BY: one group that always exists.
     pub global: bool,
     pub specs: Vec<AggSpec>,
-    pub groups: HashMap<RowBytes, GroupState>,
+    pub groups: Groups,
     /// The aggregate's input plan (for re-aggregation).
     pub input_plan: Arc<LogicalPlan>,
     pub schema: SchemaRef,
@@ -146,6 +147,11 @@ impl Extreme {
 
     pub fn is_empty(&self) -> bool {
         self.count == 0
+    }
+
+    /// Where the values are in memory (for a prefetch).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.packed.as_ptr()
     }
 
     /// The best value.
@@ -441,6 +447,8 @@ impl Prepared {
 /// The groups a change touched, in order, with their outputs before it.
 struct Touched {
     keys: Vec<RowBytes>,
+    /// Each touched group's id (a group forgotten by the change keeps its old id here).
+    ids: Vec<u32>,
     /// Whether the group had a row before the change.
     present: Vec<bool>,
     /// One column per aggregate (a value for each touched group; NULL where it had no row).
@@ -449,12 +457,18 @@ struct Touched {
 
 impl Touched {
     fn new(specs: &[AggSpec]) -> Self {
-        Self { keys: Vec::new(), present: Vec::new(), before: specs.iter().map(AggSpec::out_column).collect() }
+        Self {
+            keys: Vec::new(),
+            ids: Vec::new(),
+            present: Vec::new(),
+            before: specs.iter().map(AggSpec::out_column).collect(),
+        }
     }
 
     /// Records a group's key and its outputs before the change (None: it had no row).
-    fn record(&mut self, specs: &[AggSpec], key: &[u8], group: Option<&GroupState>) -> Result<()> {
+    fn record(&mut self, specs: &[AggSpec], key: &[u8], id: u32, group: Option<&GroupState>) -> Result<()> {
         self.keys.push(key.into());
+        self.ids.push(id);
         self.present.push(group.is_some());
         outputs(specs, group, &mut self.before)
     }
@@ -486,8 +500,8 @@ impl AggregateNode {
                 self.started = true;
                 let mut group = self.new_group();
                 group.seen = self.epoch;
-                self.groups.insert(global_key(), group);
-                touched.record(&self.specs, &global_key(), None)?;
+                let id = self.groups.insert(&global_key(), group)?;
+                touched.record(&self.specs, &global_key(), id, None)?;
             }
             let delta = self.input.apply(change, requery).await?;
             if let Some(delta) = &delta {
@@ -496,7 +510,7 @@ impl AggregateNode {
             if touched.keys.is_empty() {
                 return Ok(if delta.is_some() { Some(self.emit(touched)?) } else { None });
             }
-            self.reaggregate(&touched.keys, requery).await?;
+            self.reaggregate(&touched, requery).await?;
             Ok(Some(self.emit(touched)?))
         })
     }
@@ -529,29 +543,43 @@ impl AggregateNode {
         }
         let fresh = self.new_group();
         let global = self.global;
-        // Keys are looked up as borrowed bytes and copied only for a group seen for the first
-        // time in this change; a group's `seen` tells whether its outputs before were recorded.
-        for (i, weight) in delta.weights.iter().enumerate() {
-            let key: &[u8] = match &keys {
+        let key = |i: usize| -> &[u8] {
+            match &keys {
                 Some(keys) => keys.row(i).data(),
                 None => &[],
-            };
-            let group = match self.groups.get_mut(key) {
-                Some(group) => {
-                    if group.seen != self.epoch {
-                        group.seen = self.epoch;
-                        let before = (group.rows > 0 || global).then_some(&*group);
-                        touched.record(&self.specs, key, before)?;
-                    }
-                    group
-                }
+            }
+        };
+        // First every row's group, in a loop of lookups alone (see `groups`); a group seen for
+        // the first time is created, and recorded as having had no row.
+        let mut ids: Vec<u32> = Vec::with_capacity(delta.len());
+        for i in 0..delta.len() {
+            let id = match self.groups.id(key(i)) {
+                Some(id) => id,
                 None => {
-                    touched.record(&self.specs, key, None)?;
                     let mut group = fresh.clone();
                     group.seen = self.epoch;
-                    self.groups.entry(key.into()).or_insert(group)
+                    let id = self.groups.insert(key(i), group)?;
+                    touched.record(&self.specs, key(i), id, None)?;
+                    id
                 }
             };
+            ids.push(id);
+        }
+        // Then the updates, with the groups of the rows ahead prefetched: their states, then
+        // their aggregate states, then their min/max buffers, each once the one before is there.
+        for (i, (&id, weight)) in ids.iter().zip(&delta.weights).enumerate() {
+            for (stage, distance) in [(0, PREFETCH_DISTANCE), (1, PREFETCH_DISTANCE / 2), (2, PREFETCH_DISTANCE / 4)] {
+                if let Some(&ahead) = ids.get(i + distance) {
+                    self.groups.prefetch(ahead, stage);
+                }
+            }
+            let group = self.groups.state_mut(id)?;
+            // A group's `seen` tells whether its outputs before this change were recorded.
+            if group.seen != self.epoch {
+                group.seen = self.epoch;
+                let before = (group.rows > 0 || global).then_some(&*group);
+                touched.record(&self.specs, key(i), id, before)?;
+            }
             group.rows += weight;
             for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
                 spec.update(state, column, i, *weight)?;
@@ -561,10 +589,10 @@ impl AggregateNode {
     }
 
     /// Re-aggregates the min/max of groups whose buffers cannot tell them, from the input.
-    async fn reaggregate(&mut self, touched: &[RowBytes], requery: &Requery<'_>) -> Result<()> {
+    async fn reaggregate(&mut self, touched: &Touched, requery: &Requery<'_>) -> Result<()> {
         let mut dirty: Vec<RowBytes> = Vec::new();
-        for key in touched {
-            let Some(group) = self.groups.get(key) else { continue };
+        for (key, &id) in touched.keys.iter().zip(&touched.ids) {
+            let group = self.groups.state(id)?;
             if group.rows > 0 && group.aggs.iter().any(|a| matches!(a, AggState::Extreme(e) if e.dirty)) {
                 dirty.push(key.clone());
             }
@@ -652,8 +680,8 @@ impl AggregateNode {
     fn emit(&mut self, touched: Touched) -> Result<Delta> {
         let mut after: Vec<OutColumn> = self.specs.iter().map(AggSpec::out_column).collect();
         let mut present_after = Vec::with_capacity(touched.keys.len());
-        for key in &touched.keys {
-            let group = self.groups.get(key).filter(|g| self.has_row(g));
+        for (key, &id) in touched.keys.iter().zip(&touched.ids) {
+            let group = Some(self.groups.state(id)?).filter(|g| self.has_row(g));
             present_after.push(group.is_some());
             outputs(&self.specs, group, &mut after)?;
             if group.is_none() && !self.global {

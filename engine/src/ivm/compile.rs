@@ -19,6 +19,7 @@ use datafusion::physical_expr::PhysicalExpr;
 
 use super::aggregate::{AggKind, AggSpec, AggregateNode, SumKind};
 use super::dataflow::{DistinctNode, Node, ScanNode};
+use super::groups::Groups;
 use super::join::JoinNode;
 use crate::catalog::{CatalogState, DEFAULT_SCHEMA};
 
@@ -197,7 +198,7 @@ impl CompileContext<'_> {
             group_types,
             global: groups == 0,
             specs,
-            groups: HashMap::new(),
+            groups: Groups::default(),
             input_plan: aggregate.input.clone(),
             schema,
             text,

@@ -121,6 +121,19 @@ pub fn add_count(counts: &mut HashMap<RowBytes, i64>, row: &[u8], weight: i64) -
     }
 }
 
+/// A prefetch hint for the cache line at `at` (nothing on targets without one).
+#[inline(always)]
+pub fn prefetch(at: *const u8) {
+    // SAFETY: `prefetch` is a hint: it never reads memory into the program and never faults, on
+    // any address, and SSE (its target feature) is part of every x86_64 CPU.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
+
 /// Evaluates expressions over a batch into arrays of its length.
 pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {
     exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?)).collect()

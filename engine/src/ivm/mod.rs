@@ -24,6 +24,7 @@ pub mod aggregate;
 pub mod compile;
 pub mod dataflow;
 pub mod ddl;
+pub mod groups;
 pub mod join;
 pub mod output;
 pub mod state;

@@ -19,7 +19,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::RowConverter;
 use datafusion::common::HashMap;
 
-use super::dataflow::{batch_of, converter, Delta, RowBytes};
+use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes};
 use crate::error::{Error, Result};
 
 /// Segments kept before they are compacted into one.
@@ -186,6 +186,16 @@ impl OutputStore {
                     return Err(Error::Internal("a materialized view change adds two rows with one unique key".into()));
                 }
                 entry.1 = Some(i as u32);
+            }
+        }
+        let net: Vec<_> = net.into_iter().collect();
+        // Each key's row first, in a loop of lookups alone, so that their cache misses overlap
+        // (the index is much larger than the caches); the loop below finds them cached.
+        for (key, _) in &net {
+            if let Some(&(segment, index)) = positions.get(*key) {
+                if let Some(segment) = self.segments.get(segment as usize) {
+                    prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
+                }
             }
         }
         let segment = self.segments.len() as u32;

@@ -205,7 +205,7 @@ fn encode_count_map(counts: &HashMap<RowBytes, i64>, w: &mut Writer) {
 fn encode_groups(aggregate: &AggregateNode, w: &mut Writer) {
     w.u64(aggregate.started as u64);
     w.u64(aggregate.groups.len() as u64);
-    for (key, group) in &aggregate.groups {
+    for (key, group) in aggregate.groups.iter() {
         w.bytes(key);
         w.u64(group.rows as u64);
         for state in &group.aggs {
@@ -321,7 +321,7 @@ fn decode_groups(aggregate: &mut AggregateNode, r: &mut Reader<'_>) -> Result<()
                 tag => return Err(Error::Internal(format!("unknown view aggregate state {tag}"))),
             });
         }
-        aggregate.groups.insert(key, GroupState { rows, aggs, seen: 0 });
+        aggregate.groups.insert(&key, GroupState { rows, aggs, seen: 0 })?;
     }
     Ok(())
 }

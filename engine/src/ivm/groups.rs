@@ -1,0 +1,129 @@
+//! An aggregate's groups: each group's state in a slab, found by its key through an index of ids.
+//!
+//! A change of a thousand rows touches a thousand groups spread over a state much larger than the
+//! CPU's caches, so its cost is cache misses: the index's slot, the boxed key, the group's state,
+//! its aggregate states, its min/max buffers. Looked up and updated row by row, those misses come
+//! one after another. With the groups in a slab, a change first looks up every row's group id in
+//! a loop of lookups alone (the CPU overlaps their misses), then updates the groups by id while it
+//! prefetches the states of the rows a few places ahead ([`Groups::prefetch`]).
+
+use datafusion::common::HashMap;
+
+use super::aggregate::{AggState, GroupState};
+use super::dataflow::{prefetch, RowBytes};
+use crate::error::{Error, Result};
+
+/// How many rows ahead of the one being updated a group's state is prefetched (its aggregate
+/// states half as far ahead, once the group's own state has arrived).
+pub const PREFETCH_DISTANCE: usize = 8;
+
+#[derive(Default)]
+pub struct Groups {
+    index: HashMap<RowBytes, u32>,
+    /// By id; a free id's state is empty (no aggregate states) until it is reused.
+    states: Vec<GroupState>,
+    free: Vec<u32>,
+}
+
+fn unknown_group(id: u32) -> Error {
+    Error::Internal(format!("a view aggregate has no group {id}"))
+}
+
+impl Groups {
+    pub fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.index.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.index.clear();
+        self.states.clear();
+        self.free.clear();
+    }
+
+    /// The id of the group with `key`.
+    pub fn id(&self, key: &[u8]) -> Option<u32> {
+        self.index.get(key).copied()
+    }
+
+    /// Adds a group (the caller knows `key` is new, or replaces its group); returns its id.
+    pub fn insert(&mut self, key: &[u8], state: GroupState) -> Result<u32> {
+        if let Some(id) = self.id(key) {
+            *self.state_mut(id)? = state;
+            return Ok(id);
+        }
+        let id = match self.free.pop() {
+            Some(id) => {
+                *self.state_mut(id)? = state;
+                id
+            }
+            None => {
+                let id = u32::try_from(self.states.len())
+                    .map_err(|_| Error::Internal("a view aggregate has more than 2^32 groups".into()))?;
+                self.states.push(state);
+                id
+            }
+        };
+        self.index.insert(key.into(), id);
+        Ok(id)
+    }
+
+    /// Forgets the group with `key`; its id may be reused.
+    pub fn remove(&mut self, key: &[u8]) {
+        if let Some(id) = self.index.remove(key) {
+            if let Some(state) = self.states.get_mut(id as usize) {
+                *state = GroupState { rows: 0, aggs: Vec::new(), seen: 0 };
+                self.free.push(id);
+            }
+        }
+    }
+
+    pub fn state(&self, id: u32) -> Result<&GroupState> {
+        self.states.get(id as usize).ok_or_else(|| unknown_group(id))
+    }
+
+    pub fn state_mut(&mut self, id: u32) -> Result<&mut GroupState> {
+        self.states.get_mut(id as usize).ok_or_else(|| unknown_group(id))
+    }
+
+    /// The group with `key`.
+    pub fn get(&self, key: &[u8]) -> Option<&GroupState> {
+        self.id(key).and_then(|id| self.states.get(id as usize))
+    }
+
+    pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut GroupState> {
+        let id = self.id(key)?;
+        self.states.get_mut(id as usize)
+    }
+
+    /// Each group's key and state.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &GroupState)> + '_ {
+        self.index.iter().filter_map(|(key, &id)| self.states.get(id as usize).map(|state| (&key[..], state)))
+    }
+
+    /// Asks the CPU to load group `id`'s state (`stage` 0), or, once it is there, its aggregate
+    /// states (1) and the min/max buffers they point to (2): a hint, never an error.
+    pub fn prefetch(&self, id: u32, stage: u8) {
+        let Some(state) = self.states.get(id as usize) else { return };
+        match stage {
+            0 => prefetch(state as *const GroupState as *const u8),
+            1 => {
+                let aggs = state.aggs.as_ptr() as *const u8;
+                let bytes = std::mem::size_of_val(&state.aggs[..]);
+                for offset in (0..bytes).step_by(64) {
+                    prefetch(aggs.wrapping_add(offset));
+                }
+            }
+            _ => {
+                for agg in &state.aggs {
+                    if let AggState::Extreme(extreme) = agg {
+                        prefetch(extreme.as_ptr());
+                    }
+                }
+            }
+        }
+    }
+}
