@@ -16,7 +16,7 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::{filter_record_batch, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::RowConverter;
+use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes};
@@ -110,6 +110,13 @@ pub struct OutputStore {
     pub total: u64,
 }
 
+/// A key's position while a change removes its row and may add another.
+const REMOVED: (u32, u32) = (u32::MAX, u32::MAX);
+
+fn second_row() -> Error {
+    Error::Internal("a materialized view change adds a row whose unique key is there".into())
+}
+
 fn missing_row() -> Error {
     Error::Internal("a materialized view change removes a row it does not have (or more often than it has it)".into())
 }
@@ -173,9 +180,73 @@ impl OutputStore {
     /// Indexed by key: per key, the change removes its row, adds one, or replaces it. Returns the
     /// rows of `batch` to append, in order, and how many rows it masked.
     fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
-        let Index::Keys { columns, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
+        let Index::Keys { columns, positions } = &self.index else { return Ok((Vec::new(), 0)) };
         let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
         let keys = self.rows.convert_columns(&keys)?;
+        // Each key's row first, in a loop of lookups alone, so that their cache misses overlap
+        // (the index is much larger than the caches); the loops after it find them cached. It
+        // also tells whether the change has the shape an aggregate emits.
+        let mut simple = true;
+        for (i, &weight) in weights.iter().enumerate() {
+            let found = positions.get(keys.row(i).data());
+            if let Some(&(segment, index)) = found {
+                if let Some(segment) = self.segments.get(segment as usize) {
+                    prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
+                }
+            }
+            simple &= weight == 1 || (weight == -1 && found.is_some());
+        }
+        if simple {
+            self.apply_keyed_in_order(&keys, weights)
+        } else {
+            self.apply_keyed_net(&keys, weights)
+        }
+    }
+
+    /// A change whose rows each add one row or remove a row that is there (what an aggregate
+    /// emits: a group's row before, its row after): the removals, then the additions, with no
+    /// map of net changes (which cost a cache miss per row to build).
+    fn apply_keyed_in_order(&mut self, keys: &Rows, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
+        let Index::Keys { positions, .. } = &mut self.index else { return Ok((Vec::new(), 0)) };
+        let mut removed = 0;
+        let mut emptied: Vec<usize> = Vec::new();
+        for (i, _) in weights.iter().enumerate().filter(|(_, &w)| w < 0) {
+            let at = positions.get_mut(keys.row(i).data()).ok_or_else(missing_row)?;
+            if *at == REMOVED {
+                return Err(missing_row());
+            }
+            let (segment, index) = std::mem::replace(at, REMOVED);
+            Self::kill(&mut self.segments, segment, index)?;
+            removed += 1;
+            emptied.push(i);
+        }
+        let segment = self.segments.len() as u32;
+        let mut inserted: Vec<u32> = Vec::new();
+        for (i, _) in weights.iter().enumerate().filter(|(_, &w)| w > 0) {
+            let at = (segment, inserted.len() as u32);
+            let key = keys.row(i).data();
+            match positions.get_mut(key) {
+                Some(existing) if *existing == REMOVED => *existing = at,
+                Some(_) => return Err(second_row()),
+                None => {
+                    positions.insert(key.into(), at);
+                }
+            }
+            inserted.push(i as u32);
+        }
+        // Keys removed and not added back.
+        for i in emptied {
+            let key = keys.row(i).data();
+            if positions.get(key) == Some(&REMOVED) {
+                positions.remove(key);
+            }
+        }
+        Ok((inserted, removed))
+    }
+
+    /// Any change: the net count of each key (-1, 0 or +1) decides.
+    fn apply_keyed_net(&mut self, keys: &Rows, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
+        let Index::Keys { positions, .. } = &mut self.index else { return Ok((Vec::new(), 0)) };
         // Per key: the net count (-1, 0 or +1) and the row added.
         let mut net: HashMap<&[u8], (i64, Option<u32>)> = HashMap::with_capacity(weights.len());
         for (i, &weight) in weights.iter().enumerate() {
@@ -183,19 +254,9 @@ impl OutputStore {
             entry.0 += weight;
             if weight > 0 {
                 if weight > 1 || entry.1.is_some() {
-                    return Err(Error::Internal("a materialized view change adds two rows with one unique key".into()));
+                    return Err(second_row());
                 }
                 entry.1 = Some(i as u32);
-            }
-        }
-        let net: Vec<_> = net.into_iter().collect();
-        // Each key's row first, in a loop of lookups alone, so that their cache misses overlap
-        // (the index is much larger than the caches); the loop below finds them cached.
-        for (key, _) in &net {
-            if let Some(&(segment, index)) = positions.get(*key) {
-                if let Some(segment) = self.segments.get(segment as usize) {
-                    prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
-                }
             }
         }
         let segment = self.segments.len() as u32;
@@ -216,9 +277,7 @@ impl OutputStore {
                 },
                 (1, Some(row)) => {
                     if positions.insert(key.into(), (segment, inserted.len() as u32)).is_some() {
-                        return Err(Error::Internal(
-                            "a materialized view change adds a row whose unique key is there".into(),
-                        ));
+                        return Err(second_row());
                     }
                     inserted.push(row);
                     None
