@@ -19,7 +19,7 @@ use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{add_count, batch_of, evaluate, BoxFuture, Change, Delta, Node, RowBytes};
+use super::dataflow::{add_count, batch_of, evaluate, same_bytes, BoxFuture, Change, Delta, Node, RowBytes};
 use super::groups::{Groups, PREFETCH_DISTANCE};
 use super::{Requery, START_TABLE};
 use crate::error::{Error, Result};
@@ -206,7 +206,7 @@ impl Extreme {
     }
 
     fn delete(&mut self, max: bool, value: &[u8]) {
-        let found = self.spans().find(|&(start, end)| &self.packed[start + PACKED_LEN..end] == value);
+        let found = self.spans().find(|&(start, end)| same_bytes(&self.packed[start + PACKED_LEN..end], value));
         if let Some(span) = found {
             self.remove_span(span);
             if self.count == 0 && !self.complete {
@@ -446,7 +446,10 @@ impl Prepared {
 
 /// The groups a change touched, in order, with their outputs before it.
 struct Touched {
-    keys: Vec<RowBytes>,
+    /// The groups' keys, one after another (one allocation for the change, not one per group).
+    key_bytes: Vec<u8>,
+    /// Where each key ends in `key_bytes`.
+    key_ends: Vec<usize>,
     /// Each touched group's id (a group forgotten by the change keeps its old id here).
     ids: Vec<u32>,
     /// Whether the group had a row before the change.
@@ -458,7 +461,8 @@ struct Touched {
 impl Touched {
     fn new(specs: &[AggSpec]) -> Self {
         Self {
-            keys: Vec::new(),
+            key_bytes: Vec::new(),
+            key_ends: Vec::new(),
             ids: Vec::new(),
             present: Vec::new(),
             before: specs.iter().map(AggSpec::out_column).collect(),
@@ -467,10 +471,26 @@ impl Touched {
 
     /// Records a group's key and its outputs before the change (None: it had no row).
     fn record(&mut self, specs: &[AggSpec], key: &[u8], id: u32, group: Option<&GroupState>) -> Result<()> {
-        self.keys.push(key.into());
+        self.key_bytes.extend_from_slice(key);
+        self.key_ends.push(self.key_bytes.len());
         self.ids.push(id);
         self.present.push(group.is_some());
         outputs(specs, group, &mut self.before)
+    }
+
+    fn len(&self) -> usize {
+        self.ids.len()
+    }
+
+    /// The key of the `i`-th touched group.
+    fn key(&self, i: usize) -> &[u8] {
+        let start = if i == 0 { 0 } else { self.key_ends[i - 1] };
+        &self.key_bytes[start..self.key_ends[i]]
+    }
+
+    /// Each touched group's key and id.
+    fn groups(&self) -> impl Iterator<Item = (&[u8], u32)> + '_ {
+        (0..self.len()).map(|i| (self.key(i), self.ids[i]))
     }
 }
 
@@ -507,7 +527,7 @@ impl AggregateNode {
             if let Some(delta) = &delta {
                 self.update(delta, &mut touched)?;
             }
-            if touched.keys.is_empty() {
+            if touched.len() == 0 {
                 return Ok(if delta.is_some() { Some(self.emit(touched)?) } else { None });
             }
             self.reaggregate(&touched, requery).await?;
@@ -591,10 +611,10 @@ impl AggregateNode {
     /// Re-aggregates the min/max of groups whose buffers cannot tell them, from the input.
     async fn reaggregate(&mut self, touched: &Touched, requery: &Requery<'_>) -> Result<()> {
         let mut dirty: Vec<RowBytes> = Vec::new();
-        for (key, &id) in touched.keys.iter().zip(&touched.ids) {
+        for (key, id) in touched.groups() {
             let group = self.groups.state(id)?;
             if group.rows > 0 && group.aggs.iter().any(|a| matches!(a, AggState::Extreme(e) if e.dirty)) {
-                dirty.push(key.clone());
+                dirty.push(key.into());
             }
         }
         if dirty.is_empty() {
@@ -679,8 +699,8 @@ impl AggregateNode {
     /// (weight -1) and after (+1). Groups left without rows are forgotten.
     fn emit(&mut self, touched: Touched) -> Result<Delta> {
         let mut after: Vec<OutColumn> = self.specs.iter().map(AggSpec::out_column).collect();
-        let mut present_after = Vec::with_capacity(touched.keys.len());
-        for (key, &id) in touched.keys.iter().zip(&touched.ids) {
+        let mut present_after = Vec::with_capacity(touched.len());
+        for (key, id) in touched.groups() {
             let group = Some(self.groups.state(id)?).filter(|g| self.has_row(g));
             present_after.push(group.is_some());
             outputs(&self.specs, group, &mut after)?;
@@ -705,7 +725,7 @@ impl AggregateNode {
         let mut columns: Vec<ArrayRef> = Vec::new();
         if !self.global {
             let parser = self.groups_converter.parser();
-            let keys = deleted.iter().chain(&inserted).map(|&i| parser.parse(&touched.keys[i]));
+            let keys = deleted.iter().chain(&inserted).map(|&i| parser.parse(touched.key(i)));
             columns = self.groups_converter.convert_rows(keys)?;
         }
         for (a, spec) in self.specs.iter().enumerate() {

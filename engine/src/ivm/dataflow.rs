@@ -121,6 +121,20 @@ pub fn add_count(counts: &mut HashMap<RowBytes, i64>, row: &[u8], weight: i64) -
     }
 }
 
+/// Whether two values in row format are equal, for scans that compare one value with many (a
+/// join key's rows, a min/max buffer): their last 8 bytes are compared first, inline, where most
+/// values differ (a join key's rows share the key, a leading column), before the full compare.
+#[inline]
+pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    match (a.last_chunk::<8>(), b.last_chunk::<8>()) {
+        (Some(x), Some(y)) if x != y => false,
+        _ => a == b,
+    }
+}
+
 /// A prefetch hint for the cache line at `at` (nothing on targets without one).
 #[inline(always)]
 pub fn prefetch(at: *const u8) {
@@ -368,5 +382,26 @@ impl DistinctNode {
             .collect::<std::result::Result<Vec<_>, _>>()?;
         let batch = batch_of(&delta.batch.schema(), columns, weights.len())?;
         Ok(Delta::new(batch, weights))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_bytes;
+
+    #[test]
+    fn same_bytes_compares_every_byte_whatever_the_length() {
+        let long = b"0123456789abcdef".to_vec();
+        assert!(same_bytes(&long, &long.clone()));
+        let mut head = long.clone();
+        head[0] = b'x';
+        assert!(!same_bytes(&long, &head), "differs before the last 8 bytes");
+        let mut tail = long.clone();
+        tail[15] = b'x';
+        assert!(!same_bytes(&long, &tail), "differs in the last 8 bytes");
+        assert!(!same_bytes(&long, &long[..15]), "a prefix");
+        assert!(same_bytes(b"abc", b"abc"));
+        assert!(!same_bytes(b"abc", b"abd"), "shorter than 8 bytes");
+        assert!(same_bytes(b"", b""));
     }
 }

@@ -15,7 +15,7 @@ use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{add_count, batch_of, evaluate, prefetch, BoxFuture, Change, Delta, Node, RowBytes};
+use super::dataflow::{add_count, batch_of, evaluate, prefetch, same_bytes, BoxFuture, Change, Delta, Node, RowBytes};
 use super::Requery;
 use crate::error::Result;
 
@@ -24,6 +24,8 @@ pub type SideIndex = HashMap<RowBytes, KeyRows>;
 
 /// Rows packed in a key's buffer before they move to a hash map (a delete scans the buffer).
 const PACKED_ROWS_MAX: usize = 256;
+/// How much of a key's packed rows is prefetched for a delete that scans them.
+const PREFETCH_SCAN_BYTES: usize = 2048;
 /// A packed entry's header: the row's length (u32), then its count (i64).
 const ENTRY_HEADER: usize = 12;
 
@@ -78,9 +80,16 @@ impl KeyRows {
         }
     }
 
-    /// Asks the CPU to load the packed rows' first and last cache lines (read, and appended to).
-    pub fn prefetch(&self) {
+    /// Asks the CPU to load the packed rows: their first and last cache lines (read, and
+    /// appended to), or, for a delete (which scans them), up to [`PREFETCH_SCAN_BYTES`].
+    pub fn prefetch(&self, delete: bool) {
         if let KeyRows::Packed { buf, .. } = self {
+            if delete {
+                for offset in (0..buf.len().min(PREFETCH_SCAN_BYTES)).step_by(64) {
+                    prefetch(buf.as_ptr().wrapping_add(offset));
+                }
+                return;
+            }
             prefetch(buf.as_ptr());
             if buf.len() > 64 {
                 prefetch(buf.as_ptr().wrapping_add(buf.len() - 1));
@@ -109,7 +118,7 @@ impl KeyRows {
                     let mut at = 0;
                     while at < buf.len() && weight < 0 {
                         let (existing, count, end) = entry(buf, at);
-                        if existing != row || count <= 0 {
+                        if count <= 0 || !same_bytes(existing, row) {
                             at = end;
                             continue;
                         }
@@ -280,10 +289,10 @@ impl JoinNode {
             let key = keys.row(i).data();
             let found = self.right_index.get(key);
             if let Some(rows) = found {
-                rows.prefetch();
+                rows.prefetch(false);
             }
             if let Some(own) = self.left_index.get(key) {
-                own.prefetch();
+                own.prefetch(delta.weights[i] < 0);
             }
             matches.push(found);
         }
