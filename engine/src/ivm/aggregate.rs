@@ -19,8 +19,10 @@ use datafusion::common::{HashMap, ScalarValue};
 use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{add_count, batch_of, evaluate, same_bytes, BoxFuture, Change, Delta, Node, RowBytes};
-use super::groups::{Groups, PREFETCH_DISTANCE};
+use super::dataflow::{
+    add_count, batch_of, evaluate, same_bytes, BoxFuture, Change, Delta, Node, RowBytes, PREFETCH_DISTANCE,
+};
+use super::groups::Groups;
 use super::{Requery, START_TABLE};
 use crate::error::{Error, Result};
 

@@ -135,6 +135,10 @@ pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
+/// How many rows ahead of the one being applied its state is prefetched (an aggregate prefetches
+/// a group's aggregate states half as far ahead, once the group's own state has arrived).
+pub const PREFETCH_DISTANCE: usize = 8;
+
 /// A prefetch hint for the cache line at `at` (nothing on targets without one).
 #[inline(always)]
 pub fn prefetch(at: *const u8) {

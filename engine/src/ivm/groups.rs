@@ -13,10 +13,6 @@ use super::aggregate::{AggState, GroupState};
 use super::dataflow::{prefetch, RowBytes};
 use crate::error::{Error, Result};
 
-/// How many rows ahead of the one being updated a group's state is prefetched (its aggregate
-/// states half as far ahead, once the group's own state has arrived).
-pub const PREFETCH_DISTANCE: usize = 8;
-
 #[derive(Default)]
 pub struct Groups {
     index: HashMap<RowBytes, u32>,

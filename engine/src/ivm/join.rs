@@ -15,7 +15,9 @@ use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
-use super::dataflow::{add_count, batch_of, evaluate, prefetch, same_bytes, BoxFuture, Change, Delta, Node, RowBytes};
+use super::dataflow::{
+    add_count, batch_of, evaluate, prefetch, same_bytes, BoxFuture, Change, Delta, Node, RowBytes, PREFETCH_DISTANCE,
+};
 use super::Requery;
 use crate::error::Result;
 
@@ -26,6 +28,21 @@ pub type SideIndex = HashMap<RowBytes, KeyRows>;
 const PACKED_ROWS_MAX: usize = 256;
 /// How much of a key's packed rows is prefetched for a delete that scans them.
 const PREFETCH_SCAN_BYTES: usize = 2048;
+
+/// Asks the CPU to load what a change of a key's packed rows (see [`KeyRows::span`]) will touch:
+/// a delete scans them from the start, an insert appends at the end.
+fn prefetch_span((at, len): (usize, usize), delete: bool) {
+    if at == 0 {
+        return;
+    }
+    if delete {
+        for offset in (0..len.min(PREFETCH_SCAN_BYTES)).step_by(64) {
+            prefetch((at + offset) as *const u8);
+        }
+    } else {
+        prefetch((at + len) as *const u8);
+    }
+}
 /// A packed entry's header: the row's length (u32), then its count (i64).
 const ENTRY_HEADER: usize = 12;
 
@@ -80,23 +97,14 @@ impl KeyRows {
         }
     }
 
-    /// Asks the CPU to load the packed rows: their first and last cache lines (read, and
-    /// appended to), or, for a delete (which scans them), up to [`PREFETCH_SCAN_BYTES`].
-    pub fn prefetch(&self, delete: bool) {
-        if let KeyRows::Packed { buf, .. } = self {
-            if delete {
-                for offset in (0..buf.len().min(PREFETCH_SCAN_BYTES)).step_by(64) {
-                    prefetch(buf.as_ptr().wrapping_add(offset));
-                }
-                return;
-            }
-            prefetch(buf.as_ptr());
-            if buf.len() > 64 {
-                prefetch(buf.as_ptr().wrapping_add(buf.len() - 1));
-            }
+    /// Where the packed rows are (address, length), as a prefetch hint for later, when a borrow
+    /// cannot be kept: never dereferenced, so a stale one is harmless. (0, 0) for the map form.
+    pub fn span(&self) -> (usize, usize) {
+        match self {
+            KeyRows::Packed { buf, .. } => (buf.as_ptr() as usize, buf.len()),
+            KeyRows::Map(_) => (0, 0),
         }
     }
-
     /// The sum of the multiplicities.
     pub fn total(&self) -> i64 {
         self.iter().map(|(_, count)| count).sum()
@@ -277,27 +285,28 @@ impl JoinNode {
     fn apply_left(&mut self, delta: &Delta) -> Result<Delta> {
         let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.left_keys, &delta.batch)?;
         let rows = self.left_rows.convert_columns(delta.batch.columns())?;
-        // Each row's matches first, and its key's own rows, in a loop of lookups alone: the
-        // indexes are much larger than the caches, and their misses overlap there, where one
-        // row at a time would wait for each in turn. The loop below finds them cached.
+        // Each row's matches first, and where its key's own rows are, in a loop of lookups
+        // alone: the indexes are much larger than the caches, and their misses overlap there,
+        // where one row at a time would wait for each in turn. The loop below then prefetches the
+        // own rows a few rows ahead (all of them at once would not stay cached).
         let mut matches: Vec<Option<&KeyRows>> = Vec::with_capacity(delta.len());
+        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(delta.len());
         for (i, &null) in null_key.iter().enumerate() {
-            if null {
-                matches.push(None);
-                continue;
-            }
             let key = keys.row(i).data();
-            let found = self.right_index.get(key);
-            if let Some(rows) = found {
-                rows.prefetch(false);
+            let found = if null { None } else { self.right_index.get(key) };
+            if let Some((at, _)) = found.map(KeyRows::span) {
+                prefetch(at as *const u8);
             }
-            if let Some(own) = self.left_index.get(key) {
-                own.prefetch(delta.weights[i] < 0);
-            }
+            spans.push(if null { (0, 0) } else { self.left_index.get(key).map_or((0, 0), KeyRows::span) });
             matches.push(found);
         }
         let mut pairs: Pairs = Vec::new();
         for (i, (weight, found)) in delta.weights.iter().zip(matches).enumerate() {
+            if let (Some(&span), Some(&ahead)) =
+                (spans.get(i + PREFETCH_DISTANCE), delta.weights.get(i + PREFETCH_DISTANCE))
+            {
+                prefetch_span(span, ahead < 0);
+            }
             let row = rows.row(i).data();
             if null_key[i] {
                 if self.left_outer {
