@@ -1,11 +1,16 @@
 //! Incrementally maintained materialized views (`CREATE MATERIALIZED VIEW v AS SELECT ...`).
 //!
 //! A view lives in memory while its database is open ([`view::LiveView`]): a dataflow
-//! ([`dataflow`], [`join`], [`aggregate`]) compiled from its optimized plan ([`compile`]) turns each
-//! input change (rows inserted and deleted, read from the input's change data or handed over by
-//! the writer) into the change of the view's rows ([`output`]); a query that cannot be maintained
-//! that way is recomputed in full, and the view says why. Readers get the live rows, caught up
-//! with the inputs' latest versions first.
+//! ([`dataflow`], [`join`], [`aggregate`] and its [`groups`]) compiled from its optimized plan
+//! ([`compile`]) turns each input change (rows inserted and deleted, read from the input's change
+//! data or handed over by the writer) into the change of the view's rows ([`output`]); a query
+//! that cannot be maintained that way is recomputed in full, and the view says why. Readers get
+//! the live rows, caught up with the inputs' latest versions first.
+//!
+//! A change's cost is cache misses: its rows touch state spread over far more memory than the
+//! caches hold. So each operator looks up all of a change's rows first, in a loop of lookups
+//! alone (the CPU overlaps their misses), then applies them with the state of the rows a few
+//! places ahead prefetched ([`dataflow::PREFETCH_DISTANCE`]).
 //!
 //! Durability: a checkpoint writes the view's rows to its Delta table (what outside readers see)
 //! together with `txn(appId = 'ivm-input:<table>', version)` per input and `txn('ivm-state', n)`
