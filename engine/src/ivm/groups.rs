@@ -86,10 +86,6 @@ impl Groups {
     }
 
     /// The group with `key`.
-    pub fn get(&self, key: &[u8]) -> Option<&GroupState> {
-        self.id(key).and_then(|id| self.states.get(id as usize))
-    }
-
     pub fn get_mut(&mut self, key: &[u8]) -> Option<&mut GroupState> {
         let id = self.id(key)?;
         self.states.get_mut(id as usize)
@@ -121,5 +117,42 @@ impl Groups {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+
+    fn state(rows: i64) -> GroupState {
+        GroupState { rows, aggs: vec![AggState::Count(rows)], seen: 0 }
+    }
+
+    fn contents(groups: &Groups) -> BTreeMap<Vec<u8>, i64> {
+        groups.iter().map(|(key, state)| (key.to_vec(), state.rows)).collect()
+    }
+
+    #[test]
+    fn removed_groups_free_their_ids_for_new_ones_and_keys_find_their_states() {
+        let mut groups = Groups::default();
+        let a = groups.insert(b"a", state(1)).expect("insert a");
+        let b = groups.insert(b"b", state(2)).expect("insert b");
+        assert_ne!(a, b);
+        assert_eq!(groups.insert(b"a", state(10)).expect("replace a"), a, "a key keeps its id");
+        assert_eq!(groups.state(a).expect("a").rows, 10);
+        groups.remove(b"b");
+        assert_eq!(groups.id(b"b"), None);
+        assert_eq!(groups.len(), 1);
+        let c = groups.insert(b"c", state(3)).expect("insert c");
+        assert_eq!(c, b, "the freed id is reused");
+        assert_eq!(contents(&groups), BTreeMap::from([(b"a".to_vec(), 10), (b"c".to_vec(), 3)]));
+        groups.get_mut(b"c").expect("c").rows += 1;
+        assert_eq!(groups.state(c).expect("c").rows, 4);
+        assert!(groups.state(99).is_err(), "an unknown id is an error, not a panic");
+        groups.clear();
+        assert!(groups.is_empty());
+        assert_eq!(groups.insert(b"d", state(4)).expect("insert d"), 0, "ids start again after clear");
     }
 }
