@@ -29,20 +29,6 @@ const PACKED_ROWS_MAX: usize = 256;
 /// How much of a key's packed rows is prefetched for a delete that scans them.
 const PREFETCH_SCAN_BYTES: usize = 2048;
 
-/// Asks the CPU to load what a change of a key's packed rows (see [`KeyRows::span`]) will touch:
-/// a delete scans them from the start, an insert appends at the end.
-fn prefetch_span((at, len): (usize, usize), delete: bool) {
-    if at == 0 {
-        return;
-    }
-    if delete {
-        for offset in (0..len.min(PREFETCH_SCAN_BYTES)).step_by(64) {
-            prefetch((at + offset) as *const u8);
-        }
-    } else {
-        prefetch((at + len) as *const u8);
-    }
-}
 /// A packed entry's header: the row's length (u32), then its count (i64).
 const ENTRY_HEADER: usize = 12;
 
@@ -76,6 +62,21 @@ fn entry(buf: &[u8], at: usize) -> (&[u8], i64, usize) {
     (&buf[at + ENTRY_HEADER..end], i64::from_le_bytes(count), end)
 }
 
+/// Asks the CPU to load what a change of a key's packed rows (see [`KeyRows::span`]) will touch:
+/// a delete scans them from the start, an insert appends at the end.
+fn prefetch_span((at, len): (usize, usize), delete: bool) {
+    if at == 0 {
+        return;
+    }
+    if delete {
+        for offset in (0..len.min(PREFETCH_SCAN_BYTES)).step_by(64) {
+            prefetch((at + offset) as *const u8);
+        }
+    } else {
+        prefetch((at + len) as *const u8);
+    }
+}
+
 impl KeyRows {
     /// The entries (in the packed form, a row may have more than one).
     pub fn len(&self) -> usize {
@@ -105,6 +106,7 @@ impl KeyRows {
             KeyRows::Map(_) => (0, 0),
         }
     }
+
     /// The sum of the multiplicities.
     pub fn total(&self) -> i64 {
         self.iter().map(|(_, count)| count).sum()

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::{filter_record_batch, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::{RowConverter, Rows};
+use arrow::row::RowConverter;
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes};
@@ -179,40 +179,35 @@ impl OutputStore {
 
     /// Indexed by key: per key, the change removes its row, adds one, or replaces it. Returns the
     /// rows of `batch` to append, in order, and how many rows it masked.
+    ///
+    /// The removals go first, then the additions: a replaced key's position is [`REMOVED`] in
+    /// between. A change that adds a key and removes it while it is absent is nothing; a key
+    /// removed but absent and not added is a missing row. No map of the change's keys is built
+    /// for what an aggregate emits (it cost a cache miss per row), only for such absent keys.
     fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
-        let Index::Keys { columns, positions } = &self.index else { return Ok((Vec::new(), 0)) };
+        let Index::Keys { columns, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
         let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
         let keys = self.rows.convert_columns(&keys)?;
         // Each key's row first, in a loop of lookups alone, so that their cache misses overlap
-        // (the index is much larger than the caches); the loops after it find them cached. It
-        // also tells whether the change has the shape an aggregate emits.
-        let mut simple = true;
-        for (i, &weight) in weights.iter().enumerate() {
-            let found = positions.get(keys.row(i).data());
-            if let Some(&(segment, index)) = found {
+        // (the index is much larger than the caches); the loops after it find them cached.
+        for i in 0..weights.len() {
+            if let Some(&(segment, index)) = positions.get(keys.row(i).data()) {
                 if let Some(segment) = self.segments.get(segment as usize) {
                     prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
                 }
             }
-            simple &= weight == 1 || (weight == -1 && found.is_some());
         }
-        if simple {
-            self.apply_keyed_in_order(&keys, weights)
-        } else {
-            self.apply_keyed_net(&keys, weights)
-        }
-    }
-
-    /// A change whose rows each add one row or remove a row that is there (what an aggregate
-    /// emits: a group's row before, its row after): the removals, then the additions, with no
-    /// map of net changes (which cost a cache miss per row to build).
-    fn apply_keyed_in_order(&mut self, keys: &Rows, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
-        let Index::Keys { positions, .. } = &mut self.index else { return Ok((Vec::new(), 0)) };
         let mut removed = 0;
         let mut emptied: Vec<usize> = Vec::new();
-        for (i, _) in weights.iter().enumerate().filter(|(_, &w)| w < 0) {
-            let at = positions.get_mut(keys.row(i).data()).ok_or_else(missing_row)?;
-            if *at == REMOVED {
+        // Removals of keys that are absent: cancelled by an addition of the same key, if any.
+        let mut absent: HashMap<&[u8], i64> = HashMap::new();
+        for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w < 0) {
+            let key = keys.row(i).data();
+            let Some(at) = positions.get_mut(key) else {
+                *absent.entry(key).or_default() -= weight;
+                continue;
+            };
+            if weight < -1 || *at == REMOVED {
                 return Err(missing_row());
             }
             let (segment, index) = std::mem::replace(at, REMOVED);
@@ -222,9 +217,16 @@ impl OutputStore {
         }
         let segment = self.segments.len() as u32;
         let mut inserted: Vec<u32> = Vec::new();
-        for (i, _) in weights.iter().enumerate().filter(|(_, &w)| w > 0) {
-            let at = (segment, inserted.len() as u32);
+        for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w > 0) {
             let key = keys.row(i).data();
+            if weight > 1 {
+                return Err(second_row());
+            }
+            if let Some(pending) = absent.get_mut(key).filter(|pending| **pending > 0) {
+                *pending -= 1;
+                continue;
+            }
+            let at = (segment, inserted.len() as u32);
             match positions.get_mut(key) {
                 Some(existing) if *existing == REMOVED => *existing = at,
                 Some(_) => return Err(second_row()),
@@ -234,61 +236,14 @@ impl OutputStore {
             }
             inserted.push(i as u32);
         }
+        if absent.values().any(|&pending| pending > 0) {
+            return Err(missing_row());
+        }
         // Keys removed and not added back.
         for i in emptied {
             let key = keys.row(i).data();
             if positions.get(key) == Some(&REMOVED) {
                 positions.remove(key);
-            }
-        }
-        Ok((inserted, removed))
-    }
-
-    /// Any change: the net count of each key (-1, 0 or +1) decides.
-    fn apply_keyed_net(&mut self, keys: &Rows, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
-        let Index::Keys { positions, .. } = &mut self.index else { return Ok((Vec::new(), 0)) };
-        // Per key: the net count (-1, 0 or +1) and the row added.
-        let mut net: HashMap<&[u8], (i64, Option<u32>)> = HashMap::with_capacity(weights.len());
-        for (i, &weight) in weights.iter().enumerate() {
-            let entry = net.entry(keys.row(i).data()).or_insert((0, None));
-            entry.0 += weight;
-            if weight > 0 {
-                if weight > 1 || entry.1.is_some() {
-                    return Err(second_row());
-                }
-                entry.1 = Some(i as u32);
-            }
-        }
-        let segment = self.segments.len() as u32;
-        let mut inserted: Vec<u32> = Vec::new();
-        let mut removed = 0;
-        for (key, (count, added)) in net {
-            let old = match (count, added) {
-                // -old +new: the key's row is replaced where the index has it.
-                (0, Some(row)) => match positions.get_mut(key) {
-                    Some(at) => {
-                        let old = *at;
-                        *at = (segment, inserted.len() as u32);
-                        inserted.push(row);
-                        Some(old)
-                    }
-                    // +row -row: nothing changes.
-                    None => None,
-                },
-                (1, Some(row)) => {
-                    if positions.insert(key.into(), (segment, inserted.len() as u32)).is_some() {
-                        return Err(second_row());
-                    }
-                    inserted.push(row);
-                    None
-                }
-                (-1, None) => Some(positions.remove(key).ok_or_else(missing_row)?),
-                (0, None) => None,
-                _ => return Err(missing_row()),
-            };
-            if let Some((segment, index)) = old {
-                Self::kill(&mut self.segments, segment, index)?;
-                removed += 1;
             }
         }
         Ok((inserted, removed))
