@@ -573,9 +573,14 @@ impl AggregateNode {
         };
         // First every row's group, in a loop of lookups alone (see `groups`); a group seen for
         // the first time is created, and recorded as having had no row.
+        // The index's slot of the row a few places ahead is prefetched by its hash.
+        let hashes: Vec<u64> = (0..delta.len()).map(|i| self.groups.hash(key(i))).collect();
         let mut ids: Vec<u32> = Vec::with_capacity(delta.len());
-        for i in 0..delta.len() {
-            let id = match self.groups.id(key(i)) {
+        for (i, &hash) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
+                self.groups.prefetch_key(ahead);
+            }
+            let id = match self.groups.id_hashed(hash, key(i)) {
                 Some(id) => id,
                 None => {
                     let mut group = fresh.clone();

@@ -20,7 +20,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::aggregate::{AggKind, AggSpec, AggregateNode, SumKind};
 use super::dataflow::{DistinctNode, Node, ScanNode};
 use super::groups::Groups;
-use super::join::JoinNode;
+use super::join::{JoinNode, SideIndex};
 use crate::catalog::{CatalogState, DEFAULT_SCHEMA};
 
 /// Why a view is recomputed in full rather than maintained.
@@ -140,6 +140,9 @@ impl CompileContext<'_> {
         let nulls: Vec<_> = right_arrow.fields().iter().map(|f| new_null_array(f.data_type(), 1)).collect();
         let null_right =
             right_rows.convert_columns(&nulls).or_else(|e| fallback(e.to_string()))?.row(0).as_ref().into();
+        // One hash for both sides' indexes: a key is hashed once for both.
+        let left_index = SideIndex::new();
+        let right_index = SideIndex::with_state(left_index.state().clone());
         Ok(Node::Join(Box::new(JoinNode {
             left_keys: self.physicals(&left_exprs, left_schema)?,
             right_keys: self.physicals(&right_exprs, right_schema)?,
@@ -153,8 +156,8 @@ impl CompileContext<'_> {
             right_schema: right_arrow,
             schema: arrow_schema(&join.schema),
             null_right,
-            left_index: HashMap::new(),
-            right_index: HashMap::new(),
+            left_index,
+            right_index,
             left: self.compile(&join.left)?,
             right: self.compile(&join.right)?,
             left_outer,

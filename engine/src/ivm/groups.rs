@@ -7,15 +7,14 @@
 //! a loop of lookups alone (the CPU overlaps their misses), then updates the groups by id while it
 //! prefetches the states of the rows a few places ahead ([`Groups::prefetch`]).
 
-use datafusion::common::HashMap;
-
 use super::aggregate::{AggState, GroupState};
-use super::dataflow::{prefetch, RowBytes};
+use super::dataflow::prefetch;
+use super::keymap::KeyMap;
 use crate::error::{Error, Result};
 
 #[derive(Default)]
 pub struct Groups {
-    index: HashMap<RowBytes, u32>,
+    index: KeyMap<u32>,
     /// By id; a free id's state is empty (no aggregate states) until it is reused.
     states: Vec<GroupState>,
     free: Vec<u32>,
@@ -45,6 +44,21 @@ impl Groups {
         self.index.get(key).copied()
     }
 
+    /// The hash of `key` that [`Self::id_hashed`] and [`Self::prefetch_key`] take.
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.index.hash(key)
+    }
+
+    /// The id of the group with `key`, whose [`Self::hash`] is `hash`.
+    pub fn id_hashed(&self, hash: u64, key: &[u8]) -> Option<u32> {
+        self.index.get_hashed(hash, key).copied()
+    }
+
+    /// Asks the CPU to load the index slot of the key with this hash: a hint, never an error.
+    pub fn prefetch_key(&self, hash: u64) {
+        self.index.prefetch(hash);
+    }
+
     /// Adds a group (the caller knows `key` is new, or replaces its group); returns its id.
     pub fn insert(&mut self, key: &[u8], state: GroupState) -> Result<u32> {
         if let Some(id) = self.id(key) {
@@ -63,7 +77,7 @@ impl Groups {
                 id
             }
         };
-        self.index.insert(key.into(), id);
+        self.index.insert(key, id);
         Ok(id)
     }
 
@@ -93,7 +107,7 @@ impl Groups {
 
     /// Each group's key and state.
     pub fn iter(&self) -> impl Iterator<Item = (&[u8], &GroupState)> + '_ {
-        self.index.iter().filter_map(|(key, &id)| self.states.get(id as usize).map(|state| (&key[..], state)))
+        self.index.iter().filter_map(|(key, &id)| self.states.get(id as usize).map(|state| (key, state)))
     }
 
     /// Asks the CPU to load group `id`'s state (`stage` 0), or, once it is there, its aggregate

@@ -18,11 +18,12 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::dataflow::{
     add_count, batch_of, evaluate, prefetch, same_bytes, BoxFuture, Change, Delta, Node, RowBytes, PREFETCH_DISTANCE,
 };
+use super::keymap::KeyMap;
 use super::Requery;
 use crate::error::Result;
 
-/// Rows of one side by key.
-pub type SideIndex = HashMap<RowBytes, KeyRows>;
+/// Rows of one side by key. Both sides' indexes hash alike (see [`KeyMap::with_state`]).
+pub type SideIndex = KeyMap<KeyRows>;
 
 /// Rows packed in a key's buffer before they move to a hash map (a delete scans the buffer).
 const PACKED_ROWS_MAX: usize = 256;
@@ -238,20 +239,15 @@ fn key_rows(
     Ok((keys.convert_columns(&columns)?, has_null))
 }
 
-fn add(index: &mut SideIndex, key: &[u8], row: &[u8], weight: i64) {
+/// Adds `weight` copies of `row` to `key`'s rows, whose hash is `hash`.
+fn add(index: &mut SideIndex, hash: u64, key: &[u8], row: &[u8], weight: i64) {
     if weight == 0 {
         return;
     }
-    // Looked up as borrowed bytes: the key is copied only when it is new.
-    let Some(rows) = index.get_mut(key) else {
-        let mut rows = KeyRows::default();
-        rows.add(row, weight);
-        index.insert(key.into(), rows);
-        return;
-    };
+    let rows = index.entry_hashed(hash, key);
     rows.add(row, weight);
     if rows.is_empty() {
-        index.remove(key);
+        index.remove_hashed(hash, key);
     }
 }
 
@@ -289,17 +285,27 @@ impl JoinNode {
         let rows = self.left_rows.convert_columns(delta.batch.columns())?;
         // Each row's matches first, and where its key's own rows are, in a loop of lookups
         // alone: the indexes are much larger than the caches, and their misses overlap there,
-        // where one row at a time would wait for each in turn. The loop below then prefetches the
-        // own rows a few rows ahead (all of them at once would not stay cached).
+        // where one row at a time would wait for each in turn. The index slots of the row a few
+        // places ahead are prefetched by its key's hash (one for both sides). The loop below then
+        // prefetches the own rows a few rows ahead (all of them at once would not stay cached).
+        let hashes: Vec<u64> = (0..delta.len()).map(|i| self.left_index.hash(keys.row(i).data())).collect();
         let mut matches: Vec<Option<&KeyRows>> = Vec::with_capacity(delta.len());
         let mut spans: Vec<(usize, usize)> = Vec::with_capacity(delta.len());
         for (i, &null) in null_key.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
+                self.right_index.prefetch(ahead);
+                self.left_index.prefetch(ahead);
+            }
             let key = keys.row(i).data();
-            let found = if null { None } else { self.right_index.get(key) };
+            let found = if null { None } else { self.right_index.get_hashed(hashes[i], key) };
             if let Some((at, _)) = found.map(KeyRows::span) {
                 prefetch(at as *const u8);
             }
-            spans.push(if null { (0, 0) } else { self.left_index.get(key).map_or((0, 0), KeyRows::span) });
+            spans.push(if null {
+                (0, 0)
+            } else {
+                self.left_index.get_hashed(hashes[i], key).map_or((0, 0), KeyRows::span)
+            });
             matches.push(found);
         }
         let mut pairs: Pairs = Vec::new();
@@ -325,7 +331,7 @@ impl JoinNode {
             if self.left_outer && !matched {
                 pairs.push((row, &self.null_right, *weight));
             }
-            add(&mut self.left_index, key, row, *weight);
+            add(&mut self.left_index, hashes[i], key, row, *weight);
         }
         output(self.pair_schema(), pairs)
     }
@@ -342,6 +348,7 @@ impl JoinNode {
         }
         let mut pairs: Pairs = Vec::new();
         for (key, indices) in by_key {
+            let hash = self.right_index.hash(key);
             let before = if self.left_outer { total(&self.right_index, key) } else { 0 };
             for i in indices {
                 let row = rows.row(i).data();
@@ -349,7 +356,7 @@ impl JoinNode {
                 for (left, count) in self.left_index.get(key).into_iter().flat_map(KeyRows::iter) {
                     pairs.push((left, row, count * weight));
                 }
-                add(&mut self.right_index, key, row, weight);
+                add(&mut self.right_index, hash, key, row, weight);
             }
             if self.left_outer {
                 let after = total(&self.right_index, key);

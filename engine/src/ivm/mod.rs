@@ -31,6 +31,7 @@ pub mod dataflow;
 pub mod ddl;
 pub mod groups;
 pub mod join;
+pub mod keymap;
 pub mod output;
 pub mod state;
 pub mod view;

@@ -19,7 +19,8 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::RowConverter;
 use datafusion::common::HashMap;
 
-use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes};
+use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes, PREFETCH_DISTANCE};
+use super::keymap::KeyMap;
 use crate::error::{Error, Result};
 
 /// Segments kept before they are compacted into one.
@@ -96,7 +97,7 @@ enum Index {
     /// Each distinct row's copies.
     Rows(HashMap<RowBytes, Copies>),
     /// The one row of each value of the unique `columns`.
-    Keys { columns: Vec<usize>, positions: HashMap<RowBytes, (u32, u32)> },
+    Keys { columns: Vec<usize>, positions: KeyMap<(u32, u32)> },
 }
 
 pub struct OutputStore {
@@ -128,7 +129,7 @@ impl OutputStore {
             Some(columns) if !columns.is_empty() && columns.iter().all(|&c| c < schema.fields().len()) => {
                 let fields: Vec<_> = columns.iter().map(|&c| schema.field(c).clone()).collect();
                 let converter = converter(&Arc::new(arrow::datatypes::Schema::new(fields)))?;
-                (converter, Index::Keys { columns, positions: HashMap::new() })
+                (converter, Index::Keys { columns, positions: KeyMap::new() })
             }
             _ => (converter(&schema)?, Index::Rows(HashMap::new())),
         };
@@ -188,10 +189,15 @@ impl OutputStore {
         let Index::Keys { columns, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
         let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
         let keys = self.rows.convert_columns(&keys)?;
-        // Each key's row first, in a loop of lookups alone, so that their cache misses overlap
-        // (the index is much larger than the caches); the loops after it find them cached.
-        for i in 0..weights.len() {
-            if let Some(&(segment, index)) = positions.get(keys.row(i).data()) {
+        // Each key's row first, in a loop of lookups alone (the index is much larger than the
+        // caches), with the index slot of the key a few places ahead prefetched by its hash; the
+        // loops after it find them cached.
+        let hashes: Vec<u64> = (0..weights.len()).map(|i| positions.hash(keys.row(i).data())).collect();
+        for (i, &hash) in hashes.iter().enumerate() {
+            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
+                positions.prefetch(ahead);
+            }
+            if let Some(&(segment, index)) = positions.get_hashed(hash, keys.row(i).data()) {
                 if let Some(segment) = self.segments.get(segment as usize) {
                     prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
                 }
@@ -203,7 +209,7 @@ impl OutputStore {
         let mut absent: HashMap<&[u8], i64> = HashMap::new();
         for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w < 0) {
             let key = keys.row(i).data();
-            let Some(at) = positions.get_mut(key) else {
+            let Some(at) = positions.get_mut_hashed(hashes[i], key) else {
                 *absent.entry(key).or_default() -= weight;
                 continue;
             };
@@ -227,11 +233,11 @@ impl OutputStore {
                 continue;
             }
             let at = (segment, inserted.len() as u32);
-            match positions.get_mut(key) {
+            match positions.get_mut_hashed(hashes[i], key) {
                 Some(existing) if *existing == REMOVED => *existing = at,
                 Some(_) => return Err(second_row()),
                 None => {
-                    positions.insert(key.into(), at);
+                    positions.insert_hashed(hashes[i], key, at);
                 }
             }
             inserted.push(i as u32);
@@ -242,8 +248,8 @@ impl OutputStore {
         // Keys removed and not added back.
         for i in emptied {
             let key = keys.row(i).data();
-            if positions.get(key) == Some(&REMOVED) {
-                positions.remove(key);
+            if positions.get_hashed(hashes[i], key) == Some(&REMOVED) {
+                positions.remove_hashed(hashes[i], key);
             }
         }
         Ok((inserted, removed))

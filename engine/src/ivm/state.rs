@@ -176,7 +176,7 @@ fn encode_node(node: &Node, w: &mut Writer) {
             encode_node(&join.right, w);
             for index in [&join.left_index, &join.right_index] {
                 w.u64(index.len() as u64);
-                for (key, rows) in index {
+                for (key, rows) in index.iter() {
                     w.bytes(key);
                     encode_counts(rows.len(), rows.iter(), w);
                 }
@@ -263,7 +263,7 @@ fn decode_node(node: &mut Node, r: &mut Reader<'_>) -> Result<()> {
                     let key = r.row()?;
                     let mut rows = KeyRows::default();
                     decode_counts(r, |row, count| rows.add(&row, count))?;
-                    index.insert(key, rows);
+                    index.insert(&key, rows);
                 }
             }
         }
