@@ -72,7 +72,10 @@ pub enum AggState {
 /// [`EXTREME_BUFFER_VALUES_MAX`]; `complete` when they are all of the group's values.
 ///
 /// The values, in row format, are packed one after another in one buffer (each a 4-byte length,
-/// then its bytes): a group's buffer is one allocation that a scan reads in a cache line or two.
+/// its bytes, the length again): a group's buffer is one allocation that a scan reads in a few
+/// cache lines, and its worst value is read from its end, with no scan. A delete of a value worse
+/// than the worst (most deletes, when a group has many more values than the buffer) reads only
+/// that.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Extreme {
     packed: Vec<u8>,
@@ -82,7 +85,7 @@ pub struct Extreme {
     pub dirty: bool,
 }
 
-/// The length prefix of a packed value.
+/// The length before and after a packed value.
 const PACKED_LEN: usize = 4;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +143,12 @@ impl Extreme {
 
     /// The values, best first.
     pub fn values(&self) -> impl Iterator<Item = &[u8]> + '_ {
-        self.spans().map(|(start, end)| &self.packed[start + PACKED_LEN..end])
+        self.spans().map(|span| self.value(span))
+    }
+
+    /// The value of a packed span.
+    fn value(&self, (start, end): (usize, usize)) -> &[u8] {
+        &self.packed[start + PACKED_LEN..end - PACKED_LEN]
     }
 
     pub fn len(&self) -> usize {
@@ -151,14 +159,27 @@ impl Extreme {
         self.count == 0
     }
 
-    /// Where the values are in memory (for a prefetch).
-    pub fn as_ptr(&self) -> *const u8 {
-        self.packed.as_ptr()
+    /// Where the values are in memory (for a prefetch): the first byte and the last.
+    pub fn ends(&self) -> (*const u8, *const u8) {
+        let start = self.packed.as_ptr();
+        (start, start.wrapping_add(self.packed.len().saturating_sub(1)))
     }
 
     /// The best value.
     pub fn first(&self) -> Option<&[u8]> {
         self.values().next()
+    }
+
+    /// The worst value, read from the length after it.
+    pub fn last(&self) -> Option<&[u8]> {
+        self.last_span().map(|span| self.value(span))
+    }
+
+    fn last_span(&self) -> Option<(usize, usize)> {
+        let end = self.packed.len();
+        let trailer = self.packed.get(end.checked_sub(PACKED_LEN)?..end)?;
+        let len = u32::from_le_bytes([trailer[0], trailer[1], trailer[2], trailer[3]]) as usize;
+        Some((end.checked_sub(2 * PACKED_LEN + len)?, end))
     }
 
     /// Each packed value's byte range (its length prefix included).
@@ -167,7 +188,7 @@ impl Extreme {
         std::iter::from_fn(move || {
             let header = self.packed.get(at..at + PACKED_LEN)?;
             let len = u32::from_le_bytes([header[0], header[1], header[2], header[3]]) as usize;
-            let span = (at, at + PACKED_LEN + len);
+            let span = (at, at + 2 * PACKED_LEN + len);
             at = span.1;
             Some(span)
         })
@@ -175,7 +196,7 @@ impl Extreme {
 
     fn splice(&mut self, at: usize, value: &[u8]) {
         let header = (value.len() as u32).to_le_bytes();
-        self.packed.splice(at..at, header.iter().chain(value).copied());
+        self.packed.splice(at..at, header.iter().chain(value).chain(header.iter()).copied());
         self.count += 1;
     }
 
@@ -185,16 +206,16 @@ impl Extreme {
     }
 
     fn insert(&mut self, max: bool, value: &[u8]) {
-        let worst_ok = self.values().last().is_some_and(|w| !better(max, w, value));
+        let worst_ok = self.last().is_some_and(|w| !better(max, w, value));
         if (self.complete && self.count < EXTREME_BUFFER_VALUES_MAX) || worst_ok {
             // Before the first value this one beats.
             let at = self
                 .spans()
-                .find(|&(start, end)| better(max, value, &self.packed[start + PACKED_LEN..end]))
+                .find(|&span| better(max, value, self.value(span)))
                 .map_or(self.packed.len(), |(start, _)| start);
             self.splice(at, value);
             if self.count > EXTREME_BUFFER_VALUES_MAX {
-                if let Some(last) = self.spans().last() {
+                if let Some(last) = self.last_span() {
                     self.remove_span(last);
                 }
                 self.complete = false;
@@ -208,7 +229,15 @@ impl Extreme {
     }
 
     fn delete(&mut self, max: bool, value: &[u8]) {
-        let found = self.spans().find(|&(start, end)| same_bytes(&self.packed[start + PACKED_LEN..end], value));
+        // Worse than the worst: not in the buffer, fine only if the buffer is partial (the value
+        // was one of those beyond it). Read from the buffer's end, with no scan.
+        if self.last().is_some_and(|worst| better(max, worst, value)) {
+            if self.complete {
+                self.dirty = true;
+            }
+            return;
+        }
+        let found = self.spans().find(|&span| same_bytes(self.value(span), value));
         if let Some(span) = found {
             self.remove_span(span);
             if self.count == 0 && !self.complete {
@@ -216,11 +245,8 @@ impl Extreme {
             }
             return;
         }
-        // Not in the buffer: fine only if the buffer is partial and the value is worse than it.
-        let outside = !self.complete && self.values().last().is_some_and(|w| better(max, w, value));
-        if !outside {
-            self.dirty = true;
-        }
+        // Within the buffer's range but not in it: the buffer cannot tell the extreme.
+        self.dirty = true;
     }
 }
 
@@ -797,12 +823,44 @@ mod tests {
 
     #[test]
     fn values_of_different_lengths_round_trip_through_push() {
+        // A min buffer's values, best first.
         let mut extreme = Extreme::with_flags(true, false);
+        extreme.push(&[]);
         extreme.push(b"a");
         extreme.push(b"abc");
-        extreme.push(&[]);
-        assert_eq!(values(&extreme), vec![b"a".to_vec(), b"abc".to_vec(), vec![]]);
+        assert_eq!(values(&extreme), vec![vec![], b"a".to_vec(), b"abc".to_vec()]);
+        assert_eq!(extreme.last(), Some(&b"abc"[..]));
+        extreme.delete(false, b"a");
+        assert_eq!(values(&extreme), vec![vec![], b"abc".to_vec()]);
         extreme.delete(false, b"abc");
-        assert_eq!(values(&extreme), vec![b"a".to_vec(), vec![]]);
+        assert_eq!(extreme.last(), Some(&[][..]));
+        assert!(!extreme.dirty);
+    }
+
+    #[test]
+    fn a_delete_the_buffer_cannot_account_for_makes_it_dirty() {
+        // Complete: every value of the group is in the buffer, so a value beyond it is not.
+        let mut extreme = Extreme::complete();
+        for v in [10_u8, 20, 30] {
+            extreme.insert(false, &[v]);
+        }
+        extreme.delete(false, &[40]);
+        assert!(extreme.dirty, "a value worse than a complete buffer's worst");
+        // Within the buffer's range but not in it.
+        let mut extreme = Extreme::complete();
+        for v in [10_u8, 20, 30] {
+            extreme.insert(false, &[v]);
+        }
+        extreme.delete(false, &[25]);
+        assert!(extreme.dirty, "a value between two of the buffer's");
+        // Partial: a value worse than the worst was one of those beyond the buffer.
+        let mut extreme = Extreme::with_flags(false, false);
+        for v in [10_u8, 20, 30] {
+            extreme.push(&[v]);
+        }
+        extreme.delete(false, &[40]);
+        assert!(!extreme.dirty);
+        assert_eq!(extreme.last(), Some(&[30_u8][..]));
+        assert_eq!(extreme.len(), 3);
     }
 }

@@ -111,7 +111,7 @@ impl Groups {
     }
 
     /// Asks the CPU to load group `id`'s state (`stage` 0), or, once it is there, its aggregate
-    /// states (1) and the min/max buffers they point to (2): a hint, never an error.
+    /// states (1) and the ends of the min/max buffers they point to (2): a hint, never an error.
     pub fn prefetch(&self, id: u32, stage: u8) {
         let Some(state) = self.states.get(id as usize) else { return };
         match stage {
@@ -126,7 +126,9 @@ impl Groups {
             _ => {
                 for agg in &state.aggs {
                     if let AggState::Extreme(extreme) = agg {
-                        prefetch(extreme.as_ptr());
+                        let (first, last) = extreme.ends();
+                        prefetch(first);
+                        prefetch(last);
                     }
                 }
             }
