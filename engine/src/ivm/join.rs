@@ -25,7 +25,7 @@ use crate::error::Result;
 /// Rows of one side by key. Both sides' indexes hash alike (see [`KeyMap::with_state`]).
 pub type SideIndex = KeyMap<KeyRows>;
 
-/// Rows packed in a key's buffer before they move to a hash map (a delete scans the buffer).
+/// Entries of a key in one buffer (fixed or packed) before they move to a hash map.
 const PACKED_ROWS_MAX: usize = 256;
 /// How much of a key's packed rows is prefetched for a delete that scans them.
 const PREFETCH_SCAN_BYTES: usize = 2048;
@@ -35,23 +35,36 @@ const ENTRY_HEADER: usize = 12;
 
 /// The rows of one join key, with their multiplicities.
 ///
-/// Up to [`PACKED_ROWS_MAX`] entries are packed one after another in one buffer (a 4-byte length,
-/// an 8-byte count, the row's bytes): adding a row appends to it, and reading a key's rows reads
-/// one allocation in order, where a hash map of boxed rows costs a cache miss per row and an
-/// allocation per insert. A row may have more than one entry (an insert appends without looking
-/// for its earlier copies); its multiplicity is the sum. A delete takes from the row's entries in
-/// order and drops those that reach 0. Past the limit the rows move to a map of row to
-/// multiplicity.
+/// Three forms, by how many rows and of what lengths:
+/// - **Fixed** (the first, while all of the key's rows have one length, as every row of a side
+///   whose columns are fixed-width does): entries of a count (i64) and the row, one after
+///   another, and a tag byte per entry (from the row's hash) in a second buffer. Adding a row
+///   appends it. A delete finds the row's entries by the tags (a cache line or two), not by a
+///   scan of the rows, and moves the last entry into the hole: a key's rows are a multiset, in
+///   no order.
+/// - **Packed** (rows of different lengths): entries of a 4-byte length, an 8-byte count and the
+///   row. Adding a row appends to it; a delete scans it and takes from the row's entries in
+///   order.
+///
+/// In both, a row may have more than one entry; its multiplicity is the sum.
+/// - **Map**: past [`PACKED_ROWS_MAX`] entries, a map of row to multiplicity.
+///
+/// One buffer per key, read in order, where a hash map of boxed rows costs a cache miss per row
+/// and an allocation per insert.
 pub enum KeyRows {
+    Fixed { width: usize, buf: Vec<u8>, tags: Vec<u8> },
     Packed { buf: Vec<u8>, entries: usize },
     Map(HashMap<RowBytes, i64>),
 }
 
 impl Default for KeyRows {
     fn default() -> Self {
-        KeyRows::Packed { buf: Vec::new(), entries: 0 }
+        KeyRows::Fixed { width: 0, buf: Vec::new(), tags: Vec::new() }
     }
 }
+
+/// A fixed entry's count (i64) before its row.
+const COUNT_BYTES: usize = 8;
 
 /// The entry at `at` of a packed buffer: (row, count, the next entry's offset).
 fn entry(buf: &[u8], at: usize) -> (&[u8], i64, usize) {
@@ -63,18 +76,66 @@ fn entry(buf: &[u8], at: usize) -> (&[u8], i64, usize) {
     (&buf[at + ENTRY_HEADER..end], i64::from_le_bytes(count), end)
 }
 
-/// Asks the CPU to load what a change of a key's packed rows (see [`KeyRows::span`]) will touch:
-/// a delete scans them from the start, an insert appends at the end.
-fn prefetch_span((at, len): (usize, usize), delete: bool) {
-    if at == 0 {
-        return;
-    }
-    if delete {
+/// Entry `i` of a fixed buffer of rows of `width` bytes: (row, count).
+fn fixed_entry(buf: &[u8], width: usize, i: usize) -> (&[u8], i64) {
+    let at = i * (COUNT_BYTES + width);
+    let mut count = [0u8; COUNT_BYTES];
+    count.copy_from_slice(&buf[at..at + COUNT_BYTES]);
+    (&buf[at + COUNT_BYTES..at + COUNT_BYTES + width], i64::from_le_bytes(count))
+}
+
+/// A row's tag in a fixed buffer: a byte of its hash.
+fn tag(row: &[u8]) -> u8 {
+    use std::hash::BuildHasher;
+    (foldhash::fast::FixedState::with_seed(0x5eed).hash_one(row) >> 56) as u8
+}
+
+/// Where a key's rows are (see [`KeyRows::span`]), as prefetch hints for later, when a borrow
+/// cannot be kept: never dereferenced, so a stale one is harmless. Each is (address, length);
+/// the address is 0 for nothing.
+#[derive(Clone, Copy, Default)]
+pub struct Span {
+    tags: (usize, usize),
+    rows: (usize, usize),
+}
+
+/// Asks the CPU to load the start of `len` bytes at `at`, up to [`PREFETCH_SCAN_BYTES`].
+fn prefetch_bytes((at, len): (usize, usize)) {
+    if at != 0 {
         for offset in (0..len.min(PREFETCH_SCAN_BYTES)).step_by(64) {
             prefetch((at + offset) as *const u8);
         }
-    } else {
-        prefetch((at + len) as *const u8);
+    }
+}
+
+impl Span {
+    /// What a change of the key's own rows will touch. A delete: the fixed form's tags (it
+    /// scans them) and last entry (it moves it), the packed form's rows (it scans them). An
+    /// insert: where they end (it appends).
+    fn prefetch_change(&self, delete: bool) {
+        let ((tags, tags_len), (rows, rows_len)) = (self.tags, self.rows);
+        if rows == 0 {
+            return;
+        }
+        let fixed = tags != 0;
+        if delete && !fixed {
+            prefetch_bytes(self.rows);
+            return;
+        }
+        if delete {
+            prefetch_bytes(self.tags);
+        } else if fixed {
+            prefetch((tags + tags_len) as *const u8);
+        }
+        prefetch((rows + rows_len.saturating_sub(1)) as *const u8);
+        prefetch((rows + rows_len) as *const u8);
+    }
+
+    /// What a read of all of the key's rows starts with.
+    fn prefetch_read(&self) {
+        if self.rows.0 != 0 {
+            prefetch(self.rows.0 as *const u8);
+        }
     }
 }
 
@@ -82,6 +143,7 @@ impl KeyRows {
     /// The entries (in the packed form, a row may have more than one).
     pub fn len(&self) -> usize {
         match self {
+            KeyRows::Fixed { tags, .. } => tags.len(),
             KeyRows::Packed { entries, .. } => *entries,
             KeyRows::Map(rows) => rows.len(),
         }
@@ -94,17 +156,32 @@ impl KeyRows {
     /// Each row with its multiplicity (a row may come more than once; see the type's docs).
     pub fn iter(&self) -> KeyRowsIter<'_> {
         match self {
+            KeyRows::Fixed { width, buf, tags } => KeyRowsIter::Fixed { buf, width: *width, next: 0, len: tags.len() },
             KeyRows::Packed { buf, .. } => KeyRowsIter::Packed { buf, at: 0 },
             KeyRows::Map(rows) => KeyRowsIter::Map(Box::new(rows.iter().map(|(row, count)| (&row[..], *count)))),
         }
     }
 
-    /// Where the packed rows are (address, length), as a prefetch hint for later, when a borrow
-    /// cannot be kept: never dereferenced, so a stale one is harmless. (0, 0) for the map form.
-    pub fn span(&self) -> (usize, usize) {
+    /// Where the rows are (see [`Span`]).
+    pub fn span(&self) -> Span {
         match self {
-            KeyRows::Packed { buf, .. } => (buf.as_ptr() as usize, buf.len()),
-            KeyRows::Map(_) => (0, 0),
+            KeyRows::Fixed { buf, tags, .. } => {
+                Span { tags: (tags.as_ptr() as usize, tags.len()), rows: (buf.as_ptr() as usize, buf.len()) }
+            }
+            KeyRows::Packed { buf, .. } => Span { tags: (0, 0), rows: (buf.as_ptr() as usize, buf.len()) },
+            KeyRows::Map(_) => Span::default(),
+        }
+    }
+
+    /// Asks the CPU to load the entry of `row`, in the fixed form (found by its tag).
+    pub fn prefetch_row(&self, row: &[u8]) {
+        if let KeyRows::Fixed { width, buf, tags } = self {
+            let (stride, tag) = (COUNT_BYTES + width, tag(row));
+            for (i, _) in tags.iter().enumerate().filter(|(_, &t)| t == tag) {
+                let at = buf.as_ptr().wrapping_add(i * stride);
+                prefetch(at);
+                prefetch(at.wrapping_add(stride - 1));
+            }
         }
     }
 
@@ -121,6 +198,55 @@ impl KeyRows {
         match self {
             KeyRows::Map(rows) => {
                 add_count(rows, row, weight);
+            }
+            KeyRows::Fixed { width, tags, .. } if !tags.is_empty() && row.len() != *width => {
+                self.repack();
+                self.add(row, weight);
+            }
+            KeyRows::Fixed { width, buf, tags } => {
+                if tags.is_empty() {
+                    *width = row.len();
+                }
+                let (width, stride, tag) = (*width, COUNT_BYTES + *width, tag(row));
+                let mut weight = weight;
+                if weight < 0 {
+                    // Take from the row's entries, found by their tags; an entry that reaches 0
+                    // goes, and the last entry moves into its place.
+                    let mut i = 0;
+                    while i < tags.len() && weight < 0 {
+                        if tags[i] != tag {
+                            i += 1;
+                            continue;
+                        }
+                        let (existing, count) = fixed_entry(buf, width, i);
+                        if count <= 0 || !same_bytes(existing, row) {
+                            i += 1;
+                            continue;
+                        }
+                        let taken = count.min(-weight);
+                        weight += taken;
+                        if taken < count {
+                            buf[i * stride..i * stride + COUNT_BYTES].copy_from_slice(&(count - taken).to_le_bytes());
+                            i += 1;
+                            continue;
+                        }
+                        let last = tags.len() - 1;
+                        buf.copy_within(last * stride..(last + 1) * stride, i * stride);
+                        buf.truncate(last * stride);
+                        tags.swap_remove(i);
+                    }
+                    if weight == 0 {
+                        return;
+                    }
+                }
+                if tags.len() >= PACKED_ROWS_MAX {
+                    self.make_map();
+                    self.add(row, weight);
+                    return;
+                }
+                buf.extend_from_slice(&weight.to_le_bytes());
+                buf.extend_from_slice(row);
+                tags.push(tag);
             }
             KeyRows::Packed { buf, entries } => {
                 let mut weight = weight;
@@ -148,12 +274,8 @@ impl KeyRows {
                     }
                 }
                 if *entries >= PACKED_ROWS_MAX {
-                    let mut rows: HashMap<RowBytes, i64> = HashMap::with_capacity(*entries * 2);
-                    for (existing, count) in self.iter() {
-                        add_count(&mut rows, existing, count);
-                    }
-                    add_count(&mut rows, row, weight);
-                    *self = KeyRows::Map(rows);
+                    self.make_map();
+                    self.add(row, weight);
                     return;
                 }
                 buf.extend_from_slice(&(row.len() as u32).to_le_bytes());
@@ -163,9 +285,32 @@ impl KeyRows {
             }
         }
     }
+
+    /// Moves the rows to the packed form (a row of another length came).
+    fn repack(&mut self) {
+        let mut buf = Vec::new();
+        let mut entries = 0;
+        for (row, count) in self.iter() {
+            buf.extend_from_slice(&(row.len() as u32).to_le_bytes());
+            buf.extend_from_slice(&count.to_le_bytes());
+            buf.extend_from_slice(row);
+            entries += 1;
+        }
+        *self = KeyRows::Packed { buf, entries };
+    }
+
+    /// Moves the rows to the map form (too many for a scan).
+    fn make_map(&mut self) {
+        let mut rows: HashMap<RowBytes, i64> = HashMap::with_capacity(self.len() * 2);
+        for (existing, count) in self.iter() {
+            add_count(&mut rows, existing, count);
+        }
+        *self = KeyRows::Map(rows);
+    }
 }
 
 pub enum KeyRowsIter<'a> {
+    Fixed { buf: &'a [u8], width: usize, next: usize, len: usize },
     Packed { buf: &'a [u8], at: usize },
     Map(Box<dyn Iterator<Item = (&'a [u8], i64)> + 'a>),
 }
@@ -175,6 +320,14 @@ impl<'a> Iterator for KeyRowsIter<'a> {
 
     fn next(&mut self) -> Option<Self::Item> {
         match self {
+            KeyRowsIter::Fixed { buf, width, next, len } => {
+                if *next >= *len {
+                    return None;
+                }
+                let entry = fixed_entry(buf, *width, *next);
+                *next += 1;
+                Some(entry)
+            }
             KeyRowsIter::Packed { buf, at } => {
                 if *at >= buf.len() {
                     return None;
@@ -290,7 +443,7 @@ impl JoinNode {
         // prefetches the own rows a few rows ahead (all of them at once would not stay cached).
         let hashes: Vec<u64> = (0..delta.len()).map(|i| self.left_index.hash(keys.row(i).data())).collect();
         let mut matches: Vec<Option<&KeyRows>> = Vec::with_capacity(delta.len());
-        let mut spans: Vec<(usize, usize)> = Vec::with_capacity(delta.len());
+        let mut spans: Vec<Span> = Vec::with_capacity(delta.len());
         for (i, &null) in null_key.iter().enumerate() {
             if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
                 self.right_index.prefetch(ahead);
@@ -298,22 +451,31 @@ impl JoinNode {
             }
             let key = keys.row(i).data();
             let found = if null { None } else { self.right_index.get_hashed(hashes[i], key) };
-            if let Some((at, _)) = found.map(KeyRows::span) {
-                prefetch(at as *const u8);
+            if let Some(found) = found {
+                found.span().prefetch_read();
             }
             spans.push(if null {
-                (0, 0)
+                Span::default()
             } else {
-                self.left_index.get_hashed(hashes[i], key).map_or((0, 0), KeyRows::span)
+                self.left_index.get_hashed(hashes[i], key).map_or(Span::default(), KeyRows::span)
             });
             matches.push(found);
         }
         let mut pairs: Pairs = Vec::new();
+        // The own rows of the row a few places ahead (their tags, and where they end); then,
+        // closer, a delete's entry, found by those tags.
+        const ENTRY_DISTANCE: usize = PREFETCH_DISTANCE / 2;
         for (i, (weight, found)) in delta.weights.iter().zip(matches).enumerate() {
-            if let (Some(&span), Some(&ahead)) =
+            if let (Some(span), Some(&ahead)) =
                 (spans.get(i + PREFETCH_DISTANCE), delta.weights.get(i + PREFETCH_DISTANCE))
             {
-                prefetch_span(span, ahead < 0);
+                span.prefetch_change(ahead < 0);
+            }
+            let near = i + ENTRY_DISTANCE;
+            if near < delta.len() && delta.weights[near] < 0 && !null_key[near] {
+                if let Some(own) = self.left_index.get_hashed(hashes[near], keys.row(near).data()) {
+                    own.prefetch_row(rows.row(near).data());
+                }
             }
             let row = rows.row(i).data();
             if null_key[i] {
@@ -418,7 +580,7 @@ mod tests {
     }
 
     #[test]
-    fn key_rows_keep_multiplicities_packed_and_after_moving_to_a_map() {
+    fn key_rows_keep_multiplicities_in_every_form() {
         for seed in 0..16_u64 {
             let mut rng = StdRng::seed_from_u64(seed);
             // Few distinct rows stay packed; many move to the map.
@@ -427,9 +589,14 @@ mod tests {
             let mut reference: BTreeMap<Vec<u8>, i64> = BTreeMap::new();
             for step in 0..3_000 {
                 let (row, weight) = if reference.is_empty() || rng.random_range(0..3) > 0 {
-                    // Rows of different lengths; inserted once or twice.
+                    // Rows of one length (seeds 0-7) or of different lengths; inserted once or twice.
                     let n = rng.random_range(0..distinct);
-                    (format!("row-{n}-{}", "x".repeat((n % 7) as usize)).into_bytes(), rng.random_range(1..3))
+                    let row = if seed < 8 {
+                        format!("row-{n:06}")
+                    } else {
+                        format!("row-{n}-{}", "x".repeat((n % 7) as usize))
+                    };
+                    (row.into_bytes(), rng.random_range(1..3))
                 } else {
                     let pick = rng.random_range(0..reference.len());
                     let row = reference.keys().nth(pick).cloned().unwrap_or_default();
@@ -446,8 +613,10 @@ mod tests {
                 }
             }
             assert_eq!(net(&rows), reference, "seed {seed}");
-            if seed % 2 == 1 {
-                assert!(matches!(rows, KeyRows::Map(_)), "seed {seed}: many rows move to the map");
+            match (seed % 2, seed < 8) {
+                (1, _) => assert!(matches!(rows, KeyRows::Map(_)), "seed {seed}: many rows move to the map"),
+                (_, true) => assert!(matches!(rows, KeyRows::Fixed { .. }), "seed {seed}: rows of one length"),
+                (_, false) => assert!(matches!(rows, KeyRows::Packed { .. }), "seed {seed}: rows of several lengths"),
             }
             // Removing every row empties it.
             for (row, count) in reference.clone() {
