@@ -2,7 +2,7 @@
 //! measured thing and prints one JSON line (`seconds`, `peak_rss_mb`, ...); `benches/run.py`
 //! runs it beside the peer (delta-rs, DuckDB, ...) and writes `benches/RESULTS.md`.
 
-/// The same allocator as the `sluice` program.
+/// The same allocator as the `sluice` program, with the same settings (see `main`).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
@@ -157,6 +157,7 @@ enum Command {
 }
 
 fn main() {
+    sluice_server::allocator::keep_freed_memory();
     let cli = Cli::parse();
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap_or_else(|e| fail(e));
     let result = runtime.block_on(async {

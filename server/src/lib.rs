@@ -1,11 +1,13 @@
 //! # sluice-server: the `sluice` program
 //!
+//! - [`allocator`]: the settings of the programs' allocator (mimalloc);
 //! - [`cli`]: the command line (`sluice sql`, `sluice serve`);
 //! - [`format`]: results as aligned tables (like psql) or CSV;
 //! - [`pg`]: the PostgreSQL wire protocol server.
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
+pub mod allocator;
 pub mod cli;
 pub mod format;
 pub mod pg;

@@ -6,5 +6,6 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    sluice_server::allocator::keep_freed_memory();
     sluice_server::cli::main()
 }
