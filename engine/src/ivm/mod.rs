@@ -10,7 +10,9 @@
 //! A change's cost is cache misses: its rows touch state spread over far more memory than the
 //! caches hold. So each operator looks up all of a change's rows first, in a loop of lookups
 //! alone (the CPU overlaps their misses), then applies them with the state of the rows a few
-//! places ahead prefetched ([`dataflow::PREFETCH_DISTANCE`]).
+//! places ahead prefetched ([`dataflow::PREFETCH_DISTANCE`]). The state's maps of keys
+//! ([`keymap`]) keep their keys in their slots, so a lookup is one miss, and a slot can be
+//! prefetched from the key's hash alone.
 //!
 //! Durability: a checkpoint writes the view's rows to its Delta table (what outside readers see)
 //! together with `txn(appId = 'ivm-input:<table>', version)` per input and `txn('ivm-state', n)`
