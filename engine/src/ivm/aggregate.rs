@@ -597,9 +597,9 @@ impl AggregateNode {
                 None => &[],
             }
         };
-        // First every row's group, in a loop of lookups alone (see `groups`); a group seen for
-        // the first time is created, and recorded as having had no row.
-        // The index's slot of the row a few places ahead is prefetched by its hash.
+        // First every row's group, in a loop of lookups alone (see `groups`), with the index slot
+        // of the row a few places ahead prefetched by its hash; a group seen for the first time
+        // is created, and recorded as having had no row.
         let hashes: Vec<u64> = (0..delta.len()).map(|i| self.groups.hash(key(i))).collect();
         let mut ids: Vec<u32> = Vec::with_capacity(delta.len());
         for (i, &hash) in hashes.iter().enumerate() {

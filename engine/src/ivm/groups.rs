@@ -1,11 +1,12 @@
 //! An aggregate's groups: each group's state in a slab, found by its key through an index of ids.
 //!
 //! A change of a thousand rows touches a thousand groups spread over a state much larger than the
-//! CPU's caches, so its cost is cache misses: the index's slot, the boxed key, the group's state,
-//! its aggregate states, its min/max buffers. Looked up and updated row by row, those misses come
-//! one after another. With the groups in a slab, a change first looks up every row's group id in
-//! a loop of lookups alone (the CPU overlaps their misses), then updates the groups by id while it
-//! prefetches the states of the rows a few places ahead ([`Groups::prefetch`]).
+//! CPU's caches, so its cost is cache misses: the index's slot (which holds the key, see
+//! [`super::keymap`]), the group's state, its aggregate states, its min/max buffers. Looked up and
+//! updated row by row, those misses come one after another. With the groups in a slab, a change
+//! first looks up every row's group id in a loop of lookups alone, with the slots of the rows
+//! ahead prefetched by their hashes ([`Groups::prefetch_key`]), then updates the groups by id
+//! while it prefetches the states of the rows a few places ahead ([`Groups::prefetch`]).
 
 use super::aggregate::{AggState, GroupState};
 use super::dataflow::prefetch;
