@@ -20,7 +20,7 @@ use datafusion::logical_expr::{lit, Expr, LogicalPlan, LogicalPlanBuilder};
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{
-    add_count, batch_of, evaluate, same_bytes, BoxFuture, Change, Delta, Node, RowBytes, PREFETCH_DISTANCE,
+    add_count, batch_of, evaluate, prefetch_batches, same_bytes, BoxFuture, Change, Delta, Node, RowBytes,
 };
 use super::groups::Groups;
 use super::{Requery, START_TABLE};
@@ -597,45 +597,51 @@ impl AggregateNode {
                 None => &[],
             }
         };
-        // First every row's group, in a loop of lookups alone (see `groups`), with the index slot
-        // of the row a few places ahead prefetched by its hash; a group seen for the first time
-        // is created, and recorded as having had no row.
+        // First every row's group, in a loop of lookups alone (see `groups`), after the index
+        // slots of its batch of rows were prefetched by their hashes; a group seen for the first
+        // time is created, and recorded as having had no row.
         let hashes: Vec<u64> = (0..delta.len()).map(|i| self.groups.hash(key(i))).collect();
         let mut ids: Vec<u32> = Vec::with_capacity(delta.len());
-        for (i, &hash) in hashes.iter().enumerate() {
-            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
-                self.groups.prefetch_key(ahead);
+        for batch in prefetch_batches(delta.len()) {
+            for &hash in &hashes[batch.clone()] {
+                self.groups.prefetch_key(hash);
             }
-            let id = match self.groups.id_hashed(hash, key(i)) {
-                Some(id) => id,
-                None => {
-                    let mut group = fresh.clone();
-                    group.seen = self.epoch;
-                    let id = self.groups.insert(key(i), group)?;
-                    touched.record(&self.specs, key(i), id, None)?;
-                    id
-                }
-            };
-            ids.push(id);
+            for i in batch {
+                let id = match self.groups.id_hashed(hashes[i], key(i)) {
+                    Some(id) => id,
+                    None => {
+                        let mut group = fresh.clone();
+                        group.seen = self.epoch;
+                        let id = self.groups.insert(key(i), group)?;
+                        touched.record(&self.specs, key(i), id, None)?;
+                        id
+                    }
+                };
+                ids.push(id);
+            }
         }
-        // Then the updates, with the groups of the rows ahead prefetched: their states, then
-        // their aggregate states, then their min/max buffers, each once the one before is there.
-        for (i, (&id, weight)) in ids.iter().zip(&delta.weights).enumerate() {
-            for (stage, distance) in [(0, PREFETCH_DISTANCE), (1, PREFETCH_DISTANCE / 2), (2, PREFETCH_DISTANCE / 4)] {
-                if let Some(&ahead) = ids.get(i + distance) {
-                    self.groups.prefetch(ahead, stage);
+        // Then the updates, each batch of rows after three passes of prefetches over its groups:
+        // their states, then their aggregate states, then their min/max buffers (each pass reads
+        // what the one before brought in).
+        for batch in prefetch_batches(ids.len()) {
+            for stage in 0..3 {
+                for &id in &ids[batch.clone()] {
+                    self.groups.prefetch(id, stage);
                 }
             }
-            let group = self.groups.state_mut(id)?;
-            // A group's `seen` tells whether its outputs before this change were recorded.
-            if group.seen != self.epoch {
-                group.seen = self.epoch;
-                let before = (group.rows > 0 || global).then_some(&*group);
-                touched.record(&self.specs, key(i), id, before)?;
-            }
-            group.rows += weight;
-            for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
-                spec.update(state, column, i, *weight)?;
+            for i in batch {
+                let (id, weight) = (ids[i], &delta.weights[i]);
+                let group = self.groups.state_mut(id)?;
+                // A group's `seen` tells whether its outputs before this change were recorded.
+                if group.seen != self.epoch {
+                    group.seen = self.epoch;
+                    let before = (group.rows > 0 || global).then_some(&*group);
+                    touched.record(&self.specs, key(i), id, before)?;
+                }
+                group.rows += weight;
+                for ((spec, state), column) in self.specs.iter().zip(group.aggs.iter_mut()).zip(&prepared) {
+                    spec.update(state, column, i, *weight)?;
+                }
             }
         }
         Ok(())
@@ -771,7 +777,8 @@ impl AggregateNode {
         }
         let batch = batch_of(&self.schema, columns, rows)?;
         let weights = deleted.iter().map(|_| -1).chain(inserted.iter().map(|_| 1)).collect();
-        Ok(Delta::new(batch, weights))
+        let ids = deleted.iter().chain(&inserted).map(|&i| touched.ids[i]).collect();
+        Ok(Delta::new(batch, weights).with_ids(ids))
     }
 }
 

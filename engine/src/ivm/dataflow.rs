@@ -35,11 +35,20 @@ pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub struct Delta {
     pub batch: RecordBatch,
     pub weights: Vec<i64>,
+    /// Each row's group id, when the rows are an aggregate's (through projections and filters):
+    /// the rows of one group share its id, which no other group has while this one has a row.
+    /// The output store finds a group's row by it, with no lookup of the key.
+    pub ids: Option<Vec<u32>>,
 }
 
 impl Delta {
     pub fn new(batch: RecordBatch, weights: Vec<i64>) -> Self {
-        Self { batch, weights }
+        Self { batch, weights, ids: None }
+    }
+
+    /// The same change with each row's group id (see [`Delta::ids`]).
+    pub fn with_ids(self, ids: Vec<u32>) -> Self {
+        Self { ids: Some(ids), ..self }
     }
 
     pub fn len(&self) -> usize {
@@ -53,13 +62,13 @@ impl Delta {
     /// Rows inserted (each counted once).
     pub fn inserted(batch: RecordBatch) -> Self {
         let weights = vec![1; batch.num_rows()];
-        Self { batch, weights }
+        Self::new(batch, weights)
     }
 
     /// Rows deleted (each counted once).
     pub fn deleted(batch: RecordBatch) -> Self {
         let weights = vec![-1; batch.num_rows()];
-        Self { batch, weights }
+        Self::new(batch, weights)
     }
 
     /// Several deltas as one, in the schema of the first (None when there are none).
@@ -89,14 +98,10 @@ impl Delta {
     /// The rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Delta> {
         let batch = filter_record_batch(&self.batch, mask)?;
-        let weights = self
-            .weights
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| mask.is_valid(*i) && mask.value(*i))
-            .map(|(_, w)| *w)
-            .collect();
-        Ok(Delta { batch, weights })
+        let kept = |i: &usize| mask.is_valid(*i) && mask.value(*i);
+        let weights = (0..self.len()).filter(kept).map(|i| self.weights[i]).collect();
+        let ids = self.ids.as_ref().map(|ids| (0..self.len()).filter(kept).map(|i| ids[i]).collect());
+        Ok(Delta { batch, weights, ids })
     }
 }
 
@@ -135,9 +140,15 @@ pub fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     }
 }
 
-/// How many rows ahead of the one being applied its state is prefetched (an aggregate prefetches
-/// a group's aggregate states half as far ahead, once the group's own state has arrived).
-pub const PREFETCH_DISTANCE: usize = 8;
+/// Rows whose state is prefetched together, in a loop of prefetches alone, before a loop uses it:
+/// the first cache lines of that many rows' state fit the L2 cache, and the CPU then has as many
+/// misses in flight as it can take (prefetching a fixed distance ahead kept it to that distance).
+pub const PREFETCH_BATCH: usize = 256;
+
+/// `0..len` in runs of [`PREFETCH_BATCH`].
+pub fn prefetch_batches(len: usize) -> impl Iterator<Item = std::ops::Range<usize>> {
+    (0..len).step_by(PREFETCH_BATCH).map(move |start| start..(start + PREFETCH_BATCH).min(len))
+}
 
 /// A prefetch hint for the cache line at `at` (nothing on targets without one).
 #[inline(always)]
@@ -228,7 +239,7 @@ impl Node {
                     let Some(delta) = input.apply(change, requery).await? else { return Ok(None) };
                     let columns = evaluate(exprs, &delta.batch)?;
                     let batch = batch_of(schema, columns, delta.len())?;
-                    Ok(Some(Delta::new(batch, delta.weights)))
+                    Ok(Some(Delta { batch, ..delta }))
                 }
                 Node::Join(join) => join.apply(change, requery).await,
                 Node::Aggregate(aggregate) => aggregate.apply(change, requery).await,

@@ -4,9 +4,9 @@
 //! CPU's caches, so its cost is cache misses: the index's slot (which holds the key, see
 //! [`super::keymap`]), the group's state, its aggregate states, its min/max buffers. Looked up and
 //! updated row by row, those misses come one after another. With the groups in a slab, a change
-//! first looks up every row's group id in a loop of lookups alone, with the slots of the rows
-//! ahead prefetched by their hashes ([`Groups::prefetch_key`]), then updates the groups by id
-//! while it prefetches the states of the rows a few places ahead ([`Groups::prefetch`]).
+//! first looks up every row's group id in a loop of lookups alone, after the slots of a batch of
+//! rows were prefetched by their hashes ([`Groups::prefetch_key`]), then prefetches the batch's
+//! group states level by level ([`Groups::prefetch`]) and updates the groups by id.
 
 use super::aggregate::{AggState, GroupState};
 use super::dataflow::prefetch;

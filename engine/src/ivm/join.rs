@@ -16,7 +16,7 @@ use datafusion::common::HashMap;
 use datafusion::physical_expr::PhysicalExpr;
 
 use super::dataflow::{
-    add_count, batch_of, evaluate, prefetch, same_bytes, BoxFuture, Change, Delta, Node, RowBytes, PREFETCH_DISTANCE,
+    add_count, batch_of, evaluate, prefetch, prefetch_batches, same_bytes, BoxFuture, Change, Delta, Node, RowBytes,
 };
 use super::keymap::KeyMap;
 use super::Requery;
@@ -88,6 +88,30 @@ fn fixed_entry(buf: &[u8], width: usize, i: usize) -> (&[u8], i64) {
 fn tag(row: &[u8]) -> u8 {
     use std::hash::BuildHasher;
     (foldhash::fast::FixedState::with_seed(0x5eed).hash_one(row) >> 56) as u8
+}
+
+/// The positions of `tag` in `tags`: eight tags compared at a time, as one word.
+fn tag_positions(tags: &[u8], tag: u8) -> impl Iterator<Item = usize> + '_ {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGHS: u64 = 0x8080_8080_8080_8080;
+    let words = tags.chunks_exact(8).enumerate().flat_map(move |(w, chunk)| {
+        let mut word = [0u8; 8];
+        word.copy_from_slice(chunk);
+        // A byte of `x` is 0 where the tag is; this flags those bytes' high bits (and, rarely, a
+        // byte above one of them, which the exact comparison below drops).
+        let x = u64::from_le_bytes(word) ^ (ONES * tag as u64);
+        let mut flags = x.wrapping_sub(ONES) & !x & HIGHS;
+        std::iter::from_fn(move || {
+            if flags == 0 {
+                return None;
+            }
+            let byte = flags.trailing_zeros() as usize / 8;
+            flags &= flags - 1;
+            Some(w * 8 + byte)
+        })
+    });
+    let tail = tags.len() - tags.len() % 8;
+    words.chain(tail..tags.len()).filter(move |&i| tags[i] == tag)
 }
 
 /// Where a key's rows are (see [`KeyRows::span`]), as prefetch hints for later, when a borrow
@@ -177,7 +201,7 @@ impl KeyRows {
     pub fn prefetch_row(&self, row: &[u8]) {
         if let KeyRows::Fixed { width, buf, tags } = self {
             let (stride, tag) = (COUNT_BYTES + width, tag(row));
-            for (i, _) in tags.iter().enumerate().filter(|(_, &t)| t == tag) {
+            for i in tag_positions(tags, tag) {
                 let at = buf.as_ptr().wrapping_add(i * stride);
                 prefetch(at);
                 prefetch(at.wrapping_add(stride - 1));
@@ -212,28 +236,27 @@ impl KeyRows {
                 if weight < 0 {
                     // Take from the row's entries, found by their tags; an entry that reaches 0
                     // goes, and the last entry moves into its place.
-                    let mut i = 0;
-                    while i < tags.len() && weight < 0 {
-                        if tags[i] != tag {
-                            i += 1;
-                            continue;
-                        }
-                        let (existing, count) = fixed_entry(buf, width, i);
-                        if count <= 0 || !same_bytes(existing, row) {
-                            i += 1;
-                            continue;
-                        }
+                    let mut from = 0;
+                    while weight < 0 {
+                        let found = tag_positions(&tags[from..], tag).map(|i| from + i).find(|&i| {
+                            let (existing, count) = fixed_entry(buf, width, i);
+                            count > 0 && same_bytes(existing, row)
+                        });
+                        let Some(i) = found else { break };
+                        let (_, count) = fixed_entry(buf, width, i);
                         let taken = count.min(-weight);
                         weight += taken;
                         if taken < count {
                             buf[i * stride..i * stride + COUNT_BYTES].copy_from_slice(&(count - taken).to_le_bytes());
-                            i += 1;
+                            from = i + 1;
                             continue;
                         }
+                        // The last entry, now at `i`, is looked at again.
                         let last = tags.len() - 1;
                         buf.copy_within(last * stride..(last + 1) * stride, i * stride);
                         buf.truncate(last * stride);
                         tags.swap_remove(i);
+                        from = i;
                     }
                     if weight == 0 {
                         return;
@@ -436,64 +459,68 @@ impl JoinNode {
     fn apply_left(&mut self, delta: &Delta) -> Result<Delta> {
         let (keys, null_key) = key_rows(&self.keys, &self.key_types, &self.left_keys, &delta.batch)?;
         let rows = self.left_rows.convert_columns(delta.batch.columns())?;
-        // Each row's matches first, and where its key's own rows are, in a loop of lookups
-        // alone: the indexes are much larger than the caches, and their misses overlap there,
-        // where one row at a time would wait for each in turn. The index slots of the row a few
-        // places ahead are prefetched by its key's hash (one for both sides). The loop below then
-        // prefetches the own rows a few rows ahead (all of them at once would not stay cached).
+        // In batches of rows, each in a few loops of lookups or prefetches alone: the indexes
+        // are much larger than the caches, and the misses of one loop overlap, where one row at a
+        // time would wait for each in turn (a batch's share of the state fits the L2 cache).
+        // 1. The index slots of the rows' keys, by hash (one hash serves both sides).
+        // 2. Each row's matches, and where its key's own rows are.
+        // 3. What the change of those own rows touches: their tags and where they end.
+        // 4. A delete's entries, found by those tags.
         let hashes: Vec<u64> = (0..delta.len()).map(|i| self.left_index.hash(keys.row(i).data())).collect();
-        let mut matches: Vec<Option<&KeyRows>> = Vec::with_capacity(delta.len());
-        let mut spans: Vec<Span> = Vec::with_capacity(delta.len());
-        for (i, &null) in null_key.iter().enumerate() {
-            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
-                self.right_index.prefetch(ahead);
-                self.left_index.prefetch(ahead);
-            }
-            let key = keys.row(i).data();
-            let found = if null { None } else { self.right_index.get_hashed(hashes[i], key) };
-            if let Some(found) = found {
-                found.span().prefetch_read();
-            }
-            spans.push(if null {
-                Span::default()
-            } else {
-                self.left_index.get_hashed(hashes[i], key).map_or(Span::default(), KeyRows::span)
-            });
-            matches.push(found);
-        }
+        let mut matches: Vec<Option<&KeyRows>> = Vec::new();
+        let mut spans: Vec<Span> = Vec::new();
         let mut pairs: Pairs = Vec::new();
-        // The own rows of the row a few places ahead (their tags, and where they end); then,
-        // closer, a delete's entry, found by those tags.
-        const ENTRY_DISTANCE: usize = PREFETCH_DISTANCE / 2;
-        for (i, (weight, found)) in delta.weights.iter().zip(matches).enumerate() {
-            if let (Some(span), Some(&ahead)) =
-                (spans.get(i + PREFETCH_DISTANCE), delta.weights.get(i + PREFETCH_DISTANCE))
-            {
-                span.prefetch_change(ahead < 0);
+        for batch in prefetch_batches(delta.len()) {
+            for &hash in &hashes[batch.clone()] {
+                self.right_index.prefetch(hash);
+                self.left_index.prefetch(hash);
             }
-            let near = i + ENTRY_DISTANCE;
-            if near < delta.len() && delta.weights[near] < 0 && !null_key[near] {
-                if let Some(own) = self.left_index.get_hashed(hashes[near], keys.row(near).data()) {
-                    own.prefetch_row(rows.row(near).data());
+            matches.clear();
+            spans.clear();
+            for i in batch.clone() {
+                let key = keys.row(i).data();
+                let null = null_key[i];
+                let found = if null { None } else { self.right_index.get_hashed(hashes[i], key) };
+                if let Some(found) = found {
+                    found.span().prefetch_read();
+                }
+                spans.push(if null {
+                    Span::default()
+                } else {
+                    self.left_index.get_hashed(hashes[i], key).map_or(Span::default(), KeyRows::span)
+                });
+                matches.push(found);
+            }
+            for (span, i) in spans.iter().zip(batch.clone()) {
+                span.prefetch_change(delta.weights[i] < 0);
+            }
+            for i in batch.clone() {
+                if delta.weights[i] < 0 && !null_key[i] {
+                    if let Some(own) = self.left_index.get_hashed(hashes[i], keys.row(i).data()) {
+                        own.prefetch_row(rows.row(i).data());
+                    }
                 }
             }
-            let row = rows.row(i).data();
-            if null_key[i] {
-                if self.left_outer {
+            for (i, found) in batch.zip(matches.drain(..)) {
+                let weight = &delta.weights[i];
+                let row = rows.row(i).data();
+                if null_key[i] {
+                    if self.left_outer {
+                        pairs.push((row, &self.null_right, *weight));
+                    }
+                    continue;
+                }
+                let key = keys.row(i).data();
+                let mut matched = false;
+                for (right, count) in found.into_iter().flat_map(KeyRows::iter) {
+                    matched |= count != 0;
+                    pairs.push((row, right, weight * count));
+                }
+                if self.left_outer && !matched {
                     pairs.push((row, &self.null_right, *weight));
                 }
-                continue;
+                add(&mut self.left_index, hashes[i], key, row, *weight);
             }
-            let key = keys.row(i).data();
-            let mut matched = false;
-            for (right, count) in found.into_iter().flat_map(KeyRows::iter) {
-                matched |= count != 0;
-                pairs.push((row, right, weight * count));
-            }
-            if self.left_outer && !matched {
-                pairs.push((row, &self.null_right, *weight));
-            }
-            add(&mut self.left_index, hashes[i], key, row, *weight);
         }
         output(self.pair_schema(), pairs)
     }
@@ -577,6 +604,22 @@ mod tests {
         }
         out.retain(|_, count| *count != 0);
         out
+    }
+
+    #[test]
+    fn tag_positions_finds_every_equal_tag_and_no_other() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for len in 0..40 {
+            for _ in 0..50 {
+                // Few distinct tags, so that equal ones sit next to each other (the word
+                // comparison's borrow can flag a byte above an equal one).
+                let tags: Vec<u8> = (0..len).map(|_| rng.random_range(0..4_u8).wrapping_mul(0x7f)).collect();
+                for tag in [0, 0x7f, 0xfe, 0x7d, 0x01, 0x80] {
+                    let expected: Vec<usize> = (0..len).filter(|&i| tags[i] == tag).collect();
+                    assert_eq!(tag_positions(&tags, tag).collect::<Vec<_>>(), expected, "{tags:?} {tag}");
+                }
+            }
+        }
     }
 
     #[test]

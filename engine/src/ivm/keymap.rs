@@ -4,8 +4,8 @@
 //! map of boxed keys it is three in a row: the control bytes, the slot they point to, the key the
 //! slot points to. Here a slot holds the key's hash, its bytes (up to [`INLINE`] inline, longer
 //! ones in an arena) and the value, and a key's first slot follows from its hash alone. So a loop
-//! over a change's rows hashes them all first, then prefetches the slot of the row a few places
-//! ahead ([`KeyMap::prefetch`]) while it looks up this one: one miss per lookup, overlapped.
+//! over a change's rows hashes them all first, prefetches the slots of a batch of them
+//! ([`KeyMap::prefetch`]), then looks them up: one miss per lookup, overlapped.
 //!
 //! Open addressing with linear probing, at most 3/4 full; a removal shifts the slots after it
 //! back (no tombstones).

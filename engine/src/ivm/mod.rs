@@ -8,9 +8,10 @@
 //! the live rows, caught up with the inputs' latest versions first.
 //!
 //! A change's cost is cache misses: its rows touch state spread over far more memory than the
-//! caches hold. So each operator looks up all of a change's rows first, in a loop of lookups
-//! alone (the CPU overlaps their misses), then applies them with the state of the rows a few
-//! places ahead prefetched ([`dataflow::PREFETCH_DISTANCE`]). The state's maps of keys
+//! caches hold. So each operator takes a change's rows in batches ([`dataflow::PREFETCH_BATCH`]),
+//! and for each batch first runs loops of prefetches or lookups alone (the CPU overlaps their
+//! misses), one per level of state that the next level's address depends on, then applies the
+//! rows to state that is in cache by then. The state's maps of keys
 //! ([`keymap`]) keep their keys in their slots, so a lookup is one miss, and a slot can be
 //! prefetched from the key's hash alone.
 //!

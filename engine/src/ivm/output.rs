@@ -8,8 +8,9 @@
 //!
 //! The index finds a deleted row. For most views it maps each row (in Arrow's row format) to its
 //! copies. When the dataflow guarantees that some columns are unique (the group columns of an
-//! aggregate), it maps only those columns to the one row that has them: a group's change (-old
-//! row, +new row) is then one lookup of a short key, and the other columns are never converted.
+//! aggregate), it finds the one row that has them: by the group's id when the change carries the
+//! ids ([`Delta::ids`]), in a vector, with no key converted, hashed or looked up; else (rows read
+//! back from a checkpoint, until their group's first change) by a map of those columns.
 
 use std::sync::Arc;
 
@@ -19,7 +20,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::RowConverter;
 use datafusion::common::HashMap;
 
-use super::dataflow::{batch_of, converter, prefetch, Delta, RowBytes, PREFETCH_DISTANCE};
+use super::dataflow::{batch_of, converter, prefetch, prefetch_batches, Delta, RowBytes};
 use super::keymap::KeyMap;
 use crate::error::{Error, Result};
 
@@ -96,8 +97,9 @@ impl Copies {
 enum Index {
     /// Each distinct row's copies.
     Rows(HashMap<RowBytes, Copies>),
-    /// The one row of each value of the unique `columns`.
-    Keys { columns: Vec<usize>, positions: KeyMap<(u32, u32)> },
+    /// The one row of each value of the unique `columns`: each group's row by its id (or
+    /// [`NO_ROW`]), and the rows whose group's id is not known yet by key. A row is in one of them.
+    Keys { columns: Vec<usize>, by_id: Vec<(u32, u32)>, positions: KeyMap<(u32, u32)> },
 }
 
 pub struct OutputStore {
@@ -113,6 +115,8 @@ pub struct OutputStore {
 
 /// A key's position while a change removes its row and may add another.
 const REMOVED: (u32, u32) = (u32::MAX, u32::MAX);
+/// An id whose group has no row, or whose row is found by key.
+const NO_ROW: (u32, u32) = (u32::MAX, u32::MAX);
 
 fn second_row() -> Error {
     Error::Internal("a materialized view change adds a row whose unique key is there".into())
@@ -129,7 +133,7 @@ impl OutputStore {
             Some(columns) if !columns.is_empty() && columns.iter().all(|&c| c < schema.fields().len()) => {
                 let fields: Vec<_> = columns.iter().map(|&c| schema.field(c).clone()).collect();
                 let converter = converter(&Arc::new(arrow::datatypes::Schema::new(fields)))?;
-                (converter, Index::Keys { columns, positions: KeyMap::new() })
+                (converter, Index::Keys { columns, by_id: Vec::new(), positions: KeyMap::new() })
             }
             _ => (converter(&schema)?, Index::Rows(HashMap::new())),
         };
@@ -147,7 +151,10 @@ impl OutputStore {
     pub fn clear(&mut self) {
         match &mut self.index {
             Index::Rows(positions) => positions.clear(),
-            Index::Keys { positions, .. } => positions.clear(),
+            Index::Keys { positions, by_id, .. } => {
+                positions.clear();
+                by_id.clear();
+            }
         }
         self.segments.clear();
         self.dead = 0;
@@ -163,7 +170,10 @@ impl OutputStore {
         let batch = batch_of(&self.schema, delta.batch.columns().to_vec(), delta.len())?;
         let (inserted, removed) = match &self.index {
             Index::Rows(_) => self.apply_rows(&batch, &delta.weights)?,
-            Index::Keys { .. } => self.apply_keyed(&batch, &delta.weights)?,
+            Index::Keys { .. } => match &delta.ids {
+                Some(ids) => self.apply_by_id(&batch, &delta.weights, ids)?,
+                None => self.apply_keyed(&batch, &delta.weights)?,
+            },
         };
         self.dead += removed;
         self.total = self.total + inserted.len() as u64 - removed as u64;
@@ -186,20 +196,25 @@ impl OutputStore {
     /// removed but absent and not added is a missing row. No map of the change's keys is built
     /// for what an aggregate emits (it cost a cache miss per row), only for such absent keys.
     fn apply_keyed(&mut self, batch: &RecordBatch, weights: &[i64]) -> Result<(Vec<u32>, usize)> {
-        let Index::Keys { columns, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
+        let Index::Keys { columns, by_id, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
+        if by_id.iter().any(|&at| at != NO_ROW) {
+            return Err(Error::Internal("a materialized view change has no ids, and its rows are found by id".into()));
+        }
         let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
         let keys = self.rows.convert_columns(&keys)?;
         // Each key's row first, in a loop of lookups alone (the index is much larger than the
-        // caches), with the index slot of the key a few places ahead prefetched by its hash; the
-        // loops after it find them cached.
+        // caches), after the index slots of its batch of keys were prefetched by their hashes;
+        // the loops after it find them cached.
         let hashes: Vec<u64> = (0..weights.len()).map(|i| positions.hash(keys.row(i).data())).collect();
-        for (i, &hash) in hashes.iter().enumerate() {
-            if let Some(&ahead) = hashes.get(i + PREFETCH_DISTANCE) {
-                positions.prefetch(ahead);
+        for batch in prefetch_batches(hashes.len()) {
+            for &hash in &hashes[batch.clone()] {
+                positions.prefetch(hash);
             }
-            if let Some(&(segment, index)) = positions.get_hashed(hash, keys.row(i).data()) {
-                if let Some(segment) = self.segments.get(segment as usize) {
-                    prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
+            for i in batch {
+                if let Some(&(segment, index)) = positions.get_hashed(hashes[i], keys.row(i).data()) {
+                    if let Some(segment) = self.segments.get(segment as usize) {
+                        prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
+                    }
                 }
             }
         }
@@ -251,6 +266,94 @@ impl OutputStore {
             if positions.get_hashed(hashes[i], key) == Some(&REMOVED) {
                 positions.remove_hashed(hashes[i], key);
             }
+        }
+        Ok((inserted, removed))
+    }
+
+    /// Indexed by key, with each row's group id: as [`Self::apply_keyed`], but a group's row is
+    /// found by its id. A removed row whose id has no position is found by key (a row read back
+    /// from a checkpoint), and then leaves the key map: from then on its group's id finds it.
+    fn apply_by_id(&mut self, batch: &RecordBatch, weights: &[i64], ids: &[u32]) -> Result<(Vec<u32>, usize)> {
+        let Index::Keys { columns, by_id, positions } = &mut self.index else { return Ok((Vec::new(), 0)) };
+        if ids.len() != weights.len() {
+            return Err(Error::Internal("a materialized view change has ids for some rows only".into()));
+        }
+        let position = |by_id: &[(u32, u32)], id: u32| by_id.get(id as usize).copied().unwrap_or(NO_ROW);
+        // The rows' positions, then the liveness bytes a removal writes, each in a loop of
+        // prefetches alone (see `ivm`).
+        for batch in prefetch_batches(ids.len()) {
+            for &id in &ids[batch.clone()] {
+                prefetch(by_id.as_ptr().wrapping_add(id as usize) as *const u8);
+            }
+            for &id in &ids[batch] {
+                let (segment, index) = position(by_id, id);
+                if let Some(segment) = self.segments.get(segment as usize) {
+                    prefetch(segment.live.as_ptr().wrapping_add(index as usize) as *const u8);
+                }
+            }
+        }
+        let mut removed = 0;
+        let mut by_key: Vec<usize> = Vec::new();
+        for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w < 0) {
+            if weight < -1 {
+                return Err(missing_row());
+            }
+            let at = position(by_id, ids[i]);
+            if at == NO_ROW {
+                by_key.push(i);
+                continue;
+            }
+            Self::kill(&mut self.segments, at.0, at.1)?;
+            by_id[ids[i] as usize] = NO_ROW;
+            removed += 1;
+        }
+        // Removals of rows not known by id: by key; those absent wait for an addition of the
+        // same key that cancels them (as in `apply_keyed`).
+        let mut absent: HashMap<Vec<u8>, i64> = HashMap::new();
+        if !by_key.is_empty() {
+            let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
+            let keys = self.rows.convert_columns(&keys)?;
+            for i in by_key {
+                let key = keys.row(i).data();
+                match positions.remove(key) {
+                    Some(at) => {
+                        Self::kill(&mut self.segments, at.0, at.1)?;
+                        removed += 1;
+                    }
+                    None => *absent.entry(key.to_vec()).or_default() += 1,
+                }
+            }
+        }
+        let absent_keys = if absent.is_empty() {
+            None
+        } else {
+            let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
+            Some(self.rows.convert_columns(&keys)?)
+        };
+        let segment = self.segments.len() as u32;
+        let mut inserted: Vec<u32> = Vec::new();
+        for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w > 0) {
+            if weight > 1 {
+                return Err(second_row());
+            }
+            if let Some(keys) = &absent_keys {
+                if let Some(pending) = absent.get_mut(keys.row(i).data()).filter(|pending| **pending > 0) {
+                    *pending -= 1;
+                    continue;
+                }
+            }
+            let id = ids[i] as usize;
+            if id >= by_id.len() {
+                by_id.resize(id + 1, NO_ROW);
+            }
+            if by_id[id] != NO_ROW {
+                return Err(second_row());
+            }
+            by_id[id] = (segment, inserted.len() as u32);
+            inserted.push(i as u32);
+        }
+        if absent.values().any(|&pending| pending > 0) {
+            return Err(missing_row());
         }
         Ok((inserted, removed))
     }
@@ -341,7 +444,10 @@ impl OutputStore {
         };
         match &mut self.index {
             Index::Rows(positions) => positions.values_mut().for_each(|copies| copies.for_each_mut(renumber)),
-            Index::Keys { positions, .. } => positions.values_mut().for_each(renumber),
+            Index::Keys { positions, by_id, .. } => {
+                positions.values_mut().for_each(renumber);
+                by_id.iter_mut().filter(|at| **at != NO_ROW).for_each(renumber);
+            }
         }
         let batches = self.batches()?;
         let batches: Vec<RecordBatch> = batches.iter().filter(|b| b.num_rows() > 0).cloned().collect();
@@ -449,6 +555,41 @@ mod tests {
         assert!(error.to_string().contains("unique key"), "{error}");
         let error = store.apply(&pairs(&store, &[(9, 90)], vec![-1])).expect_err("removing a missing key");
         assert!(error.to_string().contains("does not have"), "{error}");
+    }
+
+    #[test]
+    fn rows_are_found_by_group_id_and_by_key_until_their_group_changes_after_a_restore() {
+        let mut store = keyed();
+        let by_id = |store: &OutputStore, rows: &[(i64, i64)], weights: Vec<i64>, ids: Vec<u32>| {
+            pairs(store, rows, weights).with_ids(ids)
+        };
+        store.apply(&by_id(&store, &[(1, 10), (2, 20)], vec![1, 1], vec![0, 1])).expect("insert");
+        for round in 0..(SEGMENTS_MAX as i64 * 2 + 10) {
+            let change = by_id(&store, &[(1, 10 + round), (1, 11 + round)], vec![-1, 1], vec![0, 0]);
+            store.apply(&change).expect("replace by id");
+        }
+        let last = 11 + SEGMENTS_MAX as i64 * 2 + 9;
+        assert_eq!(sorted_pairs(&mut store), vec![(1, last), (2, 20)]);
+        // Group 1 goes; its id is reused by a new group.
+        store.apply(&by_id(&store, &[(2, 20), (3, 30)], vec![-1, 1], vec![1, 1])).expect("reuse an id");
+        assert_eq!(sorted_pairs(&mut store), vec![(1, last), (3, 30)]);
+        let error = store.apply(&by_id(&store, &[(3, 31)], vec![1], vec![1])).expect_err("a second row for an id");
+        assert!(error.to_string().contains("unique key"), "{error}");
+
+        // Read back from a checkpoint: the rows are found by key, and the groups have new ids.
+        let batches = store.batches().expect("batches");
+        store.replace(&batches).expect("restore");
+        store.apply(&by_id(&store, &[(3, 30), (3, 33)], vec![-1, 1], vec![0, 0])).expect("by key, then by id");
+        store.apply(&by_id(&store, &[(3, 33), (3, 34)], vec![-1, 1], vec![0, 0])).expect("by id");
+        store.apply(&by_id(&store, &[(1, last)], vec![-1], vec![1])).expect("by key");
+        assert_eq!(sorted_pairs(&mut store), vec![(3, 34)]);
+        // Added and removed within one change, absent before: nothing.
+        store.apply(&by_id(&store, &[(4, 40), (4, 40)], vec![1, -1], vec![5, 5])).expect("no-op");
+        assert_eq!(store.total, 1);
+        let error = store.apply(&by_id(&store, &[(9, 90)], vec![-1], vec![7])).expect_err("removing a missing key");
+        assert!(error.to_string().contains("does not have"), "{error}");
+        let error = store.apply(&pairs(&store, &[(5, 50)], vec![1])).expect_err("a change without ids");
+        assert!(error.to_string().contains("no ids"), "{error}");
     }
 
     #[test]
