@@ -98,9 +98,9 @@ impl Delta {
     /// The rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Delta> {
         let batch = filter_record_batch(&self.batch, mask)?;
-        let kept = |i: &usize| mask.is_valid(*i) && mask.value(*i);
-        let weights = (0..self.len()).filter(kept).map(|i| self.weights[i]).collect();
-        let ids = self.ids.as_ref().map(|ids| (0..self.len()).filter(kept).map(|i| ids[i]).collect());
+        let kept: Vec<usize> = (0..self.len()).filter(|&i| mask.is_valid(i) && mask.value(i)).collect();
+        let weights = kept.iter().map(|&i| self.weights[i]).collect();
+        let ids = self.ids.as_ref().map(|ids| kept.iter().map(|&i| ids[i]).collect());
         Ok(Delta { batch, weights, ids })
     }
 }

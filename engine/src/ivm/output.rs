@@ -17,7 +17,7 @@ use std::sync::Arc;
 use arrow::array::{BooleanArray, RecordBatch, UInt32Array};
 use arrow::compute::{filter_record_batch, take_record_batch};
 use arrow::datatypes::SchemaRef;
-use arrow::row::RowConverter;
+use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, prefetch, prefetch_batches, Delta, RowBytes};
@@ -118,6 +118,12 @@ const REMOVED: (u32, u32) = (u32::MAX, u32::MAX);
 /// An id whose group has no row, or whose row is found by key.
 const NO_ROW: (u32, u32) = (u32::MAX, u32::MAX);
 
+/// The unique key `columns` of `batch`'s rows, in row format.
+fn key_rows(converter: &RowConverter, columns: &[usize], batch: &RecordBatch) -> Result<Rows> {
+    let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
+    Ok(converter.convert_columns(&keys)?)
+}
+
 fn second_row() -> Error {
     Error::Internal("a materialized view change adds a row whose unique key is there".into())
 }
@@ -200,8 +206,7 @@ impl OutputStore {
         if by_id.iter().any(|&at| at != NO_ROW) {
             return Err(Error::Internal("a materialized view change has no ids, and its rows are found by id".into()));
         }
-        let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
-        let keys = self.rows.convert_columns(&keys)?;
+        let keys = key_rows(&self.rows, columns, batch)?;
         // Each key's row first, in a loop of lookups alone (the index is much larger than the
         // caches), after the index slots of its batch of keys were prefetched by their hashes;
         // the loops after it find them cached.
@@ -307,12 +312,11 @@ impl OutputStore {
             by_id[ids[i] as usize] = NO_ROW;
             removed += 1;
         }
-        // Removals of rows not known by id: by key; those absent wait for an addition of the
-        // same key that cancels them (as in `apply_keyed`).
-        let mut absent: HashMap<Vec<u8>, i64> = HashMap::new();
-        if !by_key.is_empty() {
-            let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
-            let keys = self.rows.convert_columns(&keys)?;
+        // Removals of rows not known by id: by key (converted only for them); those absent wait
+        // for an addition of the same key that cancels them (as in `apply_keyed`).
+        let keys = if by_key.is_empty() { None } else { Some(key_rows(&self.rows, columns, batch)?) };
+        let mut absent: HashMap<&[u8], i64> = HashMap::new();
+        if let Some(keys) = &keys {
             for i in by_key {
                 let key = keys.row(i).data();
                 match positions.remove(key) {
@@ -320,23 +324,17 @@ impl OutputStore {
                         Self::kill(&mut self.segments, at.0, at.1)?;
                         removed += 1;
                     }
-                    None => *absent.entry(key.to_vec()).or_default() += 1,
+                    None => *absent.entry(key).or_default() += 1,
                 }
             }
         }
-        let absent_keys = if absent.is_empty() {
-            None
-        } else {
-            let keys: Vec<_> = columns.iter().map(|&c| batch.column(c).clone()).collect();
-            Some(self.rows.convert_columns(&keys)?)
-        };
         let segment = self.segments.len() as u32;
         let mut inserted: Vec<u32> = Vec::new();
         for (i, &weight) in weights.iter().enumerate().filter(|(_, &w)| w > 0) {
             if weight > 1 {
                 return Err(second_row());
             }
-            if let Some(keys) = &absent_keys {
+            if let Some(keys) = keys.as_ref().filter(|_| !absent.is_empty()) {
                 if let Some(pending) = absent.get_mut(keys.row(i).data()).filter(|pending| **pending > 0) {
                     *pending -= 1;
                     continue;
