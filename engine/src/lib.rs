@@ -31,6 +31,7 @@ pub mod error;
 pub mod flow;
 pub mod functions;
 pub mod ivm;
+pub mod privileges;
 pub mod provider;
 pub mod quality;
 pub mod session;
@@ -46,4 +47,5 @@ pub use database::{Database, DatabaseOptions};
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
 pub use error::{Error, Result};
+pub use privileges::Privileges;
 pub use session::{PreparedStatement, Session, StatementResult};

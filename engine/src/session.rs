@@ -70,6 +70,8 @@ pub struct Session {
     /// The snapshot each table is read at in the running statement.
     pub(crate) snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
     temp_counter: std::sync::atomic::AtomicU64,
+    /// The rights of the role this session runs as (the owner's unless the server says otherwise).
+    privileges: Mutex<crate::privileges::Privileges>,
 }
 
 impl std::fmt::Debug for Session {
@@ -98,7 +100,17 @@ impl Session {
         let provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone());
         ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
         crate::functions::register(&ctx, db.clone(), snapshots.clone());
-        Self { db, ctx, temp, snapshots, temp_counter: Default::default() }
+        Self { db, ctx, temp, snapshots, temp_counter: Default::default(), privileges: Mutex::new(Default::default()) }
+    }
+
+    /// Sets the rights of the role this session runs as (the server does, per connection).
+    pub fn set_privileges(&self, privileges: crate::privileges::Privileges) {
+        *self.privileges.lock().unwrap_or_else(|p| p.into_inner()) = privileges;
+    }
+
+    /// The rights of the role this session runs as.
+    pub fn privileges(&self) -> crate::privileges::Privileges {
+        *self.privileges.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The DataFusion context (for planning by the server).

@@ -84,6 +84,16 @@ pub struct ServerState {
 }
 
 impl ServerState {
+    /// The rights of an authenticated user, for the engine to check.
+    pub fn privileges(&self, user: &str) -> sluice::Privileges {
+        // Stub until roles carry an owner flag: every writer keeps today's rights.
+        if self.read_only_users.lock().get(user).copied().unwrap_or(false) {
+            sluice::Privileges::READ_ONLY
+        } else {
+            sluice::Privileges::OWNER
+        }
+    }
+
     /// A server-side path a client names, if it is inside an allowed folder.
     pub fn check_path(&self, path: &str) -> PgWireResult<PathBuf> {
         let path = Path::new(path);
