@@ -210,8 +210,29 @@ pub async fn build_segment(store: &TableStore, at_version: Option<u64>) -> Resul
         tracing::warn!(table = store.location(), hint, "_last_checkpoint names a missing checkpoint; listing the log");
     }
     let files = list_log(store, None).await?;
+    segment_for(store, &files, at_version)
+}
+
+/// Builds the segment like [`build_segment`] from a listing of the whole log, ignoring the
+/// checkpoints of version `unreadable_from` and later: one of them could not be read, so the
+/// segment starts at an older checkpoint or at version 0.
+pub async fn build_segment_before(
+    store: &TableStore,
+    at_version: Option<u64>,
+    unreadable_from: u64,
+) -> Result<LogSegment> {
+    let files: Vec<LogFile> = list_log(store, None)
+        .await?
+        .into_iter()
+        .filter(|f| f.kind == LogFileKind::Commit || f.version < unreadable_from)
+        .collect();
+    segment_for(store, &files, at_version)
+}
+
+/// The segment for `at_version` (the newest version when `None`) in a listing of the log.
+fn segment_for(store: &TableStore, files: &[LogFile], at_version: Option<u64>) -> Result<LogSegment> {
     let latest_commit = files.iter().filter(|f| f.kind == LogFileKind::Commit).map(|f| f.version).max();
-    let latest_checkpoint = newest_checkpoint(&files, u64::MAX).map(|c| c.version);
+    let latest_checkpoint = newest_checkpoint(files, u64::MAX).map(|c| c.version);
     let Some(latest) = latest_commit.max(latest_checkpoint) else {
         return Err(Error::NotATable {
             location: store.location().to_string(),
@@ -220,7 +241,7 @@ pub async fn build_segment(store: &TableStore, at_version: Option<u64>) -> Resul
     };
     let target = match at_version {
         Some(v) if v > latest => {
-            let earliest = earliest_version(&files).unwrap_or(0);
+            let earliest = earliest_version(files).unwrap_or(0);
             return Err(Error::VersionNotFound {
                 location: store.location().to_string(),
                 version: v,
@@ -231,8 +252,8 @@ pub async fn build_segment(store: &TableStore, at_version: Option<u64>) -> Resul
         Some(v) => v,
         None => latest,
     };
-    let checkpoint = newest_checkpoint(&files, target);
-    segment_from(store, &files, checkpoint, target)
+    let checkpoint = newest_checkpoint(files, target);
+    segment_from(store, files, checkpoint, target)
 }
 
 /// The oldest version a snapshot can be built for: the oldest checkpoint, or version 0.

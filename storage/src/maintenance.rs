@@ -1,17 +1,22 @@
 //! Maintenance: OPTIMIZE (bin-packing small files and purging deletion vectors), VACUUM (deleting
-//! files no version within the retention period needs) and RESTORE (making an old version the
-//! newest).
+//! files that the table's log gave up longer than the retention period ago) and RESTORE (making an
+//! old version the newest).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
 use serde_json::Value;
 
-use crate::actions::{now_ms, Action, Add};
+use crate::actions::{now_ms, parse_commit, Action, Add, Remove};
 use crate::commit::{CommitOutcome, Transaction};
 use crate::error::{Error, Result};
+use crate::log::{self, LogFile, LogFileKind};
 use crate::protocol;
 use crate::scan::RowMask;
+use crate::snapshot::Snapshot;
+use crate::store::{decode_path, is_absolute_uri, percent_decode, relative_inside_root, TableStore};
 use crate::table::Table;
 
 /// A partition's values, as a sortable key.
@@ -73,10 +78,16 @@ impl Table {
         Ok(OptimizeResult { outcome: Some(outcome), files_removed: chosen.len(), files_added })
     }
 
-    /// Deletes data, deletion-vector and change-data files that the current version does not use
-    /// and that are older than the retention (default `delta.deletedFileRetentionDuration`, one
-    /// week). A retention shorter than the table's is refused unless `enforce_retention` is false,
-    /// because readers of older versions may still need those files.
+    /// Deletes the data, deletion-vector and change-data files that the table's own log gave up
+    /// more than the retention ago (default `delta.deletedFileRetentionDuration`, one week) and
+    /// that the current version does not use. A retention shorter than the table's is refused
+    /// unless `enforce_retention` is false, because readers of older versions may still need
+    /// those files.
+    ///
+    /// Only files the log names are candidates (as Delta's log-based VACUUM LITE): the paths of
+    /// `remove` actions and their deletion vectors, and the `cdc` files of old commits. A file the
+    /// log never named is never deleted, whoever put it in the folder, and so is a named path that
+    /// does not lie strictly inside the table's folder (an absolute URI, `..`, a symbolic link out).
     pub async fn vacuum(
         &self,
         retention_ms: Option<i64>,
@@ -85,48 +96,13 @@ impl Table {
     ) -> Result<VacuumResult> {
         let snapshot = self.snapshot().await?;
         protocol::check_writable(snapshot.protocol(), self.location())?;
-        let table_retention = snapshot.deleted_file_retention_ms();
-        let retention = retention_ms.unwrap_or(table_retention);
-        if retention < 0 {
-            return Err(Error::InvalidArgument("the retention must not be negative".into()));
-        }
-        if enforce_retention && retention < table_retention {
-            return Err(Error::InvalidArgument(format!(
-                "a retention of {} hours is shorter than the table's {} hours; readers of older versions could fail",
-                retention / 3_600_000,
-                table_retention / 3_600_000
-            )));
-        }
+        let retention = vacuum_retention_ms(&snapshot, retention_ms, enforce_retention)?;
         let cutoff = now_ms() - retention;
-        let mut in_use: HashSet<String> = HashSet::new();
-        for add in snapshot.files() {
-            in_use.insert(crate::store::decode_path(self.store(), &add.path));
-            if let Some(dv) = &add.deletion_vector {
-                if dv.storage_type != "i" {
-                    in_use.insert(crate::deletion_vector::file_path(dv)?);
-                }
-            }
-        }
-        // A tombstone younger than the retention protects its file even if the file looks old.
-        for remove in snapshot.tombstones() {
-            if remove.deletion_timestamp.unwrap_or(i64::MAX) > cutoff {
-                in_use.insert(crate::store::decode_path(self.store(), &remove.path));
-                if let Some(dv) = &remove.deletion_vector {
-                    if dv.storage_type != "i" {
-                        in_use.insert(crate::deletion_vector::file_path(dv)?);
-                    }
-                }
-            }
-        }
-        let listed = self.store().list(self.store().root(), None).await?;
+        let candidates = self.vacuum_candidates(&snapshot, cutoff).await?;
         let mut result = VacuumResult::default();
-        for meta in listed {
-            let Some(relative) = self.store().relative(&meta.location) else { continue };
-            if is_hidden(&relative) || in_use.contains(&relative) || meta.last_modified.timestamp_millis() > cutoff {
-                continue;
-            }
+        for (relative, path) in self.deletable(candidates, cutoff).await? {
             if !dry_run {
-                self.store().delete(&meta.location).await?;
+                self.store().delete(&path).await?;
             }
             result.files_deleted.push(relative);
         }
@@ -138,6 +114,107 @@ impl Table {
             let _ = self.commit(&snapshot, transaction).await?;
         }
         Ok(result)
+    }
+
+    /// The files (relative to the root) that the log gave up no later than `cutoff` and that
+    /// nothing uses: the current version's files and deletion vectors, and files added by commits
+    /// newer than the snapshot, are in use; a file whose newest tombstone is younger than the
+    /// cutoff is kept. Tombstones come from every commit still in the log and from the snapshot,
+    /// which carries those of its checkpoint (older commits may be gone, and a checkpoint drops
+    /// expired tombstones, so neither source alone has them all).
+    async fn vacuum_candidates(&self, snapshot: &Snapshot, cutoff: i64) -> Result<Vec<String>> {
+        let store = self.store();
+        let mut in_use: HashSet<String> = HashSet::new();
+        for add in snapshot.files() {
+            note_in_use(store, &mut in_use, add)?;
+        }
+        let mut given_up = GivenUp::default();
+        for remove in snapshot.tombstones() {
+            // A checkpoint's tombstone without a time is kept: its age is unknown.
+            given_up.removed(store, remove, remove.deletion_timestamp.unwrap_or(i64::MAX));
+        }
+        for (file, actions) in self.logged_commits(snapshot.version()).await? {
+            for action in actions {
+                match action {
+                    Action::Remove(remove) => {
+                        given_up.removed(store, &remove, remove.deletion_timestamp.unwrap_or(file.modified_ms))
+                    }
+                    Action::Cdc(cdc) => given_up.logged(store, &cdc.path, file.modified_ms),
+                    Action::Add(add) if file.version > snapshot.version() => note_in_use(store, &mut in_use, &add)?,
+                    _ => {}
+                }
+            }
+        }
+        let mut candidates: Vec<String> = given_up
+            .files
+            .into_iter()
+            .filter(|(path, file)| file.deletable && file.given_up_ms <= cutoff && !in_use.contains(path))
+            .filter(|(path, _)| !is_hidden(path))
+            .map(|(path, _)| path)
+            .collect();
+        candidates.sort();
+        Ok(candidates)
+    }
+
+    /// Every commit still in the log, parsed. A commit the snapshot already covers that cannot be
+    /// parsed is skipped with a warning (its tombstones are then not candidates, which only keeps
+    /// files); a newer one is an error, since it may use files that look unused.
+    async fn logged_commits(&self, snapshot_version: u64) -> Result<Vec<(LogFile, Vec<Action>)>> {
+        let store = self.store();
+        let commits: Vec<LogFile> =
+            log::list_log(store, None).await?.into_iter().filter(|f| f.kind == LogFileKind::Commit).collect();
+        futures::stream::iter(commits)
+            .map(|file| async move {
+                let bytes = match store.get(&file.path).await {
+                    Ok(bytes) => bytes,
+                    // Cleaned up since the listing.
+                    Err(e) if e.is_not_found() => return Ok(None),
+                    Err(e) => return Err(e.at_version(file.version)),
+                };
+                match parse_commit(&bytes, file.path.as_ref(), file.version) {
+                    Ok(actions) => Ok(Some((file, actions))),
+                    Err(e) if file.version <= snapshot_version => {
+                        tracing::warn!(table = store.location(), "VACUUM skips an unreadable old commit: {e}");
+                        Ok(None)
+                    }
+                    Err(e) => Err(e),
+                }
+            })
+            .buffered(VACUUM_IO_CONCURRENT_MAX)
+            .try_filter_map(|read| async move { Ok(read) })
+            .try_collect()
+            .await
+    }
+
+    /// The candidates that exist, were last modified no later than `cutoff`, and lie inside the
+    /// table's folder once symbolic links are resolved, with their store paths.
+    async fn deletable(&self, candidates: Vec<String>, cutoff: i64) -> Result<Vec<(String, Path)>> {
+        let store = self.store();
+        futures::stream::iter(candidates)
+            .map(|relative| async move {
+                let path = store.path(&relative);
+                // The store path must name exactly this file under the root.
+                if store.relative(&path).as_deref() != Some(relative.as_str()) {
+                    return Ok(None);
+                }
+                let meta = match store.head(&path).await {
+                    Ok(meta) => meta,
+                    Err(e) if e.is_not_found() => return Ok(None),
+                    Err(e) => return Err(e),
+                };
+                if meta.last_modified.timestamp_millis() > cutoff {
+                    return Ok(None);
+                }
+                if !store.resolves_inside_root(&relative).await {
+                    tracing::warn!(table = store.location(), "VACUUM skips {relative}: it resolves outside the table");
+                    return Ok(None);
+                }
+                Ok(Some((relative, path)))
+            })
+            .buffered(VACUUM_IO_CONCURRENT_MAX)
+            .try_filter_map(|found| async move { Ok(found) })
+            .try_collect()
+            .await
     }
 
     /// Makes the content of `version` the newest version again.
@@ -153,7 +230,7 @@ impl Table {
             transaction.add_action(Action::Remove(add.to_remove(now, true)));
         }
         for add in old.files().filter(|a| !current.contains(&a.key())) {
-            let path = self.store().path(&crate::store::decode_path(self.store(), &add.path));
+            let path = self.store().path(&decode_path(self.store(), &add.path));
             self.store().head(&path).await.map_err(|e| match e {
                 Error::MissingFile { path, .. } => Error::MissingFile {
                     path: format!("{path} (vacuumed; version {version} cannot be restored)"),
@@ -167,6 +244,91 @@ impl Table {
             transaction.add_action(Action::Metadata(old.metadata().clone()));
         }
         self.commit(&snapshot, transaction).await
+    }
+}
+
+/// Commit files VACUUM reads at once, and candidate files it looks up at once.
+const VACUUM_IO_CONCURRENT_MAX: usize = 32;
+
+/// The retention VACUUM uses: `retention_ms`, else the table's; a shorter one than the table's
+/// only when `enforce_retention` is false.
+fn vacuum_retention_ms(snapshot: &Snapshot, retention_ms: Option<i64>, enforce_retention: bool) -> Result<i64> {
+    let table_retention = snapshot.deleted_file_retention_ms();
+    let retention = retention_ms.unwrap_or(table_retention);
+    if retention < 0 {
+        return Err(Error::InvalidArgument("the retention must not be negative".into()));
+    }
+    if enforce_retention && retention < table_retention {
+        return Err(Error::InvalidArgument(format!(
+            "a retention of {} hours is shorter than the table's {} hours; readers of older versions could fail",
+            retention / 3_600_000,
+            table_retention / 3_600_000
+        )));
+    }
+    Ok(retention)
+}
+
+/// Marks a live file and its deletion-vector file as in use.
+fn note_in_use(store: &TableStore, in_use: &mut HashSet<String>, add: &Add) -> Result<()> {
+    in_use.insert(decode_path(store, &add.path));
+    if let Some(dv) = &add.deletion_vector {
+        if dv.storage_type != "i" {
+            in_use.insert(crate::deletion_vector::file_path(dv)?);
+        }
+    }
+    Ok(())
+}
+
+/// A file the log gave up.
+struct GivenUpFile {
+    /// When the log last gave it up (the newest tombstone wins: the file may have been re-added).
+    given_up_ms: i64,
+    /// Whether the log names it by a path strictly inside the table's folder, every time.
+    deletable: bool,
+}
+
+/// The files the log gave up, by decoded path relative to the root.
+#[derive(Default)]
+struct GivenUp {
+    files: HashMap<String, GivenUpFile>,
+}
+
+impl GivenUp {
+    /// Notes a removed file and its deletion-vector file.
+    fn removed(&mut self, store: &TableStore, remove: &Remove, given_up_ms: i64) {
+        self.logged(store, &remove.path, given_up_ms);
+        if let Some(dv) = remove.deletion_vector.as_ref().filter(|dv| dv.storage_type != "i") {
+            match crate::deletion_vector::file_path(dv) {
+                Ok(path) if is_absolute_uri(&path) => self.note(decode_path(store, &path), given_up_ms, false),
+                Ok(path) => self.decoded(path, given_up_ms),
+                Err(e) => tracing::warn!(table = store.location(), "VACUUM skips a deletion vector: {e}"),
+            }
+        }
+    }
+
+    /// Notes a path as the log writes it (`remove.path`, `cdc.path`). An absolute URI is never
+    /// deleted, but it still protects the file it names under the root while its tombstone is
+    /// young.
+    fn logged(&mut self, store: &TableStore, logged: &str, given_up_ms: i64) {
+        if is_absolute_uri(logged) {
+            self.note(decode_path(store, logged), given_up_ms, false);
+        } else {
+            self.decoded(percent_decode(logged), given_up_ms);
+        }
+    }
+
+    fn decoded(&mut self, decoded: String, given_up_ms: i64) {
+        let inside = relative_inside_root(&decoded).is_some();
+        if !inside {
+            tracing::warn!("VACUUM skips {decoded:?}: the log names it outside the table's folder");
+        }
+        self.note(decoded, given_up_ms, inside);
+    }
+
+    fn note(&mut self, path: String, given_up_ms: i64, deletable: bool) {
+        let file = self.files.entry(path).or_insert(GivenUpFile { given_up_ms, deletable });
+        file.given_up_ms = file.given_up_ms.max(given_up_ms);
+        file.deletable &= deletable;
     }
 }
 

@@ -10,6 +10,13 @@
 //! for the commits after it by name (one GET each, in growing concurrent windows) instead of
 //! listing the whole `_delta_log/`: on a long log this is the difference between reading a hundred
 //! small files and listing ten thousand. Time travel lists the log to find the right checkpoint.
+//!
+//! Replay tolerates the two kinds of damage a reader can step around, as Delta readers do: a
+//! checkpoint that cannot be read is replaced by the next older complete checkpoint (or by the
+//! commits from version 0, when they are all still there), and a newest commit that cannot be
+//! parsed is left out, so the table opens at the version before it (committing on top then fails
+//! on the corrupt file). Both are logged as warnings naming the file. A corrupt commit with newer
+//! commits after it, and no checkpoint past it, stays an error.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,7 +26,7 @@ use arrow::datatypes::SchemaRef;
 use crate::actions::{Action, Add, DomainMetadata, FileKey, Metadata, Protocol, Remove, Txn};
 use crate::checkpoint::read_checkpoint;
 use crate::error::{Error, Result};
-use crate::log::{self, CheckpointFiles, LogFile, LogFileKind, LogSegment};
+use crate::log::{self, CheckpointFiles, LogFile, LogFileKind};
 use crate::protocol::{self, IN_COMMIT_TIMESTAMPS_KEY};
 use crate::schema::{ColumnMappingMode, StructType};
 use crate::store::TableStore;
@@ -167,6 +174,11 @@ impl Replay {
 const PROBE_WINDOW_MAX: u64 = 32;
 
 /// Reads the commits from `start` on, by name, until one is missing.
+///
+/// A commit that cannot be parsed ends the probe, with a warning, when it is the newest one (the
+/// next version does not exist): the table is read as of the version before it, and a commit on
+/// top fails when it meets the corrupt file (see [`crate::commit`]). A corrupt commit with a newer
+/// one after it is an error.
 async fn probe_commits(store: &TableStore, start: u64) -> Result<Vec<(LogFile, Vec<Action>)>> {
     use futures::StreamExt;
     let mut found = Vec::new();
@@ -196,9 +208,18 @@ async fn probe_commits(store: &TableStore, start: u64) -> Result<Vec<(LogFile, V
             .collect::<Vec<Result<_>>>()
             .await;
         for read in reads {
-            match read? {
-                Some(commit) => found.push(commit),
-                None => return Ok(found),
+            match read {
+                Ok(Some(commit)) => found.push(commit),
+                Ok(None) => return Ok(found),
+                Err(e @ Error::CorruptCommit { version, .. }) => {
+                    return if is_newest_commit(store, version).await? {
+                        warn_corrupt_newest_commit(store, &e);
+                        Ok(found)
+                    } else {
+                        Err(e)
+                    };
+                }
+                Err(e) => return Err(e),
             }
         }
         next += window;
@@ -206,28 +227,97 @@ async fn probe_commits(store: &TableStore, start: u64) -> Result<Vec<(LogFile, V
     }
 }
 
+/// Whether no commit follows `version`.
+async fn is_newest_commit(store: &TableStore, version: u64) -> Result<bool> {
+    let next = store.log_path(&log::commit_file_name(version.saturating_add(1)));
+    match store.head(&next).await {
+        Ok(_) => Ok(false),
+        Err(e) if e.is_not_found() => Ok(true),
+        Err(e) => Err(e),
+    }
+}
+
+fn warn_corrupt_newest_commit(store: &TableStore, error: &Error) {
+    tracing::warn!(
+        table = store.location(),
+        "the newest commit cannot be read; the table is read as of the version before it, and commits fail until \
+         the file is repaired: {error}"
+    );
+}
+
+/// How many unreadable checkpoints (and corrupt newest commits) one load steps back over before
+/// giving up.
+const LOAD_FALLBACKS_MAX: usize = 8;
+
+/// What reading the checkpoint named in `_last_checkpoint` gave.
+enum FromHint {
+    Loaded(Snapshot),
+    /// The checkpoint is not there (a stale hint, or a V2 checkpoint): list the log.
+    NotThere,
+    /// The checkpoint is there but cannot be read: list the log and use an older one.
+    Unreadable(Error),
+}
+
+/// Whether an error reading a checkpoint means the checkpoint itself is broken (so that an older
+/// one, or the commits, can stand in for it), rather than the store failing.
+fn is_unreadable_checkpoint(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::CorruptCheckpoint { .. }
+            | Error::CorruptCommit { .. }
+            | Error::CorruptFile { .. }
+            | Error::MissingFile { .. }
+    )
+}
+
+fn warn_unreadable_checkpoint(store: &TableStore, checkpoint: &CheckpointFiles, error: &Error) {
+    let files: Vec<String> = checkpoint.files.iter().map(|f| f.path.to_string()).collect();
+    tracing::warn!(
+        table = store.location(),
+        version = checkpoint.version,
+        files = files.join(", "),
+        "cannot read the checkpoint; falling back to an older checkpoint or to the commits: {error}"
+    );
+}
+
+/// Reads a checkpoint into a fresh replay. A checkpoint must hold the protocol and metadata; one
+/// without them is as unreadable as a truncated one.
+async fn replay_checkpoint(store: &TableStore, checkpoint: &CheckpointFiles) -> Result<Replay> {
+    let actions = read_checkpoint(store, checkpoint).await?;
+    let mut replay = Replay::default();
+    let timestamp = commit_timestamp(store, checkpoint.version).await;
+    replay.apply(actions, checkpoint.version, timestamp, store.location())?;
+    if replay.protocol.is_none() || replay.metadata.is_none() {
+        return Err(Error::CorruptCheckpoint {
+            path: checkpoint.files.first().map(|f| f.path.to_string()).unwrap_or_default(),
+            version: checkpoint.version,
+            message: "it holds no protocol or no metaData action".into(),
+        });
+    }
+    Ok(replay)
+}
+
 impl Snapshot {
     /// Loads the latest version of the table.
     pub async fn load_latest(store: &TableStore) -> Result<Self> {
+        let mut unreadable = None;
         if let Some(hint) = log::read_last_checkpoint(store).await? {
-            match Self::load_from_hint(store, &hint).await {
-                Ok(Some(snapshot)) => return Ok(snapshot),
-                Ok(None) => {}
-                Err(e) => return Err(e),
+            match Self::load_from_hint(store, &hint).await? {
+                FromHint::Loaded(snapshot) => return Ok(snapshot),
+                FromHint::NotThere => {}
+                FromHint::Unreadable(error) => unreadable = Some((hint.version, error)),
             }
         }
-        let segment = log::build_segment(store, None).await?;
-        Self::from_segment(store, segment).await
+        Self::load_listed(store, None, unreadable).await
     }
 
     /// Loads the table at a given version (time travel).
     pub async fn load_version(store: &TableStore, version: u64) -> Result<Self> {
-        let segment = log::build_segment(store, Some(version)).await?;
-        Self::from_segment(store, segment).await
+        Self::load_listed(store, Some(version), None).await
     }
 
-    /// Replays from the checkpoint named in `_last_checkpoint`; `None` if it is not there.
-    async fn load_from_hint(store: &TableStore, hint: &log::LastCheckpoint) -> Result<Option<Self>> {
+    /// Replays from the checkpoint named in `_last_checkpoint`.
+    async fn load_from_hint(store: &TableStore, hint: &log::LastCheckpoint) -> Result<FromHint> {
         let version = hint.version;
         let names: Vec<(String, LogFileKind)> = match hint.parts {
             Some(parts) if parts > 1 => (1..=parts)
@@ -245,33 +335,83 @@ impl Snapshot {
             .map(|(name, kind)| LogFile { version, kind, path: store.log_path(&name), size: 0, modified_ms: 0 })
             .collect();
         let checkpoint = CheckpointFiles { version, files };
-        let actions = match read_checkpoint(store, &checkpoint).await {
-            Ok(actions) => actions,
+        let mut replay = match replay_checkpoint(store, &checkpoint).await {
+            Ok(replay) => replay,
             // A V2 checkpoint (UUID name) or a stale hint: fall back to listing.
-            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) if e.is_not_found() => return Ok(FromHint::NotThere),
+            Err(e) if is_unreadable_checkpoint(&e) => {
+                warn_unreadable_checkpoint(store, &checkpoint, &e);
+                return Ok(FromHint::Unreadable(e));
+            }
             Err(e) => return Err(e),
         };
-        let mut replay = Replay::default();
-        let timestamp = commit_timestamp(store, version).await;
-        replay.apply(actions, version, timestamp, store.location())?;
         for (file, actions) in probe_commits(store, version + 1).await? {
             replay.apply(actions, file.version, file.modified_ms, store.location())?;
         }
-        replay.finish(store, Some(version)).map(Some)
+        replay.finish(store, Some(version)).map(FromHint::Loaded)
     }
 
-    async fn from_segment(store: &TableStore, segment: LogSegment) -> Result<Self> {
-        let mut replay = Replay::default();
-        let checkpoint_version = segment.checkpoint.as_ref().map(|c| c.version);
-        if let Some(checkpoint) = &segment.checkpoint {
-            let actions = read_checkpoint(store, checkpoint).await?;
-            let timestamp = commit_timestamp(store, checkpoint.version).await;
-            replay.apply(actions, checkpoint.version, timestamp, store.location())?;
+    /// Loads `at_version` (the newest version when `None`) from a listing of the log.
+    ///
+    /// A checkpoint that cannot be read is skipped for the next older complete one, or for the
+    /// commits from version 0 when they are all there; if neither can stand in, the checkpoint's
+    /// error is returned. For the newest version only, a newest commit that cannot be parsed is
+    /// skipped as in [`probe_commits`]. `unreadable` is a checkpoint already found broken.
+    async fn load_listed(
+        store: &TableStore,
+        at_version: Option<u64>,
+        unreadable: Option<(u64, Error)>,
+    ) -> Result<Self> {
+        let mut target = at_version;
+        let (mut unreadable_from, mut checkpoint_error) = match unreadable {
+            Some((version, error)) => (Some(version), Some(error)),
+            None => (None, None),
+        };
+        for _attempt in 0..LOAD_FALLBACKS_MAX {
+            let segment = match unreadable_from {
+                None => log::build_segment(store, target).await?,
+                Some(from) => match log::build_segment_before(store, target, from).await {
+                    Ok(segment) => segment,
+                    Err(e) => {
+                        tracing::warn!(table = store.location(), "no older checkpoint or full log to replay: {e}");
+                        return Err(checkpoint_error.unwrap_or(e));
+                    }
+                },
+            };
+            let checkpoint_version = segment.checkpoint.as_ref().map(|c| c.version);
+            let mut replay = Replay::default();
+            if let Some(checkpoint) = &segment.checkpoint {
+                match replay_checkpoint(store, checkpoint).await {
+                    Ok(read) => replay = read,
+                    Err(e) if is_unreadable_checkpoint(&e) => {
+                        warn_unreadable_checkpoint(store, checkpoint, &e);
+                        unreadable_from = Some(checkpoint.version);
+                        checkpoint_error.get_or_insert(e);
+                        continue;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            match log::read_commits(store, &segment.commits).await {
+                Ok(commits) => {
+                    for (file, actions) in commits {
+                        replay.apply(actions, file.version, file.modified_ms, store.location())?;
+                    }
+                    return replay.finish(store, checkpoint_version);
+                }
+                Err(e @ Error::CorruptCommit { version, .. })
+                    if target.is_none() && version == segment.version && version > 0 =>
+                {
+                    warn_corrupt_newest_commit(store, &e);
+                    target = Some(version - 1);
+                }
+                Err(e) => return Err(e),
+            }
         }
-        for (file, actions) in log::read_commits(store, &segment.commits).await? {
-            replay.apply(actions, file.version, file.modified_ms, store.location())?;
-        }
-        replay.finish(store, checkpoint_version)
+        Err(checkpoint_error.unwrap_or_else(|| Error::InvalidLog {
+            location: store.location().to_string(),
+            message: format!("gave up after stepping back over {LOAD_FALLBACKS_MAX} unreadable log files"),
+        }))
     }
 
     /// The snapshot after the commits that followed this one, or `None` if there are none.

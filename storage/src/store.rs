@@ -41,12 +41,14 @@ pub struct TableStore {
     store: Arc<dyn ObjectStore>,
     root: Path,
     location: String,
+    /// The table's folder, for tables on local disk (where symbolic links can lead out of it).
+    local_dir: Option<std::path::PathBuf>,
 }
 
 impl TableStore {
     /// A table at `root` inside `store`; `location` is how errors and users name it.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, location: impl Into<String>) -> Self {
-        Self { store, root, location: location.into() }
+        Self { store, root, location: location.into(), local_dir: None }
     }
 
     /// A table in a local folder (created on first write).
@@ -57,7 +59,8 @@ impl TableStore {
         let absolute = std::fs::canonicalize(dir)
             .map_err(|e| Error::InvalidArgument(format!("cannot resolve {}: {e}", dir.display())))?;
         let root = Path::from_absolute_path(&absolute).map_err(|e| Error::InvalidArgument(e.to_string()))?;
-        Ok(Self::new(Arc::new(LocalFileSystem::new()), root, absolute.display().to_string()))
+        let location = absolute.display().to_string();
+        Ok(Self { local_dir: Some(absolute), ..Self::new(Arc::new(LocalFileSystem::new()), root, location) })
     }
 
     /// A table in a fresh in-memory store (for tests).
@@ -88,7 +91,9 @@ impl TableStore {
     /// The same store, rooted at a sub-folder (used for tables inside a warehouse).
     pub fn child(&self, relative: &str) -> Self {
         let root = join(&self.root, relative);
-        Self::new(self.store.clone(), root, format!("{}/{}", self.location, relative.trim_matches('/')))
+        let local_dir = self.local_dir.as_ref().map(|dir| dir.join(relative.trim_matches('/')));
+        let location = format!("{}/{}", self.location, relative.trim_matches('/'));
+        Self { local_dir, ..Self::new(self.store.clone(), root, location) }
     }
 
     /// How errors and users name the table.
@@ -120,6 +125,20 @@ impl TableStore {
     /// raw form of a store path is the file's name, see [`join`]).
     pub fn relative(&self, path: &Path) -> Option<String> {
         path.prefix_match(&self.root).map(|parts| parts.map(|p| p.as_ref().to_string()).collect::<Vec<_>>().join("/"))
+    }
+
+    /// Whether the folder that holds `relative` (a path checked by [`relative_inside_root`]) is
+    /// inside the table's folder once symbolic links are resolved. Object stores have no links, so
+    /// this is always true for them; on local disk a link to another folder fails the check, and
+    /// so does a folder that does not exist.
+    pub async fn resolves_inside_root(&self, relative: &str) -> bool {
+        let Some(dir) = &self.local_dir else { return true };
+        let file = dir.join(relative);
+        let Some(parent) = file.parent() else { return false };
+        match (tokio::fs::canonicalize(dir).await, tokio::fs::canonicalize(parent).await) {
+            (Ok(root), Ok(parent)) => parent.starts_with(root),
+            _ => false,
+        }
     }
 
     /// Reads a whole object.
@@ -311,9 +330,44 @@ pub fn decode_path(store: &TableStore, logged: &str) -> String {
     percent_decode(logged)
 }
 
+/// Whether a path from the log is an absolute URI (`file:///...`, `s3://...`) rather than a path
+/// relative to the table root.
+pub fn is_absolute_uri(logged: &str) -> bool {
+    Url::parse(logged).is_ok_and(|url| url.scheme().len() > 1)
+}
+
+/// `decoded` (a percent-decoded path relative to the root) if it names a file strictly inside the
+/// table's root: not empty, not starting with `/`, and without empty, `.` or `..` segments.
+/// Percent-encoded dots (`%2E%2E`) are refused too, in case a store or tool decodes names once
+/// more (URL parsers resolve them). Used before deleting a file the log names.
+pub fn relative_inside_root(decoded: &str) -> Option<&str> {
+    let is_dots = |segment: &str| {
+        let folded = segment.to_ascii_lowercase().replace("%2e", ".");
+        folded == "." || folded == ".."
+    };
+    let bad = decoded.is_empty()
+        || decoded.starts_with('/')
+        || decoded.split('/').any(|segment| segment.is_empty() || is_dots(segment))
+        || decoded.chars().any(|c| c.is_control());
+    (!bad).then_some(decoded)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_paths_strictly_inside_the_root_are_inside() {
+        assert_eq!(relative_inside_root("a=1/part-0.parquet"), Some("a=1/part-0.parquet"));
+        assert_eq!(relative_inside_root("x%2521/%2E%2Ex.parquet"), Some("x%2521/%2E%2Ex.parquet"));
+        for outside in
+            ["", "/etc/passwd", "../other/x.parquet", "a/../../x", "./x", "a//x", "%2E%2E/x", "%2e./x", "a/%2e"]
+        {
+            assert_eq!(relative_inside_root(outside), None, "{outside}");
+        }
+        assert!(is_absolute_uri("file:///tmp/x.parquet") && is_absolute_uri("s3://bucket/x"));
+        assert!(!is_absolute_uri("a=1/x.parquet") && !is_absolute_uri("part-0.parquet"));
+    }
 
     #[test]
     fn percent_coding_round_trips() {

@@ -1,8 +1,10 @@
 //! Integration tests of sluice-storage (one binary; see STYLE.md).
 
 mod common;
+mod damaged_log;
 mod fixtures;
 mod interop;
 mod peers;
 mod processes;
 mod roundtrip;
+mod vacuum;
