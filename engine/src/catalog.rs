@@ -357,6 +357,7 @@ impl Catalog {
             let value = change(&mut next)?;
             next.version = base.version + 1;
             let path = self.store.path(&version_name(next.version));
+            crate::control::check_commit()?;
             match self.store.put_if_absent(&path, encode(&next)?).await? {
                 PutOutcome::Created => {
                     let next = Arc::new(next);

@@ -25,6 +25,10 @@ pub struct DatabaseOptions {
     pub target_partitions: usize,
     /// The zone of zone-less timestamp partition values in tables other engines wrote.
     pub partition_timezone: Option<String>,
+    /// Memory all queries together may hold (default: half of the machine's; see [`crate::memory`]).
+    pub memory_limit_bytes: Option<usize>,
+    /// Memory one query may hold (default: half of `memory_limit_bytes`).
+    pub query_memory_limit_bytes: Option<usize>,
 }
 
 impl Default for DatabaseOptions {
@@ -32,6 +36,8 @@ impl Default for DatabaseOptions {
         Self {
             target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
             partition_timezone: None,
+            memory_limit_bytes: None,
+            query_memory_limit_bytes: None,
         }
     }
 }
@@ -49,6 +55,11 @@ pub struct DatabaseInner {
     /// The materialized views held in memory.
     pub views: crate::ivm::ViewRuntime,
     tables: Mutex<HashMap<String, Arc<Table>>>,
+    /// Folders besides the data folder where clients may name server paths (see [`crate::paths`]).
+    pub(crate) allowed_paths: std::sync::RwLock<Vec<std::path::PathBuf>>,
+    /// The memory pool all queries share, and one query's limit in it.
+    pub(crate) memory: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+    pub(crate) query_memory_limit_bytes: usize,
 }
 
 /// An open warehouse. Cheap to clone; safe to use from many tasks at once.
@@ -96,6 +107,13 @@ impl Database {
     pub async fn open_with(url: &str, options: DatabaseOptions) -> Result<Self> {
         let root = warehouse_store(url)?;
         let catalog = Catalog::open(root.clone()).await?;
+        let memory_limit = options.memory_limit_bytes.unwrap_or_else(|| {
+            (crate::memory::machine_memory_bytes() as f64 * crate::memory::MEMORY_SHARE_DEFAULT) as usize
+        });
+        let query_memory_limit_bytes = options
+            .query_memory_limit_bytes
+            .unwrap_or((memory_limit as f64 * crate::memory::QUERY_SHARE_DEFAULT) as usize)
+            .min(memory_limit);
         let inner = Arc::new(DatabaseInner {
             root,
             catalog,
@@ -104,6 +122,9 @@ impl Database {
             sources: Default::default(),
             views: Default::default(),
             tables: Mutex::new(HashMap::new()),
+            allowed_paths: Default::default(),
+            memory: crate::memory::database_pool(memory_limit),
+            query_memory_limit_bytes,
         });
         // Flows catch up from their targets' txns and async flows run in the background (on the
         // tokio runtime the database is opened on; without one, flows run only with writes).
@@ -145,6 +166,12 @@ impl Database {
         self.session.prepare(sql).await
     }
 
+    /// Lets clients name server paths (COPY files, table locations) in these folders too, besides
+    /// the data folder (`sluice serve --allow-path`).
+    pub fn allow_paths(&self, folders: &[std::path::PathBuf]) {
+        self.inner.allow_paths(folders);
+    }
+
     /// Where the warehouse is.
     pub fn location(&self) -> &str {
         self.inner.root.location()
@@ -155,7 +182,8 @@ impl DatabaseInner {
     /// The store of a table, from its catalog entry.
     pub fn store_for(&self, entry: &TableEntry) -> Result<TableStore> {
         let location = &entry.location;
-        if location.contains("://") || location.starts_with('/') {
+        // A managed table's folder is always inside the warehouse, whatever its location says.
+        if !entry.managed && (location.contains("://") || location.starts_with('/')) {
             Ok(warehouse_store(location)?)
         } else {
             Ok(self.root.child(location))
@@ -173,7 +201,7 @@ impl DatabaseInner {
                 entry.qualified_name(),
                 entry.location
             )),
-            other => Error::Storage(other),
+            other => Error::from(other),
         })?);
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         Ok(tables.entry(entry.id.clone()).or_insert(table).clone())

@@ -71,13 +71,21 @@ pub enum Error {
     #[error("{0}")]
     PermissionDenied(String),
 
+    /// A write by a role that may only read.
+    #[error("permission denied: {0}")]
+    ReadOnly(String),
+
+    /// A statement needed more memory than its limit (or the server's) allows.
+    #[error("out of memory: {0}")]
+    OutOfMemory(String),
+
     /// A statement cancelled by the client or a timeout.
     #[error("canceling statement due to {0}")]
     Cancelled(String),
 
     /// The table log or files failed.
     #[error(transparent)]
-    Storage(#[from] sluice_storage::Error),
+    Storage(sluice_storage::Error),
 
     /// An error from DataFusion that fits no better variant.
     #[error("{0}")]
@@ -109,6 +117,8 @@ impl Error {
             Error::SerializationFailure(_) => "40001",
             Error::PermissionDenied(_) => "42501",
             Error::Cancelled(_) => "57014",
+            Error::ReadOnly(_) => "25006",
+            Error::OutOfMemory(_) => "53200",
             Error::Storage(e) => match e {
                 S::NotATable { .. } => "42P01",
                 S::TableExists { .. } => "42P07",
@@ -184,7 +194,7 @@ impl From<DataFusionError> for Error {
             DataFusionError::External(inner) => match inner.downcast::<Error>() {
                 Ok(ours) => *ours,
                 Err(other) => match other.downcast::<sluice_storage::Error>() {
-                    Ok(storage) => Error::Storage(*storage),
+                    Ok(storage) => Error::from(*storage),
                     Err(other) => Error::DataFusion(Box::new(DataFusionError::External(other))),
                 },
             },
@@ -193,6 +203,7 @@ impl From<DataFusionError> for Error {
                 ours => ours,
             },
             DataFusionError::Diagnostic(_, inner) => Error::from(*inner),
+            DataFusionError::ResourcesExhausted(message) => Error::OutOfMemory(message),
             DataFusionError::ObjectStore(e) => match *e {
                 object_store::Error::NotFound { path, .. } => {
                     Error::Storage(sluice_storage::Error::MissingFile { path, version: None })
@@ -225,6 +236,20 @@ impl From<DataFusionError> for Error {
                 Error::Parse { message: strip_position(&text), line, column }
             }
             other => Error::DataFusion(Box::new(other)),
+        }
+    }
+}
+
+/// A commit that the statement's gate refused carries the engine's reason (a cancellation, a
+/// read-only role) back whole.
+impl From<sluice_storage::Error> for Error {
+    fn from(e: sluice_storage::Error) -> Self {
+        match e {
+            sluice_storage::Error::CommitRefused(reason) => match reason.downcast::<Error>() {
+                Ok(ours) => *ours,
+                Err(other) => Error::Storage(sluice_storage::Error::CommitRefused(other)),
+            },
+            other => Error::Storage(other),
         }
     }
 }

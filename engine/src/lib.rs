@@ -26,14 +26,18 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod catalog;
+pub mod control;
 pub mod database;
 pub mod error;
 pub mod flow;
 pub mod functions;
 pub mod ivm;
+pub mod memory;
+pub mod paths;
 pub mod privileges;
 pub mod provider;
 pub mod quality;
+pub mod rights;
 pub mod session;
 pub mod source;
 pub mod sql;

@@ -17,6 +17,7 @@ use datafusion::sql::sqlparser::ast::Statement;
 use sluice_storage::snapshot::Snapshot;
 
 use crate::catalog::DEFAULT_SCHEMA;
+use crate::control::StatementControl;
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::sql::catalog_provider::{SluiceCatalogProvider, TempSchema};
@@ -90,7 +91,13 @@ impl Session {
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
             .set_str("datafusion.execution.parquet.coerce_int96", "us")
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
+        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
+            Arc::new(crate::memory::QueryMemoryPool::new(db.memory.clone(), db.query_memory_limit_bytes));
         let mut builder = SessionStateBuilder::new().with_config(config).with_default_features();
+        match datafusion::execution::runtime_env::RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc() {
+            Ok(runtime) => builder = builder.with_runtime_env(runtime),
+            Err(e) => tracing::warn!("queries of this session run without a memory limit: {e}"),
+        }
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(crate::functions::json::JsonOperators));
         }
@@ -162,12 +169,25 @@ impl Session {
 
     /// Runs one parsed statement; `$n` placeholders take `parameters[n - 1]`.
     pub async fn run(&self, statement: SluiceStatement, parameters: &[ScalarValue]) -> Result<StatementResult> {
+        self.run_with(statement, parameters, StatementControl::new(self.privileges())).await
+    }
+
+    /// Runs one parsed statement under `control`: its rights are checked on the statement, on
+    /// the plan that runs and at every commit, and [`StatementControl::cancel`] stops it before
+    /// its first commit (see [`crate::control`]).
+    pub async fn run_with(
+        &self,
+        statement: SluiceStatement,
+        parameters: &[ScalarValue],
+        control: Arc<StatementControl>,
+    ) -> Result<StatementResult> {
         let statement = crate::sql::params::bind(statement, parameters)?;
+        crate::rights::check_statement(&statement, control.privileges())?;
         self.db.catalog.refresh().await?;
         self.clear_statement_state();
         // Boxed: the future of a statement is large (every kind of statement, DataFusion's
         // planning), and callers should not carry it on their stacks.
-        let result = Box::pin(self.dispatch(statement)).await;
+        let result = sluice_storage::gate::gated(control, Box::pin(self.dispatch(statement))).await;
         self.clear_statement_state();
         result
     }
@@ -229,11 +249,13 @@ impl Session {
     /// DataFusion.
     pub(crate) async fn plan_statement(&self, statement: Statement) -> Result<datafusion::logical_expr::LogicalPlan> {
         let statement = self.rewrite(statement).await?;
-        Ok(self
+        let plan = self
             .ctx
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?)
+            .await?;
+        crate::rights::check_plan(&plan, self.privileges())?;
+        Ok(plan)
     }
 
     /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).
@@ -242,19 +264,38 @@ impl Session {
         let plan = self.plan_statement(statement).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await?;
+        let batches = self.collect(frame).await?;
         match tag {
             Some(tag) => Ok(StatementResult::command(tag)),
             None => Ok(StatementResult::Rows { schema, batches }),
         }
     }
 
+    /// Runs a DataFrame and collects its rows, accounted in the query's memory limit.
+    pub(crate) async fn collect(&self, frame: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
+        let pool = self.ctx.runtime_env().memory_pool.clone();
+        crate::memory::collect_limited(frame.execute_stream().await?, &pool).await
+    }
+
     /// Appends rows to a table by column name.
     pub async fn insert(&self, table: &str, batches: Vec<RecordBatch>) -> Result<u64> {
+        self.insert_with(table, batches, StatementControl::new(self.privileges())).await
+    }
+
+    /// Appends rows to a table by column name, under `control` (as [`Session::run_with`]).
+    pub async fn insert_with(
+        &self,
+        table: &str,
+        batches: Vec<RecordBatch>,
+        control: Arc<StatementControl>,
+    ) -> Result<u64> {
+        if control.privileges().read_only {
+            return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
+        }
         self.db.catalog.refresh().await?;
         self.clear_statement_state();
         let name = crate::sql::names::parse_table_name(table)?;
-        let result = self.insert_batches(&name, batches, None).await;
+        let result = sluice_storage::gate::gated(control, self.insert_batches(&name, batches, None)).await;
         self.clear_statement_state();
         result
     }

@@ -266,6 +266,7 @@ impl Transaction {
             actions.extend(self.actions.iter().cloned());
             let bytes = Bytes::from(serialize_commit(&actions)?);
             let path = store.log_path(&commit_file_name(version));
+            crate::gate::check()?;
             match store.put_if_absent(&path, bytes).await? {
                 PutOutcome::Created => {
                     rebased_over.push((version, now_ms(), actions));

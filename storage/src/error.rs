@@ -79,6 +79,11 @@ pub enum Error {
     #[error("operation not allowed on {location}: {message}")]
     NotAllowed { location: String, message: String },
 
+    /// The commit gate of the running work refused the commit (see [`crate::gate`]); nothing
+    /// was written.
+    #[error("{0}")]
+    CommitRefused(Box<dyn std::error::Error + Send + Sync>),
+
     /// A commit lost the race more often than `commit_retry_max` allows.
     #[error("commit to {location} lost the race {attempts} times; giving up")]
     CommitRetriesExhausted { location: String, attempts: usize },

@@ -37,6 +37,7 @@ pub mod checkpoint;
 pub mod commit;
 pub mod deletion_vector;
 pub mod error;
+pub mod gate;
 pub mod log;
 pub mod maintenance;
 pub mod parquet;

@@ -87,7 +87,7 @@ impl Session {
             id: id.clone(),
             schema: name.schema.clone(),
             name: name.name.clone(),
-            location: format!("{}/{}-{}", name.schema, name.name, &id[..8]),
+            location: crate::paths::managed_location(&name.schema, &name.name, &id),
             managed: true,
             kind: TableKind::MaterializedView,
             defaults: BTreeMap::new(),

@@ -305,6 +305,24 @@ async fn maintain(
     result.map(|_| handle)
 }
 
+/// [`maintain`] in a task of its own, awaited: a statement dropped while it waits (cancelled,
+/// timed out, its client gone) cannot stop a view's maintenance half-way, which would leave the
+/// view claiming input versions it never applied.
+async fn maintain_to_end(
+    db: &Arc<DatabaseInner>,
+    entry: &TableEntry,
+    only: Option<(&str, u64, Option<&[Delta]>)>,
+) -> Result<Arc<ViewHandle>> {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return maintain(db, entry, only).await };
+    let (db, entry) = (db.clone(), entry.clone());
+    let only = only.map(|(key, version, rows)| (key.to_string(), version, rows.map(<[Delta]>::to_vec)));
+    let task = runtime.spawn(async move {
+        let only = only.as_ref().map(|(key, version, rows)| (key.as_str(), *version, rows.as_deref()));
+        maintain(&db, &entry, only).await
+    });
+    task.await.map_err(|e| Error::Internal(format!("the maintenance of a view stopped: {e}")))?
+}
+
 /// The views that read `table_key` (directly or through other views).
 fn views_reading(db: &DatabaseInner, table_key: &str) -> Vec<TableEntry> {
     db.catalog.current().tables.values().filter(|t| reads(t, table_key)).cloned().collect()
@@ -332,13 +350,13 @@ pub async fn after_commit(db: &Arc<DatabaseInner>, table: &TableEntry, version: 
             db.flows.wake_worker();
             continue;
         }
-        let _ = maintain(db, &view, Some((&key, version, rows))).await;
+        let _ = maintain_to_end(db, &view, Some((&key, version, rows))).await;
     }
 }
 
 /// A view's rows for a reader, caught up with its inputs' latest versions first.
 pub async fn read(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<(SchemaRef, Arc<Vec<RecordBatch>>)> {
-    let handle = maintain(db, entry, None).await?;
+    let handle = maintain_to_end(db, entry, None).await?;
     let mut slot = handle.live.lock().await;
     let Some((live, _)) = slot.as_mut() else { return Err(Error::Internal("view not loaded".into())) };
     Ok((live.output.schema.clone(), live.output.batches()?))
@@ -346,7 +364,7 @@ pub async fn read(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<(Schema
 
 /// REFRESH MATERIALIZED VIEW: catches up (or, FULL, rebuilds from scratch), then checkpoints.
 pub async fn refresh(db: &Arc<DatabaseInner>, entry: &TableEntry, full: bool) -> Result<()> {
-    let handle = maintain(db, entry, None).await?;
+    let handle = maintain_to_end(db, entry, None).await?;
     if full {
         let mut slot = handle.live.lock().await;
         if let Some((live, session)) = slot.as_mut() {
@@ -365,7 +383,7 @@ pub async fn refresh(db: &Arc<DatabaseInner>, entry: &TableEntry, full: bool) ->
 
 /// A view's status for `sluice.views` (loading and catching it up first; a failure shows in it).
 pub async fn status(db: &Arc<DatabaseInner>, entry: &TableEntry) -> ViewStatus {
-    let _ = maintain(db, entry, None).await;
+    let _ = maintain_to_end(db, entry, None).await;
     let handle = db.views.handle(&entry.id);
     let status = lock(&handle.status).clone();
     status

@@ -24,6 +24,11 @@ impl Session {
         }
         let options = create.options.iter().cloned().collect();
         let parsed = KafkaOptions::parse(&options)?;
+        for (property, path) in parsed.files() {
+            self.db
+                .client_file(path, self.privileges(), crate::paths::PathUse::SourceFile)
+                .map_err(|e| Error::PermissionDenied(format!("Kafka option {property}: {e}")))?;
+        }
         super::check_client(&create.name, &parsed)?;
         let entry = SourceEntry {
             name: create.name.clone(),

@@ -3,9 +3,14 @@
 //! Sluice's own options (case-insensitive): `brokers` (or `bootstrap.servers`), `topics` (a comma
 //! separated list) or `topic_pattern` (a regular expression over topic names), `format` (`json`,
 //! `text` or `bytes`), `start` (`earliest` or `latest`, for partitions the table has no offset
-//! for), and the micro-batch limits `batch_rows`, `batch_bytes` and `batch_ms`. Every other
-//! option is a librdkafka property (`security.protocol`, `sasl.username`, `client.id`, ...),
-//! passed to the client as given; librdkafka checks them when the source is created.
+//! for), and the micro-batch limits `batch_rows`, `batch_bytes` and `batch_ms`. Other options are
+//! librdkafka properties, and only those on an allow-list ([`CLIENT_PROPERTIES`]: security and
+//! authentication, batching and timeouts, client ids) are passed to the client; librdkafka checks
+//! their values when the source is created. A client is untrusted: properties that load code or
+//! run commands (`plugin.library.paths`, `ssl.engine.location`, `sasl.kerberos.kinit.cmd`, ...) or
+//! reach other hosts on the server's behalf are refused, and properties naming files
+//! ([`FILE_PROPERTIES`]) are accepted only from the warehouse owner, for files inside the allowed
+//! folders (checked by [`crate::paths`] when the source is created).
 
 use std::collections::BTreeMap;
 
@@ -82,6 +87,71 @@ fn positive<T: std::str::FromStr + PartialOrd + Default>(key: &str, value: &str)
     }
 }
 
+/// librdkafka properties a client may set.
+pub const CLIENT_PROPERTIES: &[&str] = &[
+    // Identity.
+    "client.id",
+    "client.rack",
+    "group.instance.id",
+    // Security and authentication (values, not files).
+    "security.protocol",
+    "sasl.mechanism",
+    "sasl.mechanisms",
+    "sasl.username",
+    "sasl.password",
+    "ssl.ca.pem",
+    "ssl.certificate.pem",
+    "ssl.key.pem",
+    "ssl.key.password",
+    "ssl.endpoint.identification.algorithm",
+    "enable.ssl.certificate.verification",
+    "ssl.cipher.suites",
+    "ssl.curves.list",
+    "ssl.sigalgs.list",
+    // Batching, fetching and timeouts.
+    "fetch.min.bytes",
+    "fetch.max.bytes",
+    "fetch.wait.max.ms",
+    "fetch.error.backoff.ms",
+    "max.partition.fetch.bytes",
+    "fetch.message.max.bytes",
+    "receive.message.max.bytes",
+    "message.max.bytes",
+    "queued.min.messages",
+    "queued.max.messages.kbytes",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "socket.timeout.ms",
+    "socket.keepalive.enable",
+    "socket.connection.setup.timeout.ms",
+    "connections.max.idle.ms",
+    "reconnect.backoff.ms",
+    "reconnect.backoff.max.ms",
+    "retry.backoff.ms",
+    "retry.backoff.max.ms",
+    "metadata.max.age.ms",
+    "topic.metadata.refresh.interval.ms",
+    "isolation.level",
+    "check.crcs",
+    "api.version.request",
+    "broker.version.fallback",
+    "allow.auto.create.topics",
+    "partition.assignment.strategy",
+    "client.dns.lookup",
+];
+
+/// librdkafka properties that name files the client reads: the owner's only, inside the allowed
+/// folders.
+pub const FILE_PROPERTIES: &[&str] = &[
+    "ssl.ca.location",
+    "ssl.certificate.location",
+    "ssl.key.location",
+    "ssl.crl.location",
+    "ssl.keystore.location",
+    "sasl.kerberos.keytab",
+];
+
 /// Properties the ingest loop sets itself (it keeps offsets in the table's log, not in Kafka).
 const RESERVED: [&str; 4] =
     ["enable.auto.commit", "enable.auto.offset.store", "auto.offset.reset", "enable.partition.eof"];
@@ -140,8 +210,15 @@ impl KafkaOptions {
                         "option {key} is set by Sluice (offsets are kept in the table's log, exactly once)"
                     )))
                 }
+                lower if CLIENT_PROPERTIES.contains(&lower) || FILE_PROPERTIES.contains(&lower) => {
+                    client.insert(lower.to_string(), value.clone());
+                }
                 _ => {
-                    client.insert(key.clone(), value.clone());
+                    return Err(Error::PermissionDenied(format!(
+                        "option {key} is not allowed for a Kafka source (allowed: Sluice's options, and the librdkafka properties {}; {} from the warehouse owner)",
+                        CLIENT_PROPERTIES.join(", "),
+                        FILE_PROPERTIES.join(", ")
+                    )))
                 }
             }
         }
@@ -155,6 +232,15 @@ impl KafkaOptions {
             (None, None) => return Err(invalid("a Kafka source needs option topics or topic_pattern".into())),
         };
         Ok(Self { brokers, topics, format, start, batch, client })
+    }
+
+    /// The files the client properties name (property, path), to be checked against the caller's
+    /// rights.
+    pub fn files(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.client
+            .iter()
+            .filter(|(key, _)| FILE_PROPERTIES.contains(&key.as_str()))
+            .map(|(key, value)| (key.as_str(), value.as_str()))
     }
 
     /// Whether a topic belongs to the source (the pattern compiled once, checked at parse time).
@@ -229,6 +315,9 @@ mod tests {
             (options(&[("brokers", "a"), ("topics", "x"), ("batch_rows", "0")]), "positive"),
             (options(&[("brokers", "a"), ("topic_pattern", "(")]), "regular expression"),
             (options(&[("brokers", "a"), ("topics", "x"), ("enable.auto.commit", "true")]), "set by Sluice"),
+            (options(&[("brokers", "a"), ("topics", "x"), ("plugin.library.paths", "/tmp/x.so")]), "not allowed"),
+            (options(&[("brokers", "a"), ("topics", "x"), ("ssl.engine.location", "/tmp/x.so")]), "not allowed"),
+            (options(&[("brokers", "a"), ("topics", "x"), ("sasl.kerberos.kinit.cmd", "touch /tmp/x")]), "not allowed"),
         ] {
             let err = KafkaOptions::parse(&bad).unwrap_err().to_string();
             assert!(err.contains(message), "{err}");

@@ -221,7 +221,7 @@ impl Session {
         for meta in store.list(store.root(), None).await? {
             store.delete(&meta.location).await?;
         }
-        if let Some(dir) = local_dir(&store) {
+        if let Some(dir) = self.db.managed_folder(entry) {
             let _ = std::fs::remove_dir_all(dir);
         }
         Ok(())
@@ -292,13 +292,14 @@ impl Session {
         };
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
+        crate::rights::check_table_properties(&properties, self.privileges())?;
         for (constraint, expr) in &definition.constraints {
             properties.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr.clone());
         }
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (location, managed) = match &create.location {
-            Some(location) => (location.clone(), false),
-            None => (format!("{}/{}-{}", name.schema, name.name, &id[..8]), true),
+            Some(location) => (self.db.table_location(location, self.privileges())?, false),
+            None => (crate::paths::managed_location(&name.schema, &name.name, &id), true),
         };
         let entry = TableEntry {
             id: id.clone(),
@@ -337,7 +338,7 @@ impl Session {
             };
             Table::create(store, delta).await.map_err(|e| match e {
                 sluice_storage::Error::Schema(m) => Error::Plan(m),
-                other => Error::Storage(other),
+                other => Error::from(other),
             })?
         };
         let table = Arc::new(table);
@@ -500,6 +501,7 @@ impl Session {
             }
             AlterTableOperation::SetTblProperties { table_properties } => {
                 let properties = table_properties.iter().map(option_pair).collect::<Result<HashMap<_, _>>>()?;
+                crate::rights::check_table_properties(&properties, self.privileges())?;
                 committed(table.set_properties(properties, &[]).await.map_err(plan_error)?)?;
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::Check(check), .. } => {
@@ -644,7 +646,7 @@ impl Session {
 fn plan_error(e: sluice_storage::Error) -> Error {
     match e {
         sluice_storage::Error::InvalidArgument(m) | sluice_storage::Error::Schema(m) => Error::Plan(m),
-        other => Error::Storage(other),
+        other => Error::from(other),
     }
 }
 
@@ -683,11 +685,6 @@ fn check_attached_schema(declared: &StructType, actual: &StructType, name: &Tabl
         )));
     }
     Ok(())
-}
-
-fn local_dir(store: &sluice_storage::store::TableStore) -> Option<std::path::PathBuf> {
-    let location = std::path::PathBuf::from(store.location());
-    location.is_absolute().then_some(location).filter(|p| p.exists())
 }
 
 /// The columns of DESCRIBE HISTORY and `table_history`.

@@ -202,7 +202,12 @@ impl Session {
 
     /// Builds rows of the table's schema from a source batch: matched columns cast to the column
     /// types, the others filled from their defaults (or NULL), constraints checked.
-    async fn to_table_rows(&self, target: &Target, batch: &RecordBatch, columns: &ColumnMatch) -> Result<RecordBatch> {
+    pub(crate) async fn to_table_rows(
+        &self,
+        target: &Target,
+        batch: &RecordBatch,
+        columns: &ColumnMatch,
+    ) -> Result<RecordBatch> {
         let schema = target.snapshot.schema();
         let arrow_schema = target.snapshot.arrow_schema();
         let source_names: Vec<String> = batch.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -699,7 +704,7 @@ fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: 
 fn storage_data_error(e: sluice_storage::Error) -> Error {
     match e {
         sluice_storage::Error::InvalidData { message, .. } => Error::data("22000", message),
-        other => Error::Storage(other),
+        other => Error::from(other),
     }
 }
 

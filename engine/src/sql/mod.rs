@@ -2,6 +2,7 @@
 //! kind of statement (queries through DataFusion; DDL, DML and maintenance on the table log).
 
 pub mod catalog_provider;
+pub mod copy_in;
 pub mod ddl;
 pub mod dialect;
 pub mod dml;

@@ -150,9 +150,10 @@ impl Session {
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
             .await?;
+        crate::rights::check_plan(&plan, self.privileges())?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let batches = frame.collect().await?;
+        let batches = self.collect(frame).await?;
         let renamed = postgres_names(&statement, &schema);
         let batches = batches
             .into_iter()

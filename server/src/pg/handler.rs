@@ -37,6 +37,9 @@ use pgwire::messages::copy::{CopyData, CopyDone};
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
+use sluice::control::StatementControl;
+use sluice::paths::PathUse;
+use sluice::sql::copy_in::StagedCopy;
 use sluice::sql::parser::{parse_statements, SluiceStatement};
 use sluice::{Session, StatementResult};
 
@@ -60,13 +63,17 @@ struct Cursor {
     position: usize,
 }
 
-/// A COPY FROM STDIN in progress.
+/// A COPY FROM in progress: parsed as data arrives, its rows staged in the engine (written to
+/// files, committed at the end), so memory holds a bounded part of the data.
 struct CopyIn {
-    table: String,
     parser: CopyDecoder,
-    batches: Vec<RecordBatch>,
     target: SchemaRef,
+    control: Arc<StatementControl>,
+    staged: StagedCopy,
 }
+
+/// Bytes read at a time from a server-side file by COPY FROM.
+const COPY_FILE_CHUNK_BYTES: usize = 1024 * 1024;
 
 /// One connection's state.
 pub struct Connection {
@@ -111,9 +118,73 @@ impl Connection {
         }
     }
 
-    fn read_only<C: ClientInfo>(&self, client: &C) -> bool {
+    /// Hands the rights of the connection's user to the engine, which checks them (on the
+    /// statement, the plan and every commit).
+    fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
         let user = client.metadata().get("user").cloned().unwrap_or_default();
-        self.server.read_only_users.lock().get(&user).copied().unwrap_or(false)
+        let privileges = self.server.privileges(&user);
+        self.session.set_privileges(privileges);
+        privileges
+    }
+
+    /// Runs a statement in the engine under the session's `statement_timeout` and the client's
+    /// CancelRequests. A cancellation stops the statement only before its first commit (see
+    /// `sluice::control`): after that it runs to its end and reports success, so a client told
+    /// 57014 knows that nothing was committed.
+    async fn run_in_engine<C>(
+        &self,
+        client: &C,
+        statement: SluiceStatement,
+        parameters: &[ScalarValue],
+    ) -> sluice::Result<StatementResult>
+    where
+        C: ClientInfo,
+    {
+        let control = StatementControl::new(self.session.privileges());
+        let running = self.session.run_with(statement, parameters, control.clone());
+        self.controlled(client, control, running).await
+    }
+
+    /// Awaits `running`, cancelling it (if it has not begun to commit) on a timeout or a
+    /// CancelRequest.
+    async fn controlled<C, T>(
+        &self,
+        client: &C,
+        control: Arc<StatementControl>,
+        running: impl std::future::Future<Output = sluice::Result<T>>,
+    ) -> sluice::Result<T>
+    where
+        C: ClientInfo,
+    {
+        let timeout_ms = self.settings.lock().statement_timeout_ms();
+        let cancel = super::cancel_receiver(client).await;
+        tokio::pin!(running);
+        let timeout = async {
+            if timeout_ms > 0 {
+                tokio::time::sleep(Duration::from_millis(timeout_ms)).await
+            } else {
+                std::future::pending::<()>().await
+            }
+        };
+        let requested = async {
+            match cancel {
+                Some(receiver) => {
+                    let _ = receiver.await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        let reason = tokio::select! {
+            result = &mut running => return result,
+            _ = timeout => "statement timeout",
+            _ = requested => "user request",
+        };
+        if control.cancel(reason) {
+            return Err(sluice::Error::Cancelled(reason.into()));
+        }
+        // The statement began to commit before the cancellation: it finishes, and its outcome
+        // is what the client gets.
+        running.await
     }
 
     /// Runs one statement and builds its response.
@@ -129,29 +200,19 @@ impl Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        if self.read_only(client) && !is_read_only_statement(&statement) {
-            return Err(user_error("25006", "permission denied: this role is read-only"));
-        }
+        let privileges = self.authorize(client);
+        sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
         if let SluiceStatement::Standard(standard) = &statement {
             if let Some(response) = self.server_statement(client, standard, format).await? {
                 return Ok(response);
             }
         }
         let statement = self.rewrite(statement);
-        let timeout_ms = self.settings.lock().statement_timeout_ms();
         let empty_columns = match &statement {
             SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
             _ => None,
         };
-        let running = self.session.run(statement, parameters);
-        let result = if timeout_ms > 0 {
-            match tokio::time::timeout(Duration::from_millis(timeout_ms), running).await {
-                Ok(result) => result,
-                Err(_) => return Err(user_error("57014", "canceling statement due to statement timeout")),
-            }
-        } else {
-            running.await
-        };
+        let result = self.run_in_engine(client, statement, parameters).await;
         let result = match (result, empty_columns) {
             (Err(_), Some(columns)) => {
                 let fields: Vec<Field> = columns.iter().map(|c| Field::new(c, DataType::Utf8, true)).collect();
@@ -250,11 +311,8 @@ impl Connection {
                     let Some(query) = declare.for_query.clone() else {
                         return Err(user_error("42601", "DECLARE needs a query (DECLARE name CURSOR FOR query)"));
                     };
-                    let result = self
-                        .session
-                        .run(self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query)))), &[])
-                        .await
-                        .map_err(|e| encode::error(&e))?;
+                    let statement = self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query))));
+                    let result = self.run_in_engine(client, statement, &[]).await.map_err(|e| encode::error(&e))?;
                     let StatementResult::Rows { schema, batches } = result else {
                         return Err(user_error("42601", "a cursor needs a query"));
                     };
@@ -314,9 +372,14 @@ impl Connection {
         }))
     }
 
+    /// A server-side file a client names, checked by the engine's path policy.
+    fn client_file(&self, filename: &str, purpose: PathUse) -> PgWireResult<std::path::PathBuf> {
+        self.server.db.inner().client_file(filename, self.session.privileges(), purpose).map_err(|e| encode::error(&e))
+    }
+
     async fn copy<C>(
         &self,
-        _client: &mut C,
+        client: &mut C,
         source: &CopySource,
         to: bool,
         target: &CopyTarget,
@@ -347,14 +410,20 @@ impl Connection {
                 .into_iter()
                 .next()
                 .ok_or_else(|| user_error("42601", "empty COPY query"))?;
-            let result = self.session.run(self.rewrite(statement), &[]).await.map_err(|e| encode::error(&e))?;
+            if !matches!(&statement, SluiceStatement::Standard(s) if matches!(**s, Statement::Query(_))) {
+                // PostgreSQL copies out of INSERT/UPDATE/DELETE only with RETURNING, which Sluice
+                // does not have yet.
+                return Err(user_error("0A000", "COPY of a statement other than a query is not supported"));
+            }
+            let result =
+                self.run_in_engine(client, self.rewrite(statement), &[]).await.map_err(|e| encode::error(&e))?;
             let StatementResult::Rows { schema, batches } = result else {
                 return Err(user_error("42601", "COPY TO needs a query"));
             };
             return match target {
                 CopyTarget::Stdout => super::copy_out::response(&schema, batches, &options),
                 CopyTarget::File { filename } => {
-                    let path = self.server.check_path(filename)?;
+                    let path = self.client_file(filename, PathUse::WriteFile)?;
                     let rows = super::copy_out::write_file(&path, &schema, batches, &options)?;
                     Ok(Response::Execution(Tag::new("COPY").with_rows(rows)))
                 }
@@ -389,42 +458,74 @@ impl Connection {
         let target_schema = Arc::new(Schema::new(target_fields));
         let format_code = if options.format == CopyFormat::Binary { 1 } else { 0 };
         let parser = CopyDecoder::new(&target_schema, options).map_err(|e| user_error("0A000", e))?;
-        let mut copy = CopyIn { table, parser, batches: Vec::new(), target: target_schema };
-        match target {
-            CopyTarget::Stdin => {
-                let columns = names.len();
-                *self.copy_in.lock().await = Some(copy);
-                Ok(Response::CopyIn(CopyResponse::new(format_code, columns, futures::stream::empty())))
-            }
-            CopyTarget::File { filename } => {
-                let path = self.server.check_path(filename)?;
-                let data = std::fs::read(&path)
-                    .map_err(|e| user_error("58P01", format!("could not open file \"{filename}\": {e}")))?;
-                let mut batches = copy.parser.push(&data).map_err(|e| user_error("22P04", e))?;
-                batches.extend(copy.parser.finish().map_err(|e| user_error("22P04", e))?);
-                copy.batches = batches;
-                let rows = self.finish_copy(copy).await?;
-                Ok(Response::Execution(Tag::new("COPY").with_rows(rows)))
-            }
-            other => Err(user_error("0A000", format!("COPY FROM {other} is not supported"))),
+        let file = match target {
+            CopyTarget::Stdin => None,
+            CopyTarget::File { filename } => Some((filename.clone(), self.client_file(filename, PathUse::ReadFile)?)),
+            other => return Err(user_error("0A000", format!("COPY FROM {other} is not supported"))),
+        };
+        let control = StatementControl::new(self.session.privileges());
+        let staged = self.session.copy_begin(&table, control.clone()).await.map_err(|e| encode::error(&e))?;
+        let mut copy = CopyIn { parser, target: target_schema, control, staged };
+        let Some((filename, path)) = file else {
+            let columns = names.len();
+            *self.copy_in.lock().await = Some(copy);
+            return Ok(Response::CopyIn(CopyResponse::new(format_code, columns, futures::stream::empty())));
+        };
+        if let Err(e) = self.copy_file(&mut copy, &filename, &path).await {
+            self.session.copy_abort(copy.staged).await;
+            return Err(e);
         }
+        let rows = self.finish_copy(client, copy).await?;
+        Ok(Response::Execution(Tag::new("COPY").with_rows(rows as usize)))
     }
 
-    /// Casts parsed COPY text to the table's types and writes it in one commit.
-    async fn finish_copy(&self, copy: CopyIn) -> PgWireResult<usize> {
-        let mut typed = Vec::with_capacity(copy.batches.len());
-        let mut rows = 0;
-        let text = copy.parser.yields_text();
-        for batch in copy.batches {
-            rows += batch.num_rows();
-            if text {
+    /// Reads a server-side file into a COPY, a chunk at a time.
+    async fn copy_file(&self, copy: &mut CopyIn, filename: &str, path: &std::path::Path) -> PgWireResult<()> {
+        use tokio::io::AsyncReadExt;
+        let mut file = tokio::fs::File::open(path)
+            .await
+            .map_err(|e| user_error("58P01", format!("could not open file \"{filename}\" for reading: {e}")))?;
+        let mut chunk = vec![0u8; COPY_FILE_CHUNK_BYTES];
+        loop {
+            let read = file
+                .read(&mut chunk)
+                .await
+                .map_err(|e| user_error("58030", format!("could not read file \"{filename}\": {e}")))?;
+            let Some(data) = chunk.get(..read).filter(|d| !d.is_empty()) else { break };
+            let batches = copy.parser.push(data).map_err(|e| user_error("22P04", format!("bad COPY data: {e}")))?;
+            self.stage(copy, batches).await?;
+        }
+        Ok(())
+    }
+
+    /// Casts parsed COPY text to the table's types and hands the rows to the engine.
+    async fn stage(&self, copy: &mut CopyIn, batches: Vec<RecordBatch>) -> PgWireResult<()> {
+        let mut typed = Vec::with_capacity(batches.len());
+        for batch in batches {
+            if copy.parser.yields_text() {
                 typed.push(super::copy_out::cast_text_batch(&batch, &copy.target).map_err(|e| user_error("22P02", e))?);
             } else {
                 typed.push(batch);
             }
         }
-        self.session.insert(&copy.table, typed).await.map_err(|e| encode::error(&e))?;
-        Ok(rows)
+        self.session.copy_rows(&mut copy.staged, typed).await.map_err(|e| encode::error(&e))
+    }
+
+    /// Ends a COPY: its last rows, then one commit (under the statement timeout and cancels).
+    async fn finish_copy<C: ClientInfo>(&self, client: &C, mut copy: CopyIn) -> PgWireResult<u64> {
+        let last = match copy.parser.finish() {
+            Ok(last) => last,
+            Err(e) => {
+                self.session.copy_abort(copy.staged).await;
+                return Err(user_error("22P04", format!("bad COPY data: {e}")));
+            }
+        };
+        if let Err(e) = self.stage(&mut copy, last).await {
+            self.session.copy_abort(copy.staged).await;
+            return Err(e);
+        }
+        let control = copy.control.clone();
+        self.controlled(client, control, self.session.copy_commit(copy.staged)).await.map_err(|e| encode::error(&e))
     }
 }
 
@@ -475,35 +576,6 @@ fn copy_settings(options: &[CopyOption], legacy: &[CopyLegacyOption]) -> PgWireR
     }
     let _ = single;
     Ok(settings)
-}
-
-/// Statements a read-only role may run.
-fn is_read_only_statement(statement: &SluiceStatement) -> bool {
-    match statement {
-        SluiceStatement::DescribeHistory { .. } => true,
-        SluiceStatement::Standard(s) => {
-            matches!(
-                **s,
-                Statement::Query(_)
-                    | Statement::Explain { .. }
-                    | Statement::ExplainTable { .. }
-                    | Statement::ShowVariable { .. }
-                    | Statement::ShowVariables { .. }
-                    | Statement::ShowTables { .. }
-                    | Statement::ShowColumns { .. }
-                    | Statement::Set(_)
-                    | Statement::Reset(_)
-                    | Statement::StartTransaction { .. }
-                    | Statement::Commit { .. }
-                    | Statement::Rollback { .. }
-                    | Statement::Declare { .. }
-                    | Statement::Fetch { .. }
-                    | Statement::Close { .. }
-                    | Statement::Discard { .. }
-            ) || matches!(&**s, Statement::Copy { to: true, target: CopyTarget::Stdout, .. })
-        }
-        _ => false,
-    }
 }
 
 #[async_trait]
@@ -706,16 +778,16 @@ impl CopyHandler for Connection {
     {
         let mut guard = self.copy_in.lock().await;
         let Some(copy) = guard.as_mut() else { return Err(user_error("08P01", "COPY data without COPY")) };
-        match copy.parser.push(&copy_data.data) {
-            Ok(batches) => {
-                copy.batches.extend(batches);
-                Ok(())
-            }
-            Err(e) => {
-                *guard = None;
-                Err(user_error("22P04", format!("bad COPY data: {e}")))
+        let staged = match copy.parser.push(&copy_data.data) {
+            Ok(batches) => self.stage(copy, batches).await,
+            Err(e) => Err(user_error("22P04", format!("bad COPY data: {e}"))),
+        };
+        if staged.is_err() {
+            if let Some(copy) = guard.take() {
+                self.session.copy_abort(copy.staged).await;
             }
         }
+        staged
     }
 
     async fn on_copy_done<C>(&self, client: &mut C, _done: CopyDone) -> PgWireResult<()>
@@ -724,13 +796,11 @@ impl CopyHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let Some(mut copy) = self.copy_in.lock().await.take() else {
+        let Some(copy) = self.copy_in.lock().await.take() else {
             return Err(user_error("08P01", "COPY done without COPY"));
         };
-        let last = copy.parser.finish().map_err(|e| user_error("22P04", format!("bad COPY data: {e}")))?;
-        copy.batches.extend(last);
-        let rows = self.finish_copy(copy).await?;
-        client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows).into())).await?;
+        let rows = self.finish_copy(client, copy).await?;
+        client.send(PgWireBackendMessage::CommandComplete(Tag::new("COPY").with_rows(rows as usize).into())).await?;
         Ok(())
     }
 
@@ -740,7 +810,9 @@ impl CopyHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        *self.copy_in.lock().await = None;
+        if let Some(copy) = self.copy_in.lock().await.take() {
+            self.session.copy_abort(copy.staged).await;
+        }
         PgWireError::UserError(Box::new(ErrorInfo::new(
             "ERROR".into(),
             "57014".into(),

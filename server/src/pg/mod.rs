@@ -81,54 +81,39 @@ pub struct ServerState {
     pub read_only_users: Mutex<HashMap<String, bool>>,
     pub allowed_paths: Vec<PathBuf>,
     pub tls: bool,
+    /// The warehouse owner: the first user of the users file (None: no users file, every
+    /// loopback user is trusted as the owner).
+    pub owner: Option<String>,
 }
 
 impl ServerState {
     /// The rights of an authenticated user, for the engine to check.
     pub fn privileges(&self, user: &str) -> sluice::Privileges {
-        // Stub until roles carry an owner flag: every writer keeps today's rights.
         if self.read_only_users.lock().get(user).copied().unwrap_or(false) {
             sluice::Privileges::READ_ONLY
-        } else {
+        } else if self.owner.as_ref().is_none_or(|owner| owner == user) {
             sluice::Privileges::OWNER
-        }
-    }
-
-    /// A server-side path a client names, if it is inside an allowed folder.
-    pub fn check_path(&self, path: &str) -> PgWireResult<PathBuf> {
-        let path = Path::new(path);
-        let absolute = if path.is_absolute() {
-            path.to_path_buf()
         } else {
-            self.allowed_paths.first().map(|d| d.join(path)).unwrap_or_else(|| path.to_path_buf())
-        };
-        let resolved = normalize(&absolute);
-        if self.allowed_paths.iter().any(|allowed| resolved.starts_with(normalize(allowed))) {
-            Ok(resolved)
-        } else {
-            Err(encode::user_error(
-                "42501",
-                format!(
-                    "access to {} is not allowed: server-side files must be inside the data folder",
-                    path.display()
-                ),
-            ))
+            sluice::Privileges::NORMAL
         }
     }
 }
 
-fn normalize(path: &Path) -> PathBuf {
-    let mut out = PathBuf::new();
-    for part in path.components() {
-        match part {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::CurDir => {}
-            other => out.push(other),
-        }
+/// A connection's cancel handle, kept under Sluice's own type: pgwire finds its own
+/// `Arc<ConnectionHandle>` and races each statement against CancelRequests, dropping a statement
+/// that may have begun to commit. The handler orders cancellation with the commit instead
+/// (`sluice::control`).
+pub struct CancelHandle(pub Arc<pgwire::api::ConnectionHandle>);
+
+/// Arms the connection's cancel handle for one statement: the receiver fires on a CancelRequest.
+pub async fn cancel_receiver<C: ClientInfo>(client: &C) -> Option<futures::channel::oneshot::Receiver<()>> {
+    // Where pgwire registered the handle itself it races the statement already; a second
+    // receiver would replace (and so fire) pgwire's.
+    if client.session_extensions().get::<Arc<pgwire::api::ConnectionHandle>>().is_some() {
+        return None;
     }
-    out
+    let handle = client.session_extensions().get::<CancelHandle>()?;
+    Some(handle.0.start_query().await)
 }
 
 /// The parameters reported at startup.
@@ -190,7 +175,7 @@ impl StartupHandler for Startup {
         let (pid, secret) = RandomPidSecretKeyGenerator::default().generate(client);
         client.set_pid_and_secret_key(pid, secret.clone());
         let (handle, guard) = self.state.manager.register(pid, secret);
-        client.session_extensions().insert(handle);
+        client.session_extensions().insert(CancelHandle(handle));
         client.session_extensions().insert(guard);
         finish_authentication(client, self.state.parameters.as_ref()).await
     }
@@ -322,6 +307,7 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
     for role in db.inner().catalog.current().roles.values() {
         read_only.insert(role.name.clone(), role.read_only);
     }
+    db.allow_paths(&config.allowed_paths);
     let manager = Arc::new(ConnectionManager::new());
     let state = Arc::new(ServerState {
         db,
@@ -331,6 +317,7 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
         read_only_users: Mutex::new(read_only),
         allowed_paths: config.allowed_paths.clone(),
         tls: tls.is_some(),
+        owner: config.users.first().map(|u| u.name.clone()),
     });
     let listener =
         TcpListener::bind(config.listen).await.map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -3,3 +3,4 @@
 mod cli;
 mod clients;
 mod pg;
+mod security;

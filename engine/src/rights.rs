@@ -1,0 +1,200 @@
+//! What a role may run: the engine's checks of a statement, and of the plan that runs, against
+//! the session's [`Privileges`].
+//!
+//! Three layers, each complete on its own for what it sees:
+//!
+//! 1. [`check_statement`]: before anything runs, a read-only role may run only statements that
+//!    read (queries without data-modifying parts, SHOW, SET, EXPLAIN without ANALYZE of a write,
+//!    cursors over reads, ...); the owner-only statements are refused to other roles.
+//! 2. [`check_plan`]: a DataFusion plan about to run is walked; a read-only role's plan must hold
+//!    no DML, DDL or COPY node.
+//! 3. The commit gate ([`crate::control`]): whatever path a write takes, its commit asks the
+//!    statement's control, which refuses a read-only role.
+
+use datafusion::logical_expr::LogicalPlan;
+use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, Query, SetExpr, Statement, TableFactor, TableWithJoins};
+
+use crate::error::{Error, Result};
+use crate::privileges::Privileges;
+use crate::sql::parser::SluiceStatement;
+use crate::sql::streaming::StreamingStatement;
+
+fn read_only_refusal(what: &str) -> Error {
+    Error::ReadOnly(format!("this role is read-only and cannot run {what}"))
+}
+
+/// Refuses a statement the role may not run at all.
+pub fn check_statement(statement: &SluiceStatement, privileges: Privileges) -> Result<()> {
+    if privileges.read_only && !reads_only(statement) {
+        return Err(read_only_refusal(&statement_kind(statement)));
+    }
+    Ok(())
+}
+
+/// Refuses a plan that writes, for a read-only role.
+pub fn check_plan(plan: &LogicalPlan, privileges: Privileges) -> Result<()> {
+    if !privileges.read_only {
+        return Ok(());
+    }
+    let mut writes = None;
+    let _ = plan.apply_with_subqueries(|node| {
+        let kind = match node {
+            LogicalPlan::Dml(dml) => Some(format!("{} on {}", dml.op, dml.table_name)),
+            LogicalPlan::Ddl(ddl) => Some(ddl.name().to_string()),
+            LogicalPlan::Copy(_) => Some("COPY".to_string()),
+            _ => None,
+        };
+        Ok(match kind {
+            Some(kind) => {
+                writes = Some(kind);
+                datafusion::common::tree_node::TreeNodeRecursion::Stop
+            }
+            None => datafusion::common::tree_node::TreeNodeRecursion::Continue,
+        })
+    });
+    match writes {
+        Some(kind) => Err(read_only_refusal(&kind)),
+        None => Ok(()),
+    }
+}
+
+/// Whether a statement only reads (a read-only role may run it).
+pub fn reads_only(statement: &SluiceStatement) -> bool {
+    match statement {
+        SluiceStatement::DescribeHistory { .. } => true,
+        SluiceStatement::Streaming(streaming) => {
+            matches!(
+                **streaming,
+                StreamingStatement::ExplainFlow { .. } | StreamingStatement::ExplainMaterializedView { .. }
+            )
+        }
+        SluiceStatement::Standard(statement) => standard_reads_only(statement),
+        _ => false,
+    }
+}
+
+fn standard_reads_only(statement: &Statement) -> bool {
+    match statement {
+        Statement::Query(query) => query_reads_only(query),
+        // EXPLAIN ANALYZE runs its statement; a plain EXPLAIN only plans it.
+        Statement::Explain { analyze, statement, .. } => !*analyze || standard_reads_only(statement),
+        Statement::Declare { stmts } => stmts.iter().all(|d| d.for_query.as_ref().is_none_or(|q| query_reads_only(q))),
+        Statement::Copy { to: true, target: CopyTarget::Stdout, source, .. } => match source {
+            CopySource::Query(query) => query_reads_only(query),
+            CopySource::Table { .. } => true,
+        },
+        Statement::ExplainTable { .. }
+        | Statement::ShowVariable { .. }
+        | Statement::ShowVariables { .. }
+        | Statement::ShowTables { .. }
+        | Statement::ShowColumns { .. }
+        | Statement::ShowSchemas { .. }
+        | Statement::ShowFunctions { .. }
+        | Statement::Set(_)
+        | Statement::Reset(_)
+        | Statement::StartTransaction { .. }
+        | Statement::Commit { .. }
+        | Statement::Rollback { .. }
+        | Statement::Savepoint { .. }
+        | Statement::ReleaseSavepoint { .. }
+        | Statement::Fetch { .. }
+        | Statement::Close { .. }
+        | Statement::Discard { .. }
+        | Statement::UNLISTEN { .. } => true,
+        _ => false,
+    }
+}
+
+/// Whether a query reads only: no data-modifying CTE or body, no `SELECT ... INTO` (which
+/// creates a table), in any nested query.
+pub fn query_reads_only(query: &Query) -> bool {
+    let ctes_read =
+        query.with.as_ref().is_none_or(|with| with.cte_tables.iter().all(|cte| query_reads_only(&cte.query)));
+    ctes_read && set_expr_reads_only(&query.body)
+}
+
+fn set_expr_reads_only(body: &SetExpr) -> bool {
+    match body {
+        SetExpr::Select(select) => select.into.is_none() && select.from.iter().all(from_reads_only),
+        SetExpr::Query(query) => query_reads_only(query),
+        SetExpr::SetOperation { left, right, .. } => set_expr_reads_only(left) && set_expr_reads_only(right),
+        SetExpr::Values(_) | SetExpr::Table(_) => true,
+        _ => false,
+    }
+}
+
+fn from_reads_only(from: &TableWithJoins) -> bool {
+    std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).all(|factor| match factor {
+        TableFactor::Derived { subquery, .. } => query_reads_only(subquery),
+        _ => true,
+    })
+}
+
+/// Table properties that loosen safety, and the least value a role other than the owner may give
+/// them: Delta's defaults. A shorter `deletedFileRetentionDuration` lets VACUUM delete files that
+/// readers of recent versions still need.
+const GUARDED_PROPERTIES: [(&str, i64); 2] =
+    [("delta.deletedFileRetentionDuration", 7 * 86_400_000), ("delta.logRetentionDuration", 30 * 86_400_000)];
+
+/// Refuses table properties that only the owner may set.
+pub fn check_table_properties<'a>(
+    properties: impl IntoIterator<Item = (&'a String, &'a String)>,
+    privileges: Privileges,
+) -> Result<()> {
+    if privileges.owner {
+        return Ok(());
+    }
+    for (key, value) in properties {
+        let Some((name, least_ms)) = GUARDED_PROPERTIES.iter().find(|(name, _)| name.eq_ignore_ascii_case(key)) else {
+            continue;
+        };
+        let shorter = sluice_storage::snapshot::parse_interval_ms(value).is_none_or(|ms| ms < *least_ms);
+        if shorter {
+            return Err(Error::PermissionDenied(format!(
+                "only the warehouse owner may set {name} below its default of {} days (given '{value}')",
+                least_ms / 86_400_000
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn statement_kind(statement: &SluiceStatement) -> String {
+    let text = match statement {
+        SluiceStatement::Standard(s) => s.to_string(),
+        other => format!("{other:?}"),
+    };
+    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    words.join(" ").to_uppercase()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sql::parser::parse_statement_text;
+
+    fn reads(sql: &str) -> bool {
+        reads_only(&parse_statement_text(sql).unwrap())
+    }
+
+    #[test]
+    fn reads_are_told_from_writes_inside_any_statement() {
+        assert!(reads("SELECT 1"));
+        assert!(reads("WITH a AS (SELECT 1) SELECT * FROM a"));
+        assert!(reads("EXPLAIN INSERT INTO t VALUES (1)"));
+        assert!(reads("COPY (SELECT 1) TO STDOUT"));
+        assert!(reads("COPY t TO STDOUT"));
+        assert!(!reads("COPY (INSERT INTO t VALUES (1)) TO STDOUT"));
+        assert!(!reads("COPY (DELETE FROM t) TO STDOUT"));
+        assert!(!reads("COPY t TO '/tmp/x'"));
+        assert!(!reads("COPY t FROM STDIN"));
+        assert!(!reads("WITH a AS (INSERT INTO t VALUES (1)) SELECT 1"));
+        assert!(!reads("EXPLAIN ANALYZE INSERT INTO t VALUES (1)"));
+        assert!(!reads("SELECT * INTO t2 FROM t"));
+        assert!(!reads("INSERT INTO t VALUES (1)"));
+        assert!(!reads("CREATE TABLE x (a int)"));
+        assert!(!reads("VACUUM t"));
+        assert!(!reads("CREATE ROLE r"));
+        assert!(!reads("GRANT SELECT ON t TO r"));
+    }
+}
