@@ -27,7 +27,7 @@ pub struct DatabaseOptions {
     pub partition_timezone: Option<String>,
     /// Memory all queries together may hold (default: half of the machine's; see [`crate::memory`]).
     pub memory_limit_bytes: Option<usize>,
-    /// Memory one query may hold (default: half of `memory_limit_bytes`).
+    /// Memory one query may hold (default: all of `memory_limit_bytes`).
     pub query_memory_limit_bytes: Option<usize>,
 }
 

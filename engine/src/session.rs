@@ -241,6 +241,13 @@ impl Session {
             // Savepoints are accepted like BEGIN: every statement is atomic on its own.
             Statement::Savepoint { .. } => Ok(StatementResult::command("SAVEPOINT")),
             Statement::ReleaseSavepoint { .. } => Ok(StatementResult::command("RELEASE")),
+            // Rights come from the role's kind (owner, normal, read-only; see crate::privileges),
+            // not from grants on objects.
+            Statement::Grant(_) | Statement::Revoke(_) => Err(Error::NotSupported(
+                "GRANT and REVOKE (Sluice's roles are the warehouse owner, normal roles and read-only roles: \
+                 CREATE ROLE ... IN ROLE pg_read_all_data makes a read-only one)"
+                    .into(),
+            )),
             other => self.run_datafusion(other).await,
         }
     }

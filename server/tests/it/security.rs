@@ -197,6 +197,10 @@ async fn read_only_roles_write_by_no_path() {
     assert_eq!(copied, b"1\n");
     assert_eq!(count(&owner, "r").await, 1);
     assert_eq!(count(&owner, "s").await, 0);
+    // Grants on objects are refused, not ignored.
+    for sql in ["GRANT SELECT ON r TO reader", "REVOKE INSERT ON r FROM reader"] {
+        assert_eq!(code(&owner.simple_query(sql).await.unwrap_err()), "0A000", "{sql}");
+    }
     // A writer's COPY of a statement that is not a query is refused, not run.
     let err = owner.simple_query("COPY (INSERT INTO r VALUES (9)) TO STDOUT").await.unwrap_err();
     assert_eq!(code(&err), "0A000", "{err}");
