@@ -204,6 +204,7 @@ async fn serve(data: &str, port: u16) -> Result<serde_json::Value, Box<dyn std::
         tls: None,
         allowed_paths: vec![std::path::PathBuf::from(data)],
         message_bytes_max: sluice_server::pg::socket::MESSAGE_BYTES_MAX_DEFAULT,
+        ..Default::default()
     };
     let server = sluice_server::pg::serve(db, config).await?;
     eprintln!("serving {data} on {}", server.local_addr);

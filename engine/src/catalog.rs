@@ -127,17 +127,22 @@ pub struct Expectation {
     pub action: ViolationAction,
 }
 
-/// A login role. The password is kept only as a SCRAM-SHA-256 salted password (never in clear).
+/// A login role. The password is kept only as a SCRAM-SHA-256 verifier, in PostgreSQL's
+/// `pg_authid` form: enough to check a password, not to log in with.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RoleEntry {
     pub name: String,
-    /// The salt, hex-encoded.
-    pub salt: String,
-    /// PBKDF2-HMAC-SHA-256 of the password with `salt` and `iterations`, hex-encoded.
-    pub salted_password: String,
-    pub iterations: u32,
+    /// `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>` (base64 parts).
+    #[serde(default)]
+    pub verifier: String,
     /// A read-only role may read but not write data or change the catalog.
     pub read_only: bool,
+    /// Catalogs written before verifiers kept the salt and the SCRAM SaltedPassword (hex); the
+    /// server turns them into a verifier when it starts, and these are then dropped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salt: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub salted_password: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

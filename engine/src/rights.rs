@@ -28,7 +28,25 @@ pub fn check_statement(statement: &SluiceStatement, privileges: Privileges) -> R
     if privileges.read_only && !reads_only(statement) {
         return Err(read_only_refusal(&statement_kind(statement)));
     }
+    if !privileges.owner {
+        if let Some(action) = owner_only(statement) {
+            return Err(Error::PermissionDenied(format!(
+                "permission denied to {action}: only the warehouse owner manages roles"
+            )));
+        }
+    }
     Ok(())
+}
+
+/// What an owner-only statement does (PostgreSQL's CREATEROLE right), for its refusal.
+fn owner_only(statement: &SluiceStatement) -> Option<&'static str> {
+    let SluiceStatement::Standard(statement) = statement else { return None };
+    match &**statement {
+        Statement::CreateRole(_) => Some("create role"),
+        Statement::AlterRole { .. } => Some("alter role"),
+        Statement::Drop { object_type: datafusion::sql::sqlparser::ast::ObjectType::Role, .. } => Some("drop role"),
+        _ => None,
+    }
 }
 
 /// Refuses a plan that writes, for a read-only role.
@@ -196,5 +214,16 @@ mod tests {
         assert!(!reads("VACUUM t"));
         assert!(!reads("CREATE ROLE r"));
         assert!(!reads("GRANT SELECT ON t TO r"));
+    }
+
+    #[test]
+    fn only_the_owner_manages_roles() {
+        for sql in ["CREATE ROLE r PASSWORD 'x'", "ALTER ROLE r PASSWORD 'y'", "DROP ROLE r"] {
+            let statement = parse_statement_text(sql).unwrap();
+            assert!(check_statement(&statement, Privileges::OWNER).is_ok(), "{sql}");
+            let refused = check_statement(&statement, Privileges::NORMAL).unwrap_err();
+            assert_eq!(refused.sqlstate(), "42501", "{sql}");
+            assert!(check_statement(&statement, Privileges::READ_ONLY).is_err(), "{sql}");
+        }
     }
 }

@@ -52,7 +52,8 @@ pub struct ServeArgs {
     /// Address to listen on (loopback unless users are configured).
     #[arg(long, default_value = "127.0.0.1:5433")]
     listen: std::net::SocketAddr,
-    /// A JSON file of users: [{"name": "...", "password": "...", "read_only": false}].
+    /// A JSON file of users: [{"name": "...", "password": "...", "read_only": false, "owner": false}]
+    /// (the owner is the user marked "owner", else the first).
     #[arg(long)]
     users: Option<PathBuf>,
     /// TLS certificate (PEM).
@@ -73,6 +74,44 @@ pub struct ServeArgs {
     /// The largest message a client may send, in bytes (a query, a Bind, one COPY chunk).
     #[arg(long = "max-message-size", default_value_t = crate::pg::socket::MESSAGE_BYTES_MAX_DEFAULT)]
     message_bytes_max: usize,
+    /// Refuse clients that do not use TLS (needs --tls-cert/--tls-key or --tls-self-signed).
+    #[arg(long)]
+    require_tls: bool,
+    /// Most clients authenticating at once (apart from --max-connections).
+    #[arg(long, default_value_t = crate::pg::STARTUP_CONNECTIONS_MAX_DEFAULT)]
+    max_startup_connections: usize,
+    /// Seconds a client has to authenticate.
+    #[arg(long, default_value_t = crate::pg::AUTHENTICATION_TIMEOUT_MS_DEFAULT / 1000)]
+    authentication_timeout: u64,
+    /// Memory all queries together may hold: bytes, or with a unit (512MB, 4GB, 4GiB); by default
+    /// half of the machine's memory.
+    #[arg(long, value_parser = parse_bytes)]
+    memory_limit: Option<usize>,
+    /// Memory one query may hold (by default all of --memory-limit).
+    #[arg(long, value_parser = parse_bytes)]
+    query_memory_limit: Option<usize>,
+}
+
+/// `4096`, `512MB`, `4GB`, `4GiB`, `1.5G` as bytes (K, M, G, T in powers of 1024, as PostgreSQL's
+/// memory settings).
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: f64 = number.parse().map_err(|_| format!("{text:?} is not a size (such as 512MB or 4GB)"))?;
+    let factor: f64 = match unit.trim().to_ascii_uppercase().trim_end_matches("IB").trim_end_matches('B') {
+        "" => 1.0,
+        "K" => 1024.0,
+        "M" => 1024.0 * 1024.0,
+        "G" => 1024.0 * 1024.0 * 1024.0,
+        "T" => 1024.0 * 1024.0 * 1024.0 * 1024.0,
+        _ => return Err(format!("{text:?}: unknown unit {unit:?} (use B, KB, MB, GB or TB)")),
+    };
+    let bytes = number * factor;
+    if !(1.0..=(usize::MAX as f64)).contains(&bytes) {
+        return Err(format!("{text:?} is out of range"));
+    }
+    Ok(bytes as usize)
 }
 
 pub fn main() -> ExitCode {
@@ -164,10 +203,20 @@ async fn serve(args: ServeArgs) -> ExitCode {
         max_connections,
         mut allow_paths,
         message_bytes_max,
+        require_tls,
+        max_startup_connections,
+        authentication_timeout,
+        memory_limit,
+        query_memory_limit,
     } = args;
     let data = data.as_str();
     let tls = tls_cert.zip(tls_key);
-    let db = match Database::open(data).await {
+    let options = sluice::DatabaseOptions {
+        memory_limit_bytes: memory_limit,
+        query_memory_limit_bytes: query_memory_limit,
+        ..Default::default()
+    };
+    let db = match Database::open_with(data, options).await {
         Ok(db) => db,
         Err(e) => {
             eprintln!("ERROR: cannot open {data}: {e}");
@@ -204,6 +253,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
         tls: tls.clone(),
         allowed_paths: allow_paths,
         message_bytes_max,
+        startup_connections_max: max_startup_connections,
+        authentication_timeout_ms: authentication_timeout.saturating_mul(1000),
+        require_tls,
     };
     match crate::pg::serve(db, config).await {
         Ok(server) => {
@@ -300,5 +352,21 @@ async fn run_and_print(session: &sluice::Session, sql: &str) {
             }
         }
         Err(e) => eprintln!("ERROR: {e}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_as_postgres_memory_settings() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("512MB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("4GiB"), Ok(4 << 30));
+        assert_eq!(parse_bytes("1.5g"), Ok(3 << 29));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("4 parsecs").is_err());
+        assert!(parse_bytes("0").is_err());
     }
 }

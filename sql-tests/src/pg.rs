@@ -66,6 +66,7 @@ impl PgDb {
             // The .slt files attach fixtures from the repository with LOCATION.
             allowed_paths: vec![dir.path().to_path_buf(), std::path::PathBuf::from("/")],
             message_bytes_max: sluice_server::pg::socket::MESSAGE_BYTES_MAX_DEFAULT,
+            ..Default::default()
         };
         let server = sluice_server::pg::serve(db, config).await.map_err(failure)?;
         let url = format!("host=127.0.0.1 port={} user=slt dbname=sluice", server.local_addr.port());

@@ -1,72 +1,141 @@
-//! Who may connect: users from a config file and roles created with `CREATE ROLE ... PASSWORD`,
-//! authenticated with SCRAM-SHA-256; with no users at all, anyone on loopback (Postgres' `trust`).
+//! Who may connect, and as what.
 //!
-//! Passwords are kept only as SCRAM salted passwords. Read-only users may run queries, SHOW/SET
-//! and COPY TO, but nothing that writes data or changes the catalog.
+//! - [`Users`]: users from a config file (fixed at start) and roles created with `CREATE ROLE ...
+//!   PASSWORD`, kept only as SCRAM-SHA-256 verifiers ([`super::scram`]); the rights of each
+//!   ([`sluice::Privileges`]): the users file's owner, normal users, read-only users.
+//! - [`Startup`]: one connection's authentication. SCRAM when any user exists; with none, anyone
+//!   on loopback (PostgreSQL's `trust`, and the server then refuses to listen beyond loopback).
+//!   An unknown user goes through the same exchange as a known one and fails the same way;
+//!   each failure is answered after a delay that grows with the user's recent failures. A
+//!   connection takes one of the server's connection slots only once it is authenticated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use pgwire::api::auth::sasl::scram::gen_salted_password;
-use pgwire::api::auth::{AuthSource, LoginInfo, Password};
+use futures::sink::Sink;
+use futures::SinkExt;
+use parking_lot::Mutex;
+use pgwire::api::auth::{
+    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, StartupHandler,
+};
+use pgwire::api::{ClientInfo, PgWireConnectionState, PidSecretKeyGenerator};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
+use pgwire::messages::startup::Authentication;
+use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use serde::Deserialize;
 use sluice::catalog::RoleEntry;
-use sluice::Database;
+use sluice::{Database, Privileges};
 
-/// PBKDF2 iterations of the salted passwords (Postgres' default, and pgwire's).
-pub const SCRAM_ITERATIONS: u32 = 4096;
+use super::scram::{self, Exchange, Failure, Verifier};
+use super::{CancelHandle, ServerState};
 
 /// A user from the config file.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize)]
 pub struct UserConfig {
     pub name: String,
     pub password: String,
     #[serde(default)]
     pub read_only: bool,
+    /// The warehouse owner (when no user is marked, the first user is the owner).
+    #[serde(default)]
+    pub owner: bool,
 }
 
-/// Reads a users file: a JSON array of `{"name", "password", "read_only"}`.
+/// Reads a users file: a JSON array of `{"name", "password", "read_only", "owner"}`.
 pub fn read_users_file(path: &Path) -> Result<Vec<UserConfig>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{} is not a JSON array of users: {e}", path.display()))
+    let users: Vec<UserConfig> =
+        serde_json::from_str(&text).map_err(|e| format!("{} is not a JSON array of users: {e}", path.display()))?;
+    if let Some(user) = users.iter().find(|u| u.owner && u.read_only) {
+        return Err(format!("{}: user \"{}\" cannot be both owner and read_only", path.display(), user.name));
+    }
+    Ok(users)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// The stored form of a role's password. A password that already is a SCRAM verifier (as
+/// `psql`'s `\password` and PostgreSQL's clients send it) is stored as given.
+pub fn role_entry(name: &str, password: &str, read_only: bool) -> RoleEntry {
+    let verifier = match Verifier::parse(password) {
+        Some(verifier) => verifier,
+        None => Verifier::for_password(password),
+    };
+    RoleEntry { name: name.to_string(), verifier: verifier.to_string(), read_only, salt: None, salted_password: None }
 }
 
 fn unhex(text: &str) -> Option<Vec<u8>> {
     (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
 }
 
-/// The stored form of a password.
-pub fn role_entry(name: &str, password: &str, read_only: bool) -> RoleEntry {
-    let salt: [u8; 16] = rand::random();
-    let salted = gen_salted_password(password, &salt, SCRAM_ITERATIONS as usize);
-    RoleEntry {
-        name: name.to_string(),
-        salt: hex(&salt),
-        salted_password: hex(&salted),
-        iterations: SCRAM_ITERATIONS,
-        read_only,
+/// Replaces the salted passwords that older catalogs kept with verifiers (SCRAM's SaltedPassword
+/// lets whoever reads it log in; a verifier does not).
+pub async fn upgrade_stored_passwords(db: &Database) -> Result<(), String> {
+    let legacy = db.inner().catalog.current().roles.values().any(|r| r.salted_password.is_some());
+    if !legacy {
+        return Ok(());
     }
+    db.inner()
+        .catalog
+        .update(|state| {
+            for role in state.roles.values_mut() {
+                let (Some(salt), Some(salted)) = (role.salt.take(), role.salted_password.take()) else { continue };
+                if let (Some(salt), Some(salted)) = (unhex(&salt), unhex(&salted)) {
+                    role.verifier = Verifier::from_salted_password(4096, salt, &salted).to_string();
+                }
+            }
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| format!("cannot upgrade the stored passwords of the catalog's roles: {e}"))
 }
 
-/// The users the server knows: the config file's (fixed at start) and the catalog's roles.
+/// A configured user: its verifier and its rights.
+#[derive(Debug)]
+struct Configured {
+    verifier: Verifier,
+    privileges: Privileges,
+}
+
+/// The users the server knows: the config file's and the catalog's roles (names are unique
+/// across both: `CREATE ROLE` refuses a configured name).
 #[derive(Debug)]
 pub struct Users {
-    configured: BTreeMap<String, RoleEntry>,
+    configured: BTreeMap<String, Configured>,
     db: Database,
+    /// Derives the salts shown for users that do not exist.
+    mock_secret: [u8; 32],
+    failures: Mutex<HashMap<String, (u32, Instant)>>,
 }
+
+/// Failures older than this are forgotten.
+const FAILURE_MEMORY: Duration = Duration::from_secs(60);
+/// The delay after a user's first recent failure; it doubles with each further one.
+const FAILURE_DELAY_FIRST: Duration = Duration::from_millis(250);
+const FAILURE_DELAY_MAX: Duration = Duration::from_secs(5);
+/// The most user names whose failures are remembered.
+const FAILURE_NAMES_MAX: usize = 10_000;
 
 impl Users {
     pub fn new(db: Database, configured: &[UserConfig]) -> Self {
-        let configured =
-            configured.iter().map(|u| (u.name.clone(), role_entry(&u.name, &u.password, u.read_only))).collect();
-        Self { configured, db }
+        let owner = configured.iter().find(|u| u.owner).or(configured.first()).map(|u| u.name.clone());
+        let configured = configured
+            .iter()
+            .map(|u| {
+                let privileges = if u.read_only {
+                    Privileges::READ_ONLY
+                } else if owner.as_deref() == Some(u.name.as_str()) || u.owner {
+                    Privileges::OWNER
+                } else {
+                    Privileges::NORMAL
+                };
+                (u.name.clone(), Configured { verifier: Verifier::for_password(&u.password), privileges })
+            })
+            .collect();
+        Self { configured, db, mock_secret: rand::random(), failures: Mutex::new(HashMap::new()) }
     }
 
     /// Whether any user exists (otherwise the server trusts loopback clients).
@@ -75,38 +144,220 @@ impl Users {
         !self.configured.is_empty() || !self.db.inner().catalog.current().roles.is_empty()
     }
 
-    /// The stored password of a user.
-    pub async fn find(&self, name: &str) -> Option<RoleEntry> {
-        if let Some(entry) = self.configured.get(name) {
-            return Some(entry.clone());
+    /// The users file's user names.
+    pub fn configured_names(&self) -> impl Iterator<Item = String> + '_ {
+        self.configured.keys().cloned()
+    }
+
+    /// Whether the users file names this user.
+    pub fn is_configured(&self, name: &str) -> bool {
+        self.configured.contains_key(name)
+    }
+
+    /// The verifier to check a user's password against: a mock one for an unknown user.
+    async fn verifier(&self, name: &str) -> Verifier {
+        if let Some(user) = self.configured.get(name) {
+            return user.verifier.clone();
         }
         let _ = self.db.inner().catalog.refresh().await;
-        self.db.inner().catalog.current().roles.get(name).cloned()
+        let role = self.db.inner().catalog.current().roles.get(name).cloned();
+        role.and_then(|r| Verifier::parse(&r.verifier)).unwrap_or_else(|| Verifier::mock(&self.mock_secret, name))
+    }
+
+    /// The rights of an authenticated user (`None`: the user no longer exists).
+    pub fn privileges(&self, name: &str) -> Option<Privileges> {
+        if let Some(user) = self.configured.get(name) {
+            return Some(user.privileges);
+        }
+        let catalog = self.db.inner().catalog.current();
+        let role = catalog.roles.get(name)?;
+        Some(if role.read_only { Privileges::READ_ONLY } else { Privileges::NORMAL })
+    }
+
+    /// Records a failed password and returns how long to wait before answering it.
+    fn failed(&self, name: &str) -> Duration {
+        let mut failures = self.failures.lock();
+        let now = Instant::now();
+        if failures.len() >= FAILURE_NAMES_MAX {
+            failures.retain(|_, (_, last)| now.duration_since(*last) < FAILURE_MEMORY);
+        }
+        let entry = failures.entry(name.to_string()).or_insert((0, now));
+        if now.duration_since(entry.1) >= FAILURE_MEMORY {
+            entry.0 = 0;
+        }
+        entry.0 = entry.0.saturating_add(1);
+        entry.1 = now;
+        let doublings = entry.0.saturating_sub(1).min(16);
+        FAILURE_DELAY_FIRST.saturating_mul(1 << doublings).min(FAILURE_DELAY_MAX)
+    }
+
+    fn succeeded(&self, name: &str) {
+        self.failures.lock().remove(name);
     }
 }
 
-/// The SCRAM password source.
-#[derive(Debug)]
-pub struct ScramSource {
-    pub users: Arc<Users>,
+/// A connection authenticated as a loopback client with no users configured (`trust`): it keeps
+/// the owner's rights even if roles are created while it is connected.
+pub struct Trusted;
+
+/// The connection slot an authenticated connection holds until it closes.
+pub struct ConnectionSlot(#[allow(dead_code)] tokio::sync::OwnedSemaphorePermit);
+
+/// Where one connection's SCRAM exchange stands.
+enum Step {
+    AwaitingClientFirst,
+    AwaitingClientFinal(Box<Exchange>),
+    Done,
+}
+
+/// One connection's authentication.
+pub struct Startup {
+    state: Arc<ServerState>,
+    /// SCRAM when users exist (decided when the connection opens).
+    scram: bool,
+    step: tokio::sync::Mutex<Step>,
+}
+
+fn error(severity: &str, sqlstate: &str, message: impl Into<String>) -> PgWireError {
+    PgWireError::UserError(Box::new(ErrorInfo::new(severity.into(), sqlstate.into(), message.into())))
+}
+
+fn fatal(sqlstate: &str, message: impl Into<String>) -> PgWireError {
+    error("FATAL", sqlstate, message)
+}
+
+impl Startup {
+    pub fn new(state: Arc<ServerState>, scram: bool) -> Self {
+        Self { state, scram, step: tokio::sync::Mutex::new(Step::AwaitingClientFirst) }
+    }
+
+    /// Takes a connection slot, registers the connection for CancelRequests and tells the client
+    /// it is in.
+    async fn admit<C>(&self, client: &mut C) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let Ok(slot) = self.state.connection_slots.clone().try_acquire_owned() else {
+            return Err(fatal("53300", "sorry, too many clients already"));
+        };
+        client.session_extensions().insert(ConnectionSlot(slot));
+        let (pid, secret) = self.state.pids.generate(&*client);
+        client.set_pid_and_secret_key(pid, secret.clone());
+        let (handle, guard) = self.state.manager.register(pid, secret);
+        // Under Sluice's own type, so that pgwire does not race statements against cancels
+        // (see `CancelHandle`).
+        client.session_extensions().insert(CancelHandle(handle));
+        client.session_extensions().insert(guard);
+        finish_authentication(client, self.state.parameters.as_ref()).await
+    }
+
+    async fn password_failed(&self, user: &str) -> PgWireError {
+        tokio::time::sleep(self.state.users.failed(user)).await;
+        fatal("28P01", format!("password authentication failed for user \"{user}\""))
+    }
 }
 
 #[async_trait]
-impl AuthSource for ScramSource {
-    async fn get_password(&self, login: &LoginInfo) -> PgWireResult<Password> {
-        let name = login.user().unwrap_or_default();
-        let failed = || {
-            PgWireError::UserError(Box::new(ErrorInfo::new(
-                "FATAL".into(),
-                "28P01".into(),
-                format!("password authentication failed for user \"{name}\""),
-            )))
-        };
-        let entry = self.users.find(name).await.ok_or_else(failed)?;
-        let salt = unhex(&entry.salt).ok_or_else(failed)?;
-        let salted = unhex(&entry.salted_password).ok_or_else(failed)?;
-        Ok(Password::new(Some(salt), salted))
+impl StartupHandler for Startup {
+    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let user = client.metadata().get("user").cloned().unwrap_or_default();
+        match message {
+            PgWireFrontendMessage::Startup(startup) => {
+                protocol_negotiation(client, &startup).await?;
+                save_startup_parameters_to_metadata(client, &startup);
+                let user = client.metadata().get("user").cloned().unwrap_or_default();
+                if self.state.require_tls && !client.is_secure() {
+                    return Err(fatal(
+                        "28000",
+                        format!(
+                            "no encryption: user \"{user}\" must connect with TLS (the server runs with --require-tls)"
+                        ),
+                    ));
+                }
+                if !self.scram {
+                    if !client.socket_addr().ip().is_loopback() {
+                        return Err(fatal("28000", "no users are configured, so only loopback clients may connect"));
+                    }
+                    client.session_extensions().insert(Trusted);
+                    return self.admit(client).await;
+                }
+                if user.is_empty() {
+                    return Err(fatal("28000", "no PostgreSQL user name specified in startup packet"));
+                }
+                client.set_state(PgWireConnectionState::AuthenticationInProgress);
+                client
+                    .send(PgWireBackendMessage::Authentication(Authentication::SASL(vec![scram::MECHANISM.into()])))
+                    .await?;
+                Ok(())
+            }
+            PgWireFrontendMessage::PasswordMessageFamily(message) if self.scram => {
+                let mut step = self.step.lock().await;
+                match std::mem::replace(&mut *step, Step::Done) {
+                    Step::AwaitingClientFirst => {
+                        let initial = message.into_sasl_initial_response()?;
+                        if initial.auth_method != scram::MECHANISM {
+                            return Err(fatal(
+                                "08P01",
+                                format!(
+                                    "client selected an invalid SASL authentication mechanism: {}",
+                                    initial.auth_method
+                                ),
+                            ));
+                        }
+                        let verifier = self.state.users.verifier(&user).await;
+                        let data = initial.data.unwrap_or_default();
+                        let (server_first, exchange) =
+                            scram::server_first(&data, verifier).map_err(|failure| match failure {
+                                Failure::Protocol(text) => fatal("08P01", text),
+                                Failure::Password => fatal("28P01", "password authentication failed"),
+                            })?;
+                        *step = Step::AwaitingClientFinal(Box::new(exchange));
+                        client
+                            .send(PgWireBackendMessage::Authentication(Authentication::SASLContinue(
+                                server_first.into_bytes().into(),
+                            )))
+                            .await?;
+                        Ok(())
+                    }
+                    Step::AwaitingClientFinal(exchange) => {
+                        let response = message.into_sasl_response()?;
+                        match exchange.server_final(&response.data) {
+                            Ok(server_final) => {
+                                self.state.users.succeeded(&user);
+                                client
+                                    .feed(PgWireBackendMessage::Authentication(Authentication::SASLFinal(
+                                        server_final.into_bytes().into(),
+                                    )))
+                                    .await?;
+                                self.admit(client).await
+                            }
+                            Err(Failure::Protocol(text)) => Err(fatal("08P01", text)),
+                            Err(Failure::Password) => Err(self.password_failed(&user).await),
+                        }
+                    }
+                    Step::Done => Err(fatal("08P01", "unexpected authentication message")),
+                }
+            }
+            _ => Err(fatal("08P01", "unexpected message during authentication")),
+        }
     }
+}
+
+/// The rights of a connection's user, for the engine to check on each statement.
+pub fn privileges<C: ClientInfo>(state: &ServerState, client: &C) -> Privileges {
+    if client.session_extensions().get::<Trusted>().is_some() {
+        return Privileges::OWNER;
+    }
+    let user = client.metadata().get("user").cloned().unwrap_or_default();
+    // A role dropped while its connection is open keeps only the right to read.
+    state.users.privileges(&user).unwrap_or(Privileges::READ_ONLY)
 }
 
 #[cfg(test)]
@@ -114,10 +365,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn hex_round_trips() {
-        assert_eq!(unhex(&hex(&[0, 1, 255])), Some(vec![0, 1, 255]));
+    fn stored_passwords_are_verifiers() {
         let entry = role_entry("u", "secret", true);
-        assert_eq!(entry.salt.len(), 32);
+        assert!(entry.verifier.starts_with("SCRAM-SHA-256$4096:"));
+        assert!(entry.salted_password.is_none());
         assert!(entry.read_only);
+        // A verifier given as the password is kept as it is.
+        assert_eq!(role_entry("u", &entry.verifier, false).verifier, entry.verifier);
     }
 }

@@ -32,7 +32,7 @@ impl std::fmt::Debug for RolesProvider {
 #[async_trait]
 impl PgCatalogContextProvider for RolesProvider {
     async fn roles(&self) -> Vec<String> {
-        let mut roles: Vec<String> = self.server.read_only_users.lock().keys().cloned().collect();
+        let mut roles: Vec<String> = self.server.users.configured_names().collect();
         roles.extend(self.server.db.inner().catalog.current().roles.keys().cloned());
         roles.sort();
         roles.dedup();
@@ -42,14 +42,19 @@ impl PgCatalogContextProvider for RolesProvider {
     }
 
     async fn role(&self, name: &str) -> Option<Role> {
-        let read_only = self.server.read_only_users.lock().get(name).copied().unwrap_or(false);
+        // With no users at all, every loopback client is the owner.
+        let privileges = if self.server.users.any().await {
+            self.server.users.privileges(name).unwrap_or(sluice::Privileges::READ_ONLY)
+        } else {
+            sluice::Privileges::OWNER
+        };
         Some(Role {
             name: name.to_string(),
-            is_superuser: name == "sluice" || !read_only,
+            is_superuser: name == "sluice" || privileges.owner,
             can_login: true,
             can_create_db: false,
-            can_create_role: !read_only,
-            can_create_user: !read_only,
+            can_create_role: privileges.owner,
+            can_create_user: privileges.owner,
             can_replication: false,
             grants: vec![],
             inherited_roles: vec![],

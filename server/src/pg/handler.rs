@@ -30,10 +30,11 @@ use pgwire::api::results::{
     CopyResponse, DescribePortalResponse, DescribeResponse, DescribeStatementResponse, Response, Tag,
 };
 use pgwire::api::stmt::{QueryParser, StoredStatement};
-use pgwire::api::store::PortalStore;
-use pgwire::api::{ClientInfo, ClientPortalStore, Type};
+use pgwire::api::store::{Entry, PortalStore};
+use pgwire::api::{ClientInfo, ClientPortalStore, Type, DEFAULT_NAME};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone};
+use pgwire::messages::extendedquery::{Bind, BindComplete};
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
@@ -55,6 +56,8 @@ pub struct Prepared {
     pub parameter_types: Vec<Type>,
     pub arrow_parameter_types: Vec<Option<DataType>>,
     pub result_schema: Option<SchemaRef>,
+    /// How many values a Bind must supply (`None`: not known, not checked).
+    pub parameter_count: Option<usize>,
 }
 
 /// An open cursor: its rows and how far FETCH has read.
@@ -121,8 +124,7 @@ impl Connection {
     /// Hands the rights of the connection's user to the engine, which checks them (on the
     /// statement, the plan and every commit).
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
-        let user = client.metadata().get("user").cloned().unwrap_or_default();
-        let privileges = self.server.privileges(&user);
+        let privileges = super::auth::privileges(&self.server, client);
         self.session.set_privileges(privileges);
         privileges
     }
@@ -243,6 +245,9 @@ impl Connection {
         Ok(Some(match statement {
             Statement::Set(set) => {
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
+                for (name, value) in &changes {
+                    super::settings::check(name, value).map_err(|message| user_error("22023", message))?;
+                }
                 for (name, value) in changes {
                     let reported = self.settings.lock().set(&name, &value);
                     if let Some(name) = reported {
@@ -363,6 +368,10 @@ impl Connection {
             Statement::CreateRole(create) => {
                 super::statements::create_role(&self.server, create).await?;
                 Response::Execution(Tag::new("CREATE ROLE"))
+            }
+            Statement::AlterRole { name, operation } => {
+                super::statements::alter_role(&self.server, name, operation).await?;
+                Response::Execution(Tag::new("ALTER ROLE"))
             }
             Statement::Drop { object_type: datafusion::sql::sqlparser::ast::ObjectType::Role, .. } => {
                 super::statements::drop_role(&self.server, statement).await?;
@@ -638,8 +647,10 @@ impl QueryParser for SluiceQueryParser {
                 parameter_types: vec![],
                 arrow_parameter_types: vec![],
                 result_schema: None,
+                parameter_count: Some(0),
             }));
         };
+        let mut parameter_count = super::statements::placeholder_count(&statement).map(|n| n.max(types.len()));
         let statement = connection.rewrite(statement);
         let described = connection.session.describe_statement(&statement).await;
         let mut result_schema = described.result_schema;
@@ -673,6 +684,7 @@ impl QueryParser for SluiceQueryParser {
         if introspection {
             // asyncpg has a built-in codec for oid[] only; it sends the type oids in binary.
             parameter_types = vec![Type::OID_ARRAY];
+            parameter_count = Some(1);
             arrow_types = vec![Some(DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))))];
         }
         Ok(Some(Prepared {
@@ -680,6 +692,7 @@ impl QueryParser for SluiceQueryParser {
             parameter_types,
             arrow_parameter_types: arrow_types,
             result_schema,
+            parameter_count,
         }))
     }
 
@@ -706,6 +719,32 @@ impl ExtendedQueryHandler for Connection {
 
     fn query_parser(&self) -> Arc<Self::QueryParser> {
         self.parser.clone()
+    }
+
+    /// pgwire's Bind, after the checks PostgreSQL makes of it.
+    async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let statement_name = message.statement_name.as_deref().unwrap_or(DEFAULT_NAME);
+        let portal_name = message.portal_name.as_deref().unwrap_or(DEFAULT_NAME);
+        match client.portal_store().get_statement(statement_name) {
+            Some(Entry::Value(statement)) => {
+                super::statements::check_bind(&message, statement_name, statement.statement.parameter_count)?;
+                let portal = Portal::try_new(&message, statement)?;
+                client.portal_store().put_portal(Arc::new(portal));
+            }
+            Some(Entry::Empty) => {
+                super::statements::check_bind(&message, statement_name, Some(0))?;
+                client.portal_store().put_empty_portal(portal_name);
+            }
+            None => return Err(PgWireError::StatementNotFound(statement_name.to_owned())),
+        }
+        client.send(PgWireBackendMessage::BindComplete(BindComplete::new())).await?;
+        Ok(())
     }
 
     async fn do_query<C>(&self, client: &mut C, portal: &Portal<Prepared>, _max_rows: usize) -> PgWireResult<Response>

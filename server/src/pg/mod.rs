@@ -2,11 +2,12 @@
 //!
 //! - [`serve`] listens (TLS optional), limits connections, and runs one [`handler::Connection`]
 //!   per client: a Sluice session behind pgwire's handlers.
-//! - [`auth`]: users and SCRAM-SHA-256; with no users, loopback clients are trusted (and the
-//!   server refuses to listen beyond loopback).
+//! - [`auth`]: users, their rights, and authentication ([`scram`] against stored verifiers); with
+//!   no users, loopback clients are trusted (and the server refuses to listen beyond loopback).
 //! - [`catalog`]: `pg_catalog`, `version()`, `current_setting()`.
 //! - [`encode`], [`copy`], [`copy_binary`], [`copy_out`]: results, errors and COPY data.
-//! - [`socket`]: one connection's message loop and its message-size limit.
+//! - [`socket`]: one connection's message loop, its time to authenticate; [`framing`]: checks of
+//!   the bytes a client sends (message sizes, Bind framing).
 //! - [`settings`], [`statements`]: SET/SHOW/RESET and the statements the server answers itself.
 //!
 //! A client that sends garbage or vanishes costs only its own connection: each connection is
@@ -19,39 +20,27 @@ pub mod copy;
 pub mod copy_binary;
 pub mod copy_out;
 pub mod encode;
+pub mod framing;
 pub mod handler;
+pub mod scram;
 pub mod settings;
 pub mod socket;
 pub mod statements;
 
 use std::collections::HashMap;
-use std::fmt::Debug;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use futures::sink::Sink;
-use futures::SinkExt;
-use parking_lot::Mutex;
-use pgwire::api::auth::sasl::scram::ScramAuth;
-use pgwire::api::auth::sasl::SASLAuthStartupHandler;
-use pgwire::api::auth::{
-    finish_authentication, protocol_negotiation, save_startup_parameters_to_metadata, ServerParameterProvider,
-    StartupHandler,
-};
+use pgwire::api::auth::{ServerParameterProvider, StartupHandler};
 use pgwire::api::cancel::DefaultCancelHandler;
-use pgwire::api::{
-    ClientInfo, ConnectionManager, PgWireServerHandlers, PidSecretKeyGenerator, RandomPidSecretKeyGenerator,
-};
-use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
-use pgwire::messages::response::ErrorResponse;
-use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
+use pgwire::api::{ClientInfo, ConnectionManager, PgWireServerHandlers, RandomPidSecretKeyGenerator};
 use sluice::Database;
 use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
 
 pub use self::auth::UserConfig;
-use self::auth::{ScramSource, Users};
+use self::auth::{Startup, Users};
 use self::handler::Connection;
 use self::settings::SERVER_VERSION;
 
@@ -69,6 +58,37 @@ pub struct ServerConfig {
     /// The largest message a client may send ([`socket::MESSAGE_BYTES_MAX_DEFAULT`] by default);
     /// a larger one ends its connection with SQLSTATE 54000.
     pub message_bytes_max: usize,
+    /// Connections still authenticating, at once (their own slots, apart from
+    /// `connections_max`); a client beyond them is refused with SQLSTATE 53300.
+    pub startup_connections_max: usize,
+    /// A client must finish TLS negotiation and authentication within this time.
+    pub authentication_timeout_ms: u64,
+    /// Refuse clients that do not use TLS (PostgreSQL's `hostssl`).
+    pub require_tls: bool,
+}
+
+/// The default number of connections that may be authenticating at once.
+pub const STARTUP_CONNECTIONS_MAX_DEFAULT: usize = 32;
+/// How long a new connection waits for a startup slot before it is refused.
+const STARTUP_SLOT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+/// The default time a client has to authenticate (PostgreSQL's `authentication_timeout` is 60 s;
+/// Sluice's clients are on a LAN or loopback).
+pub const AUTHENTICATION_TIMEOUT_MS_DEFAULT: u64 = 10_000;
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 5433)),
+            connections_max: 100,
+            users: Vec::new(),
+            tls: None,
+            allowed_paths: Vec::new(),
+            message_bytes_max: socket::MESSAGE_BYTES_MAX_DEFAULT,
+            startup_connections_max: STARTUP_CONNECTIONS_MAX_DEFAULT,
+            authentication_timeout_ms: AUTHENTICATION_TIMEOUT_MS_DEFAULT,
+            require_tls: false,
+        }
+    }
 }
 
 /// What all connections share.
@@ -76,27 +96,13 @@ pub struct ServerState {
     pub db: Database,
     pub users: Arc<Users>,
     pub manager: Arc<ConnectionManager>,
+    pub pids: RandomPidSecretKeyGenerator,
     pub parameters: Arc<SluiceParameters>,
-    /// Read-only flag by user name (filled from the users file and CREATE ROLE).
-    pub read_only_users: Mutex<HashMap<String, bool>>,
     pub allowed_paths: Vec<PathBuf>,
     pub tls: bool,
-    /// The warehouse owner: the first user of the users file (None: no users file, every
-    /// loopback user is trusted as the owner).
-    pub owner: Option<String>,
-}
-
-impl ServerState {
-    /// The rights of an authenticated user, for the engine to check.
-    pub fn privileges(&self, user: &str) -> sluice::Privileges {
-        if self.read_only_users.lock().get(user).copied().unwrap_or(false) {
-            sluice::Privileges::READ_ONLY
-        } else if self.owner.as_ref().is_none_or(|owner| owner == user) {
-            sluice::Privileges::OWNER
-        } else {
-            sluice::Privileges::NORMAL
-        }
-    }
+    pub require_tls: bool,
+    /// One per authenticated connection (`connections_max`).
+    pub connection_slots: Arc<Semaphore>,
 }
 
 /// A connection's cancel handle, kept under Sluice's own type: pgwire finds its own
@@ -139,45 +145,6 @@ impl ServerParameterProvider for SluiceParameters {
             ("default_transaction_read_only".into(), "off".into()),
             ("in_hot_standby".into(), "off".into()),
         ]))
-    }
-}
-
-/// Authentication: SCRAM when users exist, else trust for loopback clients only.
-pub struct Startup {
-    state: Arc<ServerState>,
-    scram: Option<SASLAuthStartupHandler<SluiceParameters>>,
-}
-
-fn fatal(sqlstate: &str, message: &str) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new("FATAL".into(), sqlstate.into(), message.into())))
-}
-
-#[async_trait]
-impl StartupHandler for Startup {
-    async fn on_startup<C>(&self, client: &mut C, message: PgWireFrontendMessage) -> PgWireResult<()>
-    where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
-    {
-        if let Some(scram) = &self.scram {
-            return scram.on_startup(client, message).await;
-        }
-        let PgWireFrontendMessage::Startup(startup) = &message else { return Ok(()) };
-        protocol_negotiation(client, startup).await?;
-        save_startup_parameters_to_metadata(client, startup);
-        if !client.socket_addr().ip().is_loopback() {
-            let message = "no users are configured, so only loopback clients may connect";
-            let info = ErrorInfo::new("FATAL".into(), "28000".into(), message.into());
-            client.send(PgWireBackendMessage::ErrorResponse(ErrorResponse::from(info))).await?;
-            return Err(fatal("28000", message));
-        }
-        let (pid, secret) = RandomPidSecretKeyGenerator::default().generate(client);
-        client.set_pid_and_secret_key(pid, secret.clone());
-        let (handle, guard) = self.state.manager.register(pid, secret);
-        client.session_extensions().insert(CancelHandle(handle));
-        client.session_extensions().insert(guard);
-        finish_authentication(client, self.state.parameters.as_ref()).await
     }
 }
 
@@ -249,8 +216,26 @@ pub fn self_signed(dir: &Path) -> Result<(PathBuf, PathBuf), String> {
     let cert = dir.join("server.crt");
     let key = dir.join("server.key");
     std::fs::write(&cert, certified.cert.pem()).map_err(|e| e.to_string())?;
-    std::fs::write(&key, certified.key_pair.serialize_pem()).map_err(|e| e.to_string())?;
+    write_private(&key, certified.key_pair.serialize_pem().as_bytes())
+        .map_err(|e| format!("cannot write {}: {e}", key.display()))?;
     Ok((cert, key))
+}
+
+/// Writes a file only its owner may read (mode 0600), whatever it was before.
+fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        let mut file = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(path)?;
+        // An existing file keeps its mode through open(): set it.
+        file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+        file.write_all(bytes)
+    }
+    #[cfg(not(unix))]
+    {
+        std::fs::File::create(path)?.write_all(bytes)
+    }
 }
 
 /// Answers a client beyond the connection limit as Postgres does: after its startup packet
@@ -303,58 +288,63 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
         Some((cert, key)) => Some(tls_acceptor(cert, key)?),
         None => None,
     };
-    let mut read_only: HashMap<String, bool> = config.users.iter().map(|u| (u.name.clone(), u.read_only)).collect();
-    for role in db.inner().catalog.current().roles.values() {
-        read_only.insert(role.name.clone(), role.read_only);
+    if config.require_tls && tls.is_none() {
+        return Err("--require-tls needs a certificate (--tls-cert and --tls-key, or --tls-self-signed)".into());
     }
+    auth::upgrade_stored_passwords(&db).await?;
     db.allow_paths(&config.allowed_paths);
     let manager = Arc::new(ConnectionManager::new());
     let state = Arc::new(ServerState {
         db,
         users,
         manager: manager.clone(),
+        pids: RandomPidSecretKeyGenerator::default(),
         parameters: Arc::new(SluiceParameters),
-        read_only_users: Mutex::new(read_only),
         allowed_paths: config.allowed_paths.clone(),
         tls: tls.is_some(),
-        owner: config.users.first().map(|u| u.name.clone()),
+        require_tls: config.require_tls,
+        connection_slots: Arc::new(Semaphore::new(config.connections_max.max(1))),
     });
     let listener =
         TcpListener::bind(config.listen).await.map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;
     let local_addr = listener.local_addr().map_err(|e| e.to_string())?;
-    let limit = Arc::new(tokio::sync::Semaphore::new(config.connections_max.max(1)));
+    // Connections that have not authenticated yet hold a startup slot, not a connection slot:
+    // clients that connect and say nothing cannot lock out the users (each also has only
+    // `authentication_timeout_ms`).
+    // A burst of clients (a pool opening) waits a little for a startup slot; the queue is bounded.
+    let startup_slots = Arc::new(Semaphore::new(config.startup_connections_max.max(1)));
+    let queue = Arc::new(Semaphore::new(config.startup_connections_max.max(1) + config.connections_max.max(1)));
     let cancel = Arc::new(DefaultCancelHandler::new(manager));
-    let message_bytes_max = config.message_bytes_max;
+    let limits = socket::Limits {
+        message_bytes_max: config.message_bytes_max,
+        authentication_timeout: std::time::Duration::from_millis(config.authentication_timeout_ms),
+    };
     let task = tokio::spawn(async move {
         loop {
             let Ok((socket, _)) = listener.accept().await else { continue };
-            let Ok(permit) = limit.clone().try_acquire_owned() else {
+            let Ok(place) = queue.clone().try_acquire_owned() else {
                 tokio::spawn(refuse(socket));
                 continue;
             };
             let state = state.clone();
             let tls = tls.clone();
             let cancel = cancel.clone();
+            let startup_slots = startup_slots.clone();
             tokio::spawn(async move {
-                let _permit = permit;
-                let _ = socket.set_nodelay(true);
-                let scram = if state.users.any().await {
-                    let mut scram = ScramAuth::new(Arc::new(ScramSource { users: state.users.clone() }));
-                    scram.set_iterations(auth::SCRAM_ITERATIONS as usize);
-                    Some(
-                        SASLAuthStartupHandler::new(state.parameters.clone())
-                            .with_scram(scram)
-                            .with_connection_manager(state.manager.clone()),
-                    )
-                } else {
-                    None
+                let waited = tokio::time::timeout(STARTUP_SLOT_WAIT, startup_slots.acquire_owned()).await;
+                let Ok(Ok(startup_slot)) = waited else {
+                    refuse(socket).await;
+                    return;
                 };
+                drop(place);
+                let _ = socket.set_nodelay(true);
+                let scram = state.users.any().await;
                 let handlers = ConnectionHandlers {
                     connection: Connection::new(state.clone()),
-                    startup: Arc::new(Startup { state: state.clone(), scram }),
+                    startup: Arc::new(Startup::new(state.clone(), scram)),
                     cancel,
                 };
-                let _ = socket::serve_connection(socket, tls, handlers, message_bytes_max).await;
+                let _ = socket::serve_connection(socket, tls, handlers, limits, startup_slot).await;
             });
         }
     });

@@ -139,6 +139,37 @@ impl Settings {
     }
 }
 
+/// Refuses a value PostgreSQL would refuse for a setting (SQLSTATE 22023), with its message.
+pub fn check(name: &str, value: &str) -> Result<(), String> {
+    let key = canonical_key(name);
+    let value = normalize_value(&key, value);
+    if value.eq_ignore_ascii_case("default") {
+        return Ok(());
+    }
+    let valid = match key.as_str() {
+        "timezone" => valid_time_zone(&value),
+        "statement_timeout" => parse_duration_ms(&value).is_some(),
+        _ => true,
+    };
+    if valid {
+        Ok(())
+    } else {
+        let name = canonical_reported(name.trim().trim_matches('"'));
+        Err(format!("invalid value for parameter \"{name}\": \"{value}\""))
+    }
+}
+
+/// A zone name the IANA database knows (as it spells it, or in capitals: `utc`), a UTC offset (`+02:00`), or hours east of
+/// UTC as a number (`SET TIME ZONE -7`).
+fn valid_time_zone(value: &str) -> bool {
+    use std::str::FromStr;
+    if value.parse::<f64>().is_ok_and(|hours| hours.abs() <= 15.0) {
+        return true;
+    }
+    arrow::array::timezone::Tz::from_str(value).is_ok()
+        || arrow::array::timezone::Tz::from_str(&value.to_uppercase()).is_ok()
+}
+
 fn canonical_key(name: &str) -> String {
     let lower = name.trim().trim_matches('"').to_lowercase();
     match lower.as_str() {
@@ -198,5 +229,18 @@ mod tests {
         assert_eq!(settings.statement_timeout_ms(), 2000);
         settings.reset_all();
         assert_eq!(settings.get("application_name"), Some(""));
+    }
+
+    #[test]
+    fn bad_time_zones_and_timeouts_are_refused() {
+        for zone in ["'Europe/Paris'", "UTC", "utc", "'+02:00'", "-7", "LOCAL"] {
+            assert_eq!(check("TimeZone", zone), Ok(()), "{zone}");
+        }
+        assert_eq!(
+            check("timezone", "'Mars/Olympus'"),
+            Err("invalid value for parameter \"TimeZone\": \"Mars/Olympus\"".into())
+        );
+        assert!(check("statement_timeout", "'soon'").is_err());
+        assert_eq!(check("application_name", "anything"), Ok(()));
     }
 }

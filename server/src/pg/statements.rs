@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
-use datafusion::sql::sqlparser::ast::{CreateRole, Expr, Password, ResetStatement, Set, Statement, Value};
+use datafusion::sql::sqlparser::ast::{
+    AlterRoleOperation, CreateRole, Expr, Ident, Password, ResetStatement, RoleOption, Set, Statement, Value,
+};
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 
@@ -75,7 +77,8 @@ pub fn show_column(name: &str) -> String {
     }
 }
 
-/// `CREATE ROLE name [WITH] [LOGIN] PASSWORD 'x' [IN ROLE pg_read_all_data]`.
+/// `CREATE ROLE name [WITH] [LOGIN] PASSWORD 'x' [IN ROLE pg_read_all_data]` (the owner's:
+/// the engine's rights check refuses it to other roles).
 pub async fn create_role(server: &ServerState, create: &CreateRole) -> PgWireResult<()> {
     let Some(Password::Password(password)) = &create.password else {
         return Err(user_error("0A000", "CREATE ROLE needs a PASSWORD (Sluice roles are login roles)"));
@@ -84,6 +87,12 @@ pub async fn create_role(server: &ServerState, create: &CreateRole) -> PgWireRes
     let read_only = create.in_role.iter().chain(&create.role).any(|r| r.value.eq_ignore_ascii_case("pg_read_all_data"));
     for name in &create.names {
         let name = name.to_string().trim_matches('"').to_string();
+        if server.users.is_configured(&name) {
+            if create.if_not_exists {
+                continue;
+            }
+            return Err(user_error("42710", format!("role \"{name}\" already exists (in the users file)")));
+        }
         let entry = super::auth::role_entry(&name, &password, read_only);
         let if_not_exists = create.if_not_exists;
         server
@@ -103,18 +112,58 @@ pub async fn create_role(server: &ServerState, create: &CreateRole) -> PgWireRes
             })
             .await
             .map_err(|e| super::encode::error(&e))?;
-        server.read_only_users.lock().insert(name, read_only);
     }
     Ok(())
 }
 
-/// `DROP ROLE [IF EXISTS] name, ...`.
+/// `ALTER ROLE name [WITH] PASSWORD 'x'` (the owner's).
+pub async fn alter_role(server: &ServerState, name: &Ident, operation: &AlterRoleOperation) -> PgWireResult<()> {
+    let name = name.value.clone();
+    let AlterRoleOperation::WithOptions { options } = operation else {
+        return Err(user_error("0A000", format!("ALTER ROLE {operation} is not supported (only PASSWORD)")));
+    };
+    let mut password = None;
+    for option in options {
+        match option {
+            RoleOption::Password(Password::Password(value)) => password = Some(expr_text(value)),
+            other => {
+                return Err(user_error("0A000", format!("ALTER ROLE ... {other} is not supported (only PASSWORD)")))
+            }
+        }
+    }
+    let Some(password) = password else { return Ok(()) };
+    if server.users.is_configured(&name) {
+        return Err(user_error(
+            "0A000",
+            format!("role \"{name}\" comes from the users file: change its password there"),
+        ));
+    }
+    server
+        .db
+        .inner()
+        .catalog
+        .update(|state| match state.roles.get_mut(&name) {
+            Some(role) => {
+                role.verifier = super::auth::role_entry(&name, &password, role.read_only).verifier;
+                Ok(())
+            }
+            None => Err(sluice::Error::UndefinedObject { kind: "role", name: name.clone() }),
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| super::encode::error(&e))
+}
+
+/// `DROP ROLE [IF EXISTS] name, ...` (the owner's).
 pub async fn drop_role(server: &ServerState, statement: &Statement) -> PgWireResult<()> {
     let Statement::Drop { names, if_exists, .. } = statement else {
         return Err(user_error("0A000", "unsupported DROP ROLE"));
     };
     for name in names {
         let name = name.to_string().trim_matches('"').to_string();
+        if server.users.is_configured(&name) {
+            return Err(user_error("0A000", format!("role \"{name}\" comes from the users file: remove it there")));
+        }
         let if_exists = *if_exists;
         server
             .db
@@ -127,6 +176,56 @@ pub async fn drop_role(server: &ServerState, statement: &Statement) -> PgWireRes
             })
             .await
             .map_err(|e| super::encode::error(&e))?;
+    }
+    Ok(())
+}
+
+/// The highest `$n` in a statement (0 for none); `None` where Sluice's own statements cannot be
+/// walked.
+pub fn placeholder_count(statement: &sluice::sql::parser::SluiceStatement) -> Option<usize> {
+    let sluice::sql::parser::SluiceStatement::Standard(statement) = statement else { return None };
+    let mut highest = 0;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(&**statement, |expr| {
+        if let Expr::Value(value) = expr {
+            if let Value::Placeholder(name) = &value.value {
+                if let Some(number) = name.strip_prefix('$').and_then(|n| n.parse::<usize>().ok()) {
+                    highest = highest.max(number);
+                }
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    Some(highest)
+}
+
+/// Refuses a Bind that PostgreSQL refuses: unknown format codes (22023), a number of parameter
+/// formats that is neither 0, 1 nor the number of values, or a number of values other than the
+/// statement's parameters (08P01).
+pub fn check_bind(
+    bind: &pgwire::messages::extendedquery::Bind,
+    statement: &str,
+    parameters: Option<usize>,
+) -> PgWireResult<()> {
+    let supplied = bind.parameters.len();
+    if let Some(code) =
+        bind.parameter_format_codes.iter().chain(&bind.result_column_format_codes).find(|c| !matches!(c, 0 | 1))
+    {
+        return Err(user_error("22023", format!("unsupported format code: {code}")));
+    }
+    let formats = bind.parameter_format_codes.len();
+    if formats > 1 && formats != supplied {
+        return Err(user_error(
+            "08P01",
+            format!("bind message has {formats} parameter formats but {supplied} parameters"),
+        ));
+    }
+    if let Some(required) = parameters {
+        if supplied != required {
+            return Err(user_error(
+                "08P01",
+                format!("bind message supplies {supplied} parameters, but prepared statement \"{statement}\" requires {required}"),
+            ));
+        }
     }
     Ok(())
 }

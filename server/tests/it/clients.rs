@@ -170,6 +170,26 @@ fn psql_with_tls_and_scram_passwords() {
     assert!(String::from_utf8_lossy(&denied.stderr).contains("read-only"), "{denied:?}");
 }
 
+/// `--require-tls`: psql without TLS is refused, with TLS it connects; the self-signed key is the
+/// server's alone (mode 0600).
+#[test]
+fn psql_with_require_tls() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let users = dir.path().join("users.json");
+    std::fs::write(&users, r#"[{"name": "admin", "password": "pa55"}]"#).unwrap();
+    let data = dir.path().join("data");
+    let server = serve(&data, &["--users", users.to_str().unwrap(), "--tls-self-signed", "--require-tls"]);
+    let port = server.port;
+    let plain = psql(port, "user=admin sslmode=disable", Some("pa55"), &["-c", "select 1"]);
+    assert!(!plain.status.success());
+    assert!(String::from_utf8_lossy(&plain.stderr).contains("no encryption"), "{plain:?}");
+    let out = ok(&psql(port, "user=admin sslmode=require", Some("pa55"), &["-c", "\\conninfo"]));
+    assert!(out.contains("SSL connection"), "{out}");
+    let key = data.join("_sluice/tls/server.key");
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+}
+
 #[test]
 fn python_clients() {
     let dir = tempfile::tempdir().unwrap();

@@ -1,5 +1,6 @@
 //! Integration tests of the `sluice` program (one binary; see STYLE.md).
 
+mod auth;
 mod cli;
 mod clients;
 mod pg;

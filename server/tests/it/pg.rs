@@ -35,6 +35,7 @@ impl TestServer {
             tls: None,
             allowed_paths: vec![dir.path().to_path_buf()],
             message_bytes_max,
+            ..Default::default()
         };
         let server = serve(db, config).await.unwrap();
         Self { server, dir }
@@ -476,8 +477,8 @@ async fn portals_return_rows_in_pieces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scram_passwords_and_read_only_roles() {
     let users = vec![
-        UserConfig { name: "admin".into(), password: "s3cret".into(), read_only: false },
-        UserConfig { name: "viewer".into(), password: "look".into(), read_only: true },
+        UserConfig { name: "admin".into(), password: "s3cret".into(), read_only: false, ..Default::default() },
+        UserConfig { name: "viewer".into(), password: "look".into(), read_only: true, ..Default::default() },
     ];
     let server = TestServer::start_with(users, 16).await;
     let err = server.connect_as("admin", Some("wrong")).await.unwrap_err();

@@ -16,9 +16,9 @@ struct Warehouse {
 
 fn users() -> Vec<UserConfig> {
     vec![
-        UserConfig { name: "owner".into(), password: "o".into(), read_only: false },
-        UserConfig { name: "user".into(), password: "u".into(), read_only: false },
-        UserConfig { name: "reader".into(), password: "r".into(), read_only: true },
+        UserConfig { name: "owner".into(), password: "o".into(), read_only: false, ..Default::default() },
+        UserConfig { name: "user".into(), password: "u".into(), read_only: false, ..Default::default() },
+        UserConfig { name: "reader".into(), password: "r".into(), read_only: true, ..Default::default() },
     ]
 }
 
@@ -37,6 +37,7 @@ impl Warehouse {
             tls: None,
             allowed_paths: vec![dir.path().to_path_buf()],
             message_bytes_max: sluice_server::pg::socket::MESSAGE_BYTES_MAX_DEFAULT,
+            ..Default::default()
         };
         let server = serve(db, config).await.unwrap();
         Self { server, dir }
