@@ -60,6 +60,8 @@ pub struct DatabaseInner {
     /// The memory pool all queries share, and one query's limit in it.
     pub(crate) memory: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
     pub(crate) query_memory_limit_bytes: usize,
+    /// The roles the operator configured (see [`crate::roles`]).
+    pub(crate) configured_roles: crate::roles::ConfiguredRoles,
 }
 
 /// An open warehouse. Cheap to clone; safe to use from many tasks at once.
@@ -125,6 +127,7 @@ impl Database {
             allowed_paths: Default::default(),
             memory: crate::memory::database_pool(memory_limit),
             query_memory_limit_bytes,
+            configured_roles: Default::default(),
         });
         // Flows catch up from their targets' txns and async flows run in the background (on the
         // tokio runtime the database is opened on; without one, flows run only with writes).
@@ -170,6 +173,29 @@ impl Database {
     /// the data folder (`sluice serve --allow-path`).
     pub fn allow_paths(&self, folders: &[std::path::PathBuf]) {
         self.inner.allow_paths(folders);
+    }
+
+    /// A server-side file a client names, checked against the role's rights and the allowed
+    /// folders (see [`crate::paths`]).
+    pub fn client_file(
+        &self,
+        text: &str,
+        privileges: crate::Privileges,
+        purpose: crate::paths::PathUse,
+    ) -> Result<std::path::PathBuf> {
+        self.inner.client_file(text, privileges, purpose)
+    }
+
+    /// The open handle of a table, by name.
+    pub async fn table(&self, name: &crate::sql::names::TableName) -> Result<Arc<Table>> {
+        let entry = self
+            .inner
+            .catalog
+            .current()
+            .table(&name.schema, &name.name)
+            .cloned()
+            .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+        self.inner.open_table(&entry).await
     }
 
     /// Where the warehouse is.

@@ -12,7 +12,10 @@
 //! - [`flow`] runs streaming flows (PUSH INTO routes, `STREAM()` pulls, CREATE FLOW) exactly once,
 //!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema;
 //! - [`source`] ingests external sources (Kafka) into streaming tables, exactly once;
-//! - [`ivm`] keeps materialized views equal to their queries, incrementally where it can.
+//! - [`ivm`] keeps materialized views equal to their queries, incrementally where it can;
+//! - [`roles`] keeps login roles (SCRAM verifiers), [`privileges`] and [`rights`] say what each
+//!   may run, [`paths`] which server files a client may name, [`control`] orders a statement's
+//!   cancellation with its commit.
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
@@ -38,6 +41,7 @@ pub mod privileges;
 pub mod provider;
 pub mod quality;
 pub mod rights;
+pub mod roles;
 pub mod session;
 pub mod source;
 pub mod sql;

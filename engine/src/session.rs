@@ -13,7 +13,7 @@ use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionContext;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionConfig;
-use datafusion::sql::sqlparser::ast::Statement;
+use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 use sluice_storage::snapshot::Snapshot;
 
 use crate::catalog::DEFAULT_SCHEMA;
@@ -231,9 +231,14 @@ impl Session {
             Statement::CreateSchema { schema_name, if_not_exists, .. } => {
                 self.create_schema(&schema_name, if_not_exists).await
             }
+            Statement::Drop { object_type: ObjectType::Role, if_exists, names, .. } => {
+                self.drop_roles(&names, if_exists).await
+            }
             Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                 self.drop(object_type, if_exists, &names, cascade).await
             }
+            Statement::CreateRole(create) => self.create_role(&create).await,
+            Statement::AlterRole { name, operation } => self.alter_role(&name, &operation).await,
             Statement::AlterTable(alter) => self.alter_table(alter).await,
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),

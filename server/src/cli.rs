@@ -245,7 +245,7 @@ async fn serve(args: ServeArgs) -> ExitCode {
     } else {
         tls
     };
-    let trust = users.is_empty() && db.inner().catalog.current().roles.is_empty();
+    let trust = users.is_empty() && !db.has_roles().await;
     let config = crate::pg::ServerConfig {
         listen,
         connections_max: max_connections,

@@ -1,15 +1,14 @@
 //! Who may connect, and as what.
 //!
-//! - [`Users`]: users from a config file (fixed at start) and roles created with `CREATE ROLE ...
-//!   PASSWORD`, kept only as SCRAM-SHA-256 verifiers ([`super::scram`]); the rights of each
-//!   ([`sluice::Privileges`]): the users file's owner, normal users, read-only users.
+//! - [`Users`]: the users file's users, handed to the engine, which keeps them with the roles
+//!   made by `CREATE ROLE` ([`sluice::roles`]: SCRAM-SHA-256 verifiers and each one's rights).
 //! - [`Startup`]: one connection's authentication. SCRAM when any user exists; with none, anyone
 //!   on loopback (PostgreSQL's `trust`, and the server then refuses to listen beyond loopback).
 //!   An unknown user goes through the same exchange as a known one and fails the same way;
 //!   each failure is answered after a delay that grows with the user's recent failures. A
 //!   connection takes one of the server's connection slots only once it is authenticated.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::path::Path;
 use std::sync::Arc;
@@ -27,10 +26,10 @@ use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::startup::Authentication;
 use pgwire::messages::{PgWireBackendMessage, PgWireFrontendMessage};
 use serde::Deserialize;
-use sluice::catalog::RoleEntry;
+use sluice::roles::{RoleConfig, Verifier};
 use sluice::{Database, Privileges};
 
-use super::scram::{self, Exchange, Failure, Verifier};
+use super::scram::{self, Exchange, Failure};
 use super::{CancelHandle, ServerState};
 
 /// A user from the config file.
@@ -56,55 +55,10 @@ pub fn read_users_file(path: &Path) -> Result<Vec<UserConfig>, String> {
     Ok(users)
 }
 
-/// The stored form of a role's password. A password that already is a SCRAM verifier (as
-/// `psql`'s `\password` and PostgreSQL's clients send it) is stored as given.
-pub fn role_entry(name: &str, password: &str, read_only: bool) -> RoleEntry {
-    let verifier = match Verifier::parse(password) {
-        Some(verifier) => verifier,
-        None => Verifier::for_password(password),
-    };
-    RoleEntry { name: name.to_string(), verifier: verifier.to_string(), read_only, salt: None, salted_password: None }
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
-}
-
-/// Replaces the salted passwords that older catalogs kept with verifiers (SCRAM's SaltedPassword
-/// lets whoever reads it log in; a verifier does not).
-pub async fn upgrade_stored_passwords(db: &Database) -> Result<(), String> {
-    let legacy = db.inner().catalog.current().roles.values().any(|r| r.salted_password.is_some());
-    if !legacy {
-        return Ok(());
-    }
-    db.inner()
-        .catalog
-        .update(|state| {
-            for role in state.roles.values_mut() {
-                let (Some(salt), Some(salted)) = (role.salt.take(), role.salted_password.take()) else { continue };
-                if let (Some(salt), Some(salted)) = (unhex(&salt), unhex(&salted)) {
-                    role.verifier = Verifier::from_salted_password(4096, salt, &salted).to_string();
-                }
-            }
-            Ok(())
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("cannot upgrade the stored passwords of the catalog's roles: {e}"))
-}
-
-/// A configured user: its verifier and its rights.
-#[derive(Debug)]
-struct Configured {
-    verifier: Verifier,
-    privileges: Privileges,
-}
-
-/// The users the server knows: the config file's and the catalog's roles (names are unique
-/// across both: `CREATE ROLE` refuses a configured name).
+/// The users the server knows (kept by the engine: [`sluice::roles`]), and what the server adds:
+/// made-up verifiers for unknown names, and the record of recent password failures.
 #[derive(Debug)]
 pub struct Users {
-    configured: BTreeMap<String, Configured>,
     db: Database,
     /// Derives the salts shown for users that do not exist.
     mock_secret: [u8; 32],
@@ -120,58 +74,38 @@ const FAILURE_DELAY_MAX: Duration = Duration::from_secs(5);
 const FAILURE_NAMES_MAX: usize = 10_000;
 
 impl Users {
+    /// Hands the users file's users to the engine: the user marked owner (else the first) is the
+    /// warehouse owner.
     pub fn new(db: Database, configured: &[UserConfig]) -> Self {
         let owner = configured.iter().find(|u| u.owner).or(configured.first()).map(|u| u.name.clone());
-        let configured = configured
+        let roles: Vec<RoleConfig> = configured
             .iter()
             .map(|u| {
                 let privileges = if u.read_only {
                     Privileges::READ_ONLY
-                } else if owner.as_deref() == Some(u.name.as_str()) || u.owner {
+                } else if u.owner || owner.as_deref() == Some(u.name.as_str()) {
                     Privileges::OWNER
                 } else {
                     Privileges::NORMAL
                 };
-                (u.name.clone(), Configured { verifier: Verifier::for_password(&u.password), privileges })
+                RoleConfig { name: u.name.clone(), password: u.password.clone(), privileges }
             })
             .collect();
-        Self { configured, db, mock_secret: rand::random(), failures: Mutex::new(HashMap::new()) }
+        db.configure_roles(&roles);
+        Self { db, mock_secret: rand::random(), failures: Mutex::new(HashMap::new()) }
     }
 
     /// Whether any user exists (otherwise the server trusts loopback clients).
     pub async fn any(&self) -> bool {
-        let _ = self.db.inner().catalog.refresh().await;
-        !self.configured.is_empty() || !self.db.inner().catalog.current().roles.is_empty()
+        self.db.has_roles().await
     }
 
-    /// The users file's user names.
-    pub fn configured_names(&self) -> impl Iterator<Item = String> + '_ {
-        self.configured.keys().cloned()
-    }
-
-    /// Whether the users file names this user.
-    pub fn is_configured(&self, name: &str) -> bool {
-        self.configured.contains_key(name)
-    }
-
-    /// The verifier to check a user's password against: a mock one for an unknown user.
+    /// The verifier to check a user's password against: a made-up one for an unknown user.
     async fn verifier(&self, name: &str) -> Verifier {
-        if let Some(user) = self.configured.get(name) {
-            return user.verifier.clone();
+        match self.db.login(name).await {
+            Some(login) => login.verifier,
+            None => Verifier::mock(&self.mock_secret, name),
         }
-        let _ = self.db.inner().catalog.refresh().await;
-        let role = self.db.inner().catalog.current().roles.get(name).cloned();
-        role.and_then(|r| Verifier::parse(&r.verifier)).unwrap_or_else(|| Verifier::mock(&self.mock_secret, name))
-    }
-
-    /// The rights of an authenticated user (`None`: the user no longer exists).
-    pub fn privileges(&self, name: &str) -> Option<Privileges> {
-        if let Some(user) = self.configured.get(name) {
-            return Some(user.privileges);
-        }
-        let catalog = self.db.inner().catalog.current();
-        let role = catalog.roles.get(name)?;
-        Some(if role.read_only { Privileges::READ_ONLY } else { Privileges::NORMAL })
     }
 
     /// Records a failed password and returns how long to wait before answering it.
@@ -357,20 +291,5 @@ pub fn privileges<C: ClientInfo>(state: &ServerState, client: &C) -> Privileges 
     }
     let user = client.metadata().get("user").cloned().unwrap_or_default();
     // A role dropped while its connection is open keeps only the right to read.
-    state.users.privileges(&user).unwrap_or(Privileges::READ_ONLY)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn stored_passwords_are_verifiers() {
-        let entry = role_entry("u", "secret", true);
-        assert!(entry.verifier.starts_with("SCRAM-SHA-256$4096:"));
-        assert!(entry.salted_password.is_none());
-        assert!(entry.read_only);
-        // A verifier given as the password is kept as it is.
-        assert_eq!(role_entry("u", &entry.verifier, false).verifier, entry.verifier);
-    }
+    state.db.role_privileges(&user).unwrap_or(Privileges::READ_ONLY)
 }

@@ -32,10 +32,7 @@ impl std::fmt::Debug for RolesProvider {
 #[async_trait]
 impl PgCatalogContextProvider for RolesProvider {
     async fn roles(&self) -> Vec<String> {
-        let mut roles: Vec<String> = self.server.users.configured_names().collect();
-        roles.extend(self.server.db.inner().catalog.current().roles.keys().cloned());
-        roles.sort();
-        roles.dedup();
+        let mut roles = self.server.db.role_names();
         roles.retain(|r| r != "sluice");
         roles.insert(0, "sluice".into());
         roles
@@ -44,7 +41,7 @@ impl PgCatalogContextProvider for RolesProvider {
     async fn role(&self, name: &str) -> Option<Role> {
         // With no users at all, every loopback client is the owner.
         let privileges = if self.server.users.any().await {
-            self.server.users.privileges(name).unwrap_or(sluice::Privileges::READ_ONLY)
+            self.server.db.role_privileges(name).unwrap_or(sluice::Privileges::READ_ONLY)
         } else {
             sluice::Privileges::OWNER
         };

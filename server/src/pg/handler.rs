@@ -365,25 +365,13 @@ impl Connection {
                 let options = copy_settings(copy_options, legacy_options)?;
                 return self.copy(client, source, *to, target, options, format).await.map(Some);
             }
-            Statement::CreateRole(create) => {
-                super::statements::create_role(&self.server, create).await?;
-                Response::Execution(Tag::new("CREATE ROLE"))
-            }
-            Statement::AlterRole { name, operation } => {
-                super::statements::alter_role(&self.server, name, operation).await?;
-                Response::Execution(Tag::new("ALTER ROLE"))
-            }
-            Statement::Drop { object_type: datafusion::sql::sqlparser::ast::ObjectType::Role, .. } => {
-                super::statements::drop_role(&self.server, statement).await?;
-                Response::Execution(Tag::new("DROP ROLE"))
-            }
             _ => return Ok(None),
         }))
     }
 
     /// A server-side file a client names, checked by the engine's path policy.
     fn client_file(&self, filename: &str, purpose: PathUse) -> PgWireResult<std::path::PathBuf> {
-        self.server.db.inner().client_file(filename, self.session.privileges(), purpose).map_err(|e| encode::error(&e))
+        self.server.db.client_file(filename, self.session.privileges(), purpose).map_err(|e| encode::error(&e))
     }
 
     async fn copy<C>(
@@ -444,12 +432,7 @@ impl Connection {
         };
         let table = table_name.to_string();
         let name = sluice::sql::names::table_name(table_name).map_err(|e| encode::error(&e))?;
-        let state = self.server.db.inner().catalog.current();
-        let entry = state
-            .table(&name.schema, &name.name)
-            .cloned()
-            .ok_or_else(|| encode::error(&sluice::Error::UndefinedTable(name.to_string())))?;
-        let handle = self.server.db.inner().open_table(&entry).await.map_err(|e| encode::error(&e))?;
+        let handle = self.server.db.table(&name).await.map_err(|e| encode::error(&e))?;
         let table_schema =
             handle.snapshot().await.map_err(|e| encode::error(&sluice::Error::Storage(e)))?.arrow_schema();
         let names: Vec<String> = if columns.is_empty() {

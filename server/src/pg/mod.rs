@@ -291,7 +291,9 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
     if config.require_tls && tls.is_none() {
         return Err("--require-tls needs a certificate (--tls-cert and --tls-key, or --tls-self-signed)".into());
     }
-    auth::upgrade_stored_passwords(&db).await?;
+    db.upgrade_stored_passwords()
+        .await
+        .map_err(|e| format!("cannot upgrade the stored passwords of the catalog's roles: {e}"))?;
     db.allow_paths(&config.allowed_paths);
     let manager = Arc::new(ConnectionManager::new());
     let state = Arc::new(ServerState {

@@ -1,5 +1,5 @@
-//! SCRAM-SHA-256 on the server side, checked against PostgreSQL's verifier (`pg_authid`'s
-//! `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`).
+//! SCRAM-SHA-256 on the server side, checked against the engine's stored verifier
+//! ([`sluice::roles::Verifier`], PostgreSQL's `pg_authid` form).
 //!
 //! The verifier is enough to check a password but not to log in: a client proves that it knows
 //! ClientKey, whose hash is StoredKey. (pgwire's SCRAM server needs the SaltedPassword, from
@@ -16,72 +16,7 @@ use ring::{digest, hmac};
 /// The mechanism Sluice offers (no channel binding: SCRAM-SHA-256-PLUS is not offered).
 pub const MECHANISM: &str = "SCRAM-SHA-256";
 
-/// A stored password: what PostgreSQL keeps in `pg_authid.rolpassword`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verifier {
-    pub iterations: u32,
-    pub salt: Vec<u8>,
-    pub stored_key: Vec<u8>,
-    pub server_key: Vec<u8>,
-}
-
-impl Verifier {
-    /// A new verifier for a password, with a random salt (as `CREATE ROLE ... PASSWORD` makes).
-    pub fn for_password(password: &str) -> Verifier {
-        let text = postgres_protocol::password::scram_sha_256(password.as_bytes());
-        // The crate writes the same format this module reads.
-        Verifier::parse(&text).unwrap_or_else(|| Verifier::from_salted_password(4096, vec![0; 16], &[]))
-    }
-
-    /// The verifier of a SCRAM SaltedPassword (for catalogs that stored it).
-    pub fn from_salted_password(iterations: u32, salt: Vec<u8>, salted_password: &[u8]) -> Verifier {
-        let key = hmac::Key::new(hmac::HMAC_SHA256, salted_password);
-        let client_key = hmac::sign(&key, b"Client Key");
-        let stored_key = digest::digest(&digest::SHA256, client_key.as_ref()).as_ref().to_vec();
-        let server_key = hmac::sign(&key, b"Server Key").as_ref().to_vec();
-        Verifier { iterations, salt, stored_key, server_key }
-    }
-
-    /// Parses `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`.
-    pub fn parse(text: &str) -> Option<Verifier> {
-        let rest = text.strip_prefix("SCRAM-SHA-256$")?;
-        let (head, keys) = rest.split_once('$')?;
-        let (iterations, salt) = head.split_once(':')?;
-        let (stored_key, server_key) = keys.split_once(':')?;
-        let verifier = Verifier {
-            iterations: iterations.parse().ok().filter(|i| *i > 0)?,
-            salt: STANDARD.decode(salt).ok()?,
-            stored_key: STANDARD.decode(stored_key).ok()?,
-            server_key: STANDARD.decode(server_key).ok()?,
-        };
-        (verifier.stored_key.len() == 32 && verifier.server_key.len() == 32).then_some(verifier)
-    }
-
-    /// A verifier for a user that does not exist: a stable salt, and keys no password matches.
-    pub fn mock(secret: &[u8], user: &str) -> Verifier {
-        let key = hmac::Key::new(hmac::HMAC_SHA256, secret);
-        let salt = hmac::sign(&key, user.as_bytes()).as_ref()[..16].to_vec();
-        Verifier {
-            iterations: 4096,
-            salt,
-            stored_key: rand::random::<[u8; 32]>().to_vec(),
-            server_key: rand::random::<[u8; 32]>().to_vec(),
-        }
-    }
-}
-
-impl std::fmt::Display for Verifier {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "SCRAM-SHA-256${}:{}${}:{}",
-            self.iterations,
-            STANDARD.encode(&self.salt),
-            STANDARD.encode(&self.stored_key),
-            STANDARD.encode(&self.server_key)
-        )
-    }
-}
+pub use sluice::roles::Verifier;
 
 /// A failed exchange: a malformed message (SQLSTATE 08P01) or a wrong password (28P01).
 #[derive(Debug, Clone, PartialEq, Eq)]

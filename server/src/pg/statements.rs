@@ -1,18 +1,15 @@
-//! Pieces of the statements the server answers itself: SET/RESET/SHOW names and values, CREATE
-//! and DROP ROLE, and parameter values and types.
+//! Pieces of the statements the server answers itself: SET/RESET/SHOW names and values, Bind
+//! checks, and parameter values and types.
 
 use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
-use datafusion::sql::sqlparser::ast::{
-    AlterRoleOperation, CreateRole, Expr, Ident, Password, ResetStatement, RoleOption, Set, Statement, Value,
-};
+use datafusion::sql::sqlparser::ast::{Expr, ResetStatement, Set, Value};
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 
 use super::encode::user_error;
-use super::ServerState;
 
 fn expr_text(expr: &Expr) -> String {
     match expr {
@@ -75,109 +72,6 @@ pub fn show_column(name: &str) -> String {
         "time zone" => "timezone".into(),
         _ => lower,
     }
-}
-
-/// `CREATE ROLE name [WITH] [LOGIN] PASSWORD 'x' [IN ROLE pg_read_all_data]` (the owner's:
-/// the engine's rights check refuses it to other roles).
-pub async fn create_role(server: &ServerState, create: &CreateRole) -> PgWireResult<()> {
-    let Some(Password::Password(password)) = &create.password else {
-        return Err(user_error("0A000", "CREATE ROLE needs a PASSWORD (Sluice roles are login roles)"));
-    };
-    let password = expr_text(password);
-    let read_only = create.in_role.iter().chain(&create.role).any(|r| r.value.eq_ignore_ascii_case("pg_read_all_data"));
-    for name in &create.names {
-        let name = name.to_string().trim_matches('"').to_string();
-        if server.users.is_configured(&name) {
-            if create.if_not_exists {
-                continue;
-            }
-            return Err(user_error("42710", format!("role \"{name}\" already exists (in the users file)")));
-        }
-        let entry = super::auth::role_entry(&name, &password, read_only);
-        let if_not_exists = create.if_not_exists;
-        server
-            .db
-            .inner()
-            .catalog
-            .update(|state| {
-                if state.roles.contains_key(&entry.name) {
-                    return if if_not_exists {
-                        Ok(())
-                    } else {
-                        Err(sluice::Error::DuplicateObject { kind: "role", name: entry.name.clone() })
-                    };
-                }
-                state.roles.insert(entry.name.clone(), entry.clone());
-                Ok(())
-            })
-            .await
-            .map_err(|e| super::encode::error(&e))?;
-    }
-    Ok(())
-}
-
-/// `ALTER ROLE name [WITH] PASSWORD 'x'` (the owner's).
-pub async fn alter_role(server: &ServerState, name: &Ident, operation: &AlterRoleOperation) -> PgWireResult<()> {
-    let name = name.value.clone();
-    let AlterRoleOperation::WithOptions { options } = operation else {
-        return Err(user_error("0A000", format!("ALTER ROLE {operation} is not supported (only PASSWORD)")));
-    };
-    let mut password = None;
-    for option in options {
-        match option {
-            RoleOption::Password(Password::Password(value)) => password = Some(expr_text(value)),
-            other => {
-                return Err(user_error("0A000", format!("ALTER ROLE ... {other} is not supported (only PASSWORD)")))
-            }
-        }
-    }
-    let Some(password) = password else { return Ok(()) };
-    if server.users.is_configured(&name) {
-        return Err(user_error(
-            "0A000",
-            format!("role \"{name}\" comes from the users file: change its password there"),
-        ));
-    }
-    server
-        .db
-        .inner()
-        .catalog
-        .update(|state| match state.roles.get_mut(&name) {
-            Some(role) => {
-                role.verifier = super::auth::role_entry(&name, &password, role.read_only).verifier;
-                Ok(())
-            }
-            None => Err(sluice::Error::UndefinedObject { kind: "role", name: name.clone() }),
-        })
-        .await
-        .map(|_| ())
-        .map_err(|e| super::encode::error(&e))
-}
-
-/// `DROP ROLE [IF EXISTS] name, ...` (the owner's).
-pub async fn drop_role(server: &ServerState, statement: &Statement) -> PgWireResult<()> {
-    let Statement::Drop { names, if_exists, .. } = statement else {
-        return Err(user_error("0A000", "unsupported DROP ROLE"));
-    };
-    for name in names {
-        let name = name.to_string().trim_matches('"').to_string();
-        if server.users.is_configured(&name) {
-            return Err(user_error("0A000", format!("role \"{name}\" comes from the users file: remove it there")));
-        }
-        let if_exists = *if_exists;
-        server
-            .db
-            .inner()
-            .catalog
-            .update(|state| match state.roles.remove(&name) {
-                Some(_) => Ok(()),
-                None if if_exists => Ok(()),
-                None => Err(sluice::Error::UndefinedObject { kind: "role", name: name.clone() }),
-            })
-            .await
-            .map_err(|e| super::encode::error(&e))?;
-    }
-    Ok(())
 }
 
 /// The highest `$n` in a statement (0 for none); `None` where Sluice's own statements cannot be

@@ -297,6 +297,8 @@ async fn idle_unauthenticated_connections_lock_no_one_out() {
     for _ in 0..8 {
         waiting.push(TcpStream::connect(("127.0.0.1", port)).await.unwrap());
     }
+    // Let the server hand them the slots first.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let mut beyond = start_raw(port, "user").await;
     let (kind, body) = read_message(&mut beyond).await.unwrap();
     assert_eq!((kind, sqlstate(&body)), (b'E', "53300".to_string()));
