@@ -77,11 +77,14 @@ fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
 }
 
 impl Drop for Database {
-    /// The last handle stops the database's ingest tasks (sessions and flow runners keep the shared
-    /// state alive, so this cannot wait for it to drop).
+    /// The last handle stops the database's ingest tasks and lets go of the flow runners' and the
+    /// views' sessions, which hold the shared state: once no other session holds it, it is freed
+    /// and the background worker (which holds it only weakly) stops.
     fn drop(&mut self) {
         if Arc::strong_count(&self.session) == 1 {
             crate::source::stop_all(&self.inner);
+            self.inner.flows.release();
+            self.inner.views.release();
         }
     }
 }

@@ -220,6 +220,12 @@ impl FlowRuntime {
         lock(&self.runners).entry(flow.to_string()).or_default().clone()
     }
 
+    /// Drops the runners' sessions (each holds the database's shared state, so they would keep
+    /// it alive): the last `Database` handle calls this. A runner needed again makes a new one.
+    pub(crate) fn release(&self) {
+        lock(&self.runners).clear();
+    }
+
     /// Forgets a dropped flow (or one whose progress restarts).
     pub fn forget(&self, flow: &str) {
         lock(&self.status).remove(flow);

@@ -124,6 +124,12 @@ impl ViewRuntime {
         lock(&self.views).remove(id);
     }
 
+    /// Drops the views held in memory (each holds a session, and so the database's shared state):
+    /// the last `Database` handle calls this. A view needed again is loaded from its checkpoint.
+    pub(crate) fn release(&self) {
+        lock(&self.views).clear();
+    }
+
     /// Installs a view built by CREATE (so that it is not loaded again).
     fn install(&self, live: LiveView, session: Session, checkpoint_version: u64) -> Arc<ViewHandle> {
         let handle = self.handle(&live.entry.id);

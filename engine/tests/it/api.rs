@@ -117,3 +117,36 @@ async fn memory_databases_share_by_name() {
     let fresh = Database::open("memory://").await.unwrap();
     assert!(matches!(fresh.query("SELECT a FROM m").await, Err(Error::UndefinedTable(_))));
 }
+
+/// Dropping the last handle frees the warehouse's shared state, though flows ran and a view was
+/// loaded (their runtimes hold sessions), and the background worker, which holds it weakly, stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dropping_the_last_handle_frees_the_warehouse() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    db.execute(
+        "CREATE STREAMING TABLE bronze (id bigint NOT NULL, topic text NOT NULL) \
+         PUSH INTO silver WHERE topic = 'a'; \
+         CREATE STREAMING TABLE gold AS SELECT id FROM STREAM(silver); \
+         CREATE MATERIALIZED VIEW per_topic AS SELECT topic, count(*) AS n FROM bronze GROUP BY topic; \
+         INSERT INTO bronze VALUES (1, 'a'), (2, 'b')",
+    )
+    .await
+    .unwrap();
+    assert_eq!(rows(&db.query("SELECT id FROM gold").await.unwrap()), vec!["1"]);
+    assert_eq!(rows(&db.query("SELECT topic, n FROM per_topic").await.unwrap()), vec!["a|1", "b|1"]);
+    let shared = Arc::downgrade(db.inner());
+    let copy = db.clone();
+    drop(db);
+    assert!(shared.upgrade().is_some(), "a handle is left");
+    drop(copy);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while shared.upgrade().is_some() {
+        assert!(std::time::Instant::now() < deadline, "the warehouse is still held after its last handle dropped");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    // The files stay, and a new handle sees everything.
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    assert_eq!(rows(&db.query("SELECT id FROM gold").await.unwrap()), vec!["1"]);
+    assert_eq!(rows(&db.query("SELECT topic, n FROM per_topic").await.unwrap()), vec!["a|1", "b|1"]);
+}

@@ -111,7 +111,7 @@ async fn killing_during_ddl_and_dml_keeps_the_warehouse_consistent() {
     let path = dir.path().to_str().unwrap().to_string();
     Database::open(&path).await.unwrap().execute("CREATE TABLE base (a int, b int)").await.unwrap();
     let mut done = 0u64;
-    let mut rng = rand::rng();
+    let mut rng = crate::common::rng_from(crate::common::seed("crash"));
     let kills = 25;
     for round in 0..kills {
         let mut child = Command::new(std::env::current_exe().unwrap())

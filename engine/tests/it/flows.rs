@@ -117,7 +117,7 @@ async fn pipeline_is_exactly_once_across_kills() {
     let path = dir.path().to_str().unwrap().to_string();
     Database::open(&path).await.unwrap().execute(PIPELINE).await.unwrap();
     let mut next = 0u64;
-    let mut rng = rand::rng();
+    let mut rng = crate::common::rng_from(crate::common::seed("flows"));
     let kills = 30;
     for round in 0..kills {
         let mut child = Command::new(std::env::current_exe().unwrap())

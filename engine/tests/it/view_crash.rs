@@ -134,7 +134,9 @@ fn child() {
             db.execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
         }
         println!("ready");
-        let mut rng = rand::rng();
+        // The parent's seed for this round: the child's statements replay with it.
+        let seed = std::env::var("SLUICE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or(0);
+        let mut rng = crate::common::rng_from(seed);
         for n in 0u64.. {
             let sql = if n % REFRESH_EVERY == REFRESH_EVERY - 1 {
                 format!("REFRESH MATERIALIZED VIEW {}", VIEWS[rng.random_range(0..VIEWS.len())].0)
@@ -217,7 +219,8 @@ impl Progress {
 fn killing_during_view_maintenance_and_checkpoints_keeps_views_equal_to_their_queries() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().to_str().unwrap().to_string();
-    let mut rng = rand::rng();
+    let seed = crate::common::seed("view_crash");
+    let mut rng = crate::common::rng_from(seed);
     let (mut kills_in_flight, mut kills_in_refresh, mut statements_done) = (0, 0, 0);
     let mut setup_done = false;
     let mut orders = 0;
@@ -225,6 +228,7 @@ fn killing_during_view_maintenance_and_checkpoints_keeps_views_equal_to_their_qu
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args(["--exact", "view_crash::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
             .env(WAREHOUSE_VARIABLE, &path)
+            .env("SLUICE_SEED", seed.wrapping_add(round as u64).to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
