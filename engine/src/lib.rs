@@ -25,8 +25,8 @@
 //! let batches = db.query("SELECT count(*) FROM t").await?;
 //! # Ok(()) }
 //! ```
-#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 pub mod catalog;
 pub mod control;

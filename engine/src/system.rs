@@ -190,13 +190,13 @@ impl SystemSchema {
         let mut errors = Vec::new();
         let mut failures = Vec::new();
         let mut rows_out = Vec::new();
-        for (i, flow) in flows.iter().enumerate() {
+        for ((flow, source_version), source_time) in flows.iter().zip(&source_versions).zip(&source_times) {
             let status = statuses.get(&flow.name).cloned().unwrap_or_default();
             let done = status.applied_version;
             applied.push(done);
-            let behind = source_versions[i].map(|v| (v - done.unwrap_or(-1)).max(0));
+            let behind = source_version.map(|v| (v - done.unwrap_or(-1)).max(0));
             lag_versions.push(behind);
-            lag_seconds.push(match (behind, source_times[i]) {
+            lag_seconds.push(match (behind, *source_time) {
                 (Some(0), _) => Some(0),
                 (Some(_), Some(at)) => Some(((now - at) / 1000).max(0)),
                 _ => None,

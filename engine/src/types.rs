@@ -224,9 +224,9 @@ pub fn bytea_from_text(text: &str) -> std::result::Result<Vec<u8>, String> {
     let bytes = text.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] != b'\\' {
-            out.push(bytes[i]);
+    while let Some(&byte) = bytes.get(i) {
+        if byte != b'\\' {
+            out.push(byte);
             i += 1;
         } else if bytes.get(i + 1) == Some(&b'\\') {
             out.push(b'\\');

@@ -46,8 +46,10 @@ fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
     let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
     let numeric: Vec<bool> = schema.fields().iter().map(|f| is_numeric(f.data_type())).collect();
     let rows = cells(batches, "");
-    let width =
-        |i: usize| rows.iter().map(|r| r[i].chars().count()).chain([names[i].chars().count()]).max().unwrap_or(0);
+    let width = |i: usize| {
+        let name = names.get(i).map_or(0, |n| n.chars().count());
+        rows.iter().filter_map(|r| r.get(i)).map(|c| c.chars().count()).chain([name]).max().unwrap_or(0)
+    };
     let widths: Vec<usize> = (0..names.len()).map(width).collect();
     let mut out = String::new();
     let header: Vec<String> = names

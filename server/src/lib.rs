@@ -4,8 +4,8 @@
 //! - [`cli`]: the command line (`sluice sql`, `sluice serve`);
 //! - [`format`]: results as aligned tables (like psql) or CSV;
 //! - [`pg`]: the PostgreSQL wire protocol server.
-#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 pub mod allocator;
 pub mod cli;

@@ -41,11 +41,12 @@ pub fn z85_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(4) * 5);
     for chunk in bytes.chunks(4) {
         let mut block = [0u8; 4];
-        block[..chunk.len()].copy_from_slice(chunk);
+        block.iter_mut().zip(chunk).for_each(|(b, c)| *b = *c);
         let mut value = u32::from_be_bytes(block);
         let mut digits = [0u8; 5];
         for digit in digits.iter_mut().rev() {
-            *digit = Z85_ALPHABET[(value % 85) as usize];
+            // value % 85 < 85, the alphabet's length.
+            *digit = Z85_ALPHABET.get((value % 85) as usize).copied().unwrap_or(b'0');
             value /= 85;
         }
         out.extend(digits.iter().map(|&d| d as char));
@@ -76,7 +77,7 @@ pub fn z85_decode(text: &str, size: Option<usize>) -> Result<Vec<u8>> {
             return Err(z85_error("a block overflows 32 bits".into()));
         }
         let decoded = (value as u32).to_be_bytes();
-        out.extend_from_slice(&decoded[padding..]);
+        out.extend(decoded.iter().skip(padding));
     }
     if let Some(size) = size {
         if out.len() < size {
@@ -107,14 +108,14 @@ pub fn serialize_bitmap(rows: &RoaringTreemap) -> Vec<u8> {
 /// Parses the bytes written by [`serialize_bitmap`]; `origin` names them in errors.
 pub fn deserialize_bitmap(bytes: &[u8], origin: &str) -> Result<RoaringTreemap> {
     let corrupt = |message: String| Error::CorruptFile { path: origin.to_string(), version: None, message };
-    if bytes.len() < 4 {
+    let Some((magic, rest)) = bytes.split_first_chunk::<4>() else {
         return Err(corrupt(format!("deletion vector of {} bytes is too short", bytes.len())));
-    }
-    let magic = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]);
+    };
+    let magic = u32::from_le_bytes(*magic);
     if magic != PORTABLE_ROARING_MAGIC {
         return Err(corrupt(format!("deletion vector magic {magic} is not the portable Roaring format")));
     }
-    RoaringTreemap::deserialize_from(Cursor::new(&bytes[4..])).map_err(|e| corrupt(format!("bad Roaring bitmap: {e}")))
+    RoaringTreemap::deserialize_from(Cursor::new(rest)).map_err(|e| corrupt(format!("bad Roaring bitmap: {e}")))
 }
 
 /// An inline descriptor for a (small) deletion vector.
@@ -174,15 +175,22 @@ pub async fn read(store: &TableStore, descriptor: &DeletionVectorDescriptor) -> 
         let path = if descriptor.storage_type == "p" { absolute_path(store, &relative) } else { store.path(&relative) };
         let offset = descriptor.offset.unwrap_or(1).max(0) as u64;
         let bytes = store.get_range(&path, offset..offset + 4 + size as u64).await?;
-        let stored_size = u32::from_be_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
-        if stored_size != size || bytes.len() != 4 + size {
+        // A truncated file gives fewer bytes than asked for.
+        let (stored_size, bitmap) = match bytes.split_first_chunk::<4>() {
+            Some((stored, rest)) => (u32::from_be_bytes(*stored) as usize, rest),
+            None => (0, &[][..]),
+        };
+        if stored_size != size || bitmap.len() != size {
             return Err(Error::CorruptFile {
                 path: relative,
                 version: None,
-                message: format!("deletion vector at offset {offset} has size {stored_size}, the log says {size}"),
+                message: format!(
+                    "deletion vector at offset {offset} has size {stored_size} and {} bytes, the log says {size}",
+                    bitmap.len()
+                ),
             });
         }
-        deserialize_bitmap(&bytes[4..], &relative)?
+        deserialize_bitmap(bitmap, &relative)?
     };
     if rows.len() != descriptor.cardinality as u64 {
         return Err(Error::CorruptFile {

@@ -28,8 +28,8 @@
 //! let rows = sluice_storage::scan::scan(&snapshot, &Default::default()).await?;
 //! # Ok(()) }
 //! ```
-#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 pub mod actions;
 pub mod cdf;

@@ -206,7 +206,7 @@ pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result
             partition_indexes.iter().map(|&i| partition_strings(batch.column(i).as_ref())).collect::<Result<_>>()?;
         let mut rows_of: HashMap<Vec<Option<String>>, Vec<u32>> = HashMap::new();
         for row in 0..batch.num_rows() {
-            let key: Vec<Option<String>> = keys.iter().map(|k| k[row].clone()).collect();
+            let key: Vec<Option<String>> = keys.iter().map(|k| k.get(row).cloned().flatten()).collect();
             rows_of.entry(key).or_default().push(row as u32);
         }
         for (key, rows) in rows_of {
@@ -222,9 +222,10 @@ pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result
             let next = groups.len();
             let index = *group_of.entry(key.clone()).or_insert(next);
             if index == next {
-                groups.push(PartitionGroup { values: key, batches: vec![] });
+                groups.push(PartitionGroup { values: key, batches: vec![taken] });
+            } else if let Some(group) = groups.get_mut(index) {
+                group.batches.push(taken);
             }
-            groups[index].batches.push(taken);
         }
     }
     Ok(groups)

@@ -234,7 +234,8 @@ pub async fn read_file(
     let plan = Arc::new(BatchPlan {
         fields: fields.to_vec(),
         sources: sources.iter().map(|s| s.map(|index| roots.iter().position(|r| *r == index).unwrap_or(0))).collect(),
-        source_fields: roots.iter().map(|&i| file_schema.fields()[i].clone()).collect(),
+        // The roots are positions in the file's schema.
+        source_fields: roots.iter().filter_map(|&i| file_schema.fields().get(i).cloned()).collect(),
         partition_values: file.partition_values.clone(),
         layout: layout.clone(),
         partition_options: options.partition.clone(),
@@ -301,8 +302,8 @@ impl RowCursor {
 
     fn take(&mut self, count: usize) -> ArrayRef {
         let mut out = Vec::with_capacity(count);
-        while out.len() < count && self.range < self.ranges.len() {
-            let range = &self.ranges[self.range];
+        while out.len() < count {
+            let Some(range) = self.ranges.get(self.range) else { break };
             let available = (range.end - self.next) as usize;
             let wanted = (count - out.len()).min(available);
             out.extend(self.next..self.next + wanted as u64);
@@ -411,7 +412,7 @@ impl BatchPlan {
                             message: format!(
                                 "column '{}' ({}): {e}",
                                 field.name,
-                                self.source_fields[*index].data_type()
+                                self.source_fields.get(*index).map(|f| f.data_type().to_string()).unwrap_or_default()
                             ),
                         })?,
                     None => new_null_array(&target_type, rows),

@@ -302,11 +302,14 @@ impl DataType {
                 contains_null: item.is_nullable(),
             }))),
             ArrowType::Map(entries, _) => match entries.data_type() {
-                ArrowType::Struct(kv) if kv.len() == 2 => Ok(Self::Map(Box::new(MapType {
-                    key_type: Self::from_arrow(kv[0].data_type())?,
-                    value_type: Self::from_arrow(kv[1].data_type())?,
-                    value_contains_null: kv[1].is_nullable(),
-                }))),
+                ArrowType::Struct(kv) if kv.len() == 2 => match kv.as_ref() {
+                    [key, value] => Ok(Self::Map(Box::new(MapType {
+                        key_type: Self::from_arrow(key.data_type())?,
+                        value_type: Self::from_arrow(value.data_type())?,
+                        value_contains_null: value.is_nullable(),
+                    }))),
+                    _ => Err(Error::Schema("map entries must be a struct of two fields".into())),
+                },
                 other => Err(Error::Schema(format!("map entries must be a struct of two fields, found {other}"))),
             },
             ArrowType::Dictionary(_, value) => Self::from_arrow(value),

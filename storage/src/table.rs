@@ -219,7 +219,7 @@ impl Table {
     pub async fn history(&self, limit: Option<usize>) -> Result<Vec<HistoryEntry>> {
         let timestamps = self.commit_timestamps().await?;
         let take = limit.unwrap_or(usize::MAX).min(timestamps.len());
-        let newest = &timestamps[timestamps.len() - take..];
+        let newest = timestamps.get(timestamps.len() - take..).unwrap_or_default();
         let files: Vec<LogFile> = newest
             .iter()
             .map(|(v, _)| LogFile {

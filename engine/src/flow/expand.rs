@@ -156,8 +156,10 @@ impl Session {
                     let Some(found) = family(value) else { continue };
                     match new_index.get(key) {
                         Some(&i) => {
-                            if new_fields[i].1 == Family::Integer && found == Family::Number {
-                                new_fields[i].1 = Family::Number;
+                            if let Some(field) = new_fields.get_mut(i) {
+                                if field.1 == Family::Integer && found == Family::Number {
+                                    field.1 = Family::Number;
+                                }
                             }
                         }
                         None => {
@@ -262,7 +264,11 @@ impl ParsedBatch {
             let Some(object) = object else { continue };
             for (key, value) in object {
                 match index.get(key.as_str()) {
-                    Some(&f) => cells[f][row] = Some(value),
+                    Some(&f) => {
+                        if let Some(cell) = cells.get_mut(f).and_then(|column| column.get_mut(row)) {
+                            *cell = Some(value);
+                        }
+                    }
                     None if value.is_null() => {}
                     None => unplaced.push((row, key.clone())),
                 }
@@ -277,21 +283,23 @@ impl ParsedBatch {
             .map(|(f, c)| (f.as_ref().clone(), c.clone()))
             .collect();
         let mut misfits: Vec<(usize, String, Value)> = Vec::new();
-        for (f, field) in fields.iter().enumerate() {
-            let array = build_column(field, &cells[f], |row| {
-                if let Some(value) = cells[f][row] {
-                    misfits.push((row, field.name().clone(), value.clone()));
+        for (field, column_cells) in fields.iter().zip(&cells) {
+            let array = build_column(field, column_cells, |row| {
+                if let Some(Some(value)) = column_cells.get(row) {
+                    misfits.push((row, field.name().clone(), (*value).clone()));
                 }
             })?;
             columns.push((Field::new(field.name(), array.data_type().clone(), true), array));
         }
         for (row, key) in unplaced {
-            if let Some(value) = self.objects[row].as_ref().and_then(|o| o.get(&key)) {
+            if let Some(value) = self.objects.get(row).and_then(|o| o.as_ref()).and_then(|o| o.get(&key)) {
                 misfits.push((row, key, value.clone()));
             }
         }
         for (row, key, value) in misfits {
-            self.rescued[row].get_or_insert_with(Map::new).insert(key, value);
+            if let Some(rescued) = self.rescued.get_mut(row) {
+                rescued.get_or_insert_with(Map::new).insert(key, value);
+            }
         }
         let rescued: StringArray =
             self.rescued.iter().map(|r| r.as_ref().map(|m| serde_json::to_string(m).unwrap_or_default())).collect();

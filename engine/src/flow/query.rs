@@ -27,7 +27,7 @@ fn stream_argument(factor: &TableFactor) -> Option<ObjectName> {
     if name.0.len() != 1 || !name.to_string().eq_ignore_ascii_case("stream") || args.args.len() != 1 {
         return None;
     }
-    let FunctionArg::Unnamed(FunctionArgExpr::Expr(expr)) = &args.args[0] else { return None };
+    let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(expr))) = args.args.first() else { return None };
     match expr {
         Expr::Identifier(ident) => Some(ObjectName(vec![ObjectNamePart::Identifier(ident.clone())])),
         Expr::CompoundIdentifier(parts) => {
@@ -173,7 +173,7 @@ pub fn query_predicate(query: &Query) -> Option<String> {
     use datafusion::sql::sqlparser::ast::SetExpr;
     let SetExpr::Select(select) = query.body.as_ref() else { return None };
     if select.from.len() != 1
-        || !select.from[0].joins.is_empty()
+        || select.from.first().is_some_and(|from| !from.joins.is_empty())
         || !matches!(&select.group_by, datafusion::sql::sqlparser::ast::GroupByExpr::Expressions(e, _) if e.is_empty())
     {
         return None;

@@ -77,12 +77,15 @@ impl ScalarUDFImpl for JsonBuildObject {
         for row in 0..rows {
             let mut object = Map::new();
             for pair in columns.chunks(2) {
-                let key = match &pair[0][row] {
+                // Each column holds `rows` values (into_array above).
+                let [keys, values] = pair else { continue };
+                let (Some(key), Some(value)) = (keys.get(row), values.get(row)) else { continue };
+                let key = match key {
                     Value::String(s) => s.clone(),
                     Value::Null => return exec_err!("json_build_object: a key is NULL"),
                     other => other.to_string(),
                 };
-                object.insert(key, pair[1][row].clone());
+                object.insert(key, value.clone());
             }
             builder.append_value(Value::Object(object).to_string());
         }

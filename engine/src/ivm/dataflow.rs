@@ -73,10 +73,10 @@ impl Delta {
 
     /// Several deltas as one, in the schema of the first (None when there are none).
     pub fn concat(mut deltas: Vec<Delta>) -> Result<Option<Delta>> {
-        if deltas.len() <= 1 {
-            return Ok(deltas.pop());
-        }
-        let schema = deltas[0].batch.schema();
+        let schema = match deltas.as_slice() {
+            [] | [_] => return Ok(deltas.pop()),
+            [first, ..] => first.batch.schema(),
+        };
         let batches = deltas
             .iter()
             .map(|d| batch_of(&schema, d.batch.columns().to_vec(), d.len()))
@@ -98,9 +98,10 @@ impl Delta {
     /// The rows where `mask` is true (NULL counts as false).
     pub fn filter(&self, mask: &BooleanArray) -> Result<Delta> {
         let batch = filter_record_batch(&self.batch, mask)?;
-        let kept: Vec<usize> = (0..self.len()).filter(|&i| mask.is_valid(i) && mask.value(i)).collect();
-        let weights = kept.iter().map(|&i| self.weights[i]).collect();
-        let ids = self.ids.as_ref().map(|ids| kept.iter().map(|&i| ids[i]).collect());
+        let kept = |i: &usize| mask.is_valid(*i) && mask.value(*i);
+        let weights = self.weights.iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, w)| *w).collect();
+        let ids =
+            self.ids.as_ref().map(|ids| ids.iter().enumerate().filter(|(i, _)| kept(i)).map(|(_, id)| *id).collect());
         Ok(Delta { batch, weights, ids })
     }
 }

@@ -11,6 +11,10 @@
 //! aggregate), it finds the one row that has them: by the group's id when the change carries the
 //! ids ([`Delta::ids`]), in a vector, with no key converted, hashed or looked up; else (rows read
 //! back from a checkpoint, until their group's first change) by a map of those columns.
+// Indexes here are positions the operator itself assigned (group ids, row positions of its own
+// batches, key slots); input reaches them only through those, so an index out of range would be a
+// bug in the operator. Reviewed for issue 19; the hot loops keep plain indexing.
+#![allow(clippy::indexing_slicing)]
 
 use std::sync::Arc;
 

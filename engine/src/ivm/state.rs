@@ -349,10 +349,10 @@ struct Reader<'a> {
 
 impl Reader<'_> {
     fn take(&mut self, n: usize) -> Result<&[u8]> {
-        let end = self.at.checked_add(n).filter(|&e| e <= self.buf.len());
-        let end = end.ok_or_else(|| Error::Internal("the view state file is truncated".into()))?;
-        let slice = &self.buf[self.at..end];
-        self.at = end;
+        let end = self.at.checked_add(n);
+        let slice = end.and_then(|end| self.buf.get(self.at..end));
+        let slice = slice.ok_or_else(|| Error::Internal("the view state file is truncated".into()))?;
+        self.at += n;
         Ok(slice)
     }
 

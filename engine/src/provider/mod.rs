@@ -137,8 +137,11 @@ impl SluiceTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let layout = TableLayout::from_snapshot(&self.snapshot);
         let table_columns = self.snapshot.schema().fields.len();
-        let fields =
-            projection.iter().filter(|&&i| i < table_columns).map(|&i| layout.schema.fields[i].clone()).collect();
+        let fields = projection
+            .iter()
+            .filter(|&&i| i < table_columns)
+            .filter_map(|&i| layout.schema.fields.get(i).cloned())
+            .collect();
         let with_file = projection.iter().any(|&i| self.schema.field(i).name() == FILE_COLUMN);
         let with_row = projection.iter().any(|&i| self.schema.field(i).name() == ROW_COLUMN);
         // Output: table columns in projection order, then the hidden ones (file, row).
@@ -177,7 +180,8 @@ impl SluiceTable {
         let partition_indexes: Vec<usize> =
             (0..table_schema.fields().len()).filter(|&i| is_partition(table_schema.field(i).name())).collect();
         let file_schema = Arc::new(table_schema.project(&data_indexes)?);
-        let partition_fields: Vec<_> = partition_indexes.iter().map(|&i| table_schema.fields()[i].clone()).collect();
+        let partition_fields: Vec<_> =
+            partition_indexes.iter().filter_map(|&i| table_schema.fields().get(i).cloned()).collect();
         // DataFusion orders columns as file columns, then partition columns.
         let scan_order: Vec<usize> = data_indexes.iter().chain(&partition_indexes).copied().collect();
         let scan_projection: Vec<usize> =

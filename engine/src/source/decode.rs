@@ -228,9 +228,10 @@ impl BatchBuilder {
         };
         match index {
             Some(i) => {
-                let range = &mut self.ranges[i].2;
-                range.first = range.first.min(record.offset);
-                range.last = range.last.max(record.offset);
+                if let Some((_, _, range)) = self.ranges.get_mut(i) {
+                    range.first = range.first.min(record.offset);
+                    range.last = range.last.max(record.offset);
+                }
                 self.last_range = i;
             }
             None => {

@@ -491,7 +491,16 @@ impl Session {
                     }
                     for (j, f) in fields.iter().enumerate() {
                         let value = match listed.iter().position(|n| n.eq_ignore_ascii_case(&f.name)) {
-                            Some(k) => row[k].to_string(),
+                            Some(k) => match row.get(k) {
+                                Some(value) => value.to_string(),
+                                None => {
+                                    return Err(Error::Parse {
+                                        message: "INSERT has more target columns than expressions".into(),
+                                        line: 0,
+                                        column: 0,
+                                    })
+                                }
+                            },
                             None => target.entry.defaults.get(&f.name).cloned().unwrap_or_else(|| "NULL".into()),
                         };
                         outputs.push(format!("{value} AS \"__c{i}_{j}\""));
@@ -613,7 +622,7 @@ fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Ve
         .iter()
         .filter(|b| b.num_rows() > 0)
         .map(|batch| {
-            let columns = batch.columns()[first..first + count].to_vec();
+            let columns = batch.columns().get(first..first + count).unwrap_or_default().to_vec();
             let rows = crate::ivm::dataflow::batch_of(&schema, columns, batch.num_rows())?;
             Ok(crate::ivm::Delta::deleted(rows))
         })

@@ -124,16 +124,15 @@ fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
 /// Whether the statement at the parser is a streaming one (looked at without consuming).
 pub fn is_streaming_statement(parser: &Parser) -> bool {
     let words: Vec<Option<String>> = (0..5).map(|n| word(parser, n)).collect();
-    let w = |n: usize| words[n].as_deref();
+    let w = |n: usize| words.get(n).and_then(|w| w.as_deref());
     let mut create_at = 1;
     if w(1) == Some("OR") && w(2) == Some("REPLACE") {
         create_at = 3;
     }
     match w(0) {
         Some("CREATE") => {
-            matches!(words[create_at].as_deref(), Some("FLOW") | Some("SOURCE") | Some("MATERIALIZED"))
-                || (words[create_at].as_deref() == Some("STREAMING")
-                    && words.get(create_at + 1).and_then(|w| w.as_deref()) == Some("TABLE"))
+            matches!(w(create_at), Some("FLOW") | Some("SOURCE") | Some("MATERIALIZED"))
+                || (w(create_at) == Some("STREAMING") && w(create_at + 1) == Some("TABLE"))
         }
         Some("ALTER") => (w(1) == Some("STREAMING") && w(2) == Some("TABLE")) || w(1) == Some("FLOW"),
         Some("REFRESH") => w(1) == Some("STREAMING") || w(1) == Some("MATERIALIZED"),

@@ -113,7 +113,7 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
         let table = parts.last().cloned().unwrap_or_default();
         reads.only_catalogs &= match parts.len() {
             1 => table.starts_with("pg_") || matches!(table.as_str(), "generate_series" | "unnest"),
-            _ => matches!(parts[parts.len() - 2].as_str(), "pg_catalog" | "information_schema"),
+            n => matches!(parts.get(n - 2).map(String::as_str), Some("pg_catalog" | "information_schema")),
         };
         reads.an_empty_one |= EMPTY_CATALOGS.contains(&table.as_str());
         ControlFlow::<()>::Continue(())
@@ -175,7 +175,8 @@ impl VisitorMut for AggregateScalarSubqueries {
         if select.projection.len() != 1 || select.group_by != GroupByExpr::Expressions(vec![], vec![]) {
             return ControlFlow::Continue(());
         }
-        let (SelectItem::UnnamedExpr(item) | SelectItem::ExprWithAlias { expr: item, .. }) = &mut select.projection[0]
+        let Some(SelectItem::UnnamedExpr(item) | SelectItem::ExprWithAlias { expr: item, .. }) =
+            select.projection.first_mut()
         else {
             return ControlFlow::Continue(());
         };
@@ -216,8 +217,8 @@ fn array_subquery(expr: &Expr) -> Option<Expr> {
     if select.projection.len() != 1 || select.distinct.is_some() {
         return None;
     }
-    let item = match &select.projection[0] {
-        SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. } => e.clone(),
+    let item = match select.projection.first() {
+        Some(SelectItem::UnnamedExpr(e) | SelectItem::ExprWithAlias { expr: e, .. }) => e.clone(),
         _ => return None,
     };
     let order = match query.order_by.take() {

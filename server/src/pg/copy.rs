@@ -138,7 +138,7 @@ impl CopyParser {
         let mut batches = Vec::new();
         let mut start = 0;
         while let Some(end) = self.record_end(start) {
-            let record = self.pending[start..end].to_vec();
+            let record = self.pending.get(start..end).unwrap_or_default().to_vec();
             start = end + 1;
             self.record(&record)?;
             if self.rows >= COPY_BATCH_ROWS {
@@ -173,7 +173,7 @@ impl CopyParser {
         match self.options.format {
             CopyFormat::Csv => {
                 let mut quoted = false;
-                for (i, &b) in self.pending[start..].iter().enumerate() {
+                for (i, &b) in self.pending.get(start..).unwrap_or_default().iter().enumerate() {
                     if b == self.options.quote {
                         quoted = !quoted;
                     } else if b == b'\n' && !quoted {
@@ -182,7 +182,7 @@ impl CopyParser {
                 }
                 None
             }
-            _ => self.pending[start..].iter().position(|&b| b == b'\n').map(|i| start + i),
+            _ => self.pending.get(start..).unwrap_or_default().iter().position(|&b| b == b'\n').map(|i| start + i),
         }
     }
 
@@ -229,33 +229,25 @@ fn split_text(record: &[u8], options: &CopyOptions) -> Result<Vec<Option<String>
             continue;
         }
         let mut out = Vec::with_capacity(raw.len());
-        let mut i = 0;
-        while i < raw.len() {
-            if raw[i] == b'\\' && i + 1 < raw.len() {
-                let next = raw[i + 1];
-                let decoded = match next {
-                    b'n' => Some(b'\n'),
-                    b't' => Some(b'\t'),
-                    b'r' => Some(b'\r'),
-                    b'b' => Some(8),
-                    b'f' => Some(12),
-                    b'v' => Some(11),
-                    b'\\' => Some(b'\\'),
-                    _ => None,
-                };
-                match decoded {
-                    Some(byte) => {
-                        out.push(byte);
-                        i += 2;
-                    }
-                    None => {
-                        out.push(next);
-                        i += 2;
-                    }
-                }
-            } else {
-                out.push(raw[i]);
-                i += 1;
+        let mut bytes = raw.iter().copied();
+        while let Some(byte) = bytes.next() {
+            if byte != b'\\' {
+                out.push(byte);
+                continue;
+            }
+            match bytes.next() {
+                // A backslash at the end stays.
+                None => out.push(byte),
+                Some(next) => out.push(match next {
+                    b'n' => b'\n',
+                    b't' => b'\t',
+                    b'r' => b'\r',
+                    b'b' => 8,
+                    b'f' => 12,
+                    b'v' => 11,
+                    b'\\' => b'\\',
+                    other => other,
+                }),
             }
         }
         fields.push(Some(String::from_utf8(out).map_err(|_| "invalid UTF-8".to_string())?));
@@ -269,20 +261,16 @@ fn split_csv(record: &[u8], options: &CopyOptions) -> Result<Vec<Option<String>>
     let mut quoted_field = false;
     let mut in_quotes = false;
     let mut i = 0;
-    while i < record.len() {
-        let b = record[i];
+    while let Some(&b) = record.get(i) {
+        let next = record.get(i + 1).copied();
         if in_quotes {
-            if b == options.escape
-                && i + 1 < record.len()
-                && record[i + 1] == options.quote
-                && options.escape != options.quote
-            {
+            if b == options.escape && next == Some(options.quote) && options.escape != options.quote {
                 field.push(options.quote);
                 i += 2;
                 continue;
             }
             if b == options.quote {
-                if i + 1 < record.len() && record[i + 1] == options.quote && options.escape == options.quote {
+                if next == Some(options.quote) && options.escape == options.quote {
                     field.push(options.quote);
                     i += 2;
                     continue;
@@ -327,13 +315,13 @@ pub fn normalize_text(value: &str, target: &DataType) -> String {
             other => other.to_string(),
         },
         DataType::Timestamp(_, Some(_)) => {
-            let bytes = value.as_bytes();
-            let n = bytes.len();
-            if n > 3
-                && (bytes[n - 3] == b'+' || bytes[n - 3] == b'-')
-                && bytes[n - 2].is_ascii_digit()
-                && bytes[n - 1].is_ascii_digit()
-            {
+            let zone_hours = match value.as_bytes() {
+                [_, .., sign, tens, ones] => {
+                    (*sign == b'+' || *sign == b'-') && tens.is_ascii_digit() && ones.is_ascii_digit()
+                }
+                _ => false,
+            };
+            if zone_hours {
                 format!("{value}:00")
             } else {
                 value.to_string()

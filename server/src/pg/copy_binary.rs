@@ -207,12 +207,8 @@ fn utf8(value: &[u8]) -> Result<String, String> {
 /// Postgres' binary numeric (base-10000 digits with a weight) as a decimal of the column's scale,
 /// rounded half away from zero as Postgres rounds to a column's scale.
 fn numeric(value: &[u8], precision: u8, scale: i8) -> Result<i128, String> {
-    let word = |i: usize| -> Result<u16, String> {
-        value
-            .get(i * 2..i * 2 + 2)
-            .map(|b| u16::from_be_bytes([b[0], b[1]]))
-            .ok_or_else(|| length_error("numeric", value))
-    };
+    let word =
+        |i: usize| -> Result<u16, String> { read_u16(value, i * 2).ok_or_else(|| length_error("numeric", value)) };
     let digits = word(0)? as usize;
     let weight = i64::from(word(1)? as i16);
     let sign = word(2)?;
@@ -321,7 +317,7 @@ impl BinaryCopyParser {
     /// The header's length once it has fully arrived.
     fn header(&self) -> Result<Option<usize>, String> {
         let prefix = self.pending.len().min(SIGNATURE.len());
-        if self.pending[..prefix] != SIGNATURE[..prefix] {
+        if self.pending.get(..prefix) != SIGNATURE.get(..prefix) {
             return Err("binary COPY data must start with the PGCOPY signature".into());
         }
         let Some(flags) = read_u32(&self.pending, 11) else { return Ok(None) };
@@ -366,7 +362,7 @@ impl BinaryCopyParser {
                 column.append_null();
                 continue;
             }
-            let value = &self.pending[at..at + length as usize];
+            let value = self.pending.get(at..at + length as usize).ok_or("truncated row")?;
             at += length as usize;
             column.append(value).map_err(|e| format!("column \"{}\": {e}", self.schema.field(index).name()))?;
         }
@@ -383,11 +379,11 @@ impl BinaryCopyParser {
 }
 
 fn read_u16(data: &[u8], at: usize) -> Option<u16> {
-    data.get(at..at + 2).map(|b| u16::from_be_bytes([b[0], b[1]]))
+    data.get(at..).and_then(|b| b.first_chunk::<2>()).map(|b| u16::from_be_bytes(*b))
 }
 
 fn read_u32(data: &[u8], at: usize) -> Option<u32> {
-    data.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
+    data.get(at..).and_then(|b| b.first_chunk::<4>()).map(|b| u32::from_be_bytes(*b))
 }
 
 #[cfg(test)]

@@ -58,12 +58,12 @@ impl<S> Framing<S> {
     pub fn observe(&mut self, mut bytes: &[u8]) -> io::Result<()> {
         while !bytes.is_empty() {
             if self.remaining > 0 {
-                let taken = self.remaining.min(bytes.len());
+                let (body, rest) = split(bytes, self.remaining);
                 if let Some(bind) = &mut self.bind {
-                    bind.feed(&bytes[..taken]).map_err(|m| self.fail("08P01", m))?;
+                    bind.feed(body).map_err(|m| self.fail("08P01", m))?;
                 }
-                self.remaining -= taken;
-                bytes = &bytes[taken..];
+                self.remaining -= body.len();
+                bytes = rest;
                 if self.remaining == 0 {
                     self.message_ended()?;
                 }
@@ -71,10 +71,10 @@ impl<S> Framing<S> {
             }
             // Typed: type byte + length. Untyped: length + protocol code.
             let wanted = if self.typed { 5 } else { 8 };
-            let taken = (wanted - self.header_length).min(bytes.len());
-            self.header[self.header_length..self.header_length + taken].copy_from_slice(&bytes[..taken]);
-            self.header_length += taken;
-            bytes = &bytes[taken..];
+            let (head, rest) = split(bytes, wanted - self.header_length);
+            self.header.iter_mut().skip(self.header_length).zip(head).for_each(|(slot, byte)| *slot = *byte);
+            self.header_length += head.len();
+            bytes = rest;
             if self.header_length == wanted {
                 self.header_length = 0;
                 self.message_started()?;
@@ -84,9 +84,9 @@ impl<S> Framing<S> {
     }
 
     fn message_started(&mut self) -> io::Result<()> {
+        // Typed: the length follows the type byte. Untyped: it comes first.
         let at = usize::from(self.typed);
-        let length =
-            u32::from_be_bytes([self.header[at], self.header[at + 1], self.header[at + 2], self.header[at + 3]]);
+        let length = self.header.get(at..).and_then(|h| h.first_chunk::<4>()).map_or(0, |b| u32::from_be_bytes(*b));
         let length = length as usize;
         if length > self.limit {
             return Err(self.fail(
@@ -97,12 +97,12 @@ impl<S> Framing<S> {
         if self.typed {
             // The length counts itself.
             self.remaining = length.saturating_sub(4);
-            self.bind = (self.header[0] == b'B').then(BindCheck::default);
+            self.bind = (self.header.first() == Some(&b'B')).then(BindCheck::default);
             if self.remaining == 0 {
                 self.message_ended()?;
             }
         } else {
-            let code = u32::from_be_bytes([self.header[4], self.header[5], self.header[6], self.header[7]]);
+            let code = self.header.last_chunk::<4>().map_or(0, |b| u32::from_be_bytes(*b));
             self.remaining = length.saturating_sub(8);
             self.typed = code != SSL_REQUEST_CODE && code != GSSENC_REQUEST_CODE;
         }
@@ -115,6 +115,11 @@ impl<S> Framing<S> {
             _ => Ok(()),
         }
     }
+}
+
+/// The first `at_most` bytes, and the rest.
+fn split(bytes: &[u8], at_most: usize) -> (&[u8], &[u8]) {
+    bytes.split_at_checked(at_most.min(bytes.len())).unwrap_or((bytes, &[]))
 }
 
 /// Where a Bind message's fields stand.
@@ -149,15 +154,15 @@ impl BindCheck {
 
     /// Collects a big-endian number of `width` bytes; `Some` when it is whole.
     fn number(&mut self, bytes: &mut &[u8], width: usize) -> Option<u32> {
-        let taken = (width - self.have).min(bytes.len());
-        self.number[self.have..self.have + taken].copy_from_slice(&bytes[..taken]);
-        self.have += taken;
-        *bytes = &bytes[taken..];
+        let (digits, rest) = split(bytes, width - self.have);
+        self.number.iter_mut().skip(self.have).zip(digits).for_each(|(slot, byte)| *slot = *byte);
+        self.have += digits.len();
+        *bytes = rest;
         if self.have < width {
             return None;
         }
         self.have = 0;
-        Some(self.number[..width].iter().fold(0u32, |n, b| (n << 8) | u32::from(*b)))
+        Some(self.number.iter().take(width).fold(0u32, |n, b| (n << 8) | u32::from(*b)))
     }
 
     fn feed(&mut self, mut bytes: &[u8]) -> Result<(), String> {
@@ -166,7 +171,7 @@ impl BindCheck {
             self.field = match self.field {
                 Portal | Statement => match bytes.iter().position(|b| *b == 0) {
                     Some(end) => {
-                        bytes = &bytes[end + 1..];
+                        bytes = bytes.get(end + 1..).unwrap_or_default();
                         if self.field == Portal {
                             Statement
                         } else {
@@ -203,9 +208,9 @@ impl BindCheck {
                     }
                 }
                 ParameterData(left, length) => {
-                    let taken = (length as usize).min(bytes.len());
-                    bytes = &bytes[taken..];
-                    let length = length - taken as u32;
+                    let (data, rest) = split(bytes, length as usize);
+                    bytes = rest;
+                    let length = length - data.len() as u32;
                     match (length, left) {
                         (0, 1) => ResultCount,
                         (0, left) => ParameterLength(left - 1),
@@ -224,7 +229,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Framing<S> {
         let this = self.get_mut();
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            Poll::Ready(Ok(())) => Poll::Ready(this.observe(&buf.filled()[before..])),
+            Poll::Ready(Ok(())) => Poll::Ready(this.observe(buf.filled().get(before..).unwrap_or_default())),
             other => other,
         }
     }

@@ -251,7 +251,7 @@ async fn refuse(mut socket: tokio::net::TcpStream) {
             }
             let mut body = vec![0u8; length - 4];
             socket.read_exact(&mut body).await?;
-            if body[..4] == SSL_REQUEST.to_be_bytes() {
+            if body.get(..4) == Some(&SSL_REQUEST.to_be_bytes()[..]) {
                 socket.write_all(b"N").await?;
                 continue;
             }
