@@ -60,8 +60,8 @@ pub struct DatabaseInner {
     /// The memory pool all queries share, and one query's limit in it.
     pub(crate) memory: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
     pub(crate) query_memory_limit_bytes: usize,
-    /// The roles the operator configured (see [`crate::roles`]).
-    pub(crate) configured_roles: crate::roles::ConfiguredRoles,
+    /// The login roles (see [`crate::roles`]).
+    pub(crate) roles: crate::roles::Roles,
 }
 
 /// An open warehouse. Cheap to clone; safe to use from many tasks at once.
@@ -130,7 +130,7 @@ impl Database {
             allowed_paths: Default::default(),
             memory: crate::memory::database_pool(memory_limit),
             query_memory_limit_bytes,
-            configured_roles: Default::default(),
+            roles: Default::default(),
         });
         // Flows catch up from their targets' txns and async flows run in the background (on the
         // tokio runtime the database is opened on; without one, flows run only with writes).
@@ -199,6 +199,37 @@ impl Database {
             .cloned()
             .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
         self.inner.open_table(&entry).await
+    }
+
+    /// Sets the roles the operator configures (a server's users file); they keep their rights and
+    /// reserve their names.
+    pub fn configure_roles(&self, roles: &[crate::roles::RoleConfig]) {
+        self.inner.roles.configure(roles);
+    }
+
+    /// Whether any login role exists (a server with none trusts loopback clients).
+    pub async fn has_roles(&self) -> bool {
+        self.inner.roles.any(&self.inner.catalog).await
+    }
+
+    /// A role's verifier and rights, for a login (`None`: no such role).
+    pub async fn login(&self, name: &str) -> Option<crate::roles::Login> {
+        self.inner.roles.login(&self.inner.catalog, name).await
+    }
+
+    /// The rights of a role (`None`: no such role).
+    pub fn role_privileges(&self, name: &str) -> Option<crate::Privileges> {
+        self.inner.roles.privileges(&self.inner.catalog, name)
+    }
+
+    /// Every login role's name, sorted.
+    pub fn role_names(&self) -> Vec<String> {
+        self.inner.roles.names(&self.inner.catalog)
+    }
+
+    /// Replaces the stored passwords older catalogs kept with verifiers (see [`crate::roles`]).
+    pub async fn upgrade_stored_passwords(&self) -> Result<()> {
+        self.inner.roles.upgrade_stored_passwords(&self.inner.catalog).await
     }
 
     /// Where the warehouse is.

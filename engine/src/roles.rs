@@ -8,6 +8,9 @@
 //!
 //! A password is kept only as a SCRAM-SHA-256 [`Verifier`], PostgreSQL's `pg_authid` form: enough
 //! to check a password, not to log in with. The wire protocol's exchange itself is the server's.
+//!
+//! This module sits on the catalog only: [`Roles`] is held by the database, which exposes it
+//! (`Database::login`, ...), and the session dispatches the role statements to it.
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -15,11 +18,9 @@ use datafusion::sql::sqlparser::ast::{AlterRoleOperation, CreateRole, Expr, Iden
 use ring::rand::SecureRandom;
 use ring::{digest, hmac, pbkdf2};
 
-use crate::catalog::RoleEntry;
-use crate::database::Database;
+use crate::catalog::{Catalog, RoleEntry};
 use crate::error::{Error, Result};
 use crate::privileges::Privileges;
-use crate::session::{Session, StatementResult};
 
 /// PBKDF2 iterations of new verifiers (PostgreSQL's default).
 pub const SCRAM_ITERATIONS: u32 = 4096;
@@ -119,10 +120,10 @@ pub struct Login {
     pub privileges: Privileges,
 }
 
-/// The configured roles of a database handle.
+/// The roles of a warehouse: the configured ones, and the catalog's.
 #[derive(Debug, Default)]
-pub(crate) struct ConfiguredRoles {
-    roles: std::sync::RwLock<std::collections::BTreeMap<String, Login>>,
+pub struct Roles {
+    configured: std::sync::RwLock<std::collections::BTreeMap<String, Login>>,
 }
 
 /// The stored form of a new role. A password that already is a SCRAM verifier (as clients that
@@ -151,10 +152,14 @@ fn role_name(name: &ObjectName) -> String {
     name.to_string().trim_matches('"').to_string()
 }
 
-impl Database {
+impl Roles {
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, std::collections::BTreeMap<String, Login>> {
+        self.configured.read().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// Sets the roles the operator configures; they keep their rights and reserve their names.
-    pub fn configure_roles(&self, roles: &[RoleConfig]) {
-        let mut configured = self.inner().configured_roles.roles.write().unwrap_or_else(|p| p.into_inner());
+    pub fn configure(&self, roles: &[RoleConfig]) {
+        let mut configured = self.configured.write().unwrap_or_else(|p| p.into_inner());
         configured.clear();
         for role in roles {
             let login = Login { verifier: Verifier::for_password(&role.password), privileges: role.privileges };
@@ -162,46 +167,45 @@ impl Database {
         }
     }
 
-    fn configured(&self, name: &str) -> Option<Login> {
-        self.inner().configured_roles.roles.read().unwrap_or_else(|p| p.into_inner()).get(name).cloned()
+    fn reserved(&self, name: &str) -> bool {
+        self.read().contains_key(name)
     }
 
-    /// Whether any role exists (a server with none trusts loopback clients).
-    pub async fn has_roles(&self) -> bool {
-        if !self.inner().configured_roles.roles.read().unwrap_or_else(|p| p.into_inner()).is_empty() {
+    /// Whether any role exists.
+    pub async fn any(&self, catalog: &Catalog) -> bool {
+        if !self.read().is_empty() {
             return true;
         }
-        let _ = self.inner().catalog.refresh().await;
-        !self.inner().catalog.current().roles.is_empty()
+        let _ = catalog.refresh().await;
+        !catalog.current().roles.is_empty()
     }
 
     /// A role's verifier and rights, for a login (`None`: no such role).
-    pub async fn login(&self, name: &str) -> Option<Login> {
-        if let Some(login) = self.configured(name) {
-            return Some(login);
+    pub async fn login(&self, catalog: &Catalog, name: &str) -> Option<Login> {
+        if let Some(login) = self.read().get(name) {
+            return Some(login.clone());
         }
-        let _ = self.inner().catalog.refresh().await;
-        let role = self.inner().catalog.current().roles.get(name).cloned()?;
+        let _ = catalog.refresh().await;
+        let role = catalog.current().roles.get(name).cloned()?;
         let privileges = if role.read_only { Privileges::READ_ONLY } else { Privileges::NORMAL };
         Some(Login { verifier: Verifier::parse(&role.verifier)?, privileges })
     }
 
     /// The rights of a role (`None`: no such role). A role made with CREATE ROLE is a normal or a
     /// read-only role; only a configured role can be the owner.
-    pub fn role_privileges(&self, name: &str) -> Option<Privileges> {
-        if let Some(login) = self.configured(name) {
+    pub fn privileges(&self, catalog: &Catalog, name: &str) -> Option<Privileges> {
+        if let Some(login) = self.read().get(name) {
             return Some(login.privileges);
         }
-        let catalog = self.inner().catalog.current();
-        let role = catalog.roles.get(name)?;
+        let state = catalog.current();
+        let role = state.roles.get(name)?;
         Some(if role.read_only { Privileges::READ_ONLY } else { Privileges::NORMAL })
     }
 
     /// Every role's name, sorted.
-    pub fn role_names(&self) -> Vec<String> {
-        let mut names: Vec<String> =
-            self.inner().configured_roles.roles.read().unwrap_or_else(|p| p.into_inner()).keys().cloned().collect();
-        names.extend(self.inner().catalog.current().roles.keys().cloned());
+    pub fn names(&self, catalog: &Catalog) -> Vec<String> {
+        let mut names: Vec<String> = self.read().keys().cloned().collect();
+        names.extend(catalog.current().roles.keys().cloned());
         names.sort();
         names.dedup();
         names
@@ -209,13 +213,11 @@ impl Database {
 
     /// Replaces the SCRAM SaltedPasswords that older catalogs kept (enough to log in) with
     /// verifiers (not enough).
-    pub async fn upgrade_stored_passwords(&self) -> Result<()> {
-        let legacy = self.inner().catalog.current().roles.values().any(|r| r.salted_password.is_some());
-        if !legacy {
+    pub async fn upgrade_stored_passwords(&self, catalog: &Catalog) -> Result<()> {
+        if !catalog.current().roles.values().any(|r| r.salted_password.is_some()) {
             return Ok(());
         }
-        self.inner()
-            .catalog
+        catalog
             .update(|state| {
                 for role in state.roles.values_mut() {
                     let (Some(salt), Some(salted)) = (role.salt.take(), role.salted_password.take()) else {
@@ -230,16 +232,10 @@ impl Database {
             .await
             .map(|_| ())
     }
-}
 
-fn reserved(session: &Session, name: &str) -> bool {
-    session.db.configured_roles.roles.read().unwrap_or_else(|p| p.into_inner()).contains_key(name)
-}
-
-impl Session {
     /// `CREATE ROLE name [WITH] [LOGIN] PASSWORD 'x' [IN ROLE pg_read_all_data]` (the owner's:
     /// [`crate::rights`] refuses it to other roles).
-    pub(crate) async fn create_role(&self, create: &CreateRole) -> Result<StatementResult> {
+    pub async fn create(&self, catalog: &Catalog, create: &CreateRole) -> Result<()> {
         let Some(Password::Password(password)) = &create.password else {
             return Err(Error::NotSupported("CREATE ROLE without a PASSWORD (Sluice roles are login roles)".into()));
         };
@@ -248,7 +244,7 @@ impl Session {
             create.in_role.iter().chain(&create.role).any(|r| r.value.eq_ignore_ascii_case("pg_read_all_data"));
         for name in &create.names {
             let name = role_name(name);
-            if reserved(self, &name) {
+            if self.reserved(&name) {
                 if create.if_not_exists {
                     continue;
                 }
@@ -256,8 +252,7 @@ impl Session {
             }
             let entry = role_entry(&name, &password, read_only);
             let if_not_exists = create.if_not_exists;
-            self.db
-                .catalog
+            catalog
                 .update(|state| {
                     if state.roles.contains_key(&entry.name) {
                         return if if_not_exists {
@@ -271,11 +266,11 @@ impl Session {
                 })
                 .await?;
         }
-        Ok(StatementResult::command("CREATE ROLE"))
+        Ok(())
     }
 
     /// `ALTER ROLE name [WITH] PASSWORD 'x'` (the owner's).
-    pub(crate) async fn alter_role(&self, name: &Ident, operation: &AlterRoleOperation) -> Result<StatementResult> {
+    pub async fn alter(&self, catalog: &Catalog, name: &Ident, operation: &AlterRoleOperation) -> Result<()> {
         let name = name.value.clone();
         let AlterRoleOperation::WithOptions { options } = operation else {
             return Err(Error::NotSupported(format!("ALTER ROLE ... {operation} (only PASSWORD)")));
@@ -287,14 +282,13 @@ impl Session {
                 other => return Err(Error::NotSupported(format!("ALTER ROLE ... {other} (only PASSWORD)"))),
             }
         }
-        let Some(password) = password else { return Ok(StatementResult::command("ALTER ROLE")) };
-        if reserved(self, &name) {
+        let Some(password) = password else { return Ok(()) };
+        if self.reserved(&name) {
             return Err(Error::NotSupported(format!(
                 "changing the password of role \"{name}\", which comes from the users file (change it there)"
             )));
         }
-        self.db
-            .catalog
+        catalog
             .update(|state| match state.roles.get_mut(&name) {
                 Some(role) => {
                     role.verifier = role_entry(&name, &password, role.read_only).verifier;
@@ -302,21 +296,20 @@ impl Session {
                 }
                 None => Err(Error::UndefinedObject { kind: "role", name: name.clone() }),
             })
-            .await?;
-        Ok(StatementResult::command("ALTER ROLE"))
+            .await
+            .map(|_| ())
     }
 
     /// `DROP ROLE [IF EXISTS] name, ...` (the owner's).
-    pub(crate) async fn drop_roles(&self, names: &[ObjectName], if_exists: bool) -> Result<StatementResult> {
+    pub async fn drop(&self, catalog: &Catalog, names: &[ObjectName], if_exists: bool) -> Result<()> {
         for name in names {
             let name = role_name(name);
-            if reserved(self, &name) {
+            if self.reserved(&name) {
                 return Err(Error::NotSupported(format!(
                     "dropping role \"{name}\", which comes from the users file (remove it there)"
                 )));
             }
-            self.db
-                .catalog
+            catalog
                 .update(|state| match state.roles.remove(&name) {
                     Some(_) => Ok(()),
                     None if if_exists => Ok(()),
@@ -324,7 +317,7 @@ impl Session {
                 })
                 .await?;
         }
-        Ok(StatementResult::command("DROP ROLE"))
+        Ok(())
     }
 }
 

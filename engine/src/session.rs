@@ -232,13 +232,20 @@ impl Session {
                 self.create_schema(&schema_name, if_not_exists).await
             }
             Statement::Drop { object_type: ObjectType::Role, if_exists, names, .. } => {
-                self.drop_roles(&names, if_exists).await
+                self.db.roles.drop(&self.db.catalog, &names, if_exists).await?;
+                Ok(StatementResult::command("DROP ROLE"))
             }
             Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                 self.drop(object_type, if_exists, &names, cascade).await
             }
-            Statement::CreateRole(create) => self.create_role(&create).await,
-            Statement::AlterRole { name, operation } => self.alter_role(&name, &operation).await,
+            Statement::CreateRole(create) => {
+                self.db.roles.create(&self.db.catalog, &create).await?;
+                Ok(StatementResult::command("CREATE ROLE"))
+            }
+            Statement::AlterRole { name, operation } => {
+                self.db.roles.alter(&self.db.catalog, &name, &operation).await?;
+                Ok(StatementResult::command("ALTER ROLE"))
+            }
             Statement::AlterTable(alter) => self.alter_table(alter).await,
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),

@@ -8,5 +8,6 @@ mod flows;
 mod interop;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod layout;
 mod view_crash;
 mod views;
