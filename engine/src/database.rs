@@ -55,8 +55,8 @@ pub struct DatabaseInner {
     /// The materialized views held in memory.
     pub views: crate::ivm::ViewRuntime,
     tables: Mutex<HashMap<String, Arc<Table>>>,
-    /// Folders besides the data folder where clients may name server paths (see [`crate::paths`]).
-    pub(crate) allowed_paths: std::sync::RwLock<Vec<std::path::PathBuf>>,
+    /// Where clients may name server paths (see [`crate::paths`]).
+    pub(crate) paths: crate::paths::PathPolicy,
     /// The memory pool all queries share, and one query's limit in it.
     pub(crate) memory: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
     pub(crate) query_memory_limit_bytes: usize,
@@ -111,6 +111,7 @@ impl Database {
 
     pub async fn open_with(url: &str, options: DatabaseOptions) -> Result<Self> {
         let root = warehouse_store(url)?;
+        let paths = crate::paths::PathPolicy::new(root.location());
         let catalog = Catalog::open(root.clone()).await?;
         let memory_limit = options.memory_limit_bytes.unwrap_or_else(|| {
             (crate::memory::machine_memory_bytes() as f64 * crate::memory::MEMORY_SHARE_DEFAULT) as usize
@@ -127,7 +128,7 @@ impl Database {
             sources: Default::default(),
             views: Default::default(),
             tables: Mutex::new(HashMap::new()),
-            allowed_paths: Default::default(),
+            paths,
             memory: crate::memory::database_pool(memory_limit),
             query_memory_limit_bytes,
             roles: Default::default(),
@@ -239,6 +240,36 @@ impl Database {
 }
 
 impl DatabaseInner {
+    /// The data folder, when the warehouse is on local disk (resolved).
+    pub fn data_folder(&self) -> Option<std::path::PathBuf> {
+        self.paths.data_folder()
+    }
+
+    /// Adds folders (besides the data folder) where clients may name server files and locations.
+    pub fn allow_paths(&self, folders: &[std::path::PathBuf]) {
+        self.paths.allow_paths(folders);
+    }
+
+    /// Checks a server-side file a client names (COPY, a source's files) and returns it resolved.
+    pub fn client_file(
+        &self,
+        text: &str,
+        privileges: crate::Privileges,
+        purpose: crate::paths::PathUse,
+    ) -> Result<std::path::PathBuf> {
+        self.paths.client_file(&self.catalog, text, privileges, purpose)
+    }
+
+    /// Checks the LOCATION of a table a client creates or attaches (see [`crate::paths`]).
+    pub fn table_location(&self, text: &str, privileges: crate::Privileges) -> Result<String> {
+        self.paths.table_location(&self.catalog, text, privileges)
+    }
+
+    /// The local folder of a managed table, checked to lie inside the data folder.
+    pub fn managed_folder(&self, entry: &TableEntry) -> Option<std::path::PathBuf> {
+        self.paths.managed_folder(entry)
+    }
+
     /// The store of a table, from its catalog entry.
     pub fn store_for(&self, entry: &TableEntry) -> Result<TableStore> {
         let location = &entry.location;

@@ -20,8 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::catalog::TableEntry;
-use crate::database::DatabaseInner;
+use crate::catalog::{Catalog, TableEntry};
 use crate::error::{Error, Result};
 use crate::privileges::Privileges;
 
@@ -90,10 +89,24 @@ pub fn managed_location(schema: &str, name: &str, id: &str) -> String {
     format!("{}/{}-{short}", segment(schema), segment(name))
 }
 
-impl DatabaseInner {
+/// Where clients may name server paths: the warehouse's data folder (when it is on local disk)
+/// and the operator's `--allow-path` folders. Held by the database; it reads the catalog for the
+/// tables' folders.
+#[derive(Debug, Default)]
+pub struct PathPolicy {
+    /// The warehouse's location (a folder or a URL).
+    location: String,
+    allowed_paths: std::sync::RwLock<Vec<PathBuf>>,
+}
+
+impl PathPolicy {
+    pub fn new(location: &str) -> Self {
+        Self { location: location.to_string(), allowed_paths: Default::default() }
+    }
+
     /// The data folder, when the warehouse is on local disk (resolved).
     pub fn data_folder(&self) -> Option<PathBuf> {
-        let location = self.root.location();
+        let location = self.location.as_str();
         let path = if let Some(rest) = location.strip_prefix("file://") {
             PathBuf::from(rest)
         } else if location.contains("://") {
@@ -134,9 +147,9 @@ impl DatabaseInner {
     }
 
     /// The local folders of the catalog's tables (resolved).
-    fn table_folders(&self) -> Vec<(PathBuf, bool)> {
+    fn table_folders(&self, catalog: &Catalog) -> Vec<(PathBuf, bool)> {
         let data = self.data_folder();
-        let state = self.catalog.current();
+        let state = catalog.current();
         state
             .tables
             .values()
@@ -163,7 +176,13 @@ impl DatabaseInner {
     }
 
     /// Checks a server-side file a client names (COPY, a source's files) and returns it resolved.
-    pub fn client_file(&self, text: &str, privileges: Privileges, purpose: PathUse) -> Result<PathBuf> {
+    pub fn client_file(
+        &self,
+        catalog: &Catalog,
+        text: &str,
+        privileges: Privileges,
+        purpose: PathUse,
+    ) -> Result<PathBuf> {
         if purpose == PathUse::SourceFile && !privileges.owner {
             return Err(denied(text, "only the warehouse owner may name files for a source to read"));
         }
@@ -175,7 +194,7 @@ impl DatabaseInner {
             ));
         }
         self.check_not_internal(text, &path)?;
-        if self.table_folders().iter().any(|(folder, _)| path.starts_with(folder)) {
+        if self.table_folders(catalog).iter().any(|(folder, _)| path.starts_with(folder)) {
             return Err(denied(text, "it is inside a table's folder (use SQL to read and write tables)"));
         }
         Ok(path)
@@ -183,7 +202,7 @@ impl DatabaseInner {
 
     /// Checks the LOCATION of a table a client creates or attaches; returns the location to
     /// record (a resolved local path, or the URL as given).
-    pub fn table_location(&self, text: &str, privileges: Privileges) -> Result<String> {
+    pub fn table_location(&self, catalog: &Catalog, text: &str, privileges: Privileges) -> Result<String> {
         let is_url = text.contains("://") && !text.starts_with("file://");
         if is_url {
             return if privileges.owner {
@@ -206,7 +225,7 @@ impl DatabaseInner {
                 return Err(denied(text, "a table location cannot hold the data folder"));
             }
         }
-        for (folder, managed) in self.table_folders() {
+        for (folder, managed) in self.table_folders(catalog) {
             if managed && (path.starts_with(&folder) || folder.starts_with(&path)) {
                 return Err(denied(text, "it overlaps the folder of a table the warehouse manages"));
             }
