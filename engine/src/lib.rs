@@ -45,6 +45,7 @@ pub mod roles;
 pub mod session;
 pub mod source;
 pub mod sql;
+pub mod syntax;
 pub mod system;
 pub mod types;
 

@@ -16,8 +16,8 @@ use datafusion::sql::sqlparser::ast::{CopySource, CopyTarget, Query, SetExpr, St
 
 use crate::error::{Error, Result};
 use crate::privileges::Privileges;
-use crate::sql::parser::SluiceStatement;
-use crate::sql::streaming::StreamingStatement;
+use crate::syntax::parser::SluiceStatement;
+use crate::syntax::streaming::StreamingStatement;
 
 fn read_only_refusal(what: &str) -> Error {
     Error::ReadOnly(format!("this role is read-only and cannot run {what}"))
@@ -189,7 +189,7 @@ fn statement_kind(statement: &SluiceStatement) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::parser::parse_statement_text;
+    use crate::syntax::parser::parse_statement_text;
 
     fn reads(sql: &str) -> bool {
         reads_only(&parse_statement_text(sql).unwrap())

@@ -1,13 +1,12 @@
-//! SQL: Sluice's parser (sqlparser plus Sluice's statements), names, and the execution of each
-//! kind of statement (queries through DataFusion; DDL, DML and maintenance on the table log).
+//! SQL: names, and the execution of each kind of statement (queries through DataFusion; DDL, DML
+//! and maintenance on the table log). The statements themselves are parsed by [`crate::syntax`].
 
 pub mod catalog_provider;
 pub mod copy_in;
 pub mod ddl;
-pub mod dialect;
 pub mod dml;
 pub mod names;
 pub mod params;
-pub mod parser;
 pub mod query;
-pub mod streaming;
+// The syntax is a layer of its own (crate::syntax); these names stay for callers.
+pub use crate::syntax::{dialect, parser, streaming};

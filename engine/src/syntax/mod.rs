@@ -1,0 +1,7 @@
+//! Sluice's SQL syntax: the dialect, the statement types ([`parser::SluiceStatement`], with the
+//! streaming statements of [`streaming`]) and their parsers. It depends on nothing above the
+//! catalog's types, so that every layer (rights, planning, the features) can name statements.
+
+pub mod dialect;
+pub mod parser;
+pub mod streaming;
