@@ -104,7 +104,8 @@ impl Session {
         let ctx = SessionContext::new_with_state(builder.build());
         let temp = Arc::new(TempSchema::default());
         let snapshots = Arc::new(Mutex::new(HashMap::new()));
-        let provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone());
+        let provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone())
+            .with_schema(crate::system::SYSTEM_SCHEMA, Arc::new(crate::system::SystemSchema::new(db.clone())));
         ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
         crate::functions::register(&ctx, db.clone(), snapshots.clone());
         Self { db, ctx, temp, snapshots, temp_counter: Default::default(), privileges: Mutex::new(Default::default()) }

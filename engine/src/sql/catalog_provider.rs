@@ -24,8 +24,9 @@ pub struct SluiceCatalogProvider {
     db: Arc<DatabaseInner>,
     temp: Arc<TempSchema>,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
-    /// Schemas a session adds for itself (the server's `pg_catalog`); never persisted.
-    system: Mutex<HashMap<String, Arc<dyn SchemaProvider>>>,
+    /// Schemas a session adds for itself (Sluice's `sluice` system schema, the server's
+    /// `pg_catalog`); never persisted.
+    system: Mutex<std::collections::BTreeMap<String, Arc<dyn SchemaProvider>>>,
 }
 
 impl SluiceCatalogProvider {
@@ -34,14 +35,22 @@ impl SluiceCatalogProvider {
         temp: Arc<TempSchema>,
         snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
     ) -> Self {
-        Self { db, temp, snapshots, system: Mutex::new(HashMap::new()) }
+        Self { db, temp, snapshots, system: Mutex::new(Default::default()) }
+    }
+
+    /// Adds a schema of the session's own (the layers above planning add theirs: the `sluice`
+    /// system schema).
+    pub fn with_schema(self, name: &str, schema: Arc<dyn SchemaProvider>) -> Self {
+        if let Ok(mut system) = self.system.lock() {
+            system.insert(name.to_string(), schema);
+        }
+        self
     }
 }
 
 impl CatalogProvider for SluiceCatalogProvider {
     fn schema_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self.db.catalog.current().schemas.keys().cloned().collect();
-        names.push(crate::system::SYSTEM_SCHEMA.to_string());
         names.extend(self.system.lock().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default());
         names
     }
@@ -52,9 +61,6 @@ impl CatalogProvider for SluiceCatalogProvider {
         }
         if let Some(system) = self.system.lock().ok().and_then(|s| s.get(name).cloned()) {
             return Some(system);
-        }
-        if name == crate::system::SYSTEM_SCHEMA {
-            return Some(Arc::new(crate::system::SystemSchema::new(self.db.clone())));
         }
         let state = self.db.catalog.current();
         state.schemas.contains_key(name).then(|| {
