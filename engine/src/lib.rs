@@ -48,6 +48,7 @@ pub mod sql;
 pub mod syntax;
 pub mod system;
 pub mod types;
+pub mod util;
 
 pub use database::{Database, DatabaseOptions};
 

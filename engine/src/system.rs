@@ -182,7 +182,7 @@ impl SystemSchema {
             source_versions.push(latest.as_ref().map(|s| s.version() as i64));
             source_times.push(latest.as_ref().map(|s| s.timestamp_ms()));
         }
-        let now = crate::flow::now_ms();
+        let now = crate::util::now_ms();
         let mut applied = Vec::new();
         let mut lag_versions = Vec::new();
         let mut lag_seconds = Vec::new();

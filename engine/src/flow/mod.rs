@@ -55,9 +55,6 @@ const WORKER_INTERVAL_MS: u64 = 100;
 const FULL_PASS_INTERVAL_MS: u64 = 1_000;
 /// An async flow runs at most this often, so that it batches source commits.
 pub const ASYNC_FLUSH_INTERVAL_MS: u64 = 100;
-/// The first retry delay of a failed flow; it doubles per failure up to the maximum.
-const RETRY_DELAY_MS_MIN: i64 = 500;
-const RETRY_DELAY_MS_MAX: i64 = 60_000;
 /// Runs of one flow retried after losing a commit race.
 const RUN_CONFLICT_RETRY_MAX: usize = 20;
 
@@ -143,14 +140,7 @@ impl std::fmt::Debug for FlowRuntime {
     }
 }
 
-pub(crate) fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
-}
-
-/// Locks a mutex of runtime state (a panicked holder left nothing half-updated that matters).
-pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
+pub(crate) use crate::util::{lock, now_ms};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -383,8 +373,7 @@ pub async fn run_flow(
                 s.error = Some(message.clone());
                 s.failures += 1;
                 failures = s.failures;
-                let delay = (RETRY_DELAY_MS_MIN << (s.failures.min(10) - 1)).min(RETRY_DELAY_MS_MAX);
-                s.retry_at_ms = now_ms() + delay;
+                s.retry_at_ms = now_ms() + crate::util::retry_delay_ms(s.failures);
             });
             db.flows.record(FlowEvent {
                 at_ms: now_ms(),

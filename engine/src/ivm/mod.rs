@@ -52,9 +52,9 @@ use datafusion::logical_expr::LogicalPlan;
 use crate::catalog::{FlowMode, TableEntry, TableKind};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::flow::{lock, now_ms};
 use crate::provider::SluiceTable;
 use crate::session::Session;
+use crate::util::{lock, now_ms};
 pub use dataflow::Delta;
 use view::LiveView;
 
@@ -66,9 +66,6 @@ pub const CHECKPOINT_INTERVAL_MS: i64 = 1_000;
 const CHECKPOINT_SLOWDOWN: i64 = 10;
 /// The default delay of an async view.
 pub const ASYNC_REFRESH_INTERVAL_MS_DEFAULT: u64 = 1_000;
-/// Failed maintenance is retried after this, doubling up to the maximum.
-const RETRY_DELAY_MS_MIN: i64 = 500;
-const RETRY_DELAY_MS_MAX: i64 = 60_000;
 
 /// What `sluice.views` shows of a view.
 #[derive(Debug, Clone, Default)]
@@ -301,8 +298,7 @@ async fn maintain(
             status.state = "failed";
             status.error = Some(e.to_string());
             status.failures += 1;
-            let delay = (RETRY_DELAY_MS_MIN << (status.failures.min(10) - 1)).min(RETRY_DELAY_MS_MAX);
-            status.retry_at_ms = now_ms() + delay;
+            status.retry_at_ms = now_ms() + crate::util::retry_delay_ms(status.failures);
             db.flows.record_view_event(&entry.qualified_name(), "failure", 0, Some(e.to_string()));
         }
     }

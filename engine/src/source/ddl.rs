@@ -34,7 +34,7 @@ impl Session {
             name: create.name.clone(),
             kind: create.kind.clone(),
             options,
-            created_ms: crate::flow::now_ms(),
+            created_ms: crate::util::now_ms(),
         };
         let (_, _created) = self
             .db

@@ -39,9 +39,9 @@ use super::{errors_table_name, parse_txn_app_id, txn_app_id, txn_prefix, IngestS
 use crate::catalog::{SourceEntry, TableEntry};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::flow::{lock, now_ms};
 use crate::session::Session;
 use crate::sql::dml::{ColumnMatch, WriteContext};
+use crate::util::{lock, now_ms};
 
 /// The first delay before a failed session starts again; it doubles up to the maximum.
 const RESTART_DELAY_MS_MIN: u64 = 500;

@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use crate::database::DatabaseInner;
-use crate::flow::lock;
+use crate::util::lock;
 
 /// The prefix of the txn application ids a table keeps per source partition.
 pub fn txn_prefix(source: &str) -> String {
