@@ -149,33 +149,31 @@ impl Error {
     }
 }
 
+/// The SQLSTATE of a DataFusion error, from its kind (and the kind of the Arrow error inside).
 fn datafusion_sqlstate(e: &DataFusionError) -> &'static str {
-    let text = e.to_string();
-    let lower = text.to_lowercase();
-    if lower.contains("divide by zero") || lower.contains("division by zero") {
-        "22012"
-    } else if lower.contains("overflow") {
-        "22003"
-    } else if lower.contains("cannot cast")
-        || lower.contains("cast error")
-        || lower.contains("invalid input syntax")
-        || lower.contains("parser error") && lower.contains("arrow")
-    {
-        "22P02"
-    } else if lower.contains("sql error: parsererror") {
-        "42601"
-    } else if lower.contains("no field named") || lower.contains("field not found") {
-        "42703"
-    } else if lower.contains("table") && lower.contains("not found") {
-        "42P01"
-    } else if lower.contains("invalid function") || lower.contains("no function matches") {
-        "42883"
-    } else if lower.contains("not implemented") || lower.contains("unsupported") || lower.contains("not supported") {
-        "0A000"
-    } else if matches!(unwrap(e), DataFusionError::Execution(_) | DataFusionError::ArrowError(..)) {
-        "22000"
-    } else {
-        "42000"
+    use arrow::error::ArrowError as A;
+    use datafusion::common::SchemaError as S;
+    match unwrap(e) {
+        DataFusionError::ArrowError(arrow, _) => match arrow.as_ref() {
+            A::DivideByZero => "22012",
+            A::ArithmeticOverflow(_) | A::DictionaryKeyOverflowError | A::RunEndIndexOverflowError => "22003",
+            A::CastError(_) | A::ParseError(_) => "22P02",
+            A::NotYetImplemented(_) => "0A000",
+            A::MemoryError(_) => "53200",
+            A::IoError(..) => "58030",
+            _ => "22000",
+        },
+        DataFusionError::SQL(..) => "42601",
+        DataFusionError::SchemaError(schema, _) => match schema.as_ref() {
+            S::FieldNotFound { .. } => "42703",
+            S::AmbiguousReference { .. } => "42702",
+            S::DuplicateQualifiedField { .. } | S::DuplicateUnqualifiedField { .. } => "42701",
+        },
+        DataFusionError::NotImplemented(_) => "0A000",
+        DataFusionError::ResourcesExhausted(_) => "53200",
+        DataFusionError::IoError(_) | DataFusionError::ObjectStore(_) => "58030",
+        DataFusionError::Execution(_) | DataFusionError::ExecutionJoin(_) | DataFusionError::ParquetError(_) => "22000",
+        _ => "42000",
     }
 }
 
@@ -341,5 +339,23 @@ mod tests {
         assert_eq!(e.sqlstate(), "42P01");
         let conflict = Error::SerializationFailure("x".into());
         assert_eq!(conflict.sqlstate(), "40001");
+    }
+
+    #[test]
+    fn datafusion_errors_take_their_sqlstate_from_their_kind() {
+        use arrow::error::ArrowError;
+        let arrow = |e: ArrowError| Error::from(DataFusionError::ArrowError(Box::new(e), None)).sqlstate();
+        assert_eq!(arrow(ArrowError::DivideByZero), "22012");
+        assert_eq!(arrow(ArrowError::ArithmeticOverflow("x".into())), "22003");
+        assert_eq!(arrow(ArrowError::CastError("x".into())), "22P02");
+        assert_eq!(arrow(ArrowError::ComputeError("x".into())), "22000");
+        let wrapped = DataFusionError::Context(
+            "while planning".into(),
+            Box::new(DataFusionError::ArrowError(Box::new(ArrowError::DivideByZero), None)),
+        );
+        assert_eq!(Error::from(wrapped).sqlstate(), "22012");
+        assert_eq!(Error::from(DataFusionError::NotImplemented("x".into())).sqlstate(), "0A000");
+        assert_eq!(Error::from(DataFusionError::Execution("divide by zero".into())).sqlstate(), "22000");
+        assert_eq!(Error::from(DataFusionError::ResourcesExhausted("x".into())).sqlstate(), "53200");
     }
 }
