@@ -2,7 +2,7 @@
 //!
 //! Two sources, with names unique across both:
 //!
-//! - roles the operator configures when a server starts ([`Database::configure_roles`]: `sluice
+//! - roles the operator configures when a server starts ([`crate::Database::configure_roles`]: `sluice
 //!   serve --users`), fixed for the database handle's life;
 //! - roles created with `CREATE ROLE name PASSWORD '...'` by the owner, kept in the catalog.
 //!
