@@ -159,15 +159,19 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
     }
 }
 
-/// A zone name the IANA database knows (as it spells it, or in capitals: `utc`), a UTC offset (`+02:00`), or hours east of
-/// UTC as a number (`SET TIME ZONE -7`).
+/// A zone name the IANA database knows (in any case, as PostgreSQL matches it), a UTC offset
+/// (`+02:00`), or hours east of UTC as a number (`SET TIME ZONE -7`).
 fn valid_time_zone(value: &str) -> bool {
     use std::str::FromStr;
     if value.parse::<f64>().is_ok_and(|hours| hours.abs() <= 15.0) {
         return true;
     }
-    arrow::array::timezone::Tz::from_str(value).is_ok()
-        || arrow::array::timezone::Tz::from_str(&value.to_uppercase()).is_ok()
+    zone_name(value).is_some() || arrow::array::timezone::Tz::from_str(value).is_ok()
+}
+
+/// A zone's name as the IANA database spells it (`america/new_york` is `America/New_York`).
+fn zone_name(value: &str) -> Option<&'static str> {
+    chrono_tz::TZ_VARIANTS.iter().map(|zone| zone.name()).find(|name| name.eq_ignore_ascii_case(value))
 }
 
 fn canonical_key(name: &str) -> String {
@@ -189,6 +193,7 @@ fn normalize_value(key: &str, value: &str) -> String {
     let value = value.trim().trim_matches('\'').to_string();
     match key {
         "timezone" if value.eq_ignore_ascii_case("local") || value.eq_ignore_ascii_case("default") => "UTC".into(),
+        "timezone" => zone_name(&value).map(str::to_string).unwrap_or(value),
         "transaction_isolation" => value.to_lowercase(),
         _ => value,
     }
@@ -233,9 +238,12 @@ mod tests {
 
     #[test]
     fn bad_time_zones_and_timeouts_are_refused() {
-        for zone in ["'Europe/Paris'", "UTC", "utc", "'+02:00'", "-7", "LOCAL"] {
+        for zone in ["'Europe/Paris'", "UTC", "utc", "'+02:00'", "-7", "LOCAL", "'america/new_york'"] {
             assert_eq!(check("TimeZone", zone), Ok(()), "{zone}");
         }
+        let mut settings = Settings::default();
+        settings.set("TimeZone", "'america/new_york'");
+        assert_eq!(settings.get("timezone"), Some("America/New_York"));
         assert_eq!(
             check("timezone", "'Mars/Olympus'"),
             Err("invalid value for parameter \"TimeZone\": \"Mars/Olympus\"".into())
