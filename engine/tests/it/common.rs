@@ -65,3 +65,58 @@ pub fn rows(batches: &[RecordBatch]) -> Vec<String> {
     out.sort();
     out
 }
+
+/// One of this binary's ignored `child` tests, run in its own process to be killed: the
+/// kill-and-reopen loops of the crash tests (crash, flows, view_crash, kafka).
+pub struct ChildTest {
+    process: std::process::Child,
+    /// The lines the child prints, as it prints them.
+    pub lines: std::sync::mpsc::Receiver<String>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ChildTest {
+    /// Starts the test `name` (such as `crash::child`) of this binary with `env`.
+    pub fn spawn(name: &str, env: &[(&str, String)]) -> Self {
+        use std::io::BufRead;
+        let mut command = std::process::Command::new(std::env::current_exe().unwrap());
+        command
+            .args(["--exact", name, "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null());
+        for (key, value) in env {
+            command.env(key, value);
+        }
+        let mut process = command.spawn().unwrap();
+        let stdout = process.stdout.take().unwrap();
+        let (sender, lines) = std::sync::mpsc::channel::<String>();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                if sender.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self { process, lines, reader: Some(reader) }
+    }
+
+    /// Whether the child is still running.
+    pub fn running(&mut self) -> bool {
+        self.process.try_wait().unwrap().is_none()
+    }
+
+    /// Kills the child; returns the lines it printed that were not received yet.
+    pub fn kill(mut self) -> Vec<String> {
+        self.process.kill().unwrap();
+        self.process.wait().unwrap();
+        if let Some(reader) = self.reader.take() {
+            reader.join().unwrap();
+        }
+        self.lines.try_iter().collect()
+    }
+}
+
+/// The number of the last `ok N` line (the child's last acknowledged statement).
+pub fn last_ok(lines: &[String]) -> Option<u64> {
+    lines.iter().filter_map(|l| l.strip_prefix("ok ").and_then(|n| n.parse::<u64>().ok())).next_back()
+}

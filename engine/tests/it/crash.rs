@@ -6,8 +6,6 @@
 //! statements and printing `ok <n>` after statement n returns.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use rand::Rng;
@@ -114,26 +112,12 @@ async fn killing_during_ddl_and_dml_keeps_the_warehouse_consistent() {
     let mut rng = crate::common::rng_from(crate::common::seed("crash"));
     let kills = 25;
     for round in 0..kills {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "crash::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
-            .env("SLUICE_CRASH_WAREHOUSE", &path)
-            .env("SLUICE_CRASH_START", done.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.strip_prefix("ok ").and_then(|n| n.parse::<u64>().ok()))
-                .last()
-        });
+        let child = crate::common::ChildTest::spawn(
+            "crash::child",
+            &[("SLUICE_CRASH_WAREHOUSE", path.clone()), ("SLUICE_CRASH_START", done.to_string())],
+        );
         std::thread::sleep(Duration::from_millis(rng.random_range(100..900)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let acknowledged = reader.join().unwrap().map_or(done, |n| n + 1);
+        let acknowledged = crate::common::last_ok(&child.kill()).map_or(done, |n| n + 1);
         let seen = observe(&path).await;
         if seen == Model::after(acknowledged) {
             done = acknowledged;

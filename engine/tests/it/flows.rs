@@ -4,8 +4,6 @@
 //! The crash child is this test binary (`--ignored --exact flows::child`), inserting into bronze
 //! and printing `ok <n>` after insert n returns.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -120,26 +118,12 @@ async fn pipeline_is_exactly_once_across_kills() {
     let mut rng = crate::common::rng_from(crate::common::seed("flows"));
     let kills = 30;
     for round in 0..kills {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "flows::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
-            .env("SLUICE_FLOW_WAREHOUSE", &path)
-            .env("SLUICE_FLOW_START", next.to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let reader = std::thread::spawn(move || {
-            BufReader::new(stdout)
-                .lines()
-                .map_while(Result::ok)
-                .filter_map(|l| l.strip_prefix("ok ").and_then(|n| n.parse::<u64>().ok()))
-                .last()
-        });
+        let child = crate::common::ChildTest::spawn(
+            "flows::child",
+            &[("SLUICE_FLOW_WAREHOUSE", path.clone()), ("SLUICE_FLOW_START", next.to_string())],
+        );
         std::thread::sleep(Duration::from_millis(rng.random_range(200..700)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        let acknowledged = reader.join().unwrap().map_or(next, |n| n + 1);
+        let acknowledged = crate::common::last_ok(&child.kill()).map_or(next, |n| n + 1);
         let db = Database::open(&path).await.unwrap();
         caught_up(&db).await;
         let bronze = ids(&db, "SELECT id FROM bronze").await;

@@ -5,8 +5,6 @@
 //! The crash child is this test binary (`--ignored --exact kafka::child`): it opens the warehouse
 //! and lets the ingest task run until it is killed.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -206,7 +204,7 @@ async fn a_million_messages_exactly_once_across_kills() {
     // BACKLOG messages ahead of what bronze holds (about 2 MB per partition).
     const CHUNK: u64 = 50_000;
     const BACKLOG: u64 = 100_000;
-    let mut rng = rand::rng();
+    let mut rng = crate::common::rng_from(crate::common::seed("kafka"));
     let (mut produced, mut held_before, mut mid_ingestion) = (0u64, 0u64, 0);
     let kills = 20;
     for _ in 0..kills {
@@ -215,36 +213,20 @@ async fn a_million_messages_exactly_once_across_kills() {
             produce(&producer, produced..end, drift_at);
             produced = end;
         }
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "kafka::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
-            .env("SLUICE_KAFKA_WAREHOUSE", &path)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (reports, received) = std::sync::mpsc::channel::<u64>();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if let Some(n) = line.strip_prefix("held ").and_then(|n| n.parse::<u64>().ok()) {
-                    let _ = reports.send(n);
-                }
-            }
-        });
+        let child = crate::common::ChildTest::spawn("kafka::child", &[("SLUICE_KAFKA_WAREHOUSE", path.clone())]);
+        let report = |line: &str| line.strip_prefix("held ").and_then(|n| n.parse::<u64>().ok());
         // Kill at a random moment soon after the child has started committing (or after 3 s):
         // on a fast machine a 50,000-message chunk is in within a few hundred milliseconds, so a
         // later kill would find the chunk ingested.
         let mut held = held_before;
         let deadline = Instant::now() + Duration::from_secs(3);
         while held <= held_before && Instant::now() < deadline {
-            if let Ok(n) = received.recv_timeout(Duration::from_millis(50)) {
+            if let Some(n) = child.lines.recv_timeout(Duration::from_millis(50)).ok().as_deref().and_then(report) {
                 held = n;
             }
         }
         std::thread::sleep(Duration::from_millis(rng.random_range(0..150)));
-        child.kill().unwrap();
-        child.wait().unwrap();
-        held = received.try_iter().last().unwrap_or(held);
+        held = child.kill().iter().filter_map(|line| report(line)).next_back().unwrap_or(held);
         // The child's last report: bronze grew, and (good rows being 99% of records) had not
         // taken everything produced yet when the kill came.
         if held > held_before && held < produced * 98 / 100 {

@@ -8,9 +8,6 @@
 //! statements. It prints `begin <n> <sql>` before statement n and `ok <n>` after it returns, so
 //! the parent knows what was in flight when it killed.
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use rand::Rng;
@@ -225,23 +222,10 @@ fn killing_during_view_maintenance_and_checkpoints_keeps_views_equal_to_their_qu
     let mut setup_done = false;
     let mut orders = 0;
     for round in 0..KILLS {
-        let mut child = Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "view_crash::child", "--ignored", "--nocapture", "--test-threads=1", "--quiet"])
-            .env(WAREHOUSE_VARIABLE, &path)
-            .env("SLUICE_SEED", seed.wrapping_add(round as u64).to_string())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (sender, lines) = mpsc::channel::<String>();
-        let reader = std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if sender.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let mut child = crate::common::ChildTest::spawn(
+            "view_crash::child",
+            &[(WAREHOUSE_VARIABLE, path.clone()), ("SLUICE_SEED", seed.wrapping_add(round as u64).to_string())],
+        );
         // Every third round waits for a REFRESH to begin and kills within its first milliseconds;
         // the others let a random number of statements finish and kill after a random delay.
         let mut progress = Progress::default();
@@ -249,7 +233,8 @@ fn killing_during_view_maintenance_and_checkpoints_keeps_views_equal_to_their_qu
         let statements_wanted = rng.random_range(1..8);
         let started = Instant::now();
         loop {
-            let line = lines
+            let line = child
+                .lines
                 .recv_timeout(Duration::from_secs(60).saturating_sub(started.elapsed()))
                 .unwrap_or_else(|_| panic!("round {round}: the child stopped printing (it failed or hangs)"));
             progress.observe(&line);
@@ -261,13 +246,10 @@ fn killing_during_view_maintenance_and_checkpoints_keeps_views_equal_to_their_qu
         // A REFRESH takes milliseconds in a debug build: kill at once or very soon after it began.
         let delay_ms = if aim_at_refresh { rng.random_range(0..3) } else { rng.random_range(0..400) };
         std::thread::sleep(Duration::from_millis(delay_ms));
-        assert!(child.try_wait().unwrap().is_none(), "round {round}: the child exited by itself");
-        child.kill().unwrap();
-        child.wait().unwrap();
-        while let Ok(line) = lines.recv() {
+        assert!(child.running(), "round {round}: the child exited by itself");
+        for line in child.kill() {
             progress.observe(&line);
         }
-        reader.join().unwrap();
         if let Some(statement) = &progress.in_flight {
             kills_in_flight += 1;
             kills_in_refresh += usize::from(statement.contains("REFRESH"));

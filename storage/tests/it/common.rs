@@ -115,3 +115,17 @@ pub fn row_count(batches: &[RecordBatch]) -> usize {
 pub fn len(array: &dyn Array) -> usize {
     array.len()
 }
+
+/// The seed of a random test: `SLUICE_SEED` when set (to replay a failure), else a new one. It is
+/// printed, so a failing test shows it (the harness prints a failed test's output).
+pub fn seed(test: &str) -> u64 {
+    let seed = std::env::var("SLUICE_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand::random);
+    println!("{test}: seed {seed} (replay with SLUICE_SEED={seed})");
+    seed
+}
+
+/// A random generator from a seed.
+pub fn rng_from(seed: u64) -> rand::rngs::StdRng {
+    use rand::SeedableRng;
+    rand::rngs::StdRng::seed_from_u64(seed)
+}

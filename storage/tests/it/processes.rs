@@ -78,7 +78,7 @@ async fn a_writer_killed_at_random_never_breaks_the_table() {
     let _ = create(dir.path(), &[], &[("delta.checkpointInterval", "3")]).await;
     let mut acknowledged: BTreeSet<i64> = BTreeSet::new();
     let mut next = 0i64;
-    let mut rng = rand::rng();
+    let mut rng = crate::common::rng_from(crate::common::seed("processes"));
     let kills = 50;
     for round in 0..kills {
         let mut child = child_command("crash", dir.path())
