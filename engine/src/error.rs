@@ -218,10 +218,6 @@ impl From<DataFusionError> for Error {
                 Ok(inner) => Error::from(inner),
                 Err(shared) => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
             },
-            DataFusionError::Plan(message) => match undefined_table(&message) {
-                Some(name) => Error::UndefinedTable(name),
-                None => Error::DataFusion(Box::new(DataFusionError::Plan(message))),
-            },
             DataFusionError::SchemaError(schema_error, backtrace) => match schema_error.as_ref() {
                 datafusion::common::SchemaError::FieldNotFound { field, .. } => {
                     Error::UndefinedColumn(field.name().to_string())
@@ -282,18 +278,6 @@ fn missing_file(text: &str) -> Option<String> {
     let rest = &text[start..];
     let end = rest.find(" not found")?;
     Some(rest[..end].to_string())
-}
-
-/// The table name in DataFusion's "table 'catalog.schema.name' not found".
-fn undefined_table(message: &str) -> Option<String> {
-    let rest = message.strip_prefix("table '")?;
-    let name = rest.strip_suffix("' not found")?;
-    let parts: Vec<&str> = name.split('.').collect();
-    Some(match parts.as_slice() {
-        [_, "public", table] => table.to_string(),
-        [_, schema, table] => format!("{schema}.{table}"),
-        _ => name.to_string(),
-    })
 }
 
 /// Finds "Line: L, Column: C" in a sqlparser message.

@@ -272,8 +272,9 @@ impl Session {
         let plan = self
             .ctx
             .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement)))
-            .await?;
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
+            .await
+            .map_err(|e| self.planning_error(&statement, e))?;
         crate::rights::check_plan(&plan, self.privileges())?;
         Ok(plan)
     }

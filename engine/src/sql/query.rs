@@ -12,7 +12,7 @@ use arrow::array::{Array, AsArray};
 use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use arrow::datatypes::{Field, Schema};
 use datafusion::sql::sqlparser::ast::{
-    Expr, ObjectName, Query, SelectItem, SetExpr, Statement, TableFactor, TableVersion, VisitMut, VisitorMut,
+    Expr, ObjectName, Query, SelectItem, SetExpr, Statement, TableFactor, TableVersion, VisitMut, Visitor, VisitorMut,
 };
 
 use super::catalog_provider::{scan_options, TEMP_SCHEMA};
@@ -82,7 +82,60 @@ impl VisitorMut for ByteaLiterals {
     }
 }
 
+/// The relations a statement reads by name (not table functions), and the names its CTEs give.
+#[derive(Default)]
+struct Relations {
+    named: Vec<ObjectName>,
+    ctes: std::collections::HashSet<String>,
+}
+
+impl Visitor for Relations {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        for cte in query.with.iter().flat_map(|with| &with.cte_tables) {
+            self.ctes.insert(cte.alias.name.value.to_lowercase());
+        }
+        ControlFlow::Continue(())
+    }
+
+    fn pre_visit_table_factor(&mut self, factor: &TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, args: None, .. } = factor {
+            self.named.push(name.clone());
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 impl Session {
+    /// The error of a statement DataFusion could not plan: a relation it names that does not exist
+    /// is `UndefinedTable` (42P01), found by asking the catalog (not by reading DataFusion's
+    /// message); other errors keep their kind.
+    pub(crate) fn planning_error(&self, statement: &Statement, error: datafusion::error::DataFusionError) -> Error {
+        let error = Error::from(error);
+        if !matches!(&error, Error::DataFusion(_)) {
+            return error;
+        }
+        let mut relations = Relations::default();
+        let _ = datafusion::sql::sqlparser::ast::Visit::visit(statement, &mut relations);
+        for name in relations.named {
+            let parts: Vec<String> = name.0.iter().map(|p| p.to_string().trim_matches('"').to_string()).collect();
+            if parts.len() == 1 && parts.first().is_some_and(|p| relations.ctes.contains(&p.to_lowercase())) {
+                continue;
+            }
+            let reference = datafusion::common::TableReference::from(name.to_string());
+            if self.ctx.table_exist(reference).unwrap_or(false) {
+                continue;
+            }
+            return Error::UndefinedTable(match parts.as_slice() {
+                [schema, table] if schema == "public" => table.clone(),
+                [_, schema, table] if schema == "public" => table.clone(),
+                _ => parts.join("."),
+            });
+        }
+        error
+    }
+
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
         let mut bytea = ByteaLiterals { error: None };
@@ -149,7 +202,8 @@ impl Session {
             .ctx
             .state()
             .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
-            .await?;
+            .await
+            .map_err(|e| self.planning_error(&statement, e))?;
         crate::rights::check_plan(&plan, self.privileges())?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());

@@ -150,3 +150,26 @@ async fn dropping_the_last_handle_frees_the_warehouse() {
     assert_eq!(rows(&db.query("SELECT id FROM gold").await.unwrap()), vec!["1"]);
     assert_eq!(rows(&db.query("SELECT topic, n FROM per_topic").await.unwrap()), vec!["a|1", "b|1"]);
 }
+
+/// A relation that does not exist is 42P01, found in the catalog (not in DataFusion's message);
+/// CTE names and table functions are not mistaken for missing tables.
+#[tokio::test]
+async fn missing_relations_are_named_and_ctes_are_not_missing() {
+    let db = Database::open("memory://").await.unwrap();
+    db.execute("CREATE SCHEMA s; CREATE TABLE s.t (a int)").await.unwrap();
+    for (sql, missing) in [
+        ("SELECT * FROM missing", "missing"),
+        ("SELECT * FROM public.missing", "missing"),
+        ("SELECT * FROM s.nope", "s.nope"),
+        ("SELECT * FROM generate_series(1, 3) g JOIN nope ON true", "nope"),
+        ("WITH a AS (SELECT 1 AS x) SELECT * FROM a JOIN gone ON true", "gone"),
+    ] {
+        match db.query(sql).await {
+            Err(Error::UndefinedTable(name)) => assert_eq!(name, missing, "{sql}"),
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+    let cte = db.query("WITH a AS (SELECT 1 AS x) SELECT y FROM a").await.unwrap_err();
+    assert_eq!(cte.sqlstate(), "42703", "{cte}");
+    assert_eq!(rows(&db.query("WITH a AS (SELECT 1 AS x) SELECT x FROM a").await.unwrap()), vec!["1"]);
+}
