@@ -173,3 +173,30 @@ async fn missing_relations_are_named_and_ctes_are_not_missing() {
     assert_eq!(cte.sqlstate(), "42703", "{cte}");
     assert_eq!(rows(&db.query("WITH a AS (SELECT 1 AS x) SELECT x FROM a").await.unwrap()), vec!["1"]);
 }
+
+/// A data file the log references but the store lost is 58P01 (undefined_file), naming the file.
+#[tokio::test]
+async fn a_lost_data_file_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE t (a int); INSERT INTO t VALUES (1), (2)").await.unwrap();
+    let mut lost = None;
+    let mut folders = vec![dir.path().to_path_buf()];
+    while let Some(folder) = folders.pop() {
+        for entry in std::fs::read_dir(folder).unwrap().flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                folders.push(path);
+            } else if path.extension().is_some_and(|e| e == "parquet") && !path.to_string_lossy().contains("_delta_log")
+            {
+                lost = Some(path);
+            }
+        }
+    }
+    let lost = lost.expect("a data file");
+    std::fs::remove_file(&lost).unwrap();
+    let err = db.query("SELECT * FROM t").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "58P01", "{err}");
+    let name = lost.file_name().unwrap().to_string_lossy().to_string();
+    assert!(err.to_string().contains(&name), "{err}");
+}
