@@ -272,7 +272,7 @@ async fn idle_unauthenticated_connections_lock_no_one_out() {
     let config = ServerConfig {
         connections_max: 4,
         startup_connections_max: 8,
-        authentication_timeout_ms: 3000,
+        authentication_timeout_ms: 4000,
         ..with_users()
     };
     let warehouse = Warehouse::start(config).await;
