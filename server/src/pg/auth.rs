@@ -5,7 +5,8 @@
 //! - [`Startup`]: one connection's authentication. SCRAM when any user exists; with none, anyone
 //!   on loopback (PostgreSQL's `trust`, and the server then refuses to listen beyond loopback).
 //!   An unknown user goes through the same exchange as a known one and fails the same way;
-//!   each failure is answered after a delay that grows with the user's recent failures. A
+//!   each failure is answered after a delay that grows with the recent failures of the user name
+//!   and of the client's address. A
 //!   connection takes one of the server's connection slots only once it is authenticated.
 
 use std::collections::HashMap;
@@ -108,25 +109,32 @@ impl Users {
         }
     }
 
-    /// Records a failed password and returns how long to wait before answering it.
-    fn failed(&self, name: &str) -> Duration {
+    /// Records a failed password of `name` from `address` and returns how long to wait before
+    /// answering it: the longer of the delays the user name and the address have earned, so that
+    /// guessing many names from one address is slowed as much as guessing one name.
+    fn failed(&self, name: &str, address: std::net::IpAddr) -> Duration {
         let mut failures = self.failures.lock();
         let now = Instant::now();
         if failures.len() >= FAILURE_NAMES_MAX {
             failures.retain(|_, (_, last)| now.duration_since(*last) < FAILURE_MEMORY);
         }
-        let entry = failures.entry(name.to_string()).or_insert((0, now));
-        if now.duration_since(entry.1) >= FAILURE_MEMORY {
-            entry.0 = 0;
+        let mut delay = Duration::ZERO;
+        for key in [format!("user {name}"), format!("address {address}")] {
+            let entry = failures.entry(key).or_insert((0, now));
+            if now.duration_since(entry.1) >= FAILURE_MEMORY {
+                entry.0 = 0;
+            }
+            entry.0 = entry.0.saturating_add(1);
+            entry.1 = now;
+            let doublings = entry.0.saturating_sub(1).min(16);
+            delay = delay.max(FAILURE_DELAY_FIRST.saturating_mul(1 << doublings).min(FAILURE_DELAY_MAX));
         }
-        entry.0 = entry.0.saturating_add(1);
-        entry.1 = now;
-        let doublings = entry.0.saturating_sub(1).min(16);
-        FAILURE_DELAY_FIRST.saturating_mul(1 << doublings).min(FAILURE_DELAY_MAX)
+        delay
     }
 
+    /// Forgets a user name's failures once it logs in (its address's stay until they age out).
     fn succeeded(&self, name: &str) {
-        self.failures.lock().remove(name);
+        self.failures.lock().remove(&format!("user {name}"));
     }
 }
 
@@ -187,8 +195,8 @@ impl Startup {
         finish_authentication(client, self.state.parameters.as_ref()).await
     }
 
-    async fn password_failed(&self, user: &str) -> PgWireError {
-        tokio::time::sleep(self.state.users.failed(user)).await;
+    async fn password_failed(&self, user: &str, address: std::net::IpAddr) -> PgWireError {
+        tokio::time::sleep(self.state.users.failed(user, address)).await;
         fatal("28P01", format!("password authentication failed for user \"{user}\""))
     }
 }
@@ -273,7 +281,7 @@ impl StartupHandler for Startup {
                                 self.admit(client).await
                             }
                             Err(Failure::Protocol(text)) => Err(fatal("08P01", text)),
-                            Err(Failure::Password) => Err(self.password_failed(&user).await),
+                            Err(Failure::Password) => Err(self.password_failed(&user, client.socket_addr().ip()).await),
                         }
                     }
                     Step::Done => Err(fatal("08P01", "unexpected authentication message")),
@@ -292,4 +300,29 @@ pub fn privileges<C: ClientInfo>(state: &ServerState, client: &C) -> Privileges 
     let user = client.metadata().get("user").cloned().unwrap_or_default();
     // A role dropped while its connection is open keeps only the right to read.
     state.db.role_privileges(&user).unwrap_or(Privileges::READ_ONLY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn failures_slow_down_per_user_name_and_per_address() {
+        let users = Users::new(Database::open("memory://").await.unwrap(), &[]);
+        let (one, two): (std::net::IpAddr, std::net::IpAddr) = ([10, 0, 0, 1].into(), [10, 0, 0, 2].into());
+        let ms = |d: Duration| d.as_millis();
+        assert_eq!(ms(users.failed("a", one)), 250);
+        // Another name from the same address: the address's second failure.
+        assert_eq!(ms(users.failed("b", one)), 500);
+        // The same name from elsewhere: the name's second failure.
+        assert_eq!(ms(users.failed("a", two)), 500);
+        assert_eq!(ms(users.failed("c", two)), 500);
+        assert_eq!(ms(users.failed("a", two)), 1000);
+        users.succeeded("a");
+        assert_eq!(ms(users.failed("d", [10, 0, 0, 3].into())), 250);
+        for _ in 0..20 {
+            users.failed("e", one);
+        }
+        assert_eq!(ms(users.failed("e", one)), 5000, "the delay is capped");
+    }
 }
