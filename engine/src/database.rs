@@ -176,7 +176,7 @@ impl Database {
     /// Lets clients name server paths (COPY files, table locations) in these folders too, besides
     /// the data folder (`sluice serve --allow-path`).
     pub fn allow_paths(&self, folders: &[std::path::PathBuf]) {
-        self.inner.allow_paths(folders);
+        self.inner.paths.allow_paths(folders);
     }
 
     /// A server-side file a client names, checked against the role's rights and the allowed
@@ -240,16 +240,6 @@ impl Database {
 }
 
 impl DatabaseInner {
-    /// The data folder, when the warehouse is on local disk (resolved).
-    pub fn data_folder(&self) -> Option<std::path::PathBuf> {
-        self.paths.data_folder()
-    }
-
-    /// Adds folders (besides the data folder) where clients may name server files and locations.
-    pub fn allow_paths(&self, folders: &[std::path::PathBuf]) {
-        self.paths.allow_paths(folders);
-    }
-
     /// Checks a server-side file a client names (COPY, a source's files) and returns it resolved.
     pub fn client_file(
         &self,

@@ -39,11 +39,12 @@ impl PgCatalogContextProvider for RolesProvider {
     }
 
     async fn role(&self, name: &str) -> Option<Role> {
-        // With no users at all, every loopback client is the owner.
-        let privileges = if self.server.users.any().await {
-            self.server.db.role_privileges(name).unwrap_or(sluice::Privileges::READ_ONLY)
-        } else {
-            sluice::Privileges::OWNER
+        // With no users at all, every loopback client is the owner. (No catalog refresh here: a
+        // pg_roles query asks once per role.)
+        let privileges = match self.server.db.role_privileges(name) {
+            Some(privileges) => privileges,
+            None if self.server.db.role_names().is_empty() => sluice::Privileges::OWNER,
+            None => sluice::Privileges::READ_ONLY,
         };
         Some(Role {
             name: name.to_string(),

@@ -98,8 +98,6 @@ pub struct ServerState {
     pub manager: Arc<ConnectionManager>,
     pub pids: RandomPidSecretKeyGenerator,
     pub parameters: Arc<SluiceParameters>,
-    pub allowed_paths: Vec<PathBuf>,
-    pub tls: bool,
     pub require_tls: bool,
     /// One per authenticated connection (`connections_max`).
     pub connection_slots: Arc<Semaphore>,
@@ -113,11 +111,6 @@ pub struct CancelHandle(pub Arc<pgwire::api::ConnectionHandle>);
 
 /// Arms the connection's cancel handle for one statement: the receiver fires on a CancelRequest.
 pub async fn cancel_receiver<C: ClientInfo>(client: &C) -> Option<futures::channel::oneshot::Receiver<()>> {
-    // Where pgwire registered the handle itself it races the statement already; a second
-    // receiver would replace (and so fire) pgwire's.
-    if client.session_extensions().get::<Arc<pgwire::api::ConnectionHandle>>().is_some() {
-        return None;
-    }
     let handle = client.session_extensions().get::<CancelHandle>()?;
     Some(handle.0.start_query().await)
 }
@@ -302,8 +295,6 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
         manager: manager.clone(),
         pids: RandomPidSecretKeyGenerator::default(),
         parameters: Arc::new(SluiceParameters),
-        allowed_paths: config.allowed_paths.clone(),
-        tls: tls.is_some(),
         require_tls: config.require_tls,
         connection_slots: Arc::new(Semaphore::new(config.connections_max.max(1))),
     });
