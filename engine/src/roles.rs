@@ -16,7 +16,7 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use datafusion::sql::sqlparser::ast::{AlterRoleOperation, CreateRole, Expr, Ident, ObjectName, Password, RoleOption};
 use ring::rand::SecureRandom;
-use ring::{digest, hmac, pbkdf2};
+use ring::{digest, hmac};
 
 use crate::catalog::{Catalog, RoleEntry};
 use crate::error::{Error, Result};
@@ -43,15 +43,13 @@ fn random<const N: usize>() -> [u8; N] {
 }
 
 impl Verifier {
-    /// A new verifier for a password, with a random salt. The password is prepared with SASLprep
-    /// where it can be (as PostgreSQL and libpq do).
+    /// A new verifier for a password, with a random salt, as libpq makes one (postgres-protocol:
+    /// SASLprep where it applies, 4096 iterations).
     pub fn for_password(password: &str) -> Verifier {
-        let prepared = stringprep::saslprep(password).map(|p| p.into_owned()).unwrap_or_else(|_| password.to_string());
-        let salt = random::<16>().to_vec();
-        let mut salted = [0u8; 32];
-        let iterations = std::num::NonZeroU32::new(SCRAM_ITERATIONS).unwrap_or(std::num::NonZeroU32::MIN);
-        pbkdf2::derive(pbkdf2::PBKDF2_HMAC_SHA256, iterations, &salt, prepared.as_bytes(), &mut salted);
-        Verifier::from_salted_password(SCRAM_ITERATIONS, salt, &salted)
+        let text = postgres_protocol::password::scram_sha_256(password.as_bytes());
+        // The crate writes the form `parse` reads; were it ever not to, the role gets a verifier
+        // no password matches (it cannot log in) rather than a weak one.
+        Verifier::parse(&text).unwrap_or_else(|| Verifier::mock(&random::<32>(), ""))
     }
 
     /// The verifier of a SCRAM SaltedPassword.
