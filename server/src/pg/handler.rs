@@ -244,6 +244,8 @@ impl Connection {
         let options = Some(self.format_options(client));
         Ok(Some(match statement {
             Statement::Set(set) => {
+                let user = client.metadata().get("user").cloned().unwrap_or_default();
+                super::statements::check_role_switch(set, &user)?;
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
                 for (name, value) in &changes {
                     super::settings::check(name, value).map_err(|message| user_error("22023", message))?;

@@ -57,6 +57,34 @@ pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
     }
 }
 
+/// Refuses `SET ROLE` / `SET SESSION AUTHORIZATION` to a role other than the one the connection
+/// logged in as (0A000): a connection keeps its login's rights, so accepting the switch would
+/// let a client believe it dropped (or gained) rights it still has (or lacks). `SET ROLE NONE`,
+/// `... DEFAULT` and the login's own name change nothing and are accepted.
+pub fn check_role_switch(set: &Set, user: &str) -> PgWireResult<()> {
+    use datafusion::sql::sqlparser::ast::SetSessionAuthorizationParamKind;
+    let target = match set {
+        Set::SetRole { role_name: Some(role), .. } => role,
+        Set::SetSessionAuthorization(param) => match &param.kind {
+            SetSessionAuthorizationParamKind::User(role) => role,
+            SetSessionAuthorizationParamKind::Default => return Ok(()),
+        },
+        _ => return Ok(()),
+    };
+    let matches =
+        if target.quote_style.is_some() { target.value == user } else { target.value.eq_ignore_ascii_case(user) };
+    if matches {
+        return Ok(());
+    }
+    Err(user_error(
+        "0A000",
+        format!(
+            "switching to role \"{}\" is not supported: a connection runs as the role it logged in as (\"{user}\")",
+            target.value
+        ),
+    ))
+}
+
 /// The setting a RESET names; `None` for RESET ALL.
 pub fn reset_target(reset: &ResetStatement) -> Option<String> {
     let text = reset.to_string();

@@ -423,3 +423,21 @@ async fn require_tls_refuses_plain_connections() {
     let config = ServerConfig { listen: "127.0.0.1:0".parse().unwrap(), require_tls: true, ..with_users() };
     assert!(serve(db, config).await.is_err());
 }
+
+/// `SET ROLE` to another role is refused (0A000), not accepted and ignored: a connection keeps
+/// its login's rights. Switching to the login's own role, NONE or DEFAULT changes nothing and is
+/// accepted, as in PostgreSQL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn switching_roles_is_refused_not_ignored() {
+    let warehouse = Warehouse::start(with_users()).await;
+    let reader = warehouse.connect("reader").await;
+    for sql in ["SET ROLE owner", "SET SESSION AUTHORIZATION owner", "SET ROLE \"user\""] {
+        let refused = reader.batch_execute(sql).await.unwrap_err();
+        assert_eq!(code(&refused), "0A000", "{sql}: {refused}");
+    }
+    for sql in ["SET ROLE reader", "SET ROLE NONE", "RESET ROLE", "SET SESSION AUTHORIZATION DEFAULT"] {
+        reader.batch_execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+    let refused = reader.batch_execute("CREATE TABLE t (a int)").await.unwrap_err();
+    assert_eq!(code(&refused), "25006", "{refused}");
+}
