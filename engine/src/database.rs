@@ -62,6 +62,8 @@ pub struct DatabaseInner {
     pub(crate) query_memory_limit_bytes: usize,
     /// The login roles (see [`crate::roles`]).
     pub(crate) roles: crate::roles::Roles,
+    /// The writer every commit goes through, and the flows and views it tells.
+    pub(crate) writer: crate::change::Writer,
 }
 
 /// An open warehouse. Cheap to clone; safe to use from many tasks at once.
@@ -132,7 +134,12 @@ impl Database {
             memory: crate::memory::database_pool(memory_limit),
             query_memory_limit_bytes,
             roles: Default::default(),
+            writer: Default::default(),
         });
+        // Flows first: a sync flow's target is written before the views over its source are
+        // maintained, as the statement's effects are visible in pipeline order.
+        inner.writer.subscribe(Arc::new(crate::flow::FlowListener(Arc::downgrade(&inner))));
+        inner.writer.subscribe(Arc::new(crate::ivm::ViewListener(Arc::downgrade(&inner))));
         // Flows catch up from their targets' txns and async flows run in the background (on the
         // tokio runtime the database is opened on; without one, flows run only with writes).
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -171,6 +178,12 @@ impl Database {
     /// Prepares a statement with `$1`, `$2`, ... parameters.
     pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
         self.session.prepare(sql).await
+    }
+
+    /// Calls `listener` after every later commit of any table, whatever statement made it (see
+    /// [`crate::change`]).
+    pub fn on_commit(&self, listener: Arc<dyn crate::change::CommitListener>) {
+        self.inner.writer.subscribe(listener);
     }
 
     /// Lets clients name server paths (COPY files, table locations) in these folders too, besides

@@ -44,6 +44,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
 pub mod catalog;
+pub mod change;
 pub mod control;
 pub mod database;
 pub mod error;

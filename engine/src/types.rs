@@ -10,6 +10,10 @@ use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, T
 use serde_json::Value;
 use sluice_storage::schema::{ArrayType, DataType, PrimitiveType, StructField};
 
+use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions};
+use arrow::compute::cast;
+use arrow::datatypes::SchemaRef;
+
 use crate::error::{Error, Result};
 
 /// Column metadata key holding the declared Postgres type name.
@@ -167,6 +171,20 @@ pub fn delta_type_pg_name(data_type: &DataType) -> String {
         DataType::Map(_) => "jsonb".into(),
         DataType::Struct(_) => "record".into(),
     }
+}
+
+/// A batch of `schema` from columns, cast where a column's type differs from the field's.
+pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
+    let columns = columns
+        .into_iter()
+        .zip(schema.fields())
+        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(RecordBatch::try_new_with_options(
+        schema.clone(),
+        columns,
+        &RecordBatchOptions::new().with_row_count(Some(rows)),
+    )?)
 }
 
 #[cfg(test)]

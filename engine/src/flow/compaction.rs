@@ -10,6 +10,7 @@
 use std::sync::Arc;
 
 use crate::catalog::{TableEntry, TableKind};
+use crate::change::Operation;
 use crate::database::DatabaseInner;
 use crate::error::Result;
 
@@ -34,5 +35,11 @@ pub async fn maybe_compact(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Resul
         return Ok(false);
     }
     let result = table.optimize(None).await?;
-    Ok(matches!(result.outcome, Some(sluice_storage::commit::CommitOutcome::Committed(_))))
+    match result.outcome {
+        Some(outcome) => {
+            db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
+            Ok(true)
+        }
+        None => Ok(false),
+    }
 }

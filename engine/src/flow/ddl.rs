@@ -13,6 +13,7 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 
 use super::query::{else_query, key_of, query_predicate, route_query, stream_sources, unstream};
 use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
+use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::session::{Session, StatementResult};
 use crate::sql::names::table_name;
@@ -511,7 +512,9 @@ impl Session {
                 operation: Some("REFRESH FULL".into()),
                 ..Default::default()
             };
-            crate::sql::ddl::committed(target.table.write_on(&target.snapshot, request).await?)?;
+            let outcome = target.table.write_on(&target.snapshot, request).await?;
+            let operation = if overwrite { Operation::Truncate } else { Operation::Write };
+            self.db.writer.commit(target_key, operation, None, outcome).await?;
             overwrite = false;
             if let Some(flow) = flow {
                 self.db.flows.reset_progress(&flow.name);

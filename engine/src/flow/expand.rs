@@ -24,6 +24,7 @@ use sluice_storage::schema::{DataType as DeltaType, PrimitiveType, StructField};
 
 use super::query::unstream;
 use crate::catalog::FlowEntry;
+use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::session::Session;
 use crate::sql::names::quoted;
@@ -112,7 +113,8 @@ impl Session {
             }
         }
         if schema.fields.len() > before {
-            crate::sql::ddl::committed(target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?)?;
+            let outcome = target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?;
+            self.db.writer.commit(target_key, Operation::Metadata, None, outcome).await?;
         }
         Ok(())
     }
@@ -186,7 +188,7 @@ impl Session {
                 evolved.fields.push(StructField::new(key.clone(), DeltaType::Primitive(delta_type(*found)), true));
             }
             let outcome = target.table.set_schema(&target.snapshot, evolved, "ADD COLUMNS").await?;
-            crate::sql::ddl::committed(outcome)?;
+            self.db.writer.commit(&target.entry.qualified_name(), Operation::Metadata, None, outcome).await?;
             let refreshed = self.target(&object).await;
             self.clear_statement_state();
             refreshed?

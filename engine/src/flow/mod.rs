@@ -39,7 +39,8 @@ use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use sluice_storage::actions::Txn;
 
-use crate::catalog::{FlowEntry, FlowMode, TableEntry};
+use crate::catalog::{FlowEntry, FlowMode};
+use crate::change::{Change, CommitListener, Operation};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -257,55 +258,69 @@ impl FlowRuntime {
     }
 }
 
-/// Runs the flows fed by `table` after a commit of `version` that inserted `rows` (when known,
-/// a sync flow that is up to date uses them without reading the log). Sync flows run now, then
-/// their targets' flows; async ones are handed to the worker. Returns an error only when a flow
-/// failed on a `FAIL UPDATE` expectation; other failures are recorded and retried.
-pub fn after_commit<'a>(
-    db: &'a Arc<DatabaseInner>,
-    table: &'a TableEntry,
-    version: u64,
-    rows: Option<&'a [RecordBatch]>,
-) -> BoxFuture<'a, Result<()>> {
-    Box::pin(async move {
-        let state = db.catalog.current();
-        let key = table.qualified_name();
-        lock(&db.flows.touched).insert(key.clone());
-        let flows: Vec<FlowEntry> = state.flows_from(&key).cloned().collect();
-        let mut expectation_failure = None;
-        let mut tasks = Vec::new();
-        for flow in flows {
-            if flow.mode == FlowMode::Async || db.flows.is_failed(&flow.name) {
-                db.flows.wake_worker();
-                wait_for_async_lag(db, &flow, version).await;
-                continue;
+/// The flows' [`CommitListener`]: after a commit that can add rows to a table, runs the flows
+/// that read it (a sync flow that is up to date uses the rows the writer hands over, without
+/// reading the log). Sync flows run now, and their targets' flows with their commits; async ones
+/// are handed to the worker. A flow failing on a `FAIL UPDATE` expectation fails the writer's
+/// statement; other failures are recorded and retried.
+pub(crate) struct FlowListener(pub Weak<DatabaseInner>);
+
+impl CommitListener for FlowListener {
+    fn committed<'a>(&'a self, change: &'a Change) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            // DELETE, UPDATE and TRUNCATE add no new rows (flows carry appends), OPTIMIZE and
+            // metadata commits change none, and a view's checkpoint is not read by flows.
+            let adds_rows = matches!(
+                change.operation,
+                Operation::Write | Operation::Copy | Operation::CreateAs | Operation::Merge | Operation::Restore
+            );
+            let Some(db) = self.0.upgrade() else { return Ok(()) };
+            if !adds_rows {
+                return Ok(());
             }
-            // Each flow runs as its own task: the flows of one source run in parallel, and a
-            // chain of flows (bronze -> silver -> gold) nests tasks, not stack frames.
-            let task_db = db.clone();
-            let known = rows.map(|rows| (version, rows.to_vec()));
-            tasks.push(tokio::spawn(async move {
-                let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
-                run_flow(&task_db, &flow, known).await
-            }));
+            let rows = match (&change.operation, &change.rows) {
+                (Operation::Write, Some(rows)) if rows.deleted.is_empty() => Some(rows.inserted.as_slice()),
+                _ => None,
+            };
+            run_flows_after(&db, &change.table, change.version, rows).await
+        })
+    }
+}
+
+/// Runs the flows fed by `table` after its commit of `version`, which inserted `rows` when known.
+async fn run_flows_after(db: &Arc<DatabaseInner>, key: &str, version: u64, rows: Option<&[RecordBatch]>) -> Result<()> {
+    let state = db.catalog.current();
+    lock(&db.flows.touched).insert(key.to_string());
+    let flows: Vec<FlowEntry> = state.flows_from(key).cloned().collect();
+    let mut expectation_failure = None;
+    let mut tasks = Vec::new();
+    for flow in flows {
+        if flow.mode == FlowMode::Async || db.flows.is_failed(&flow.name) {
+            db.flows.wake_worker();
+            wait_for_async_lag(db, &flow, version).await;
+            continue;
         }
-        for task in tasks {
-            match task.await {
-                Ok(Ok(_)) => {}
-                Ok(Err(e @ Error::ExpectationFailed { .. })) => expectation_failure = Some(e),
-                Ok(Err(_)) => {}
-                Err(e) => return Err(Error::Internal(format!("a flow task failed: {e}"))),
-            }
+        // Each flow runs as its own task: the flows of one source run in parallel, and a chain
+        // of flows (bronze -> silver -> gold) nests tasks, not stack frames.
+        let task_db = db.clone();
+        let known = rows.map(|rows| (version, rows.to_vec()));
+        tasks.push(tokio::spawn(async move {
+            let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
+            run_flow(&task_db, &flow, known).await
+        }));
+    }
+    for task in tasks {
+        match task.await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e @ Error::ExpectationFailed { .. })) => expectation_failure = Some(e),
+            Ok(Err(_)) => {}
+            Err(e) => return Err(Error::Internal(format!("a flow task failed: {e}"))),
         }
-        // Views over this table (and, through the flows above, over their targets).
-        let inserted: Option<Vec<crate::ivm::Delta>> =
-            rows.map(|r| r.iter().cloned().map(crate::ivm::Delta::inserted).collect());
-        crate::ivm::after_commit(db, table, version, inserted.as_deref()).await;
-        match expectation_failure {
-            Some(e) => Err(e),
-            None => Ok(()),
-        }
-    })
+    }
+    match expectation_failure {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
 }
 
 /// Back-pressure: waits while an async flow is too far behind `version`.

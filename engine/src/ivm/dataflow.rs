@@ -12,8 +12,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, RecordBatchOptions};
-use arrow::compute::{cast, filter_record_batch};
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch};
+use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use datafusion::common::HashMap;
@@ -169,19 +169,7 @@ pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<
     exprs.iter().map(|e| Ok(e.evaluate(batch)?.into_array(batch.num_rows())?)).collect()
 }
 
-/// A batch of `schema` from columns, cast where a column's type differs from the field's.
-pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
-    let columns = columns
-        .into_iter()
-        .zip(schema.fields())
-        .map(|(c, f)| if c.data_type() == f.data_type() { Ok(c) } else { cast(&c, f.data_type()) })
-        .collect::<std::result::Result<Vec<_>, _>>()?;
-    Ok(RecordBatch::try_new_with_options(
-        schema.clone(),
-        columns,
-        &RecordBatchOptions::new().with_row_count(Some(rows)),
-    )?)
-}
+pub use crate::types::batch_of;
 
 /// A row converter for columns of these types.
 pub fn converter(schema: &SchemaRef) -> Result<RowConverter> {

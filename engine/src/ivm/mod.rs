@@ -50,12 +50,14 @@ use datafusion::datasource::provider_as_source;
 use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::{FlowMode, TableEntry, TableKind};
+use crate::change::{Change, CommitListener, Operation};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::provider::SluiceTable;
 use crate::session::Session;
 use crate::util::{lock, now_ms};
 pub use dataflow::Delta;
+use futures::future::BoxFuture;
 use view::LiveView;
 
 /// The pseudo-table of the change that starts a dataflow (a global aggregate's first row).
@@ -330,10 +332,9 @@ fn views_reading(db: &DatabaseInner, table_key: &str) -> Vec<TableEntry> {
     db.catalog.current().tables.values().filter(|t| reads(t, table_key)).cloned().collect()
 }
 
-/// Whether a materialized view reads `table` (a writer then hands its changed rows over).
-pub(crate) fn is_view_input(db: &DatabaseInner, table: &TableEntry) -> bool {
-    let key = table.qualified_name();
-    db.catalog.current().tables.values().any(|t| reads(t, &key))
+/// Whether a materialized view reads the table `key` (a writer then hands its changed rows over).
+fn is_view_input(db: &DatabaseInner, key: &str) -> bool {
+    db.catalog.current().tables.values().any(|t| reads(t, key))
 }
 
 /// Whether `entry` is a materialized view with `table_key` among its inputs.
@@ -341,18 +342,39 @@ fn reads(entry: &TableEntry, table_key: &str) -> bool {
     entry.view.as_ref().is_some_and(|v| v.inputs.iter().any(|i| i == table_key))
 }
 
-/// Maintains the sync views over `table` after its commit of `version` (with the rows it
-/// changed, when the writer knows them: weights +1 inserted, -1 deleted); async views are left
-/// to the worker. A failure is recorded on the view (and retried), not returned to the writer.
-pub async fn after_commit(db: &Arc<DatabaseInner>, table: &TableEntry, version: u64, rows: Option<&[Delta]>) {
-    let key = table.qualified_name();
-    for view in views_reading(db, &key) {
-        let Some(definition) = &view.view else { continue };
-        if definition.refresh == FlowMode::Async {
-            db.flows.wake_worker();
-            continue;
-        }
-        let _ = maintain_to_end(db, &view, Some((&key, version, rows))).await;
+/// The views' [`CommitListener`]: after a commit of a view's input, maintains the sync views over
+/// it (with the rows it changed, when the writer knows them: weights +1 inserted, -1 deleted);
+/// async views are left to the worker. A failure is recorded on the view (and retried), not
+/// returned to the writer.
+pub(crate) struct ViewListener(pub std::sync::Weak<DatabaseInner>);
+
+impl CommitListener for ViewListener {
+    fn committed<'a>(&'a self, change: &'a Change) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            // OPTIMIZE and metadata commits change no rows; a view's own checkpoint is read by
+            // the views over it from its live rows, not through this.
+            if !change.operation.changes_rows() || change.operation == Operation::ViewCheckpoint {
+                return Ok(());
+            }
+            let Some(db) = self.0.upgrade() else { return Ok(()) };
+            let rows: Option<Vec<Delta>> = change.rows.as_ref().map(|rows| {
+                let deleted = rows.deleted.iter().cloned().map(Delta::deleted);
+                deleted.chain(rows.inserted.iter().cloned().map(Delta::inserted)).collect()
+            });
+            for view in views_reading(&db, &change.table) {
+                let Some(definition) = &view.view else { continue };
+                if definition.refresh == FlowMode::Async {
+                    db.flows.wake_worker();
+                    continue;
+                }
+                let _ = maintain_to_end(&db, &view, Some((&change.table, change.version, rows.as_deref()))).await;
+            }
+            Ok(())
+        })
+    }
+
+    fn wants_rows(&self, table: &str) -> bool {
+        self.0.upgrade().is_some_and(|db| is_view_input(&db, table))
     }
 }
 

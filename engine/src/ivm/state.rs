@@ -19,6 +19,7 @@ use super::aggregate::{AggState, AggregateNode, Extreme, GroupState};
 use super::dataflow::{Node, RowBytes};
 use super::join::KeyRows;
 use super::view::{LiveView, Strategy};
+use crate::change::Operation;
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 
@@ -69,7 +70,9 @@ pub async fn checkpoint(db: &DatabaseInner, live: &mut LiveView) -> Result<u64> 
             operation: Some("MATERIALIZED VIEW CHECKPOINT".into()),
             ..Default::default()
         };
-        let version = match crate::sql::ddl::committed(table.write_on(&snapshot, request).await?) {
+        let outcome = table.write_on(&snapshot, request).await?;
+        let key = live.entry.qualified_name();
+        let version = match db.writer.commit(&key, Operation::ViewCheckpoint, None, outcome).await {
             Ok(version) => version,
             Err(Error::SerializationFailure(reason)) if attempt < CHECKPOINT_ATTEMPTS => {
                 tracing::debug!(view = %live.entry.name, %reason, "view checkpoint lost a race; trying again");

@@ -10,8 +10,8 @@ use arrow::array::RecordBatch;
 use sluice_storage::actions::{Action, Add};
 use sluice_storage::commit::Transaction;
 
-use super::ddl::committed;
 use super::dml::{ColumnMatch, Target};
+use crate::change::Operation;
 use crate::control::StatementControl;
 use crate::error::{Error, Result};
 use crate::session::Session;
@@ -111,8 +111,8 @@ impl Session {
             let mut transaction = Transaction::new(Some(&copy.target.snapshot), "COPY");
             transaction.parameter("mode", "Append");
             transaction.add_actions(copy.adds.iter().cloned().map(Action::Add));
-            let version = committed(copy.target.table.commit(&copy.target.snapshot, transaction).await?)?;
-            crate::flow::after_commit(&self.db, &copy.target.entry, version, None).await?;
+            let outcome = copy.target.table.commit(&copy.target.snapshot, transaction).await?;
+            self.db.writer.commit(&copy.target.entry.qualified_name(), Operation::Copy, None, outcome).await?;
             Ok(copy.rows)
         })
         .await;

@@ -24,20 +24,13 @@ use sluice_storage::table::{CreateTable as CreateDelta, Table};
 use super::names::{normalize, schema_name, table_name, TableName};
 use super::parser::{CreateTable, TimeTravel};
 use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
+use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
 use crate::session::{Session, StatementResult};
 use crate::types::{column, declared_type};
 
 /// The Delta property prefix of CHECK constraints.
 pub const CONSTRAINT_PREFIX: &str = "delta.constraints.";
-
-/// The version of a successful commit, or the conflict as a serialization failure.
-pub fn committed(outcome: CommitOutcome) -> Result<u64> {
-    match outcome {
-        CommitOutcome::Committed(c) => Ok(c.version),
-        CommitOutcome::Conflict(c) => Err(Error::SerializationFailure(c.to_string())),
-    }
-}
 
 /// Columns, defaults and CHECK constraints from column definitions.
 pub struct TableDefinition {
@@ -348,7 +341,13 @@ impl Session {
             let written = match batches {
                 Ok(batches) => {
                     let count: usize = batches.iter().map(|b| b.num_rows()).sum();
-                    committed(table.append(batches).await?).map(|_| count as u64)
+                    let rows = Some(ChangedRows::inserted(batches.clone()));
+                    let outcome = table.append(batches).await?;
+                    self.db
+                        .writer
+                        .commit(&entry.qualified_name(), Operation::CreateAs, rows, outcome)
+                        .await
+                        .map(|_| count as u64)
                 }
                 Err(e) => Err(e.into()),
             };
@@ -446,7 +445,11 @@ impl Session {
                 for (constraint, expr) in definition.constraints {
                     configuration.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr);
                 }
-                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "ADD COLUMNS").await?)?;
+                self.metadata_committed(
+                    &entry,
+                    table.update_metadata(&snapshot, schema, partitions, configuration, "ADD COLUMNS").await?,
+                )
+                .await?;
                 if let Some(default) = definition.defaults.get(&column_name).cloned() {
                     self.update_entry(&entry, |e| {
                         e.defaults.insert(column_name.clone(), default.clone());
@@ -460,7 +463,8 @@ impl Session {
                 if schema.field(&new).is_some() {
                     return Err(Error::DuplicateObject { kind: "column", name: new });
                 }
-                let configuration = self.with_column_mapping(&table, &snapshot, &mut schema, configuration).await?;
+                let configuration =
+                    self.with_column_mapping(&entry, &table, &snapshot, &mut schema, configuration).await?;
                 let field = schema
                     .fields
                     .iter_mut()
@@ -471,7 +475,11 @@ impl Session {
                     *partition = new.clone();
                 }
                 let snapshot = table.snapshot().await?;
-                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "RENAME COLUMN").await?)?;
+                self.metadata_committed(
+                    &entry,
+                    table.update_metadata(&snapshot, schema, partitions, configuration, "RENAME COLUMN").await?,
+                )
+                .await?;
                 self.update_entry(&entry, |e| {
                     if let Some(default) = e.defaults.remove(&previous) {
                         e.defaults.insert(new.clone(), default);
@@ -480,7 +488,8 @@ impl Session {
                 .await?;
             }
             AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
-                let configuration = self.with_column_mapping(&table, &snapshot, &mut schema, configuration).await?;
+                let configuration =
+                    self.with_column_mapping(&entry, &table, &snapshot, &mut schema, configuration).await?;
                 for column in column_names {
                     let column = normalize(&column);
                     if partitions.iter().any(|p| p.eq_ignore_ascii_case(&column)) {
@@ -497,12 +506,17 @@ impl Session {
                 }
                 let snapshot = table.snapshot().await?;
                 partitions.retain(|p| schema.field(p).is_some());
-                committed(table.update_metadata(&snapshot, schema, partitions, configuration, "DROP COLUMNS").await?)?;
+                self.metadata_committed(
+                    &entry,
+                    table.update_metadata(&snapshot, schema, partitions, configuration, "DROP COLUMNS").await?,
+                )
+                .await?;
             }
             AlterTableOperation::SetTblProperties { table_properties } => {
                 let properties = table_properties.iter().map(option_pair).collect::<Result<HashMap<_, _>>>()?;
                 crate::rights::check_table_properties(&properties, self.privileges())?;
-                committed(table.set_properties(properties, &[]).await.map_err(plan_error)?)?;
+                self.metadata_committed(&entry, table.set_properties(properties, &[]).await.map_err(plan_error)?)
+                    .await?;
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::Check(check), .. } => {
                 let constraint = check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{}_check", name.name));
@@ -511,7 +525,7 @@ impl Session {
                     return Err(Error::CheckViolation { table: name.to_string(), constraint });
                 }
                 let properties = HashMap::from([(format!("{CONSTRAINT_PREFIX}{constraint}"), check.expr.to_string())]);
-                committed(table.set_properties(properties, &[]).await?)?;
+                self.metadata_committed(&entry, table.set_properties(properties, &[]).await?).await?;
             }
             AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
                 let key = format!("{CONSTRAINT_PREFIX}{}", normalize(&constraint));
@@ -522,7 +536,7 @@ impl Session {
                         Err(Error::UndefinedObject { kind: "constraint", name: constraint.value })
                     };
                 }
-                committed(table.set_properties(HashMap::new(), &[key]).await?)?;
+                self.metadata_committed(&entry, table.set_properties(HashMap::new(), &[key]).await?).await?;
             }
             AlterTableOperation::RenameTable {
                 table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
@@ -557,6 +571,7 @@ impl Session {
     /// names so existing files still read; returns the configuration to commit with.
     async fn with_column_mapping(
         &self,
+        entry: &TableEntry,
         table: &Table,
         snapshot: &sluice_storage::snapshot::Snapshot,
         schema: &mut StructType,
@@ -567,10 +582,15 @@ impl Session {
         }
         let properties =
             HashMap::from([(sluice_storage::schema::COLUMN_MAPPING_MODE_KEY.to_string(), "name".to_string())]);
-        committed(table.set_properties(properties, &[]).await?)?;
+        self.metadata_committed(entry, table.set_properties(properties, &[]).await?).await?;
         let upgraded = table.snapshot().await?;
         *schema = upgraded.schema().clone();
         Ok(upgraded.configuration().clone())
+    }
+
+    /// Tells the writer's listeners about a commit of the table's schema or properties.
+    async fn metadata_committed(&self, entry: &TableEntry, outcome: CommitOutcome) -> Result<u64> {
+        self.db.writer.commit(&entry.qualified_name(), Operation::Metadata, None, outcome).await
     }
 
     async fn update_entry(&self, entry: &TableEntry, change: impl Fn(&mut TableEntry)) -> Result<()> {
@@ -605,10 +625,10 @@ impl Session {
     }
 
     pub(crate) async fn optimize(&self, table: &ObjectName) -> Result<StatementResult> {
-        let (_, table, _) = self.resolve_table(table).await?;
+        let (entry, table, _) = self.resolve_table(table).await?;
         let result = table.optimize(None).await?;
         if let Some(outcome) = result.outcome {
-            committed(outcome)?;
+            self.db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
         }
         let schema = optimize_schema();
         let batch = RecordBatch::try_new(
@@ -636,9 +656,10 @@ impl Session {
     }
 
     pub(crate) async fn restore(&self, table: &ObjectName, target: TimeTravel) -> Result<StatementResult> {
-        let (_, handle, _) = self.resolve_table(table).await?;
+        let (entry, handle, _) = self.resolve_table(table).await?;
         let snapshot = self.snapshot_at(&handle, &target).await?;
-        committed(handle.restore(snapshot.version()).await?)?;
+        let outcome = handle.restore(snapshot.version()).await?;
+        self.db.writer.commit(&entry.qualified_name(), Operation::Restore, None, outcome).await?;
         Ok(StatementResult::command("RESTORE"))
     }
 }

@@ -27,10 +27,10 @@ use sluice_storage::table::Table;
 use sluice_storage::write::{Mutation, SaveMode, WriteRequest};
 
 use super::catalog_provider::{scan_options, TEMP_SCHEMA};
-use super::ddl::committed;
 use super::names::{normalize, quoted, table_name, TableName};
 use super::parser::{parse_statement_text, SluiceStatement};
 use crate::catalog::TableEntry;
+use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
@@ -195,8 +195,9 @@ impl Session {
         }
         let request =
             WriteRequest { batches: checked.kept.clone(), mode, txns: context.txns.clone(), ..Default::default() };
-        let version = committed(target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?)?;
-        crate::flow::after_commit(&self.db, &target.entry, version, Some(&checked.kept)).await?;
+        let outcome = target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?;
+        let rows = Some(ChangedRows::inserted(checked.kept));
+        self.db.writer.commit(&target.entry.qualified_name(), Operation::Write, rows, outcome).await?;
         Ok(written)
     }
 
@@ -330,7 +331,7 @@ impl Session {
         // The deleted rows themselves are selected too when a view reads the table and each
         // target row can come once (no USING, no second table): the views get them from here
         // instead of reading them back from the files through the change data feed.
-        let hand_over = from.len() == 1 && crate::ivm::is_view_input(&self.db, &target.entry);
+        let hand_over = from.len() == 1 && self.db.writer.wants_rows(&target.entry.qualified_name());
         let columns = if hand_over { old_columns(&target, &alias) } else { String::new() };
         let sql = format!(
             "SELECT {columns}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
@@ -341,9 +342,13 @@ impl Session {
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
         if count > 0 {
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
-            let version = committed(target.table.mutate(&target.snapshot, mutation).await?)?;
-            let handed = if hand_over { Some(old_rows(&target, &batches, 0)?) } else { None };
-            crate::ivm::after_commit(&self.db, &target.entry, version, handed.as_deref()).await;
+            let outcome = target.table.mutate(&target.snapshot, mutation).await?;
+            let handed = if hand_over {
+                Some(ChangedRows { deleted: old_rows(&target, &batches, 0)?, inserted: Vec::new() })
+            } else {
+                None
+            };
+            self.db.writer.commit(&target.entry.qualified_name(), Operation::Delete, handed, outcome).await?;
         }
         Ok(StatementResult::count("DELETE", count))
     }
@@ -380,7 +385,7 @@ impl Session {
         let filter = update.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
         // As for DELETE: the old rows are selected too when a view reads the table (an UPDATE
         // matches each target row at most once, which row_sets checks).
-        let hand_over = crate::ivm::is_view_input(&self.db, &target.entry);
+        let hand_over = self.db.writer.wants_rows(&target.entry.qualified_name());
         let old = if hand_over { old_columns(&target, &alias) } else { String::new() };
         let sql = format!(
             "SELECT {}, {old}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
@@ -399,16 +404,13 @@ impl Session {
         }
         if count > 0 {
             let handed = if hand_over {
-                let mut deltas = old_rows(&target, &batches, columns)?;
-                deltas.extend(inserted.iter().cloned().map(crate::ivm::Delta::inserted));
-                Some(deltas)
+                Some(ChangedRows { deleted: old_rows(&target, &batches, columns)?, inserted: inserted.clone() })
             } else {
                 None
             };
             let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
-            let version =
-                committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
-            crate::ivm::after_commit(&self.db, &target.entry, version, handed.as_deref()).await;
+            let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
+            self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
         }
         Ok(StatementResult::count("UPDATE", count))
     }
@@ -588,9 +590,8 @@ impl Session {
         let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
-            let version =
-                committed(target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?)?;
-            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
+            let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
+            self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
         }
         Ok(StatementResult::count("MERGE", affected))
     }
@@ -600,8 +601,8 @@ impl Session {
             let target = self.target(&target.name).await?;
             let request =
                 WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
-            let version = committed(target.table.write_on(&target.snapshot, request).await?)?;
-            crate::ivm::after_commit(&self.db, &target.entry, version, None).await;
+            let outcome = target.table.write_on(&target.snapshot, request).await?;
+            self.db.writer.commit(&target.entry.qualified_name(), Operation::Truncate, None, outcome).await?;
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
     }
@@ -614,8 +615,8 @@ fn old_columns(target: &Target, alias: &str) -> String {
     schema.fields().iter().enumerate().map(|(i, f)| format!("{alias}.{} AS \"__old{i}\", ", quoted(f.name()))).collect()
 }
 
-/// The old rows selected by [`old_columns`] at `first`, as deletes in the table's schema.
-fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Vec<crate::ivm::Delta>> {
+/// The old rows selected by [`old_columns`] at `first`, in the table's schema.
+fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Vec<RecordBatch>> {
     let schema = target.snapshot.arrow_schema();
     let count = schema.fields().len();
     batches
@@ -623,8 +624,7 @@ fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Ve
         .filter(|b| b.num_rows() > 0)
         .map(|batch| {
             let columns = batch.columns().get(first..first + count).unwrap_or_default().to_vec();
-            let rows = crate::ivm::dataflow::batch_of(&schema, columns, batch.num_rows())?;
-            Ok(crate::ivm::Delta::deleted(rows))
+            crate::types::batch_of(&schema, columns, batch.num_rows())
         })
         .collect()
 }

@@ -299,6 +299,32 @@ async fn json_routes_infer_and_evolve_their_schema() {
     assert_eq!(err.sqlstate(), "2BP01", "{err}");
 }
 
+/// Each Kafka batch, and each flow commit it causes downstream, reaches a commit listener once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kafka_batch_reaches_the_commit_listener_once() {
+    let cluster = cluster();
+    let brokers = cluster.bootstrap_servers();
+    let producer = producer(&brokers);
+    produce(&producer, 0..300, 1_000);
+    let db = Database::open("memory://").await.unwrap();
+    let recorder = std::sync::Arc::new(crate::changes::Recorder::default());
+    db.on_commit(recorder.clone());
+    db.execute(&pipeline(&brokers, 40)).await.unwrap();
+    ingested(&db, 300, Duration::from_secs(60)).await;
+    assert_exactly_once(&db, 300, 1_000).await;
+    for table in ["bronze", "silver_orders", "silver_payments", "silver_clicks", "gold"] {
+        let key = format!("public.{table}");
+        // A listener hears of a commit just after it is in the log: wait for the last one.
+        let seen = crate::common::wait_for(&format!("the commits of {table}"), Duration::from_secs(10), || async {
+            let logged: Vec<u64> = crate::changes::history_after(&db, table, 0).await.into_iter().collect();
+            let seen = recorder.versions(&key);
+            (seen == logged).then_some(seen)
+        })
+        .await;
+        assert!(seen.len() > 1 || table == "gold", "{table}: {seen:?}");
+    }
+}
+
 /// The brokers go away: the source says so, and everything produced meanwhile arrives once they
 /// are back.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

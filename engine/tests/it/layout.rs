@@ -37,7 +37,6 @@ const CYCLIC_EDGES_TODAY: &[&str] = &[
     "source -> session",
     "source -> sql",
     "sql -> database",
-    "sql -> flow",
     "sql -> ivm",
     "sql -> session",
     "system -> database",
