@@ -158,6 +158,34 @@ impl Writer {
     }
 }
 
+/// The writer's vocabulary for rows a statement, a flow or a source writes.
+
+/// Who writes, for the commit: a flow's progress and the source version its rows came from.
+#[derive(Debug, Default)]
+pub struct WriteContext {
+    /// Streaming writers' progress, committed with the rows (a flow's, or a Kafka source's per
+    /// partition).
+    pub txns: Vec<sluice_storage::actions::Txn>,
+    pub source_version: Option<u64>,
+    /// Commit the txns even when no row is left to write (a Kafka batch of dead letters only).
+    pub commit_empty: bool,
+}
+
+/// What a write did.
+#[derive(Debug, Default)]
+pub struct Written {
+    pub rows: u64,
+    /// Rows that violated each expectation.
+    pub violations: std::collections::BTreeMap<String, u64>,
+}
+
+/// How source columns are matched to the target's.
+pub enum ColumnMatch {
+    /// By position, onto these target columns (all of them when the statement lists none).
+    Position(Vec<String>),
+    ByName,
+}
+
 /// The version of a commit, or 40001 when a concurrent writer won.
 pub fn committed(outcome: CommitOutcome) -> Result<u64> {
     match outcome {

@@ -204,7 +204,7 @@ impl Database {
     }
 
     /// The open handle of a table, by name.
-    pub async fn table(&self, name: &crate::sql::names::TableName) -> Result<Arc<Table>> {
+    pub async fn table(&self, name: &crate::names::TableName) -> Result<Arc<Table>> {
         let entry = self
             .inner
             .catalog
@@ -253,6 +253,16 @@ impl Database {
 }
 
 impl DatabaseInner {
+    /// How this database's scans read tables (the zone of zone-less partition timestamps).
+    pub fn scan_options(&self) -> sluice_storage::scan::ScanOptions {
+        sluice_storage::scan::ScanOptions {
+            partition: sluice_storage::partition::PartitionReadOptions {
+                timestamp_zone: self.options.partition_timezone.clone(),
+            },
+            ..Default::default()
+        }
+    }
+
     /// Checks a server-side file a client names (COPY, a source's files) and returns it resolved.
     pub fn client_file(
         &self,

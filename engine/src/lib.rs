@@ -52,6 +52,7 @@ pub mod flow;
 pub mod functions;
 pub mod ivm;
 pub mod memory;
+pub mod names;
 pub mod paths;
 pub mod privileges;
 pub mod provider;

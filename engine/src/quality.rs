@@ -133,8 +133,8 @@ impl Session {
             by_table.entry(table.as_str()).or_default().push(batch.clone());
         }
         for (table, batches) in by_table {
-            let name = crate::sql::names::parse_table_name(table)?;
-            let object = crate::sql::names::object_name(&name.schema, &name.name);
+            let name = crate::names::parse_table_name(table)?;
+            let object = crate::names::object_name(&name.schema, &name.name);
             let target = self.target(&object).await?;
             let txns: Vec<sluice_storage::actions::Txn> = txns
                 .iter()
@@ -149,12 +149,12 @@ impl Session {
             if !txns.is_empty() && replayed {
                 continue;
             }
-            let context = crate::sql::dml::WriteContext { txns, source_version: None, commit_empty: false };
+            let context = crate::change::WriteContext { txns, source_version: None, commit_empty: false };
             // Boxed: a quarantine table may itself feed flows, which write again.
             Box::pin(self.write_rows_with(
                 &target,
                 batches,
-                crate::sql::dml::ColumnMatch::ByName,
+                crate::change::ColumnMatch::ByName,
                 sluice_storage::write::SaveMode::Append,
                 context,
             ))

@@ -21,10 +21,10 @@ use crate::control::StatementControl;
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::sql::catalog_provider::{SluiceCatalogProvider, TempSchema};
-use crate::sql::parser::{parse_statement_text, parse_statements, SluiceStatement};
+use crate::syntax::parser::{parse_statement_text, parse_statements, SluiceStatement};
 
 /// The catalog name DataFusion knows the warehouse by.
-pub const CATALOG_NAME: &str = "sluice";
+pub use crate::names::CATALOG_NAME;
 
 /// The result of one statement.
 #[derive(Debug, Clone)]
@@ -315,7 +315,7 @@ impl Session {
         }
         self.db.catalog.refresh().await?;
         self.clear_statement_state();
-        let name = crate::sql::names::parse_table_name(table)?;
+        let name = crate::names::parse_table_name(table)?;
         let result = sluice_storage::gate::gated(control, self.insert_batches(&name, batches, None)).await;
         self.clear_statement_state();
         result

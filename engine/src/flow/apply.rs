@@ -11,10 +11,10 @@ use sluice_storage::write::SaveMode;
 
 use super::query::{bind_source, SOURCE_RELATION};
 use crate::catalog::FlowEntry;
+use crate::change::{ColumnMatch, WriteContext, Written};
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::sql::dml::{ColumnMatch, WriteContext, Written};
-use crate::sql::parser::{parse_statement_text, SluiceStatement};
+use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 impl Session {
     /// Runs a flow's query over `rows` of its source.
@@ -55,8 +55,8 @@ impl Session {
         source_version: u64,
     ) -> Result<Written> {
         self.clear_statement_state();
-        let name = crate::sql::names::parse_table_name(target_key)?;
-        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let name = crate::names::parse_table_name(target_key)?;
+        let object = crate::names::object_name(&name.schema, &name.name);
         let target = self.target(&object).await?;
         // The run decided what to apply from `applied`; if the target's log says otherwise now,
         // another runner got there first: retry from the log.

@@ -15,10 +15,10 @@ use super::query::{else_query, key_of, query_predicate, route_query, stream_sour
 use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
 use crate::change::Operation;
 use crate::error::{Error, Result};
+use crate::names::table_name;
 use crate::session::{Session, StatementResult};
-use crate::sql::names::table_name;
-use crate::sql::parser::{parse_statement_text, CreateTable, SluiceStatement};
-use crate::sql::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute, StreamingStatement};
+use crate::syntax::parser::{parse_statement_text, CreateTable, SluiceStatement};
+use crate::syntax::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute, StreamingStatement};
 
 fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
     match options.iter().find(|(k, _)| k.eq_ignore_ascii_case("mode")).map(|(_, v)| v.to_ascii_lowercase()) {
@@ -221,7 +221,7 @@ impl Session {
     async fn create_quarantine_tables(&self, table_key: &str, expectations: &[Expectation]) -> Result<()> {
         for expectation in expectations {
             let crate::catalog::ViolationAction::Quarantine(target) = &expectation.action else { continue };
-            let target_name = crate::sql::names::parse_table_name(target)?;
+            let target_name = crate::names::parse_table_name(target)?;
             if self.db.catalog.current().table(&target_name.schema, &target_name.name).is_some() {
                 continue;
             }
@@ -233,7 +233,7 @@ impl Session {
             );
             let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else { continue };
             let Statement::Query(query) = *statement else { continue };
-            let object = crate::sql::names::object_name(&target_name.schema, &target_name.name);
+            let object = crate::names::object_name(&target_name.schema, &target_name.name);
             self.create_for_output(&object, &query).await?;
         }
         Ok(())
@@ -486,8 +486,8 @@ impl Session {
     /// Empties a table and sets every flow into it back to before version 0 (txn version -1), so
     /// the flows replay their sources from the start.
     async fn truncate_for_replay(&self, target_key: &str, flows: &[FlowEntry]) -> Result<()> {
-        let name = crate::sql::names::parse_table_name(target_key)?;
-        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let name = crate::names::parse_table_name(target_key)?;
+        let object = crate::names::object_name(&name.schema, &name.name);
         let mut overwrite = true;
         let reset: Vec<Option<&FlowEntry>> =
             if flows.is_empty() { vec![None] } else { flows.iter().map(Some).collect() };

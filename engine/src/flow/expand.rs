@@ -26,9 +26,9 @@ use super::query::unstream;
 use crate::catalog::FlowEntry;
 use crate::change::Operation;
 use crate::error::{Error, Result};
+use crate::names::quoted;
 use crate::session::Session;
-use crate::sql::names::quoted;
-use crate::sql::parser::{parse_statement_text, SluiceStatement};
+use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 /// The column that keeps what did not fit.
 pub const RESCUED_COLUMN: &str = "_rescued_data";
@@ -100,8 +100,8 @@ impl Session {
         unstream(&mut query);
         let output = self.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
         self.clear_statement_state();
-        let name = crate::sql::names::parse_table_name(target_key)?;
-        let target = self.target(&crate::sql::names::object_name(&name.schema, &name.name)).await;
+        let name = crate::names::parse_table_name(target_key)?;
+        let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await;
         self.clear_statement_state();
         let target = target?;
         let mut schema = target.snapshot.schema().clone();
@@ -127,8 +127,8 @@ impl Session {
         output: Vec<RecordBatch>,
     ) -> Result<Vec<RecordBatch>> {
         self.clear_statement_state();
-        let name = crate::sql::names::parse_table_name(&flow.target)?;
-        let object = crate::sql::names::object_name(&name.schema, &name.name);
+        let name = crate::names::parse_table_name(&flow.target)?;
+        let object = crate::names::object_name(&name.schema, &name.name);
         let target = self.target(&object).await;
         self.clear_statement_state();
         let target = target?;

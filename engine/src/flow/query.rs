@@ -9,8 +9,8 @@ use datafusion::sql::sqlparser::ast::{
 use std::ops::ControlFlow;
 
 use crate::error::{Error, Result};
-use crate::sql::catalog_provider::TEMP_SCHEMA;
-use crate::sql::names::{quoted, table_name};
+use crate::names::TEMP_SCHEMA;
+use crate::names::{quoted, table_name};
 
 /// The relation a run's source rows are registered under (in the statement's temp schema).
 pub const SOURCE_RELATION: &str = "__flow_source";
@@ -192,7 +192,7 @@ pub fn quoted_key(key: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::parser::{parse_statement_text, SluiceStatement};
+    use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
     fn statement(sql: &str) -> Statement {
         match parse_statement_text(sql).unwrap() {

@@ -14,7 +14,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use sluice_storage::snapshot::Snapshot;
 
 use crate::database::DatabaseInner;
-use crate::sql::names::parse_table_name;
+use crate::names::parse_table_name;
 
 #[derive(Debug)]
 pub struct TableChanges {
@@ -122,7 +122,7 @@ impl TableFunctionImpl for TableHistory {
             .cloned()
             .ok_or_else(|| DataFusionError::from(crate::error::Error::UndefinedTable(name.to_string())))?;
         let table = futures::executor::block_on(self.db.open_table(&entry)).map_err(DataFusionError::from)?;
-        Ok(Arc::new(HistoryProvider { table, schema: crate::sql::ddl::history_schema() }))
+        Ok(Arc::new(HistoryProvider { table, schema: crate::provider::history::history_schema() }))
     }
 }
 
@@ -150,7 +150,7 @@ impl TableProvider for HistoryProvider {
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let history = self.table.history(None).await.map_err(|e| DataFusionError::External(Box::new(e)))?;
-        let batch = crate::sql::ddl::history_batch(&history).map_err(DataFusionError::from)?;
+        let batch = crate::provider::history::history_batch(&history).map_err(DataFusionError::from)?;
         let memory = MemTable::try_new(self.schema.clone(), vec![vec![batch]])?;
         memory.scan(state, projection, filters, limit).await
     }

@@ -16,9 +16,9 @@ use sluice_storage::table::{CreateTable as CreateDelta, Table};
 use super::view::{plan_view_naming, scanned_tables, LiveView};
 use crate::catalog::{key, FlowMode, TableEntry, TableKind, ViewDefinition};
 use crate::error::{Error, Result};
+use crate::names::table_name;
 use crate::session::{Session, StatementResult};
-use crate::sql::names::table_name;
-use crate::sql::streaming::CreateMaterializedView;
+use crate::syntax::streaming::CreateMaterializedView;
 
 /// The options of `CREATE MATERIALIZED VIEW ... WITH (...)`.
 fn view_options(options: &[(String, String)]) -> Result<(FlowMode, Option<u64>)> {

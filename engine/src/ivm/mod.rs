@@ -183,11 +183,11 @@ impl Requery<'_> {
                 }
                 Some(Some(version)) => {
                     let snapshot = table.snapshot_at_version(*version).await?;
-                    Arc::new(SluiceTable::new(table, snapshot, crate::sql::catalog_provider::scan_options(self.db)))
+                    Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options()))
                 }
                 None => {
                     let snapshot = table.snapshot().await?;
-                    Arc::new(SluiceTable::new(table, snapshot, crate::sql::catalog_provider::scan_options(self.db)))
+                    Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options()))
                 }
             };
             sources.insert(key, provider_as_source(provider));

@@ -130,7 +130,7 @@ pub async fn restore(db: &DatabaseInner, live: &mut LiveView) -> Result<Option<u
             .ok_or_else(|| Error::Internal(format!("the checkpoint has no version of input {key}")))?;
         input.version = u64::try_from(version).ok();
     }
-    let batches = sluice_storage::scan::scan(&snapshot, &crate::sql::catalog_provider::scan_options(db)).await?;
+    let batches = sluice_storage::scan::scan(&snapshot, &db.scan_options()).await?;
     live.output.replace(&batches)?;
     live.output.batches()?;
     live.dirty = false;

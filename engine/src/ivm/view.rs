@@ -87,8 +87,8 @@ fn plan_inlined<'a>(
                 "materialized views nest more than {VIEW_NESTING_MAX} deep (does a view read itself?)"
             )));
         }
-        let statement = match crate::sql::parser::parse_statement_text(query)? {
-            crate::sql::parser::SluiceStatement::Standard(s) if matches!(*s, Statement::Query(_)) => *s,
+        let statement = match crate::syntax::parser::parse_statement_text(query)? {
+            crate::syntax::parser::SluiceStatement::Standard(s) if matches!(*s, Statement::Query(_)) => *s,
             _ => return Err(Error::Plan("a materialized view is defined by a query".into())),
         };
         let plan = session.plan_statement(statement).await?;
@@ -269,7 +269,7 @@ impl LiveView {
             let entry = current_entry(db, &key)?;
             let table = db.open_table(&entry).await?;
             let snapshot = table.snapshot_at_version(version).await?;
-            let options = crate::sql::catalog_provider::scan_options(db);
+            let options = db.scan_options();
             let batches = sluice_storage::scan::scan(&snapshot, &options).await?;
             if let Some(input) = self.inputs.get_mut(&key) {
                 input.version = Some(version);

@@ -10,6 +10,7 @@
 //! The snapshot is fixed when the provider is made, so every scan in one statement sees the same
 //! version of the table.
 
+pub mod history;
 pub mod pruning;
 pub mod storage_scan;
 

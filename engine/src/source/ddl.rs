@@ -8,10 +8,10 @@ use super::errors_table_name;
 use super::options::KafkaOptions;
 use crate::catalog::{SourceEntry, TableKind};
 use crate::error::{Error, Result};
+use crate::names::{object_name, table_name};
 use crate::session::{Session, StatementResult};
-use crate::sql::names::{object_name, table_name};
-use crate::sql::parser::{parse_statement_text, SluiceStatement};
-use crate::sql::streaming::CreateSource;
+use crate::syntax::parser::{parse_statement_text, SluiceStatement};
+use crate::syntax::streaming::CreateSource;
 
 fn source_not_found(name: &str) -> Error {
     Error::UndefinedObject { kind: "source", name: name.to_string() }

@@ -37,10 +37,10 @@ use super::decode::{BatchBuilder, DecodedBatch, RawRecord};
 use super::options::{KafkaOptions, StartAt, Topics};
 use super::{errors_table_name, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
 use crate::catalog::{SourceEntry, TableEntry};
+use crate::change::{ColumnMatch, WriteContext};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::session::Session;
-use crate::sql::dml::{ColumnMatch, WriteContext};
 use crate::util::{lock, now_ms};
 
 /// The first delay before a failed session starts again; it doubles up to the maximum.
@@ -501,8 +501,8 @@ async fn write(
     txns: &[Txn],
 ) -> Result<u64> {
     writer.clear_statement_state();
-    let name = crate::sql::names::parse_table_name(table)?;
-    let target = writer.target(&crate::sql::names::object_name(&name.schema, &name.name)).await?;
+    let name = crate::names::parse_table_name(table)?;
+    let target = writer.target(&crate::names::object_name(&name.schema, &name.name)).await?;
     let committed = offsets_in(target.snapshot.txns().values().map(|t| (t.app_id.as_str(), t.version)), source);
     let fresh: Vec<Txn> = txns
         .iter()

@@ -8,7 +8,6 @@ use std::sync::{Arc, Mutex};
 use async_trait::async_trait;
 use datafusion::catalog::{CatalogProvider, SchemaProvider, TableProvider};
 use datafusion::error::{DataFusionError, Result as DfResult};
-use sluice_storage::scan::ScanOptions;
 use sluice_storage::snapshot::Snapshot;
 use sluice_storage::table::Table;
 
@@ -17,7 +16,7 @@ use crate::database::DatabaseInner;
 use crate::provider::SluiceTable;
 
 /// The schema name of statement-local relations.
-pub const TEMP_SCHEMA: &str = "__temp";
+pub use crate::names::TEMP_SCHEMA;
 
 #[derive(Debug)]
 pub struct SluiceCatalogProvider {
@@ -110,16 +109,6 @@ pub async fn statement_snapshot(
     Ok((table, snapshot))
 }
 
-/// How tables are read (the partition time zone of the database).
-pub fn scan_options(db: &DatabaseInner) -> ScanOptions {
-    ScanOptions {
-        partition: sluice_storage::partition::PartitionReadOptions {
-            timestamp_zone: db.options.partition_timezone.clone(),
-        },
-        ..Default::default()
-    }
-}
-
 #[async_trait]
 impl SchemaProvider for SluiceSchema {
     fn table_names(&self) -> Vec<String> {
@@ -135,7 +124,7 @@ impl SchemaProvider for SluiceSchema {
             return Ok(Some(Arc::new(table)));
         }
         let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, entry).await?;
-        Ok(Some(Arc::new(SluiceTable::new(table, snapshot, scan_options(&self.db)))))
+        Ok(Some(Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options()))))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -10,7 +10,8 @@ use arrow::array::RecordBatch;
 use sluice_storage::actions::{Action, Add};
 use sluice_storage::commit::Transaction;
 
-use super::dml::{ColumnMatch, Target};
+use super::dml::Target;
+use crate::change::ColumnMatch;
 use crate::change::Operation;
 use crate::control::StatementControl;
 use crate::error::{Error, Result};
@@ -54,8 +55,8 @@ impl Session {
             return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
         }
         self.db.catalog.refresh().await?;
-        let name = super::names::parse_table_name(table)?;
-        let target = self.target(&super::names::object_name(&name.schema, &name.name)).await?;
+        let name = crate::names::parse_table_name(table)?;
+        let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await?;
         Ok(StagedCopy {
             target,
             control,

@@ -10,8 +10,8 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType as ArrowType, Field, Schema, TimeUnit};
+use arrow::array::{Int64Array, RecordBatch, StringArray};
+use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName,
     SqlOption, TableConstraint,
@@ -21,12 +21,12 @@ use sluice_storage::commit::CommitOutcome;
 use sluice_storage::schema::{StructField, StructType};
 use sluice_storage::table::{CreateTable as CreateDelta, Table};
 
-use super::names::{normalize, schema_name, table_name, TableName};
-use super::parser::{CreateTable, TimeTravel};
 use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
 use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
+use crate::names::{normalize, schema_name, table_name, TableName};
 use crate::session::{Session, StatementResult};
+use crate::syntax::parser::{CreateTable, TimeTravel};
 use crate::types::{column, declared_type};
 
 /// The Delta property prefix of CHECK constraints.
@@ -542,7 +542,7 @@ impl Session {
                 table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
             } => {
                 let qualified = new.0.len() > 1;
-                let mut new = super::names::table_name(&new)?;
+                let mut new = crate::names::table_name(&new)?;
                 if !qualified {
                     new.schema = name.schema.clone();
                 }
@@ -620,7 +620,7 @@ impl Session {
     pub(crate) async fn describe_history(&self, table: &ObjectName, limit: Option<u64>) -> Result<StatementResult> {
         let (_, table, _) = self.resolve_table(table).await?;
         let history = table.history(limit.map(|l| l as usize)).await?;
-        let batch = history_batch(&history)?;
+        let batch = crate::provider::history::history_batch(&history)?;
         Ok(StatementResult::Rows { schema: batch.schema(), batches: vec![batch] })
     }
 
@@ -677,7 +677,7 @@ fn option_pair(option: &SqlOption) -> Result<(String, String)> {
             let key = key.to_string().trim_matches('\'').trim_matches('"').to_string();
             let value = match value {
                 datafusion::sql::sqlparser::ast::Expr::Value(v) => {
-                    super::parser::literal_text(&v.value).unwrap_or_else(|| v.to_string())
+                    crate::syntax::parser::literal_text(&v.value).unwrap_or_else(|| v.to_string())
                 }
                 other => other.to_string(),
             };
@@ -706,47 +706,6 @@ fn check_attached_schema(declared: &StructType, actual: &StructType, name: &Tabl
         )));
     }
     Ok(())
-}
-
-/// The columns of DESCRIBE HISTORY and `table_history`.
-pub fn history_schema() -> arrow::datatypes::SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("version", ArrowType::Int64, false),
-        Field::new("timestamp", ArrowType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())), false),
-        Field::new("operation", ArrowType::Utf8, true),
-        Field::new("operation_parameters", ArrowType::Utf8, true),
-        Field::new("read_version", ArrowType::Int64, true),
-        Field::new("is_blind_append", ArrowType::Boolean, true),
-        Field::new("engine_info", ArrowType::Utf8, true),
-    ]))
-}
-
-/// A table's history as rows (newest first).
-pub fn history_batch(history: &[sluice_storage::table::HistoryEntry]) -> Result<RecordBatch> {
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(Int64Array::from(history.iter().map(|h| h.version as i64).collect::<Vec<_>>())),
-        Arc::new(
-            TimestampMicrosecondArray::from(history.iter().map(|h| h.timestamp_ms * 1000).collect::<Vec<_>>())
-                .with_timezone("UTC"),
-        ),
-        Arc::new(StringArray::from(history.iter().map(|h| h.operation.clone()).collect::<Vec<_>>())),
-        Arc::new(StringArray::from(
-            history.iter().map(|h| h.operation_parameters.as_ref().map(|p| p.to_string())).collect::<Vec<_>>(),
-        )),
-        Arc::new(Int64Array::from(
-            history.iter().map(|h| h.commit_info.get("readVersion").and_then(Value::as_i64)).collect::<Vec<_>>(),
-        )),
-        Arc::new(BooleanArray::from(
-            history.iter().map(|h| h.commit_info.get("isBlindAppend").and_then(Value::as_bool)).collect::<Vec<_>>(),
-        )),
-        Arc::new(StringArray::from(
-            history
-                .iter()
-                .map(|h| h.commit_info.get("engineInfo").and_then(Value::as_str).map(str::to_string))
-                .collect::<Vec<_>>(),
-        )),
-    ];
-    Ok(RecordBatch::try_new(history_schema(), columns)?)
 }
 
 /// The columns OPTIMIZE returns.

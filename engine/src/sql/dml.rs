@@ -26,41 +26,15 @@ use sluice_storage::snapshot::Snapshot;
 use sluice_storage::table::Table;
 use sluice_storage::write::{Mutation, SaveMode, WriteRequest};
 
-use super::catalog_provider::{scan_options, TEMP_SCHEMA};
-use super::names::{normalize, quoted, table_name, TableName};
-use super::parser::{parse_statement_text, SluiceStatement};
+use super::catalog_provider::TEMP_SCHEMA;
 use crate::catalog::TableEntry;
-use crate::change::{ChangedRows, Operation};
+use crate::change::{ChangedRows, ColumnMatch, Operation, WriteContext, Written};
 use crate::error::{Error, Result};
+use crate::names::{normalize, quoted, table_name, TableName};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
 use crate::session::{Session, StatementResult};
-
-/// Who writes, for the commit: a flow's progress and the source version its rows came from.
-#[derive(Debug, Default)]
-pub(crate) struct WriteContext {
-    /// Streaming writers' progress, committed with the rows (a flow's, or a Kafka source's per
-    /// partition).
-    pub txns: Vec<sluice_storage::actions::Txn>,
-    pub source_version: Option<u64>,
-    /// Commit the txns even when no row is left to write (a Kafka batch of dead letters only).
-    pub commit_empty: bool,
-}
-
-/// What a write did.
-#[derive(Debug, Default)]
-pub(crate) struct Written {
-    pub rows: u64,
-    /// Rows that violated each expectation.
-    pub violations: std::collections::BTreeMap<String, u64>,
-}
-
-/// How source columns are matched to the target's.
-pub(crate) enum ColumnMatch {
-    /// By position, onto these target columns (all of them when the statement lists none).
-    Position(Vec<String>),
-    ByName,
-}
+use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 /// A target table of DML with its statement snapshot.
 pub(crate) struct Target {
@@ -154,7 +128,7 @@ impl Session {
         batches: Vec<RecordBatch>,
         mode: Option<SaveMode>,
     ) -> Result<u64> {
-        let object = super::names::object_name(&name.schema, &name.name);
+        let object = crate::names::object_name(&name.schema, &name.name);
         let target = self.target(&object).await?;
         self.write_rows(&target, batches, ColumnMatch::ByName, mode.unwrap_or_default()).await
     }
@@ -304,7 +278,7 @@ impl Session {
     /// Registers the target with its hidden columns for one statement; returns its relation name.
     fn register_dml_view(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
-        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), scan_options(&self.db))
+        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
             .with_hidden_columns();
         self.temp.insert(&temp, Arc::new(provider));
         format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")

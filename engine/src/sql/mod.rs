@@ -5,8 +5,8 @@ pub mod catalog_provider;
 pub mod copy_in;
 pub mod ddl;
 pub mod dml;
-pub mod names;
 pub mod params;
 pub mod query;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
+pub use crate::names;
 pub use crate::syntax::{dialect, parser, streaming};

@@ -9,8 +9,8 @@ use std::ops::ControlFlow;
 use datafusion::common::ScalarValue;
 use datafusion::sql::sqlparser::ast::{self, CastKind, DataType as SqlType, Expr, Value, VisitMut, VisitorMut};
 
-use super::parser::SluiceStatement;
 use crate::error::{Error, Result};
+use crate::syntax::parser::SluiceStatement;
 
 struct Binder<'a> {
     parameters: &'a [ScalarValue],
@@ -161,7 +161,7 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sql::parser::parse_statement_text;
+    use crate::syntax::parser::parse_statement_text;
 
     #[test]
     fn binds_placeholders() {

@@ -15,12 +15,12 @@ use datafusion::sql::sqlparser::ast::{
     Expr, ObjectName, Query, SelectItem, SetExpr, Statement, TableFactor, TableVersion, VisitMut, Visitor, VisitorMut,
 };
 
-use super::catalog_provider::{scan_options, TEMP_SCHEMA};
-use super::names::{object_name, table_name};
-use super::parser::{SluiceStatement, TimeTravel};
+use super::catalog_provider::TEMP_SCHEMA;
 use crate::error::{Error, Result};
+use crate::names::{object_name, table_name};
 use crate::provider::SluiceTable;
 use crate::session::{Session, StatementResult};
+use crate::syntax::parser::{SluiceStatement, TimeTravel};
 
 /// What a statement takes and returns, as far as it is known before running it.
 #[derive(Debug, Clone, Default)]
@@ -154,7 +154,7 @@ impl Session {
             let (entry, table, _) = self.resolve_table(&name).await?;
             let snapshot = self.snapshot_at(&table, &travel).await?;
             let _ = entry;
-            self.temp.insert(&temp, Arc::new(SluiceTable::new(table, snapshot, scan_options(&self.db))));
+            self.temp.insert(&temp, Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options())));
         }
         Ok(statement)
     }
@@ -222,7 +222,7 @@ impl Session {
     pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
         match statement {
             SluiceStatement::DescribeHistory { .. } => {
-                Described { result_schema: Some(super::ddl::history_schema()), ..Default::default() }
+                Described { result_schema: Some(crate::provider::history::history_schema()), ..Default::default() }
             }
             SluiceStatement::Optimize { .. } => {
                 Described { result_schema: Some(super::ddl::optimize_schema()), ..Default::default() }
@@ -231,7 +231,10 @@ impl Session {
                 Described { result_schema: Some(super::ddl::vacuum_schema()), ..Default::default() }
             }
             SluiceStatement::Streaming(streaming)
-                if matches!(**streaming, super::streaming::StreamingStatement::ExplainMaterializedView { .. }) =>
+                if matches!(
+                    **streaming,
+                    crate::syntax::streaming::StreamingStatement::ExplainMaterializedView { .. }
+                ) =>
             {
                 let schema = arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
                     "plan",

@@ -5,7 +5,12 @@ use datafusion::sql::sqlparser::ast::{Ident, ObjectName, ObjectNamePart};
 
 use crate::catalog::DEFAULT_SCHEMA;
 use crate::error::{Error, Result};
-use crate::session::CATALOG_NAME;
+
+/// The one catalog DataFusion sees (`sluice.<schema>.<table>`).
+pub const CATALOG_NAME: &str = "sluice";
+/// The schema of a statement's temporary relations (a DML target with hidden columns, a flow's
+/// source rows).
+pub const TEMP_SCHEMA: &str = "__temp";
 
 /// A table's schema and name, normalized.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -68,7 +73,7 @@ pub fn schema_name(name: &ObjectName) -> Result<String> {
 
 /// Parses a table name given as text (`t`, `s.t`, `"Mixed".t`).
 pub fn parse_table_name(text: &str) -> Result<TableName> {
-    let dialect = super::dialect::SluiceDialect::default();
+    let dialect = crate::syntax::dialect::SluiceDialect::default();
     let mut parser = datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(text)?;
     let name = parser.parse_object_name(false)?;
     table_name(&name)
