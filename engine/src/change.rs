@@ -158,7 +158,7 @@ impl Writer {
     }
 }
 
-/// The writer's vocabulary for rows a statement, a flow or a source writes.
+// The writer's vocabulary for rows a statement, a flow or a source writes.
 
 /// Who writes, for the commit: a flow's progress and the source version its rows came from.
 #[derive(Debug, Default)]
