@@ -64,6 +64,8 @@ pub struct DatabaseInner {
     pub(crate) roles: crate::roles::Roles,
     /// The writer every commit goes through, and the flows and views it tells.
     pub(crate) writer: crate::change::Writer,
+    /// What the features plug into planning (see [`crate::hooks`]).
+    pub(crate) hooks: crate::hooks::Hooks,
 }
 
 /// An open warehouse. Cheap to clone; safe to use from many tasks at once.
@@ -135,7 +137,26 @@ impl Database {
             query_memory_limit_bytes,
             roles: Default::default(),
             writer: Default::default(),
+            hooks: Default::default(),
         });
+        let weak = Arc::downgrade(&inner);
+        inner.hooks.add_schema(
+            crate::system::SYSTEM_SCHEMA,
+            Arc::new(move || -> Arc<dyn datafusion::catalog::SchemaProvider> {
+                match weak.upgrade() {
+                    Some(db) => Arc::new(crate::system::SystemSchema::new(db)),
+                    None => Arc::new(datafusion::catalog::MemorySchemaProvider::new()),
+                }
+            }),
+        );
+        let weak = Arc::downgrade(&inner);
+        inner.hooks.set_view_reader(Arc::new(move |entry| {
+            let weak = weak.clone();
+            Box::pin(async move {
+                let db = weak.upgrade().ok_or_else(|| Error::Internal("the database is closed".into()))?;
+                crate::ivm::read(&db, &entry).await
+            })
+        }));
         // Flows first: a sync flow's target is written before the views over its source are
         // maintained, as the statement's effects are visible in pipeline order.
         inner.writer.subscribe(Arc::new(crate::flow::FlowListener(Arc::downgrade(&inner))));

@@ -50,6 +50,7 @@ pub mod database;
 pub mod error;
 pub mod flow;
 pub mod functions;
+pub mod hooks;
 pub mod ivm;
 pub mod memory;
 pub mod names;

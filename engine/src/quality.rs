@@ -18,7 +18,7 @@ use datafusion::logical_expr::ColumnarValue;
 
 use crate::catalog::{Expectation, TableEntry, ViolationAction};
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 
 /// The columns a quarantine table has besides the streaming table's.
 pub const CONSTRAINT_COLUMN: &str = "_constraint";
@@ -41,7 +41,7 @@ pub fn quarantine_schema(schema: &Schema) -> Schema {
     Schema::new(fields)
 }
 
-impl Session {
+impl QueryContext {
     /// Checks rows written into `entry` against its expectations.
     pub(crate) async fn check_expectations(
         &self,

@@ -1,129 +1,82 @@
-//! [`Session`]: one client's view of a database: its DataFusion context, its settings, and the
-//! dispatch of each statement to the code that runs it.
-//!
-//! Every statement sees one snapshot per table: the first time a statement touches a table its
-//! latest snapshot is taken and kept until the statement ends (a self-join reads one version).
+//! [`Session`]: one client's session, and the one dispatcher of statements: each statement goes
+//! to the code of its kind (SQL in [`crate::sql`], streaming tables and flows in [`crate::flow`],
+//! materialized views in [`crate::ivm`], sources in [`crate::source`]), all run on the session's
+//! [`QueryContext`].
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, SchemaRef};
 use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionContext;
-use datafusion::execution::session_state::SessionStateBuilder;
-use datafusion::prelude::SessionConfig;
 use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
-use sluice_storage::snapshot::Snapshot;
 
-use crate::catalog::DEFAULT_SCHEMA;
 use crate::control::StatementControl;
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::sql::catalog_provider::{SluiceCatalogProvider, TempSchema};
+use crate::sql::context::QueryContext;
+pub use crate::sql::context::{PreparedStatement, StatementResult};
+use crate::sql::copy_in::StagedCopy;
+use crate::sql::query::Described;
 use crate::syntax::parser::{parse_statement_text, parse_statements, SluiceStatement};
+use crate::syntax::streaming::StreamingStatement;
 
 /// The catalog name DataFusion knows the warehouse by.
 pub use crate::names::CATALOG_NAME;
 
-/// The result of one statement.
-#[derive(Debug, Clone)]
-pub enum StatementResult {
-    /// Rows (SELECT, SHOW, DESCRIBE, ...).
-    Rows { schema: SchemaRef, batches: Vec<RecordBatch> },
-    /// A command and its Postgres command tag (`INSERT 0 3`, `CREATE TABLE`, ...).
-    Command { tag: String, rows: Option<u64> },
-}
-
-impl StatementResult {
-    pub fn command(tag: impl Into<String>) -> Self {
-        StatementResult::Command { tag: tag.into(), rows: None }
-    }
-
-    pub fn count(tag: &str, rows: u64) -> Self {
-        StatementResult::Command { tag: format!("{tag} {rows}"), rows: Some(rows) }
-    }
-
-    /// The rows, or nothing for commands.
-    pub fn batches(&self) -> &[RecordBatch] {
-        match self {
-            StatementResult::Rows { batches, .. } => batches,
-            StatementResult::Command { .. } => &[],
-        }
-    }
-}
-
-/// A statement parsed once and run many times with `$n` parameters.
-#[derive(Debug, Clone)]
-pub struct PreparedStatement {
-    pub statement: SluiceStatement,
-    /// The types of `$1..$n` where they could be inferred.
-    pub parameter_types: Vec<Option<DataType>>,
-    /// The columns a query returns (None for commands).
-    pub result_schema: Option<SchemaRef>,
-}
-
-/// One client's session.
+/// One client's session: its query context (settings, rights) and the statements it runs.
 pub struct Session {
-    pub(crate) db: Arc<DatabaseInner>,
-    pub(crate) ctx: SessionContext,
-    pub(crate) temp: Arc<TempSchema>,
-    /// The snapshot each table is read at in the running statement.
-    pub(crate) snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
-    temp_counter: std::sync::atomic::AtomicU64,
-    /// The rights of the role this session runs as (the owner's unless the server says otherwise).
-    privileges: Mutex<crate::privileges::Privileges>,
+    query: QueryContext,
 }
 
 impl std::fmt::Debug for Session {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Session").field("session_id", &self.ctx.session_id()).finish()
+        f.debug_struct("Session").field("query", &self.query).finish()
     }
 }
 
 impl Session {
     pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
-        let config = SessionConfig::new()
-            .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA)
-            .with_create_default_catalog_and_schema(false)
-            .with_information_schema(true)
-            .with_target_partitions(db.options.target_partitions)
-            .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
-            .set_str("datafusion.execution.parquet.coerce_int96", "us")
-            .set_bool("datafusion.execution.parquet.pushdown_filters", false);
-        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
-            Arc::new(crate::memory::QueryMemoryPool::new(db.memory.clone(), db.query_memory_limit_bytes));
-        let mut builder = SessionStateBuilder::new().with_config(config).with_default_features();
-        match datafusion::execution::runtime_env::RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc() {
-            Ok(runtime) => builder = builder.with_runtime_env(runtime),
-            Err(e) => tracing::warn!("queries of this session run without a memory limit: {e}"),
-        }
-        if let Some(planners) = builder.expr_planners() {
-            planners.insert(0, Arc::new(crate::functions::json::JsonOperators));
-        }
-        let ctx = SessionContext::new_with_state(builder.build());
-        let temp = Arc::new(TempSchema::default());
-        let snapshots = Arc::new(Mutex::new(HashMap::new()));
-        let provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone())
-            .with_schema(crate::system::SYSTEM_SCHEMA, Arc::new(crate::system::SystemSchema::new(db.clone())));
-        ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
-        crate::functions::register(&ctx, db.clone(), snapshots.clone());
-        Self { db, ctx, temp, snapshots, temp_counter: Default::default(), privileges: Mutex::new(Default::default()) }
+        Self { query: QueryContext::new(db) }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
     pub fn set_privileges(&self, privileges: crate::privileges::Privileges) {
-        *self.privileges.lock().unwrap_or_else(|p| p.into_inner()) = privileges;
+        self.query.set_privileges(privileges)
     }
 
     /// The rights of the role this session runs as.
     pub fn privileges(&self) -> crate::privileges::Privileges {
-        *self.privileges.lock().unwrap_or_else(|p| p.into_inner())
+        self.query.privileges()
     }
 
     /// The DataFusion context (for planning by the server).
     pub fn context(&self) -> &SessionContext {
-        &self.ctx
+        self.query.context()
+    }
+
+    /// The parameter types and result columns of a statement (see [`QueryContext::describe_statement`]).
+    pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
+        self.query.describe_statement(statement).await
+    }
+
+    /// Starts a COPY ... FROM into `table` (see [`crate::sql::copy_in`]).
+    pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
+        self.query.copy_begin(table, control).await
+    }
+
+    /// Adds rows to a COPY.
+    pub async fn copy_rows(&self, copy: &mut StagedCopy, batches: Vec<RecordBatch>) -> Result<()> {
+        self.query.copy_rows(copy, batches).await
+    }
+
+    /// Commits a COPY's rows in one commit; returns the rows written.
+    pub async fn copy_commit(&self, copy: StagedCopy) -> Result<u64> {
+        self.query.copy_commit(copy).await
+    }
+
+    /// Drops a COPY: deletes the data files it wrote.
+    pub async fn copy_abort(&self, copy: StagedCopy) {
+        self.query.copy_abort(copy).await
     }
 
     /// Runs one or more statements separated by `;`.
@@ -151,7 +104,7 @@ impl Session {
     /// Parses a statement with parameters and infers their types where it can.
     pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
         let statement = parse_statement_text(sql)?;
-        let described = self.describe_statement(&statement).await;
+        let described = self.query.describe_statement(&statement).await;
         Ok(PreparedStatement {
             statement,
             parameter_types: described.parameter_types,
@@ -184,37 +137,26 @@ impl Session {
     ) -> Result<StatementResult> {
         let statement = crate::sql::params::bind(statement, parameters)?;
         crate::rights::check_statement(&statement, control.privileges())?;
-        self.db.catalog.refresh().await?;
-        self.clear_statement_state();
+        self.query.db.catalog.refresh().await?;
+        self.query.clear_statement_state();
         // Boxed: the future of a statement is large (every kind of statement, DataFusion's
         // planning), and callers should not carry it on their stacks.
         let result = sluice_storage::gate::gated(control, Box::pin(self.dispatch(statement))).await;
-        self.clear_statement_state();
+        self.query.clear_statement_state();
         result
-    }
-
-    pub(crate) fn clear_statement_state(&self) {
-        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
-        self.temp.clear();
-    }
-
-    /// A name for a temporary relation that lives for one statement.
-    pub(crate) fn temp_name(&self, hint: &str) -> String {
-        let n = self.temp_counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        format!("{hint}_{n}")
     }
 
     async fn dispatch(&self, statement: SluiceStatement) -> Result<StatementResult> {
         match statement {
-            SluiceStatement::CreateTable(create) => self.create_table(*create).await,
-            SluiceStatement::DescribeHistory { table, limit } => self.describe_history(&table, limit).await,
-            SluiceStatement::Optimize { table } => self.optimize(&table).await,
+            SluiceStatement::CreateTable(create) => self.query.create_table(*create).await,
+            SluiceStatement::DescribeHistory { table, limit } => self.query.describe_history(&table, limit).await,
+            SluiceStatement::Optimize { table } => self.query.optimize(&table).await,
             SluiceStatement::Vacuum { table, retain_hours, dry_run } => {
-                self.vacuum(&table, retain_hours, dry_run).await
+                self.query.vacuum(&table, retain_hours, dry_run).await
             }
-            SluiceStatement::Restore { table, target } => self.restore(&table, *target).await,
+            SluiceStatement::Restore { table, target } => self.query.restore(&table, *target).await,
             SluiceStatement::InsertByName { table, query, overwrite } => {
-                self.insert_by_name(&table, *query, overwrite).await
+                self.query.insert_by_name(&table, *query, overwrite).await
             }
             SluiceStatement::Streaming(statement) => self.streaming(*statement).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
@@ -223,31 +165,31 @@ impl Session {
 
     async fn dispatch_standard(&self, statement: Statement) -> Result<StatementResult> {
         match statement {
-            Statement::Query(query) => self.run_query(*query).await,
-            Statement::Insert(insert) => self.insert_statement(insert).await,
-            Statement::Update(update) => self.update_statement(update).await,
-            Statement::Delete(delete) => self.delete_statement(delete).await,
-            Statement::Merge(merge) => self.merge_statement(merge).await,
-            Statement::Truncate(truncate) => self.truncate_statement(truncate).await,
+            Statement::Query(query) => self.query.run_query(*query).await,
+            Statement::Insert(insert) => self.query.insert_statement(insert).await,
+            Statement::Update(update) => self.query.update_statement(update).await,
+            Statement::Delete(delete) => self.query.delete_statement(delete).await,
+            Statement::Merge(merge) => self.query.merge_statement(merge).await,
+            Statement::Truncate(truncate) => self.query.truncate_statement(truncate).await,
             Statement::CreateSchema { schema_name, if_not_exists, .. } => {
-                self.create_schema(&schema_name, if_not_exists).await
+                self.query.create_schema(&schema_name, if_not_exists).await
             }
             Statement::Drop { object_type: ObjectType::Role, if_exists, names, .. } => {
-                self.db.roles.drop(&self.db.catalog, &names, if_exists).await?;
+                self.query.db.roles.drop(&self.query.db.catalog, &names, if_exists).await?;
                 Ok(StatementResult::command("DROP ROLE"))
             }
             Statement::Drop { object_type, if_exists, names, cascade, .. } => {
-                self.drop(object_type, if_exists, &names, cascade).await
+                self.query.drop(object_type, if_exists, &names, cascade).await
             }
             Statement::CreateRole(create) => {
-                self.db.roles.create(&self.db.catalog, &create).await?;
+                self.query.db.roles.create(&self.query.db.catalog, &create).await?;
                 Ok(StatementResult::command("CREATE ROLE"))
             }
             Statement::AlterRole { name, operation } => {
-                self.db.roles.alter(&self.db.catalog, &name, &operation).await?;
+                self.query.db.roles.alter(&self.query.db.catalog, &name, &operation).await?;
                 Ok(StatementResult::command("ALTER ROLE"))
             }
-            Statement::AlterTable(alter) => self.alter_table(alter).await,
+            Statement::AlterTable(alter) => self.query.alter_table(alter).await,
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),
             Statement::Rollback { .. } => Ok(StatementResult::command("ROLLBACK")),
@@ -261,41 +203,8 @@ impl Session {
                  CREATE ROLE ... IN ROLE pg_read_all_data makes a read-only one)"
                     .into(),
             )),
-            other => self.run_datafusion(other).await,
+            other => self.query.run_datafusion(other).await,
         }
-    }
-
-    /// Applies Sluice's rewrites (time travel, bytea literals) to a statement and plans it with
-    /// DataFusion.
-    pub(crate) async fn plan_statement(&self, statement: Statement) -> Result<datafusion::logical_expr::LogicalPlan> {
-        let statement = self.rewrite(statement).await?;
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
-            .await
-            .map_err(|e| self.planning_error(&statement, e))?;
-        crate::rights::check_plan(&plan, self.privileges())?;
-        Ok(plan)
-    }
-
-    /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).
-    async fn run_datafusion(&self, statement: Statement) -> Result<StatementResult> {
-        let tag = command_tag(&statement);
-        let plan = self.plan_statement(statement).await?;
-        let frame = self.ctx.execute_logical_plan(plan).await?;
-        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
-        let batches = self.collect(frame).await?;
-        match tag {
-            Some(tag) => Ok(StatementResult::command(tag)),
-            None => Ok(StatementResult::Rows { schema, batches }),
-        }
-    }
-
-    /// Runs a DataFrame and collects its rows, accounted in the query's memory limit.
-    pub(crate) async fn collect(&self, frame: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
-        let pool = self.ctx.runtime_env().memory_pool.clone();
-        crate::memory::collect_limited(frame.execute_stream().await?, &pool).await
     }
 
     /// Appends rows to a table by column name.
@@ -313,21 +222,39 @@ impl Session {
         if control.privileges().read_only {
             return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
         }
-        self.db.catalog.refresh().await?;
-        self.clear_statement_state();
+        self.query.db.catalog.refresh().await?;
+        self.query.clear_statement_state();
         let name = crate::names::parse_table_name(table)?;
-        let result = sluice_storage::gate::gated(control, self.insert_batches(&name, batches, None)).await;
-        self.clear_statement_state();
+        let result = sluice_storage::gate::gated(control, self.query.insert_batches(&name, batches, None)).await;
+        self.query.clear_statement_state();
         result
     }
-}
 
-/// The command tag of a statement that DataFusion runs but that returns no rows to the client.
-fn command_tag(statement: &Statement) -> Option<String> {
-    match statement {
-        Statement::Set(_) => Some("SET".into()),
-        Statement::CreateView { .. } => Some("CREATE VIEW".into()),
-        _ => None,
+    /// Streaming tables and flows, sources and materialized views.
+    async fn streaming(&self, statement: StreamingStatement) -> Result<StatementResult> {
+        match statement {
+            StreamingStatement::CreateStreamingTable(create) => self.query.create_streaming_table(*create).await,
+            StreamingStatement::CreateFlow(create) => self.query.create_flow(*create).await,
+            StreamingStatement::AlterStreamingTable { table, change } => {
+                self.query.alter_streaming(&table, *change).await
+            }
+            StreamingStatement::ResumeFlow { name } => self.query.resume_flow(&name).await,
+            StreamingStatement::Refresh { table, full } => self.query.refresh_streaming(&table, full).await,
+            StreamingStatement::ExplainFlow { name } => self.query.explain_flow(&name).await,
+            StreamingStatement::DropFlow { name, if_exists } => self.query.drop_flow(&name, if_exists).await,
+            StreamingStatement::CreateSource(create) => self.query.create_source(*create).await,
+            StreamingStatement::DropSource { name, if_exists, cascade } => {
+                self.query.drop_source(&name, if_exists, cascade).await
+            }
+            StreamingStatement::CreateMaterializedView(create) => self.query.create_materialized_view(*create).await,
+            StreamingStatement::RefreshMaterializedView { name, full } => {
+                self.query.refresh_materialized_view(&name, full).await
+            }
+            StreamingStatement::ExplainMaterializedView { name } => self.query.explain_materialized_view(&name).await,
+            StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
+                self.query.drop_materialized_view(&name, if_exists, cascade).await
+            }
+        }
     }
 }
 

@@ -13,10 +13,10 @@ use super::query::{bind_source, SOURCE_RELATION};
 use crate::catalog::FlowEntry;
 use crate::change::{ColumnMatch, WriteContext, Written};
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
-impl Session {
+impl QueryContext {
     /// Runs a flow's query over `rows` of its source.
     pub(crate) async fn flow_output(
         &self,

@@ -16,9 +16,9 @@ use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKin
 use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::names::table_name;
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{parse_statement_text, CreateTable, SluiceStatement};
-use crate::syntax::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute, StreamingStatement};
+use crate::syntax::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute};
 
 fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
     match options.iter().find(|(k, _)| k.eq_ignore_ascii_case("mode")).map(|(_, v)| v.to_ascii_lowercase()) {
@@ -33,31 +33,7 @@ fn flow_not_found(name: &str) -> Error {
     Error::UndefinedObject { kind: "flow", name: name.to_string() }
 }
 
-impl Session {
-    pub(crate) async fn streaming(&self, statement: StreamingStatement) -> Result<StatementResult> {
-        match statement {
-            StreamingStatement::CreateStreamingTable(create) => self.create_streaming_table(*create).await,
-            StreamingStatement::CreateFlow(create) => self.create_flow(*create).await,
-            StreamingStatement::AlterStreamingTable { table, change } => self.alter_streaming(&table, *change).await,
-            StreamingStatement::ResumeFlow { name } => self.resume_flow(&name).await,
-            StreamingStatement::Refresh { table, full } => self.refresh_streaming(&table, full).await,
-            StreamingStatement::ExplainFlow { name } => self.explain_flow(&name).await,
-            StreamingStatement::DropFlow { name, if_exists } => self.drop_flow(&name, if_exists).await,
-            StreamingStatement::CreateSource(create) => self.create_source(*create).await,
-            StreamingStatement::DropSource { name, if_exists, cascade } => {
-                self.drop_source(&name, if_exists, cascade).await
-            }
-            StreamingStatement::CreateMaterializedView(create) => self.create_materialized_view(*create).await,
-            StreamingStatement::RefreshMaterializedView { name, full } => {
-                self.refresh_materialized_view(&name, full).await
-            }
-            StreamingStatement::ExplainMaterializedView { name } => self.explain_materialized_view(&name).await,
-            StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
-                self.drop_materialized_view(&name, if_exists, cascade).await
-            }
-        }
-    }
-
+impl QueryContext {
     /// `SELECT * FROM (query) LIMIT 0`, with STREAM(x) read as x: the query a new target is
     /// created from.
     fn empty_output_query(query: &Query) -> Result<Query> {
@@ -133,7 +109,7 @@ impl Session {
         Ok(())
     }
 
-    async fn create_streaming_table(&self, create: CreateStreamingTable) -> Result<StatementResult> {
+    pub(crate) async fn create_streaming_table(&self, create: CreateStreamingTable) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let table_key = key(&name.schema, &name.name);
         let exists = self.db.catalog.current().tables.contains_key(&table_key);
@@ -353,7 +329,7 @@ impl Session {
         super::run_flow(&self.db, flow, None).await.map(|_| ())
     }
 
-    async fn create_flow(&self, create: CreateFlow) -> Result<StatementResult> {
+    pub(crate) async fn create_flow(&self, create: CreateFlow) -> Result<StatementResult> {
         let target_key = key_of(&create.target)?;
         if !self.db.catalog.current().tables.contains_key(&target_key) {
             return Err(Error::UndefinedTable(create.target.to_string()));
@@ -395,7 +371,7 @@ impl Session {
         Ok(StatementResult::command("CREATE FLOW"))
     }
 
-    async fn alter_streaming(&self, table: &ObjectName, change: AlterStreaming) -> Result<StatementResult> {
+    pub(crate) async fn alter_streaming(&self, table: &ObjectName, change: AlterStreaming) -> Result<StatementResult> {
         let source = key_of(table)?;
         let state = self.db.catalog.current();
         let entry = state.tables.get(&source).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
@@ -459,14 +435,14 @@ impl Session {
         Ok(())
     }
 
-    async fn resume_flow(&self, name: &str) -> Result<StatementResult> {
+    pub(crate) async fn resume_flow(&self, name: &str) -> Result<StatementResult> {
         let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
         self.db.flows.resume(name);
         self.run_now(&flow).await?;
         Ok(StatementResult::command("ALTER FLOW"))
     }
 
-    async fn refresh_streaming(&self, table: &ObjectName, full: bool) -> Result<StatementResult> {
+    pub(crate) async fn refresh_streaming(&self, table: &ObjectName, full: bool) -> Result<StatementResult> {
         let target = key_of(table)?;
         let state = self.db.catalog.current();
         if !state.tables.contains_key(&target) {
@@ -524,7 +500,7 @@ impl Session {
         Ok(())
     }
 
-    async fn explain_flow(&self, name: &str) -> Result<StatementResult> {
+    pub(crate) async fn explain_flow(&self, name: &str) -> Result<StatementResult> {
         let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
         let SluiceStatement::Standard(statement) = parse_statement_text(&flow.query)? else {
             return Err(Error::Internal(format!("flow {name} has no query")));
@@ -533,9 +509,18 @@ impl Session {
             return Err(Error::Internal(format!("flow {name} has no query")));
         };
         unstream(&mut query);
-        let explain = format!("EXPLAIN {query}");
-        // Boxed: EXPLAIN FLOW runs a statement itself.
-        let mut results = Box::pin(self.execute(&explain)).await?;
+        let explain = Statement::Explain {
+            describe_alias: datafusion::sql::sqlparser::ast::DescribeAlias::Explain,
+            analyze: false,
+            verbose: false,
+            query_plan: false,
+            estimate: false,
+            statement: Box::new(Statement::Query(query)),
+            format: None,
+            options: None,
+        };
+        // Boxed: EXPLAIN FLOW plans a statement itself.
+        let mut results = vec![Box::pin(self.run_datafusion(explain)).await?];
         let header = format!(
             "flow {name}: {} -> {} ({}, {}): {}",
             flow.source,
@@ -567,7 +552,7 @@ impl Session {
         }
     }
 
-    async fn drop_flow(&self, name: &str, if_exists: bool) -> Result<StatementResult> {
+    pub(crate) async fn drop_flow(&self, name: &str, if_exists: bool) -> Result<StatementResult> {
         let (_, dropped) = self
             .db
             .catalog

@@ -27,7 +27,7 @@ use crate::catalog::FlowEntry;
 use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::names::quoted;
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 /// The column that keeps what did not fit.
@@ -67,7 +67,7 @@ fn delta_type(family: Family) -> PrimitiveType {
     }
 }
 
-impl Session {
+impl QueryContext {
     /// The SQL of a route's output shape once `column` is expanded: its other columns and
     /// `_rescued_data` (the JSON fields are added as they appear). Fails when the output has no
     /// such column.

@@ -43,7 +43,7 @@ use crate::catalog::{FlowEntry, FlowMode};
 use crate::change::{Change, CommitListener, Operation};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 
 /// An async flow further behind its source than this makes the source's writers wait.
 pub const ASYNC_LAG_VERSIONS_MAX: u64 = 64;
@@ -125,7 +125,7 @@ pub struct RunOutcome {
 #[derive(Default)]
 pub struct FlowRuntime {
     /// Per flow: serializes its runs and keeps its session.
-    runners: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<Session>>>>>,
+    runners: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<QueryContext>>>>>,
     status: Mutex<HashMap<String, FlowStatus>>,
     events: Mutex<VecDeque<FlowEvent>>,
     /// Violations per (table key, constraint) since the process started.
@@ -207,7 +207,7 @@ impl FlowRuntime {
         change(lock(&self.status).entry(flow.to_string()).or_default());
     }
 
-    fn runner(&self, flow: &str) -> Arc<tokio::sync::Mutex<Option<Session>>> {
+    fn runner(&self, flow: &str) -> Arc<tokio::sync::Mutex<Option<QueryContext>>> {
         lock(&self.runners).entry(flow.to_string()).or_default().clone()
     }
 
@@ -344,7 +344,7 @@ pub async fn run_flow(
 ) -> Result<RunOutcome> {
     let runner = db.flows.runner(&flow.name);
     let mut session = runner.lock().await;
-    let session = session.get_or_insert_with(|| Session::new(db.clone()));
+    let session = session.get_or_insert_with(|| QueryContext::new(db.clone()));
     let mut attempt = 0;
     let result = loop {
         // A retry after a lost race reads everything afresh.
@@ -408,7 +408,7 @@ pub async fn run_flow(
 
 async fn run_once(
     db: &Arc<DatabaseInner>,
-    session: &Session,
+    session: &QueryContext,
     flow: &FlowEntry,
     known: Option<(u64, &[RecordBatch])>,
 ) -> Result<RunOutcome> {

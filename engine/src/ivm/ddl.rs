@@ -17,7 +17,7 @@ use super::view::{plan_view_naming, scanned_tables, LiveView};
 use crate::catalog::{key, FlowMode, TableEntry, TableKind, ViewDefinition};
 use crate::error::{Error, Result};
 use crate::names::table_name;
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::streaming::CreateMaterializedView;
 
 /// The options of `CREATE MATERIALIZED VIEW ... WITH (...)`.
@@ -46,7 +46,7 @@ fn view_options(options: &[(String, String)]) -> Result<(FlowMode, Option<u64>)>
     Ok((mode, interval))
 }
 
-impl Session {
+impl QueryContext {
     pub(crate) async fn create_materialized_view(&self, create: CreateMaterializedView) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let view_key = key(&name.schema, &name.name);
@@ -108,7 +108,7 @@ impl Session {
         let table = Arc::new(Table::create(store, delta).await?);
         self.db.remember_table(&id, table.clone());
         // Build and checkpoint before the catalog names the view.
-        let session = Session::new(self.db.clone());
+        let session = QueryContext::new(self.db.clone());
         let mut live = LiveView::new(&session, &entry, table.cached_snapshot().arrow_schema()).await?;
         live.build(&self.db, &session).await?;
         live.output.batches()?;

@@ -54,7 +54,7 @@ use crate::change::{Change, CommitListener, Operation};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::provider::SluiceTable;
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 use crate::util::{lock, now_ms};
 pub use dataflow::Delta;
 use futures::future::BoxFuture;
@@ -93,7 +93,7 @@ pub struct ViewStatus {
 /// One view's live state and its maintenance session.
 #[derive(Default)]
 pub struct ViewHandle {
-    live: tokio::sync::Mutex<Option<(LiveView, Session)>>,
+    live: tokio::sync::Mutex<Option<(LiveView, QueryContext)>>,
     status: Mutex<ViewStatus>,
 }
 
@@ -130,7 +130,7 @@ impl ViewRuntime {
     }
 
     /// Installs a view built by CREATE (so that it is not loaded again).
-    fn install(&self, live: LiveView, session: Session, checkpoint_version: u64) -> Arc<ViewHandle> {
+    fn install(&self, live: LiveView, session: QueryContext, checkpoint_version: u64) -> Arc<ViewHandle> {
         let handle = self.handle(&live.entry.id);
         {
             let mut status = lock(&handle.status);
@@ -167,7 +167,7 @@ fn describe(status: &mut ViewStatus, live: &LiveView) {
 /// Runs a plan with its tables pinned at given versions (`None`: read as empty).
 pub struct Requery<'a> {
     pub db: &'a Arc<DatabaseInner>,
-    pub session: &'a Session,
+    pub session: &'a QueryContext,
     pub versions: BTreeMap<String, Option<u64>>,
 }
 
@@ -214,8 +214,12 @@ async fn view_schema(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<Sche
 }
 
 /// Loads a view: from its last checkpoint, or built from scratch when there is none usable.
-async fn open(db: &Arc<DatabaseInner>, entry: &TableEntry, status: &Mutex<ViewStatus>) -> Result<(LiveView, Session)> {
-    let session = Session::new(db.clone());
+async fn open(
+    db: &Arc<DatabaseInner>,
+    entry: &TableEntry,
+    status: &Mutex<ViewStatus>,
+) -> Result<(LiveView, QueryContext)> {
+    let session = QueryContext::new(db.clone());
     let schema = view_schema(db, entry).await?;
     let mut live = LiveView::new(&session, entry, schema).await?;
     match state::restore(db, &mut live).await {

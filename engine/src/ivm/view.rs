@@ -20,7 +20,7 @@ use super::{Requery, START_TABLE};
 use crate::catalog::{TableEntry, TableKind};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 
 /// Views inlined into one another at most this deep.
 const VIEW_NESTING_MAX: usize = 16;
@@ -66,18 +66,18 @@ pub struct CatchUp {
 }
 
 /// Plans a view's query: views it reads are inlined, then DataFusion optimizes the whole plan.
-pub async fn plan_view(session: &Session, query: &str) -> Result<LogicalPlan> {
+pub async fn plan_view(session: &QueryContext, query: &str) -> Result<LogicalPlan> {
     Ok(plan_view_naming(session, query).await?.0)
 }
 
 /// [`plan_view`], and the keys of the materialized views the query names directly.
-pub async fn plan_view_naming(session: &Session, query: &str) -> Result<(LogicalPlan, Vec<String>)> {
+pub async fn plan_view_naming(session: &QueryContext, query: &str) -> Result<(LogicalPlan, Vec<String>)> {
     let (plan, views) = plan_inlined(session, query, 0).await?;
     Ok((session.ctx.state().optimize(&plan)?, views))
 }
 
 fn plan_inlined<'a>(
-    session: &'a Session,
+    session: &'a QueryContext,
     query: &'a str,
     depth: usize,
 ) -> super::dataflow::BoxFuture<'a, Result<(LogicalPlan, Vec<String>)>> {
@@ -160,7 +160,7 @@ pub fn scanned_tables(plan: &LogicalPlan) -> Vec<String> {
 
 impl LiveView {
     /// Plans and compiles a view (empty: no input applied yet).
-    pub async fn new(session: &Session, entry: &TableEntry, schema: SchemaRef) -> Result<Self> {
+    pub async fn new(session: &QueryContext, entry: &TableEntry, schema: SchemaRef) -> Result<Self> {
         let definition = entry.view.as_ref().ok_or_else(|| Error::Internal("not a materialized view".into()))?;
         let plan = plan_view(session, &definition.query).await?;
         let catalog = session.db.catalog.current();
@@ -238,7 +238,7 @@ impl LiveView {
     }
 
     /// Builds the rows from scratch at the inputs' latest versions.
-    pub async fn build(&mut self, db: &Arc<DatabaseInner>, session: &Session) -> Result<u64> {
+    pub async fn build(&mut self, db: &Arc<DatabaseInner>, session: &QueryContext) -> Result<u64> {
         for input in self.inputs.values_mut() {
             input.version = None;
         }
@@ -311,7 +311,13 @@ impl LiveView {
 
     /// Pushes one input's change through the dataflow into the rows (the input's version must
     /// already be set to the change's).
-    async fn push(&mut self, db: &Arc<DatabaseInner>, session: &Session, table: &str, delta: &Delta) -> Result<()> {
+    async fn push(
+        &mut self,
+        db: &Arc<DatabaseInner>,
+        session: &QueryContext,
+        table: &str,
+        delta: &Delta,
+    ) -> Result<()> {
         let versions = self.versions();
         let Strategy::Incremental(node) = &mut self.strategy else { return Ok(()) };
         let requery = Requery { db, session, versions };
@@ -324,7 +330,7 @@ impl LiveView {
     }
 
     /// Runs the query at the applied versions and replaces the rows.
-    pub async fn recompute(&mut self, db: &Arc<DatabaseInner>, session: &Session) -> Result<()> {
+    pub async fn recompute(&mut self, db: &Arc<DatabaseInner>, session: &QueryContext) -> Result<()> {
         let requery = Requery { db, session, versions: self.versions() };
         let batches = requery.run(self.plan.clone()).await?;
         self.output.replace(&batches)?;
@@ -337,7 +343,7 @@ impl LiveView {
     pub async fn catch_up(
         &mut self,
         db: &Arc<DatabaseInner>,
-        session: &Session,
+        session: &QueryContext,
         only: Option<(&str, u64, Option<&[Delta]>)>,
     ) -> Result<CatchUp> {
         let mut outcome = CatchUp::default();

@@ -9,7 +9,7 @@ use super::options::KafkaOptions;
 use crate::catalog::{SourceEntry, TableKind};
 use crate::error::{Error, Result};
 use crate::names::{object_name, table_name};
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 use crate::syntax::streaming::CreateSource;
 
@@ -17,7 +17,7 @@ fn source_not_found(name: &str) -> Error {
     Error::UndefinedObject { kind: "source", name: name.to_string() }
 }
 
-impl Session {
+impl QueryContext {
     pub(crate) async fn create_source(&self, create: CreateSource) -> Result<StatementResult> {
         if create.kind != "kafka" {
             return Err(Error::NotSupported(format!("sources of kind {} (Sluice reads KAFKA)", create.kind)));

@@ -40,7 +40,7 @@ use crate::catalog::{SourceEntry, TableEntry};
 use crate::change::{ColumnMatch, WriteContext};
 use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 use crate::util::{lock, now_ms};
 
 /// The first delay before a failed session starts again; it doubles up to the maximum.
@@ -251,7 +251,7 @@ async fn session(db: &Weak<DatabaseInner>, table: &str, source: &SourceEntry, st
             }
         })
         .map_err(|e| Error::Internal(format!("cannot start the Kafka consumer thread: {e}")))?;
-    let mut writer: Option<Session> = None;
+    let mut writer: Option<QueryContext> = None;
     while let Some(delivery) = receiver.recv().await {
         let batch = match delivery {
             Delivery::Batch(batch) => batch,
@@ -261,7 +261,7 @@ async fn session(db: &Weak<DatabaseInner>, table: &str, source: &SourceEntry, st
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let writer = writer.get_or_insert_with(|| Session::new(db.clone()));
+        let writer = writer.get_or_insert_with(|| QueryContext::new(db.clone()));
         commit_batch(&db, writer, table, &source.name, batch).await?;
     }
     Ok(())
@@ -448,7 +448,7 @@ fn above_committed(rows: &RecordBatch, committed: &HashMap<(String, i32), i64>) 
 /// Commits one batch: dead letters, then rows (which runs the table's flows).
 async fn commit_batch(
     db: &Arc<DatabaseInner>,
-    writer: &Session,
+    writer: &QueryContext,
     table: &str,
     source: &str,
     batch: DecodedBatch,
@@ -493,7 +493,7 @@ async fn commit_batch(
 /// Appends rows of `batch` (those above the table's committed offsets) with the batch's txns;
 /// commits the txns even when no row is left, so the offsets move on.
 async fn write(
-    writer: &Session,
+    writer: &QueryContext,
     table: &str,
     source: &str,
     batch: &DecodedBatch,

@@ -119,7 +119,7 @@ impl SchemaProvider for SluiceSchema {
         let state = self.db.catalog.current();
         let Some(entry) = state.table(&self.name, name) else { return Ok(None) };
         if entry.kind == crate::catalog::TableKind::MaterializedView {
-            let (schema, batches) = crate::ivm::read(&self.db, entry).await?;
+            let (schema, batches) = self.db.hooks.view_rows(entry).await?;
             let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.as_ref().clone()])?;
             return Ok(Some(Arc::new(table)));
         }

@@ -15,7 +15,7 @@ use crate::change::ColumnMatch;
 use crate::change::Operation;
 use crate::control::StatementControl;
 use crate::error::{Error, Result};
-use crate::session::Session;
+use crate::sql::context::QueryContext;
 
 /// Rows held before they are written to a data file.
 pub const COPY_STAGE_BYTES_MAX: usize = 64 * 1024 * 1024;
@@ -48,7 +48,7 @@ impl StagedCopy {
     }
 }
 
-impl Session {
+impl QueryContext {
     /// Starts a COPY into `table` (by column name), run under `control` like a statement.
     pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
         if control.privileges().read_only {

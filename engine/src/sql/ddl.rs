@@ -25,7 +25,7 @@ use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
 use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
 use crate::names::{normalize, schema_name, table_name, TableName};
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{CreateTable, TimeTravel};
 use crate::types::{column, declared_type};
 
@@ -97,7 +97,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
     Ok(TableDefinition { schema, defaults, constraints: checks })
 }
 
-impl Session {
+impl QueryContext {
     pub(crate) async fn create_schema(&self, name: &SchemaName, if_not_exists: bool) -> Result<StatementResult> {
         let name = match name {
             SchemaName::Simple(n) | SchemaName::NamedAuthorization(n, _) => schema_name(n)?,

@@ -33,7 +33,7 @@ use crate::error::{Error, Result};
 use crate::names::{normalize, quoted, table_name, TableName};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 /// A target table of DML with its statement snapshot.
@@ -44,7 +44,7 @@ pub(crate) struct Target {
     pub snapshot: Arc<Snapshot>,
 }
 
-impl Session {
+impl QueryContext {
     pub(crate) async fn target(&self, name: &ObjectName) -> Result<Target> {
         let (entry, table, snapshot) = self.resolve_table(name).await?;
         if entry.kind == crate::catalog::TableKind::MaterializedView {

@@ -19,7 +19,7 @@ use super::catalog_provider::TEMP_SCHEMA;
 use crate::error::{Error, Result};
 use crate::names::{object_name, table_name};
 use crate::provider::SluiceTable;
-use crate::session::{Session, StatementResult};
+use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{SluiceStatement, TimeTravel};
 
 /// What a statement takes and returns, as far as it is known before running it.
@@ -32,7 +32,7 @@ pub struct Described {
 }
 
 struct TimeTravelCollector<'a> {
-    session: &'a Session,
+    session: &'a QueryContext,
     found: Vec<(String, ObjectName, TableVersion)>,
 }
 
@@ -107,7 +107,7 @@ impl Visitor for Relations {
     }
 }
 
-impl Session {
+impl QueryContext {
     /// The error of a statement DataFusion could not plan: a relation it names that does not exist
     /// is `UndefinedTable` (42P01), found by asking the catalog (not by reading DataFusion's
     /// message); other errors keep their kind.

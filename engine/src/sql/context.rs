@@ -1,0 +1,184 @@
+//! [`QueryContext`]: the planning layer. One DataFusion context over a database's catalog, the
+//! snapshot each table is read at in the running statement, the statement's temporary relations,
+//! and the rights of the role it runs as. The statements of every kind (SQL here, streaming
+//! tables, views and sources in their features) are methods on it; a client's [`Session`] and the
+//! runtimes of flows, views and sources each hold one.
+//!
+//! Every statement sees one snapshot per table: the first time a statement touches a table its
+//! latest snapshot is taken and kept until the statement ends (a self-join reads one version).
+//!
+//! [`Session`]: crate::session::Session
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef};
+use datafusion::execution::context::SessionContext;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::SessionConfig;
+use datafusion::sql::sqlparser::ast::Statement;
+use sluice_storage::snapshot::Snapshot;
+
+use super::catalog_provider::{SluiceCatalogProvider, TempSchema};
+use crate::catalog::DEFAULT_SCHEMA;
+use crate::database::DatabaseInner;
+use crate::error::Result;
+use crate::names::CATALOG_NAME;
+use crate::syntax::parser::SluiceStatement;
+
+/// The result of one statement.
+#[derive(Debug, Clone)]
+pub enum StatementResult {
+    /// Rows (SELECT, SHOW, DESCRIBE, ...).
+    Rows { schema: SchemaRef, batches: Vec<RecordBatch> },
+    /// A command and its Postgres command tag (`INSERT 0 3`, `CREATE TABLE`, ...).
+    Command { tag: String, rows: Option<u64> },
+}
+
+impl StatementResult {
+    pub fn command(tag: impl Into<String>) -> Self {
+        StatementResult::Command { tag: tag.into(), rows: None }
+    }
+
+    pub fn count(tag: &str, rows: u64) -> Self {
+        StatementResult::Command { tag: format!("{tag} {rows}"), rows: Some(rows) }
+    }
+
+    /// The rows, or nothing for commands.
+    pub fn batches(&self) -> &[RecordBatch] {
+        match self {
+            StatementResult::Rows { batches, .. } => batches,
+            StatementResult::Command { .. } => &[],
+        }
+    }
+}
+
+/// A statement parsed once and run many times with `$n` parameters.
+#[derive(Debug, Clone)]
+pub struct PreparedStatement {
+    pub statement: SluiceStatement,
+    /// The types of `$1..$n` where they could be inferred.
+    pub parameter_types: Vec<Option<DataType>>,
+    /// The columns a query returns (None for commands).
+    pub result_schema: Option<SchemaRef>,
+}
+
+/// A database's planning context (see the module documentation).
+pub struct QueryContext {
+    pub(crate) db: Arc<DatabaseInner>,
+    pub(crate) ctx: SessionContext,
+    pub(crate) temp: Arc<TempSchema>,
+    /// The snapshot each table is read at in the running statement.
+    pub(crate) snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    temp_counter: std::sync::atomic::AtomicU64,
+    /// The rights of the role this session runs as (the owner's unless the server says otherwise).
+    privileges: Mutex<crate::privileges::Privileges>,
+}
+
+impl std::fmt::Debug for QueryContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QueryContext").field("session_id", &self.ctx.session_id()).finish()
+    }
+}
+
+impl QueryContext {
+    pub fn new(db: Arc<DatabaseInner>) -> Self {
+        let config = SessionConfig::new()
+            .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA)
+            .with_create_default_catalog_and_schema(false)
+            .with_information_schema(true)
+            .with_target_partitions(db.options.target_partitions)
+            .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
+            .set_str("datafusion.execution.parquet.coerce_int96", "us")
+            .set_bool("datafusion.execution.parquet.pushdown_filters", false);
+        let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
+            Arc::new(crate::memory::QueryMemoryPool::new(db.memory.clone(), db.query_memory_limit_bytes));
+        let mut builder = SessionStateBuilder::new().with_config(config).with_default_features();
+        match datafusion::execution::runtime_env::RuntimeEnvBuilder::new().with_memory_pool(pool).build_arc() {
+            Ok(runtime) => builder = builder.with_runtime_env(runtime),
+            Err(e) => tracing::warn!("queries of this session run without a memory limit: {e}"),
+        }
+        if let Some(planners) = builder.expr_planners() {
+            planners.insert(0, Arc::new(crate::functions::json::JsonOperators));
+        }
+        let ctx = SessionContext::new_with_state(builder.build());
+        let temp = Arc::new(TempSchema::default());
+        let snapshots = Arc::new(Mutex::new(HashMap::new()));
+        let mut provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone());
+        for (name, schema) in db.hooks.schemas() {
+            provider = provider.with_schema(&name, schema);
+        }
+        ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
+        crate::functions::register(&ctx, db.clone(), snapshots.clone());
+        Self { db, ctx, temp, snapshots, temp_counter: Default::default(), privileges: Mutex::new(Default::default()) }
+    }
+
+    /// Sets the rights of the role this session runs as (the server does, per connection).
+    pub fn set_privileges(&self, privileges: crate::privileges::Privileges) {
+        *self.privileges.lock().unwrap_or_else(|p| p.into_inner()) = privileges;
+    }
+
+    /// The rights of the role this session runs as.
+    pub fn privileges(&self) -> crate::privileges::Privileges {
+        *self.privileges.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The DataFusion context (for planning by the server).
+    pub fn context(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    pub(crate) fn clear_statement_state(&self) {
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        self.temp.clear();
+    }
+
+    /// A name for a temporary relation that lives for one statement.
+    pub(crate) fn temp_name(&self, hint: &str) -> String {
+        let n = self.temp_counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        format!("{hint}_{n}")
+    }
+
+    /// Applies Sluice's rewrites (time travel, bytea literals) to a statement and plans it with
+    /// DataFusion.
+    pub(crate) async fn plan_statement(&self, statement: Statement) -> Result<datafusion::logical_expr::LogicalPlan> {
+        let statement = self.rewrite(statement).await?;
+        let plan = self
+            .ctx
+            .state()
+            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
+            .await
+            .map_err(|e| self.planning_error(&statement, e))?;
+        crate::rights::check_plan(&plan, self.privileges())?;
+        Ok(plan)
+    }
+
+    /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).
+    pub(crate) async fn run_datafusion(&self, statement: Statement) -> Result<StatementResult> {
+        let tag = command_tag(&statement);
+        let plan = self.plan_statement(statement).await?;
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        let batches = self.collect(frame).await?;
+        match tag {
+            Some(tag) => Ok(StatementResult::command(tag)),
+            None => Ok(StatementResult::Rows { schema, batches }),
+        }
+    }
+
+    /// Runs a DataFrame and collects its rows, accounted in the query's memory limit.
+    pub(crate) async fn collect(&self, frame: datafusion::dataframe::DataFrame) -> Result<Vec<RecordBatch>> {
+        let pool = self.ctx.runtime_env().memory_pool.clone();
+        crate::memory::collect_limited(frame.execute_stream().await?, &pool).await
+    }
+}
+
+/// The command tag of a statement that DataFusion runs but that returns no rows to the client.
+fn command_tag(statement: &Statement) -> Option<String> {
+    match statement {
+        Statement::Set(_) => Some("SET".into()),
+        Statement::CreateView { .. } => Some("CREATE VIEW".into()),
+        _ => None,
+    }
+}
