@@ -98,9 +98,9 @@ pub async fn small_commits(data: &str, commits: usize) -> BenchResult {
     let files = |name: &'static str| {
         let db = db.clone();
         async move {
-            let state = db.inner().catalog.current();
+            let state = db.inner().warehouse.catalog.current();
             let entry = state.table("public", name).ok_or("no table")?;
-            let table = db.inner().open_table(entry).await?;
+            let table = db.inner().warehouse.open_table(entry).await?;
             Ok::<usize, Box<dyn std::error::Error>>(table.snapshot().await?.file_count())
         }
     };

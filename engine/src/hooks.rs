@@ -1,6 +1,7 @@
 //! What the layers above planning plug into a database when it opens, so that planning does not
-//! depend on them: the extra schemas every query context shows (the `sluice` system schema), and
-//! the reader of a materialized view's rows (the views' runtime).
+//! depend on them: the extra schemas every query context shows (the `sluice` system schema), the
+//! reader of a materialized view's rows (the views' runtime), and what a DROP TABLE that drops
+//! flows tells the flows' runtime.
 
 use std::sync::{Arc, RwLock};
 
@@ -26,7 +27,11 @@ pub type ViewReader = Arc<dyn Fn(TableEntry) -> BoxFuture<'static, Result<ViewRo
 pub struct Hooks {
     schemas: RwLock<Vec<(String, SchemaFactory)>>,
     view_reader: RwLock<Option<ViewReader>>,
+    flow_dropped: RwLock<Option<FlowDropped>>,
 }
+
+/// Told the name of each flow a statement dropped.
+pub type FlowDropped = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl std::fmt::Debug for Hooks {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +62,20 @@ impl Hooks {
         match reader {
             Some(reader) => reader(entry.clone()).await,
             None => Err(Error::Internal(format!("no runtime maintains the materialized view {}", entry.name))),
+        }
+    }
+
+    /// Sets what is told of dropped flows.
+    pub fn set_flow_dropped(&self, hook: FlowDropped) {
+        *self.flow_dropped.write().unwrap_or_else(|p| p.into_inner()) = Some(hook);
+    }
+
+    /// Tells the flows' runtime that a flow was dropped (its state is forgotten, so a new flow of
+    /// the same name starts afresh).
+    pub fn flow_dropped(&self, name: &str) {
+        let hook = self.flow_dropped.read().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(hook) = hook {
+            hook(name);
         }
     }
 }

@@ -48,6 +48,7 @@ pub mod change;
 pub mod control;
 pub mod database;
 pub mod error;
+pub mod events;
 pub mod flow;
 pub mod functions;
 pub mod hooks;
@@ -60,6 +61,7 @@ pub mod provider;
 pub mod quality;
 pub mod rights;
 pub mod roles;
+pub mod runtimes;
 pub mod session;
 pub mod source;
 pub mod sql;
@@ -67,6 +69,7 @@ pub mod syntax;
 pub mod system;
 pub mod types;
 pub mod util;
+pub mod warehouse;
 
 pub use database::{Database, DatabaseOptions};
 

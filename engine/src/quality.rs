@@ -59,9 +59,8 @@ impl QueryContext {
                 checked.kept.push(kept);
             }
         }
-        let mut counts = self.db.flows.violations.lock().unwrap_or_else(|p| p.into_inner());
         for (constraint, rows) in &checked.violations {
-            *counts.entry((entry.qualified_name(), constraint.clone())).or_default() += rows;
+            self.db.events.count_violations(&entry.qualified_name(), constraint, *rows);
         }
         Ok(checked)
     }

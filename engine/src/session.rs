@@ -11,8 +11,8 @@ use datafusion::execution::context::SessionContext;
 use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
 
 use crate::control::StatementControl;
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
+use crate::runtimes::Runtimes;
 use crate::sql::context::QueryContext;
 pub use crate::sql::context::{PreparedStatement, StatementResult};
 use crate::sql::copy_in::StagedCopy;
@@ -26,6 +26,8 @@ pub use crate::names::CATALOG_NAME;
 /// One client's session: its query context (settings, rights) and the statements it runs.
 pub struct Session {
     query: QueryContext,
+    /// The runtimes the statements of streaming tables, views and sources act on.
+    runtimes: Arc<Runtimes>,
 }
 
 impl std::fmt::Debug for Session {
@@ -35,8 +37,8 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
-    pub(crate) fn new(db: Arc<DatabaseInner>) -> Self {
-        Self { query: QueryContext::new(db) }
+    pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
+        Self { query: QueryContext::new(runtimes.warehouse.clone()), runtimes }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
@@ -232,29 +234,38 @@ impl Session {
 
     /// Streaming tables and flows, sources and materialized views.
     async fn streaming(&self, statement: StreamingStatement) -> Result<StatementResult> {
-        match statement {
-            StreamingStatement::CreateStreamingTable(create) => self.query.create_streaming_table(*create).await,
-            StreamingStatement::CreateFlow(create) => self.query.create_flow(*create).await,
+        let (flows, views) = (&self.runtimes.flows, &self.runtimes.views);
+        let result = match statement {
+            StreamingStatement::CreateStreamingTable(create) => self.query.create_streaming_table(flows, *create).await,
+            StreamingStatement::CreateFlow(create) => self.query.create_flow(flows, *create).await,
             StreamingStatement::AlterStreamingTable { table, change } => {
-                self.query.alter_streaming(&table, *change).await
+                self.query.alter_streaming(flows, &table, *change).await
             }
-            StreamingStatement::ResumeFlow { name } => self.query.resume_flow(&name).await,
-            StreamingStatement::Refresh { table, full } => self.query.refresh_streaming(&table, full).await,
+            StreamingStatement::ResumeFlow { name } => self.query.resume_flow(flows, &name).await,
+            StreamingStatement::Refresh { table, full } => self.query.refresh_streaming(flows, &table, full).await,
             StreamingStatement::ExplainFlow { name } => self.query.explain_flow(&name).await,
-            StreamingStatement::DropFlow { name, if_exists } => self.query.drop_flow(&name, if_exists).await,
+            StreamingStatement::DropFlow { name, if_exists } => self.query.drop_flow(flows, &name, if_exists).await,
             StreamingStatement::CreateSource(create) => self.query.create_source(*create).await,
             StreamingStatement::DropSource { name, if_exists, cascade } => {
                 self.query.drop_source(&name, if_exists, cascade).await
             }
-            StreamingStatement::CreateMaterializedView(create) => self.query.create_materialized_view(*create).await,
+            StreamingStatement::CreateMaterializedView(create) => {
+                self.query.create_materialized_view(views, *create).await
+            }
             StreamingStatement::RefreshMaterializedView { name, full } => {
-                self.query.refresh_materialized_view(&name, full).await
+                self.query.refresh_materialized_view(views, &name, full).await
             }
-            StreamingStatement::ExplainMaterializedView { name } => self.query.explain_materialized_view(&name).await,
+            StreamingStatement::ExplainMaterializedView { name } => {
+                self.query.explain_materialized_view(views, &name).await
+            }
             StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
-                self.query.drop_materialized_view(&name, if_exists, cascade).await
+                self.query.drop_materialized_view(views, &name, if_exists, cascade).await
             }
-        }
+        };
+        // A table that reads a source starts ingesting now, one whose source changed or went
+        // stops (and restarts with the new definition).
+        crate::source::supervise(&self.runtimes.sources);
+        result
     }
 }
 

@@ -13,7 +13,10 @@ use datafusion::datasource::{MemTable, TableType};
 use datafusion::error::Result as DfResult;
 
 use crate::catalog::{FlowMode, FlowSyntax, TableKind};
-use crate::database::DatabaseInner;
+use crate::flow::FlowRuntime;
+use crate::ivm::ViewRuntime;
+use crate::source::SourceRuntime;
+use crate::warehouse::Warehouse;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
@@ -21,12 +24,20 @@ const TABLES: [&str; 8] = ["tables", "flows", "lineage", "events", "expectations
 
 #[derive(Debug)]
 pub struct SystemSchema {
-    db: Arc<DatabaseInner>,
+    db: Arc<Warehouse>,
+    flows: Arc<FlowRuntime>,
+    views: Arc<ViewRuntime>,
+    sources: Arc<SourceRuntime>,
 }
 
 impl SystemSchema {
-    pub fn new(db: Arc<DatabaseInner>) -> Self {
-        Self { db }
+    pub fn new(
+        db: Arc<Warehouse>,
+        flows: Arc<FlowRuntime>,
+        views: Arc<ViewRuntime>,
+        sources: Arc<SourceRuntime>,
+    ) -> Self {
+        Self { db, flows, views, sources }
     }
 }
 
@@ -116,7 +127,7 @@ impl SystemSchema {
         let entries: Vec<_> = state.tables.values().filter(|t| t.kind == TableKind::MaterializedView).collect();
         let mut rows = Vec::new();
         for entry in &entries {
-            let status = crate::ivm::status(&self.db, entry).await;
+            let status = crate::ivm::status(&self.views, entry).await;
             rows.push((entry, status));
         }
         let refresh = |e: &crate::catalog::TableEntry| {
@@ -167,7 +178,7 @@ impl SystemSchema {
 
     async fn flows(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
-        let statuses = self.db.flows.statuses();
+        let statuses = self.flows.statuses();
         let flows: Vec<_> = state.flows.values().collect();
         let mut source_versions = Vec::with_capacity(flows.len());
         let mut source_times = Vec::with_capacity(flows.len());
@@ -259,7 +270,7 @@ impl SystemSchema {
 
     fn sources(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
-        let statuses = self.db.sources.statuses();
+        let statuses = self.sources.statuses();
         // One row per (source, ingesting table); a source nobody ingests has one row without a table.
         // The options are parsed once per source (they were checked when it was created).
         type SourceRow<'a> =
@@ -335,7 +346,7 @@ impl SystemSchema {
     /// partition's high watermark (as the client last saw it).
     async fn kafka_offsets(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
-        let statuses = self.db.sources.statuses();
+        let statuses = self.sources.statuses();
         // (source, table, topic, partition, committed offset, high watermark)
         type OffsetRow = (String, String, String, i64, Option<i64>, Option<i64>);
         let mut rows: Vec<OffsetRow> = Vec::new();
@@ -422,7 +433,7 @@ impl SystemSchema {
     }
 
     fn events(&self) -> DfResult<Arc<dyn TableProvider>> {
-        let events = self.db.flows.events();
+        let events = self.db.events.events();
         table(
             vec![
                 ("at", timestamp()),
@@ -451,7 +462,7 @@ impl SystemSchema {
 
     fn expectations(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
-        let counts = self.db.flows.violations.lock().map(|c| c.clone()).unwrap_or_default();
+        let counts = self.db.events.violations();
         let mut rows: Vec<(String, String, String, String, i64)> = Vec::new();
         for entry in state.tables.values() {
             for e in &entry.expectations {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 
 use crate::catalog::{TableEntry, TableKind};
 use crate::change::Operation;
-use crate::database::DatabaseInner;
 use crate::error::Result;
+use crate::warehouse::Warehouse;
 
 /// Small files (under a quarter of the target file size) a table may gather before compaction.
 pub const SMALL_FILES_MAX: usize = 50;
@@ -20,7 +20,7 @@ pub const SMALL_FILES_MAX: usize = 50;
 pub const AUTO_COMPACT_KEY: &str = "delta.autoOptimize.autoCompact";
 
 /// Compacts `entry` if it is due; returns whether it did.
-pub async fn maybe_compact(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<bool> {
+pub async fn maybe_compact(db: &Arc<Warehouse>, entry: &TableEntry) -> Result<bool> {
     let table = db.open_table(entry).await?;
     // The cached snapshot is enough to decide (no storage round trip for tables not due).
     let snapshot = table.cached_snapshot();

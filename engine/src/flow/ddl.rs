@@ -8,10 +8,12 @@
 //! returns.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 
 use super::query::{else_query, key_of, query_predicate, route_query, stream_sources, unstream};
+use super::FlowRuntime;
 use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
 use crate::change::Operation;
 use crate::error::{Error, Result};
@@ -109,7 +111,11 @@ impl QueryContext {
         Ok(())
     }
 
-    pub(crate) async fn create_streaming_table(&self, create: CreateStreamingTable) -> Result<StatementResult> {
+    pub(crate) async fn create_streaming_table(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        create: CreateStreamingTable,
+    ) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let table_key = key(&name.schema, &name.name);
         let exists = self.db.catalog.current().tables.contains_key(&table_key);
@@ -187,10 +193,7 @@ impl QueryContext {
             flows.push(self.else_flow(&table_key, target, mode, &flows).await?);
         }
         let replace = exists && create.or_replace;
-        self.commit_flows(&table_key, flows, replace).await?;
-        if create.from_source.is_some() {
-            crate::source::supervise(&self.db);
-        }
+        self.commit_flows(flows_rt, &table_key, flows, replace).await?;
         Ok(StatementResult::command("CREATE STREAMING TABLE"))
     }
 
@@ -293,7 +296,13 @@ impl QueryContext {
 
     /// Commits new flows in one catalog change (replacing the push routes of `table_key` and the
     /// flows into it when `replace`), rejecting cycles and taken names, then runs them.
-    async fn commit_flows(&self, table_key: &str, flows: Vec<FlowEntry>, replace: bool) -> Result<()> {
+    async fn commit_flows(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        table_key: &str,
+        flows: Vec<FlowEntry>,
+        replace: bool,
+    ) -> Result<()> {
         self.db
             .catalog
             .update(|state| {
@@ -319,17 +328,17 @@ impl QueryContext {
             })
             .await?;
         for flow in &flows {
-            self.run_now(flow).await?;
+            self.run_now(flows_rt, flow).await?;
         }
         Ok(())
     }
 
     /// Runs a flow now (its write into the target runs the target's own flows).
-    async fn run_now(&self, flow: &FlowEntry) -> Result<()> {
-        super::run_flow(&self.db, flow, None).await.map(|_| ())
+    async fn run_now(&self, flows_rt: &Arc<FlowRuntime>, flow: &FlowEntry) -> Result<()> {
+        super::run_flow(flows_rt, flow, None).await.map(|_| ())
     }
 
-    pub(crate) async fn create_flow(&self, create: CreateFlow) -> Result<StatementResult> {
+    pub(crate) async fn create_flow(&self, flows_rt: &Arc<FlowRuntime>, create: CreateFlow) -> Result<StatementResult> {
         let target_key = key_of(&create.target)?;
         if !self.db.catalog.current().tables.contains_key(&target_key) {
             return Err(Error::UndefinedTable(create.target.to_string()));
@@ -367,11 +376,16 @@ impl QueryContext {
             expand_json: None,
             created_ms: super::now_ms(),
         };
-        self.commit_flows(&target_key, vec![flow], false).await?;
+        self.commit_flows(flows_rt, &target_key, vec![flow], false).await?;
         Ok(StatementResult::command("CREATE FLOW"))
     }
 
-    pub(crate) async fn alter_streaming(&self, table: &ObjectName, change: AlterStreaming) -> Result<StatementResult> {
+    pub(crate) async fn alter_streaming(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        table: &ObjectName,
+        change: AlterStreaming,
+    ) -> Result<StatementResult> {
         let source = key_of(table)?;
         let state = self.db.catalog.current();
         let entry = state.tables.get(&source).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
@@ -379,12 +393,12 @@ impl QueryContext {
         match change {
             AlterStreaming::AddPush(route) => {
                 let flow = self.route_flow(&source, &route, mode).await?;
-                self.commit_flows(&source, vec![flow], false).await?;
+                self.commit_flows(flows_rt, &source, vec![flow], false).await?;
             }
             AlterStreaming::AddElse(target) => {
                 let siblings: Vec<FlowEntry> = state.flows_from(&source).filter(|f| !f.else_route).cloned().collect();
                 let flow = self.else_flow(&source, &target, mode, &siblings).await?;
-                self.commit_flows(&source, vec![flow], false).await?;
+                self.commit_flows(flows_rt, &source, vec![flow], false).await?;
             }
             AlterStreaming::DropPush(target) => {
                 let target = key_of(&target)?;
@@ -407,7 +421,7 @@ impl QueryContext {
                     })
                     .await?;
                 for name in dropped {
-                    self.db.flows.forget(&name);
+                    flows_rt.forget(&name);
                 }
             }
         }
@@ -435,14 +449,19 @@ impl QueryContext {
         Ok(())
     }
 
-    pub(crate) async fn resume_flow(&self, name: &str) -> Result<StatementResult> {
+    pub(crate) async fn resume_flow(&self, flows_rt: &Arc<FlowRuntime>, name: &str) -> Result<StatementResult> {
         let flow = self.db.catalog.current().flows.get(name).cloned().ok_or_else(|| flow_not_found(name))?;
-        self.db.flows.resume(name);
-        self.run_now(&flow).await?;
+        flows_rt.resume(&self.db.events, name);
+        self.run_now(flows_rt, &flow).await?;
         Ok(StatementResult::command("ALTER FLOW"))
     }
 
-    pub(crate) async fn refresh_streaming(&self, table: &ObjectName, full: bool) -> Result<StatementResult> {
+    pub(crate) async fn refresh_streaming(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        table: &ObjectName,
+        full: bool,
+    ) -> Result<StatementResult> {
         let target = key_of(table)?;
         let state = self.db.catalog.current();
         if !state.tables.contains_key(&target) {
@@ -450,18 +469,23 @@ impl QueryContext {
         }
         let flows: Vec<FlowEntry> = state.flows_into(&target).cloned().collect();
         if full {
-            self.truncate_for_replay(&target, &flows).await?;
+            self.truncate_for_replay(flows_rt, &target, &flows).await?;
         }
         for flow in &flows {
-            self.db.flows.resume(&flow.name);
-            self.run_now(flow).await?;
+            flows_rt.resume(&self.db.events, &flow.name);
+            self.run_now(flows_rt, flow).await?;
         }
         Ok(StatementResult::command("REFRESH STREAMING TABLE"))
     }
 
     /// Empties a table and sets every flow into it back to before version 0 (txn version -1), so
     /// the flows replay their sources from the start.
-    async fn truncate_for_replay(&self, target_key: &str, flows: &[FlowEntry]) -> Result<()> {
+    async fn truncate_for_replay(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        target_key: &str,
+        flows: &[FlowEntry],
+    ) -> Result<()> {
         let name = crate::names::parse_table_name(target_key)?;
         let object = crate::names::object_name(&name.schema, &name.name);
         let mut overwrite = true;
@@ -493,7 +517,7 @@ impl QueryContext {
             self.db.writer.commit(target_key, operation, None, outcome).await?;
             overwrite = false;
             if let Some(flow) = flow {
-                self.db.flows.reset_progress(&flow.name);
+                flows_rt.reset_progress(&flow.name);
             }
         }
         self.clear_statement_state();
@@ -552,7 +576,12 @@ impl QueryContext {
         }
     }
 
-    pub(crate) async fn drop_flow(&self, name: &str, if_exists: bool) -> Result<StatementResult> {
+    pub(crate) async fn drop_flow(
+        &self,
+        flows_rt: &Arc<FlowRuntime>,
+        name: &str,
+        if_exists: bool,
+    ) -> Result<StatementResult> {
         let (_, dropped) = self
             .db
             .catalog
@@ -563,7 +592,7 @@ impl QueryContext {
             })
             .await?;
         if let Some(flow) = dropped {
-            self.db.flows.forget(&flow.name);
+            flows_rt.forget(&flow.name);
             if flow.syntax == FlowSyntax::Push {
                 self.refresh_else_route(&flow.source).await?;
             }

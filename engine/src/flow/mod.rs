@@ -28,7 +28,7 @@ pub mod ddl;
 pub mod expand;
 pub mod query;
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
@@ -41,19 +41,13 @@ use sluice_storage::actions::Txn;
 
 use crate::catalog::{FlowEntry, FlowMode};
 use crate::change::{Change, CommitListener, Operation};
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
+pub use crate::events::{FlowEvent, EVENTS_KEPT_MAX};
 use crate::sql::context::QueryContext;
+use crate::warehouse::Warehouse;
 
 /// An async flow further behind its source than this makes the source's writers wait.
 pub const ASYNC_LAG_VERSIONS_MAX: u64 = 64;
-/// Flow events kept in memory (the oldest are dropped).
-pub const EVENTS_KEPT_MAX: usize = 10_000;
-/// The background worker's poll interval.
-const WORKER_INTERVAL_MS: u64 = 100;
-/// How often the worker runs every flow whose source moved (commits by other processes, or
-/// missed while a flow was failed).
-const FULL_PASS_INTERVAL_MS: u64 = 1_000;
 /// An async flow runs at most this often, so that it batches source commits.
 pub const ASYNC_FLUSH_INTERVAL_MS: u64 = 100;
 /// Runs of one flow retried after losing a commit race.
@@ -95,22 +89,6 @@ pub struct FlowStatus {
     pub rows_out_total: u64,
 }
 
-/// One row of `sluice.events`.
-#[derive(Debug, Clone)]
-pub struct FlowEvent {
-    pub at_ms: i64,
-    pub flow: String,
-    /// `run`, `failure`, `retry`, `resume`, `refresh`.
-    pub kind: &'static str,
-    pub source_from: Option<i64>,
-    pub source_to: Option<i64>,
-    pub rows_in: u64,
-    pub rows_out: u64,
-    /// Violations per constraint in this run.
-    pub violations: BTreeMap<String, u64>,
-    pub message: Option<String>,
-}
-
 /// What one run did.
 #[derive(Debug, Default)]
 pub struct RunOutcome {
@@ -122,15 +100,11 @@ pub struct RunOutcome {
 }
 
 /// The runtime state shared by every session of a database.
-#[derive(Default)]
 pub struct FlowRuntime {
+    db: Arc<Warehouse>,
     /// Per flow: serializes its runs and keeps its session.
     runners: Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<QueryContext>>>>>,
     status: Mutex<HashMap<String, FlowStatus>>,
-    events: Mutex<VecDeque<FlowEvent>>,
-    /// Violations per (table key, constraint) since the process started.
-    pub(crate) violations: Mutex<BTreeMap<(String, String), u64>>,
-    wake: Arc<tokio::sync::Notify>,
     /// Tables written since the worker last looked at them (for auto-compaction).
     touched: Mutex<std::collections::BTreeSet<String>>,
 }
@@ -146,61 +120,13 @@ pub(crate) use crate::util::{lock, now_ms};
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl FlowRuntime {
+    pub fn new(db: Arc<Warehouse>) -> Self {
+        Self { db, runners: Default::default(), status: Default::default(), touched: Default::default() }
+    }
+
     /// Every flow's status.
     pub fn statuses(&self) -> HashMap<String, FlowStatus> {
         lock(&self.status).clone()
-    }
-
-    /// The kept events, oldest first.
-    pub fn events(&self) -> Vec<FlowEvent> {
-        lock(&self.events).iter().cloned().collect()
-    }
-
-    fn record(&self, event: FlowEvent) {
-        let mut events = lock(&self.events);
-        if events.len() >= EVENTS_KEPT_MAX {
-            events.pop_front();
-        }
-        events.push_back(event);
-    }
-
-    /// Records an event of a source's ingest into a table (shown in `sluice.events` with
-    /// `flow = 'source -> table'`).
-    pub(crate) fn record_source_event(
-        &self,
-        source: &str,
-        table: &str,
-        kind: &'static str,
-        rows_in: u64,
-        rows_out: u64,
-        message: Option<String>,
-    ) {
-        self.record(FlowEvent {
-            at_ms: now_ms(),
-            flow: format!("{source} -> {table}"),
-            kind,
-            source_from: None,
-            source_to: None,
-            rows_in,
-            rows_out,
-            violations: BTreeMap::new(),
-            message,
-        });
-    }
-
-    /// Records an event of a materialized view (`flow` is the view's name).
-    pub(crate) fn record_view_event(&self, view: &str, kind: &'static str, rows_in: u64, message: Option<String>) {
-        self.record(FlowEvent {
-            at_ms: now_ms(),
-            flow: view.to_string(),
-            kind,
-            source_from: None,
-            source_to: None,
-            rows_in,
-            rows_out: 0,
-            violations: BTreeMap::new(),
-            message,
-        });
     }
 
     fn update(&self, flow: &str, change: impl FnOnce(&mut FlowStatus)) {
@@ -224,14 +150,14 @@ impl FlowRuntime {
     }
 
     /// Clears a flow's failure so that it runs again now.
-    pub fn resume(&self, flow: &str) {
+    pub fn resume(&self, events: &crate::events::EventLog, flow: &str) {
         self.update(flow, |s| {
             s.state = FlowState::Idle;
             s.error = None;
             s.failures = 0;
             s.retry_at_ms = 0;
         });
-        self.record(FlowEvent {
+        events.record(FlowEvent {
             at_ms: now_ms(),
             flow: flow.to_string(),
             kind: "resume",
@@ -252,10 +178,6 @@ impl FlowRuntime {
     fn is_failed(&self, flow: &str) -> bool {
         lock(&self.status).get(flow).is_some_and(|s| s.state == FlowState::Failed)
     }
-
-    pub(crate) fn wake_worker(&self) {
-        self.wake.notify_one();
-    }
 }
 
 /// The flows' [`CommitListener`]: after a commit that can add rows to a table, runs the flows
@@ -263,7 +185,7 @@ impl FlowRuntime {
 /// reading the log). Sync flows run now, and their targets' flows with their commits; async ones
 /// are handed to the worker. A flow failing on a `FAIL UPDATE` expectation fails the writer's
 /// statement; other failures are recorded and retried.
-pub(crate) struct FlowListener(pub Weak<DatabaseInner>);
+pub(crate) struct FlowListener(pub Weak<FlowRuntime>);
 
 impl CommitListener for FlowListener {
     fn committed<'a>(&'a self, change: &'a Change) -> BoxFuture<'a, Result<()>> {
@@ -274,7 +196,7 @@ impl CommitListener for FlowListener {
                 change.operation,
                 Operation::Write | Operation::Copy | Operation::CreateAs | Operation::Merge | Operation::Restore
             );
-            let Some(db) = self.0.upgrade() else { return Ok(()) };
+            let Some(flows) = self.0.upgrade() else { return Ok(()) };
             if !adds_rows {
                 return Ok(());
             }
@@ -282,31 +204,37 @@ impl CommitListener for FlowListener {
                 (Operation::Write, Some(rows)) if rows.deleted.is_empty() => Some(rows.inserted.as_slice()),
                 _ => None,
             };
-            run_flows_after(&db, &change.table, change.version, rows).await
+            run_flows_after(&flows, &change.table, change.version, rows).await
         })
     }
 }
 
 /// Runs the flows fed by `table` after its commit of `version`, which inserted `rows` when known.
-async fn run_flows_after(db: &Arc<DatabaseInner>, key: &str, version: u64, rows: Option<&[RecordBatch]>) -> Result<()> {
+async fn run_flows_after(
+    flows_rt: &Arc<FlowRuntime>,
+    key: &str,
+    version: u64,
+    rows: Option<&[RecordBatch]>,
+) -> Result<()> {
+    let db = &flows_rt.db;
     let state = db.catalog.current();
-    lock(&db.flows.touched).insert(key.to_string());
+    lock(&flows_rt.touched).insert(key.to_string());
     let flows: Vec<FlowEntry> = state.flows_from(key).cloned().collect();
     let mut expectation_failure = None;
     let mut tasks = Vec::new();
     for flow in flows {
-        if flow.mode == FlowMode::Async || db.flows.is_failed(&flow.name) {
-            db.flows.wake_worker();
-            wait_for_async_lag(db, &flow, version).await;
+        if flow.mode == FlowMode::Async || flows_rt.is_failed(&flow.name) {
+            db.wake_worker();
+            wait_for_async_lag(flows_rt, &flow, version).await;
             continue;
         }
         // Each flow runs as its own task: the flows of one source run in parallel, and a chain
         // of flows (bronze -> silver -> gold) nests tasks, not stack frames.
-        let task_db = db.clone();
+        let task_flows = flows_rt.clone();
         let known = rows.map(|rows| (version, rows.to_vec()));
         tasks.push(tokio::spawn(async move {
             let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
-            run_flow(&task_db, &flow, known).await
+            run_flow(&task_flows, &flow, known).await
         }));
     }
     for task in tasks {
@@ -324,11 +252,11 @@ async fn run_flows_after(db: &Arc<DatabaseInner>, key: &str, version: u64, rows:
 }
 
 /// Back-pressure: waits while an async flow is too far behind `version`.
-async fn wait_for_async_lag(db: &Arc<DatabaseInner>, flow: &FlowEntry, version: u64) {
+async fn wait_for_async_lag(flows_rt: &FlowRuntime, flow: &FlowEntry, version: u64) {
     for _ in 0..600 {
-        let applied = lock(&db.flows.status).get(&flow.name).and_then(|s| s.applied_version);
+        let applied = lock(&flows_rt.status).get(&flow.name).and_then(|s| s.applied_version);
         let behind = version as i64 - applied.unwrap_or(-1);
-        if behind <= ASYNC_LAG_VERSIONS_MAX as i64 || db.flows.is_failed(&flow.name) {
+        if behind <= ASYNC_LAG_VERSIONS_MAX as i64 || flows_rt.is_failed(&flow.name) {
             return;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -338,25 +266,26 @@ async fn wait_for_async_lag(db: &Arc<DatabaseInner>, flow: &FlowEntry, version: 
 /// Runs one flow up to its source's latest version; records the outcome. On failure the flow is
 /// marked failed (with a retry time) and the error returned.
 pub async fn run_flow(
-    db: &Arc<DatabaseInner>,
+    flows_rt: &Arc<FlowRuntime>,
     flow: &FlowEntry,
     known: Option<(u64, &[RecordBatch])>,
 ) -> Result<RunOutcome> {
-    let runner = db.flows.runner(&flow.name);
+    let db = &flows_rt.db;
+    let runner = flows_rt.runner(&flow.name);
     let mut session = runner.lock().await;
     let session = session.get_or_insert_with(|| QueryContext::new(db.clone()));
     let mut attempt = 0;
     let result = loop {
         // A retry after a lost race reads everything afresh.
         let attempt_known = if attempt == 0 { known } else { None };
-        match run_once(db, session, flow, attempt_known).await {
+        match run_once(flows_rt, session, flow, attempt_known).await {
             Err(Error::SerializationFailure(_)) if attempt < RUN_CONFLICT_RETRY_MAX => attempt += 1,
             other => break other,
         }
     };
     match &result {
         Ok(outcome) => {
-            db.flows.update(&flow.name, |s| {
+            flows_rt.update(&flow.name, |s| {
                 s.state = FlowState::Idle;
                 s.error = None;
                 s.failures = 0;
@@ -367,7 +296,7 @@ pub async fn run_flow(
                 s.last_run_ms = Some(now_ms());
             });
             if outcome.source_from.is_some() && (outcome.rows_in > 0 || outcome.rows_out > 0) {
-                db.flows.record(FlowEvent {
+                db.events.record(FlowEvent {
                     at_ms: now_ms(),
                     flow: flow.name.clone(),
                     kind: "run",
@@ -383,14 +312,14 @@ pub async fn run_flow(
         Err(e) => {
             let message = e.to_string();
             let mut failures = 0;
-            db.flows.update(&flow.name, |s| {
+            flows_rt.update(&flow.name, |s| {
                 s.state = FlowState::Failed;
                 s.error = Some(message.clone());
                 s.failures += 1;
                 failures = s.failures;
                 s.retry_at_ms = now_ms() + crate::util::retry_delay_ms(s.failures);
             });
-            db.flows.record(FlowEvent {
+            db.events.record(FlowEvent {
                 at_ms: now_ms(),
                 flow: flow.name.clone(),
                 kind: "failure",
@@ -407,11 +336,12 @@ pub async fn run_flow(
 }
 
 async fn run_once(
-    db: &Arc<DatabaseInner>,
+    flows_rt: &FlowRuntime,
     session: &QueryContext,
     flow: &FlowEntry,
     known: Option<(u64, &[RecordBatch])>,
 ) -> Result<RunOutcome> {
+    let db = &flows_rt.db;
     // A writer handing over its rows has just refreshed the catalog; a catch-up reads it afresh.
     let state = if known.is_some() { db.catalog.current() } else { db.catalog.refresh().await? };
     let source_entry = state
@@ -436,7 +366,7 @@ async fn run_once(
     // conflicts on the flow's txn and the run is retried on a fresh snapshot.
     let target_snapshot = if known.is_some() { target.cached_snapshot() } else { target.snapshot().await? };
     let committed = target_snapshot.txn_version(&flow.name);
-    let remembered = lock(&db.flows.status).get(&flow.name).and_then(|s| s.applied_version);
+    let remembered = lock(&flows_rt.status).get(&flow.name).and_then(|s| s.applied_version);
     // The runtime's own progress counts only past versions that produced no rows (never below the
     // committed txn, which a full refresh may have reset to -1).
     let applied = match (committed, remembered) {
@@ -446,13 +376,13 @@ async fn run_once(
     };
     let end = source_snapshot.version();
     let start = (applied + 1).max(0) as u64;
-    db.flows.update(&flow.name, |s| s.source_version = Some(end));
+    flows_rt.update(&flow.name, |s| s.source_version = Some(end));
     if start > end {
         return Ok(RunOutcome { source_to: Some(applied), ..Default::default() });
     }
     // Only a run with versions to apply shows as running (the worker's periodic passes over
     // flows that are up to date do not flicker their state).
-    db.flows.update(&flow.name, |s| s.state = FlowState::Running);
+    flows_rt.update(&flow.name, |s| s.state = FlowState::Running);
     let rows = match known {
         Some((version, rows)) if version == end && start == end => rows.to_vec(),
         _ => inserted_rows(&source, start, end).await?,
@@ -505,23 +435,18 @@ async fn inserted_rows(table: &sluice_storage::table::Table, start: u64, end: u6
     Ok(out)
 }
 
-/// Catches up every flow (on open), then runs async flows as their sources move and failed flows
-/// when their retry time comes, until the database is dropped.
-pub async fn worker(db: Weak<DatabaseInner>) {
-    let mut last_full_pass: Option<std::time::Instant> = None;
-    loop {
-        let Some(strong) = db.upgrade() else { return };
-        // A full pass runs every flow whose source moved, also by other processes.
-        let full = last_full_pass.is_none_or(|t| t.elapsed() >= Duration::from_millis(FULL_PASS_INTERVAL_MS));
-        if full {
-            last_full_pass = Some(std::time::Instant::now());
-        }
+impl FlowRuntime {
+    /// The worker's pass over flows: catches every flow up on a `full` pass (commits of other
+    /// processes), runs async flows whose flush interval passed and failed flows whose retry
+    /// time came.
+    pub(crate) async fn worker_pass(self: &Arc<Self>, full: bool) {
+        let db = &self.db;
         let state = if full {
-            strong.catalog.refresh().await.unwrap_or_else(|_| strong.catalog.current())
+            db.catalog.refresh().await.unwrap_or_else(|_| db.catalog.current())
         } else {
-            strong.catalog.current()
+            db.catalog.current()
         };
-        let statuses = strong.flows.statuses();
+        let statuses = self.statuses();
         let now = now_ms();
         for flow in state.flows.values() {
             let status = statuses.get(&flow.name);
@@ -530,7 +455,7 @@ pub async fn worker(db: Weak<DatabaseInner>) {
                     if s.retry_at_ms > now {
                         continue;
                     }
-                    strong.flows.record(FlowEvent {
+                    db.events.record(FlowEvent {
                         at_ms: now,
                         flow: flow.name.clone(),
                         kind: "retry",
@@ -550,21 +475,18 @@ pub async fn worker(db: Weak<DatabaseInner>) {
             };
             if due {
                 // A catch-up that writes the target runs the target's flows, as any write does.
-                let _ = run_flow(&strong, flow, None).await;
+                let _ = run_flow(self, flow, None).await;
             }
         }
-        if full {
-            crate::source::supervise(&strong);
-        }
-        crate::ivm::worker_pass(&strong, full).await;
-        let touched = std::mem::take(&mut *lock(&strong.flows.touched));
+    }
+
+    /// Compacts the tables written since the last call that are due (see [`compaction`]).
+    pub(crate) async fn compact_written(&self) {
+        let touched = std::mem::take(&mut *lock(&self.touched));
         for key in touched {
-            if let Some(entry) = strong.catalog.current().tables.get(&key) {
-                let _ = compaction::maybe_compact(&strong, entry).await;
+            if let Some(entry) = self.db.catalog.current().tables.get(&key) {
+                let _ = compaction::maybe_compact(&self.db, entry).await;
             }
         }
-        let wake = strong.flows.wake.clone();
-        drop(strong);
-        let _ = tokio::time::timeout(Duration::from_millis(WORKER_INTERVAL_MS), wake.notified()).await;
     }
 }

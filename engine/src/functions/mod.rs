@@ -10,10 +10,10 @@ use std::sync::{Arc, Mutex};
 use datafusion::execution::context::SessionContext;
 use sluice_storage::snapshot::Snapshot;
 
-use crate::database::DatabaseInner;
+use crate::warehouse::Warehouse;
 
 /// Registers Sluice's functions in a session context.
-pub fn register(ctx: &SessionContext, db: Arc<DatabaseInner>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) {
+pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) {
     for function in json::functions() {
         ctx.register_udf(function);
     }

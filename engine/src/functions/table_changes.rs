@@ -13,12 +13,12 @@ use datafusion::logical_expr::Expr;
 use datafusion::physical_plan::ExecutionPlan;
 use sluice_storage::snapshot::Snapshot;
 
-use crate::database::DatabaseInner;
 use crate::names::parse_table_name;
+use crate::warehouse::Warehouse;
 
 #[derive(Debug)]
 pub struct TableChanges {
-    pub db: Arc<DatabaseInner>,
+    pub db: Arc<Warehouse>,
     pub snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
 }
 
@@ -103,7 +103,7 @@ impl TableProvider for ChangesProvider {
 /// `table_history('table')`: the commits of a table as a relation (DESCRIBE HISTORY's rows).
 #[derive(Debug)]
 pub struct TableHistory {
-    pub db: Arc<DatabaseInner>,
+    pub db: Arc<Warehouse>,
 }
 
 impl TableFunctionImpl for TableHistory {

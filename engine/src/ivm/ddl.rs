@@ -14,6 +14,7 @@ use sluice_storage::schema::StructType;
 use sluice_storage::table::{CreateTable as CreateDelta, Table};
 
 use super::view::{plan_view_naming, scanned_tables, LiveView};
+use super::ViewRuntime;
 use crate::catalog::{key, FlowMode, TableEntry, TableKind, ViewDefinition};
 use crate::error::{Error, Result};
 use crate::names::table_name;
@@ -47,7 +48,11 @@ fn view_options(options: &[(String, String)]) -> Result<(FlowMode, Option<u64>)>
 }
 
 impl QueryContext {
-    pub(crate) async fn create_materialized_view(&self, create: CreateMaterializedView) -> Result<StatementResult> {
+    pub(crate) async fn create_materialized_view(
+        &self,
+        runtime: &Arc<ViewRuntime>,
+        create: CreateMaterializedView,
+    ) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let view_key = key(&name.schema, &name.name);
         let state = self.db.catalog.current();
@@ -143,15 +148,15 @@ impl QueryContext {
             self.delete_folder(&entry).await?;
             return Err(e);
         }
-        self.db.views.install(live, session, checkpoint);
+        runtime.install(live, session, checkpoint);
         if let Some(old) = replaced {
             // Views over the replaced one inlined its old query: they plan again when next used.
             for dependent in self.db.catalog.current().tables.values() {
                 if dependent.view.as_ref().is_some_and(|v| v.views.contains(&view_key)) {
-                    self.db.views.forget(&dependent.id);
+                    runtime.forget(&dependent.id);
                 }
             }
-            self.db.views.forget(&old.id);
+            runtime.forget(&old.id);
             self.db.forget_table(&old.id);
             self.delete_folder(&old).await?;
         }
@@ -173,15 +178,24 @@ impl QueryContext {
         Ok(entry)
     }
 
-    pub(crate) async fn refresh_materialized_view(&self, name: &ObjectName, full: bool) -> Result<StatementResult> {
+    pub(crate) async fn refresh_materialized_view(
+        &self,
+        runtime: &Arc<ViewRuntime>,
+        name: &ObjectName,
+        full: bool,
+    ) -> Result<StatementResult> {
         let entry = self.view_entry(name).await?;
-        super::refresh(&self.db, &entry, full).await?;
+        super::refresh(runtime, &entry, full).await?;
         Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"))
     }
 
-    pub(crate) async fn explain_materialized_view(&self, name: &ObjectName) -> Result<StatementResult> {
+    pub(crate) async fn explain_materialized_view(
+        &self,
+        runtime: &Arc<ViewRuntime>,
+        name: &ObjectName,
+    ) -> Result<StatementResult> {
         let entry = self.view_entry(name).await?;
-        let lines = super::explain(&self.db, &entry).await?;
+        let lines = super::explain(runtime, &entry).await?;
         let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
         let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])?;
         Ok(StatementResult::Rows { schema, batches: vec![batch] })
@@ -189,6 +203,7 @@ impl QueryContext {
 
     pub(crate) async fn drop_materialized_view(
         &self,
+        runtime: &Arc<ViewRuntime>,
         name: &ObjectName,
         if_exists: bool,
         cascade: bool,
@@ -231,7 +246,7 @@ impl QueryContext {
             })
             .await?;
         for entry in dropped {
-            self.db.views.forget(&entry.id);
+            runtime.forget(&entry.id);
             self.db.forget_table(&entry.id);
             self.delete_folder(&entry).await?;
         }

@@ -51,11 +51,11 @@ use datafusion::logical_expr::LogicalPlan;
 
 use crate::catalog::{FlowMode, TableEntry, TableKind};
 use crate::change::{Change, CommitListener, Operation};
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::provider::SluiceTable;
 use crate::sql::context::QueryContext;
 use crate::util::{lock, now_ms};
+use crate::warehouse::Warehouse;
 pub use dataflow::Delta;
 use futures::future::BoxFuture;
 use view::LiveView;
@@ -98,8 +98,8 @@ pub struct ViewHandle {
 }
 
 /// The views of a database held in memory, by table id.
-#[derive(Default)]
 pub struct ViewRuntime {
+    db: Arc<Warehouse>,
     views: Mutex<HashMap<String, Arc<ViewHandle>>>,
 }
 
@@ -110,6 +110,10 @@ impl std::fmt::Debug for ViewRuntime {
 }
 
 impl ViewRuntime {
+    pub fn new(db: Arc<Warehouse>) -> Self {
+        Self { db, views: Default::default() }
+    }
+
     fn handle(&self, id: &str) -> Arc<ViewHandle> {
         lock(&self.views).entry(id.to_string()).or_default().clone()
     }
@@ -166,7 +170,7 @@ fn describe(status: &mut ViewStatus, live: &LiveView) {
 
 /// Runs a plan with its tables pinned at given versions (`None`: read as empty).
 pub struct Requery<'a> {
-    pub db: &'a Arc<DatabaseInner>,
+    pub db: &'a Arc<Warehouse>,
     pub session: &'a QueryContext,
     pub versions: BTreeMap<String, Option<u64>>,
 }
@@ -209,16 +213,12 @@ impl Requery<'_> {
 }
 
 /// The view's table schema (its Delta table's columns).
-async fn view_schema(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<SchemaRef> {
+async fn view_schema(db: &Arc<Warehouse>, entry: &TableEntry) -> Result<SchemaRef> {
     Ok(db.open_table(entry).await?.cached_snapshot().arrow_schema())
 }
 
 /// Loads a view: from its last checkpoint, or built from scratch when there is none usable.
-async fn open(
-    db: &Arc<DatabaseInner>,
-    entry: &TableEntry,
-    status: &Mutex<ViewStatus>,
-) -> Result<(LiveView, QueryContext)> {
+async fn open(db: &Arc<Warehouse>, entry: &TableEntry, status: &Mutex<ViewStatus>) -> Result<(LiveView, QueryContext)> {
     let session = QueryContext::new(db.clone());
     let schema = view_schema(db, entry).await?;
     let mut live = LiveView::new(&session, entry, schema).await?;
@@ -232,7 +232,7 @@ async fn open(
             live.build(db, &session).await?;
         }
         Err(e) => {
-            db.flows.record_view_event(
+            db.events.record_view_event(
                 &entry.qualified_name(),
                 "rebuild",
                 0,
@@ -246,11 +246,12 @@ async fn open(
 
 /// Brings a view up to date (all inputs, or one input's commit) and records the outcome.
 async fn maintain(
-    db: &Arc<DatabaseInner>,
+    views: &Arc<ViewRuntime>,
     entry: &TableEntry,
     only: Option<(&str, u64, Option<&[Delta]>)>,
 ) -> Result<Arc<ViewHandle>> {
-    let handle = db.views.handle(&entry.id);
+    let db = &views.db;
+    let handle = views.handle(&entry.id);
     let mut slot = handle.live.lock().await;
     let started = Instant::now();
     let result = async {
@@ -262,7 +263,7 @@ async fn maintain(
             Ok(outcome) => outcome,
             // The change data may be gone (VACUUM) or unreadable: rebuild from the inputs.
             Err(e) => {
-                db.flows.record_view_event(
+                db.events.record_view_event(
                     &entry.qualified_name(),
                     "rebuild",
                     0,
@@ -305,7 +306,7 @@ async fn maintain(
             status.error = Some(e.to_string());
             status.failures += 1;
             status.retry_at_ms = now_ms() + crate::util::retry_delay_ms(status.failures);
-            db.flows.record_view_event(&entry.qualified_name(), "failure", 0, Some(e.to_string()));
+            db.events.record_view_event(&entry.qualified_name(), "failure", 0, Some(e.to_string()));
         }
     }
     drop(status);
@@ -317,27 +318,27 @@ async fn maintain(
 /// timed out, its client gone) cannot stop a view's maintenance half-way, which would leave the
 /// view claiming input versions it never applied.
 async fn maintain_to_end(
-    db: &Arc<DatabaseInner>,
+    views: &Arc<ViewRuntime>,
     entry: &TableEntry,
     only: Option<(&str, u64, Option<&[Delta]>)>,
 ) -> Result<Arc<ViewHandle>> {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return maintain(db, entry, only).await };
-    let (db, entry) = (db.clone(), entry.clone());
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return maintain(views, entry, only).await };
+    let (views, entry) = (views.clone(), entry.clone());
     let only = only.map(|(key, version, rows)| (key.to_string(), version, rows.map(<[Delta]>::to_vec)));
     let task = runtime.spawn(async move {
         let only = only.as_ref().map(|(key, version, rows)| (key.as_str(), *version, rows.as_deref()));
-        maintain(&db, &entry, only).await
+        maintain(&views, &entry, only).await
     });
     task.await.map_err(|e| Error::Internal(format!("the maintenance of a view stopped: {e}")))?
 }
 
 /// The views that read `table_key` (directly or through other views).
-fn views_reading(db: &DatabaseInner, table_key: &str) -> Vec<TableEntry> {
+fn views_reading(db: &Warehouse, table_key: &str) -> Vec<TableEntry> {
     db.catalog.current().tables.values().filter(|t| reads(t, table_key)).cloned().collect()
 }
 
 /// Whether a materialized view reads the table `key` (a writer then hands its changed rows over).
-fn is_view_input(db: &DatabaseInner, key: &str) -> bool {
+fn is_view_input(db: &Warehouse, key: &str) -> bool {
     db.catalog.current().tables.values().any(|t| reads(t, key))
 }
 
@@ -350,7 +351,7 @@ fn reads(entry: &TableEntry, table_key: &str) -> bool {
 /// it (with the rows it changed, when the writer knows them: weights +1 inserted, -1 deleted);
 /// async views are left to the worker. A failure is recorded on the view (and retried), not
 /// returned to the writer.
-pub(crate) struct ViewListener(pub std::sync::Weak<DatabaseInner>);
+pub(crate) struct ViewListener(pub std::sync::Weak<ViewRuntime>);
 
 impl CommitListener for ViewListener {
     fn committed<'a>(&'a self, change: &'a Change) -> BoxFuture<'a, Result<()>> {
@@ -360,39 +361,41 @@ impl CommitListener for ViewListener {
             if !change.operation.changes_rows() || change.operation == Operation::ViewCheckpoint {
                 return Ok(());
             }
-            let Some(db) = self.0.upgrade() else { return Ok(()) };
+            let Some(views) = self.0.upgrade() else { return Ok(()) };
+            let db = &views.db;
             let rows: Option<Vec<Delta>> = change.rows.as_ref().map(|rows| {
                 let deleted = rows.deleted.iter().cloned().map(Delta::deleted);
                 deleted.chain(rows.inserted.iter().cloned().map(Delta::inserted)).collect()
             });
-            for view in views_reading(&db, &change.table) {
+            for view in views_reading(db, &change.table) {
                 let Some(definition) = &view.view else { continue };
                 if definition.refresh == FlowMode::Async {
-                    db.flows.wake_worker();
+                    db.wake_worker();
                     continue;
                 }
-                let _ = maintain_to_end(&db, &view, Some((&change.table, change.version, rows.as_deref()))).await;
+                let _ = maintain_to_end(&views, &view, Some((&change.table, change.version, rows.as_deref()))).await;
             }
             Ok(())
         })
     }
 
     fn wants_rows(&self, table: &str) -> bool {
-        self.0.upgrade().is_some_and(|db| is_view_input(&db, table))
+        self.0.upgrade().is_some_and(|views| is_view_input(&views.db, table))
     }
 }
 
 /// A view's rows for a reader, caught up with its inputs' latest versions first.
-pub async fn read(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<(SchemaRef, Arc<Vec<RecordBatch>>)> {
-    let handle = maintain_to_end(db, entry, None).await?;
+pub async fn read(views: &Arc<ViewRuntime>, entry: &TableEntry) -> Result<(SchemaRef, Arc<Vec<RecordBatch>>)> {
+    let handle = maintain_to_end(views, entry, None).await?;
     let mut slot = handle.live.lock().await;
     let Some((live, _)) = slot.as_mut() else { return Err(Error::Internal("view not loaded".into())) };
     Ok((live.output.schema.clone(), live.output.batches()?))
 }
 
 /// REFRESH MATERIALIZED VIEW: catches up (or, FULL, rebuilds from scratch), then checkpoints.
-pub async fn refresh(db: &Arc<DatabaseInner>, entry: &TableEntry, full: bool) -> Result<()> {
-    let handle = maintain_to_end(db, entry, None).await?;
+pub async fn refresh(views: &Arc<ViewRuntime>, entry: &TableEntry, full: bool) -> Result<()> {
+    let db = &views.db;
+    let handle = maintain_to_end(views, entry, None).await?;
     if full {
         let mut slot = handle.live.lock().await;
         if let Some((live, session)) = slot.as_mut() {
@@ -406,26 +409,27 @@ pub async fn refresh(db: &Arc<DatabaseInner>, entry: &TableEntry, full: bool) ->
             status.maintained_at_ms = Some(now_ms());
         }
     }
-    checkpoint(db, &handle).await
+    checkpoint(views, &handle).await
 }
 
 /// A view's status for `sluice.views` (loading and catching it up first; a failure shows in it).
-pub async fn status(db: &Arc<DatabaseInner>, entry: &TableEntry) -> ViewStatus {
-    let _ = maintain_to_end(db, entry, None).await;
-    let handle = db.views.handle(&entry.id);
+pub async fn status(views: &Arc<ViewRuntime>, entry: &TableEntry) -> ViewStatus {
+    let _ = maintain_to_end(views, entry, None).await;
+    let handle = views.handle(&entry.id);
     let status = lock(&handle.status).clone();
     status
 }
 
 /// EXPLAIN MATERIALIZED VIEW.
-pub async fn explain(db: &Arc<DatabaseInner>, entry: &TableEntry) -> Result<Vec<String>> {
-    let handle = maintain(db, entry, None).await?;
+pub async fn explain(views: &Arc<ViewRuntime>, entry: &TableEntry) -> Result<Vec<String>> {
+    let handle = maintain(views, entry, None).await?;
     let slot = handle.live.lock().await;
     Ok(slot.as_ref().map(|(live, _)| live.explain()).unwrap_or_default())
 }
 
 /// Writes a checkpoint of a loaded view that changed since its last one.
-async fn checkpoint(db: &Arc<DatabaseInner>, handle: &ViewHandle) -> Result<()> {
+async fn checkpoint(views: &Arc<ViewRuntime>, handle: &ViewHandle) -> Result<()> {
+    let db = &views.db;
     let started = Instant::now();
     let mut slot = handle.live.lock().await;
     let Some((live, _)) = slot.as_mut() else { return Ok(()) };
@@ -444,9 +448,10 @@ async fn checkpoint(db: &Arc<DatabaseInner>, handle: &ViewHandle) -> Result<()> 
 
 /// The worker's pass over views: async views that are due, every view when `full` (commits of
 /// other processes), failed views whose retry time came; then checkpoints of changed views.
-pub async fn worker_pass(db: &Arc<DatabaseInner>, full: bool) {
+pub async fn worker_pass(views: &Arc<ViewRuntime>, full: bool) {
+    let db = &views.db;
     let state = db.catalog.current();
-    let statuses = db.views.statuses();
+    let statuses = views.statuses();
     let now = now_ms();
     for entry in state.tables.values().filter(|t| t.kind == TableKind::MaterializedView) {
         let Some(definition) = &entry.view else { continue };
@@ -461,14 +466,14 @@ pub async fn worker_pass(db: &Arc<DatabaseInner>, full: bool) {
             full
         };
         if due {
-            let _ = maintain(db, entry, None).await;
+            let _ = maintain(views, entry, None).await;
         }
     }
     let handles: Vec<(String, Arc<ViewHandle>)> =
-        lock(&db.views.views).iter().map(|(id, h)| (id.clone(), h.clone())).collect();
+        lock(&views.views).iter().map(|(id, h)| (id.clone(), h.clone())).collect();
     for (id, handle) in handles {
         if !state.tables.values().any(|t| t.id == id) {
-            db.views.forget(&id);
+            views.forget(&id);
             continue;
         }
         let (last, cost) = {
@@ -476,7 +481,7 @@ pub async fn worker_pass(db: &Arc<DatabaseInner>, full: bool) {
             (status.checkpoint_at_ms.unwrap_or(0), status.checkpoint_cost_ms)
         };
         if now - last >= CHECKPOINT_INTERVAL_MS.max(cost * CHECKPOINT_SLOWDOWN) {
-            let _ = checkpoint(db, &handle).await;
+            let _ = checkpoint(views, &handle).await;
         }
     }
 }

@@ -20,8 +20,8 @@ use super::dataflow::{Node, RowBytes};
 use super::join::KeyRows;
 use super::view::{LiveView, Strategy};
 use crate::change::Operation;
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
+use crate::warehouse::Warehouse;
 
 const MAGIC: &str = "sluice-ivm-state-1";
 /// The txn naming the state file of the checkpoint.
@@ -47,7 +47,7 @@ const STATE_FILE_ATTEMPTS: u64 = 64;
 /// Another process that maintains the same view checkpoints it too. Both commits carry
 /// `txn('ivm-state')`, so one of two concurrent checkpoints loses; the loser starts again from the
 /// winner's version (either state is a valid starting point: a restart replays what follows it).
-pub async fn checkpoint(db: &DatabaseInner, live: &mut LiveView) -> Result<u64> {
+pub async fn checkpoint(db: &Warehouse, live: &mut LiveView) -> Result<u64> {
     let table = db.open_table(&live.entry).await?;
     let store = table.store().clone();
     let state = Bytes::from(encode(live)?);
@@ -117,7 +117,7 @@ async fn create_state_file(store: &TableStore, at_least: u64, state: Bytes) -> R
 }
 
 /// Loads the latest checkpoint into a freshly compiled view; `None` when there is none.
-pub async fn restore(db: &DatabaseInner, live: &mut LiveView) -> Result<Option<u64>> {
+pub async fn restore(db: &Warehouse, live: &mut LiveView) -> Result<Option<u64>> {
     let table = db.open_table(&live.entry).await?;
     let snapshot = table.snapshot().await?;
     let Some(sequence) = snapshot.txn_version(STATE_APP_ID) else { return Ok(None) };

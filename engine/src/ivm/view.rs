@@ -18,9 +18,9 @@ use super::dataflow::{Change, Delta, Node};
 use super::output::OutputStore;
 use super::{Requery, START_TABLE};
 use crate::catalog::{TableEntry, TableKind};
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::sql::context::QueryContext;
+use crate::warehouse::Warehouse;
 
 /// Views inlined into one another at most this deep.
 const VIEW_NESTING_MAX: usize = 16;
@@ -238,7 +238,7 @@ impl LiveView {
     }
 
     /// Builds the rows from scratch at the inputs' latest versions.
-    pub async fn build(&mut self, db: &Arc<DatabaseInner>, session: &QueryContext) -> Result<u64> {
+    pub async fn build(&mut self, db: &Arc<Warehouse>, session: &QueryContext) -> Result<u64> {
         for input in self.inputs.values_mut() {
             input.version = None;
         }
@@ -300,7 +300,7 @@ impl LiveView {
         Ok(rows_in)
     }
 
-    async fn latest_versions(&self, db: &Arc<DatabaseInner>) -> Result<Vec<(String, u64)>> {
+    async fn latest_versions(&self, db: &Arc<Warehouse>) -> Result<Vec<(String, u64)>> {
         let mut out = Vec::new();
         for key in self.inputs.keys() {
             let table = db.open_table(&current_entry(db, key)?).await?;
@@ -311,13 +311,7 @@ impl LiveView {
 
     /// Pushes one input's change through the dataflow into the rows (the input's version must
     /// already be set to the change's).
-    async fn push(
-        &mut self,
-        db: &Arc<DatabaseInner>,
-        session: &QueryContext,
-        table: &str,
-        delta: &Delta,
-    ) -> Result<()> {
+    async fn push(&mut self, db: &Arc<Warehouse>, session: &QueryContext, table: &str, delta: &Delta) -> Result<()> {
         let versions = self.versions();
         let Strategy::Incremental(node) = &mut self.strategy else { return Ok(()) };
         let requery = Requery { db, session, versions };
@@ -330,7 +324,7 @@ impl LiveView {
     }
 
     /// Runs the query at the applied versions and replaces the rows.
-    pub async fn recompute(&mut self, db: &Arc<DatabaseInner>, session: &QueryContext) -> Result<()> {
+    pub async fn recompute(&mut self, db: &Arc<Warehouse>, session: &QueryContext) -> Result<()> {
         let requery = Requery { db, session, versions: self.versions() };
         let batches = requery.run(self.plan.clone()).await?;
         self.output.replace(&batches)?;
@@ -342,7 +336,7 @@ impl LiveView {
     /// its rows when the writer handed them over: `(version, rows)` changed by that version).
     pub async fn catch_up(
         &mut self,
-        db: &Arc<DatabaseInner>,
+        db: &Arc<Warehouse>,
         session: &QueryContext,
         only: Option<(&str, u64, Option<&[Delta]>)>,
     ) -> Result<CatchUp> {
@@ -407,7 +401,7 @@ impl LiveView {
 }
 
 /// The catalog entry of an input table.
-pub fn current_entry(db: &DatabaseInner, key: &str) -> Result<TableEntry> {
+pub fn current_entry(db: &Warehouse, key: &str) -> Result<TableEntry> {
     db.catalog
         .current()
         .tables

@@ -52,20 +52,19 @@ impl QueryContext {
                 Ok(true)
             })
             .await?;
-        // Tables ingesting an old definition restart with the new one.
-        super::supervise(&self.db);
+        // Tables ingesting an old definition restart with the new one (the session supervises
+        // the sources after each streaming statement).
         Ok(StatementResult::command("CREATE SOURCE"))
     }
 
     /// Drops a source. Tables that ingest it make this fail, unless CASCADE, which detaches them
     /// (they keep their rows and become ordinary streaming tables).
     pub(crate) async fn drop_source(&self, name: &str, if_exists: bool, cascade: bool) -> Result<StatementResult> {
-        let (_, dropped) = self
-            .db
+        self.db
             .catalog
             .update(|state| {
                 if !state.sources.contains_key(name) {
-                    return if if_exists { Ok(false) } else { Err(source_not_found(name)) };
+                    return if if_exists { Ok(()) } else { Err(source_not_found(name)) };
                 }
                 let users: Vec<String> = state.tables_ingesting(name).map(|t| t.qualified_name()).collect();
                 if !users.is_empty() && !cascade {
@@ -84,12 +83,9 @@ impl QueryContext {
                     }
                 }
                 state.sources.remove(name);
-                Ok(true)
+                Ok(())
             })
             .await?;
-        if dropped {
-            super::supervise(&self.db);
-        }
         Ok(StatementResult::command("DROP SOURCE"))
     }
 

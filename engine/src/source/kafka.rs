@@ -35,13 +35,14 @@ use sluice_storage::write::SaveMode;
 
 use super::decode::{BatchBuilder, DecodedBatch, RawRecord};
 use super::options::{KafkaOptions, StartAt, Topics};
+use super::SourceRuntime;
 use super::{errors_table_name, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
 use crate::catalog::{SourceEntry, TableEntry};
 use crate::change::{ColumnMatch, WriteContext};
-use crate::database::DatabaseInner;
 use crate::error::{Error, Result};
 use crate::sql::context::QueryContext;
 use crate::util::{lock, now_ms};
+use crate::warehouse::Warehouse;
 
 /// The first delay before a failed session starts again; it doubles up to the maximum.
 const RESTART_DELAY_MS_MIN: u64 = 500;
@@ -63,10 +64,11 @@ pub(crate) struct IngestTask {
 }
 
 /// Starts missing ingest tasks and stops stale ones (see [`super::supervise`]).
-pub(crate) fn supervise(db: &Arc<DatabaseInner>) {
+pub(crate) fn supervise(sources: &Arc<SourceRuntime>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
+    let db = &sources.db;
     let state = db.catalog.current();
-    let mut tasks = lock(&db.sources.tasks);
+    let mut tasks = lock(&sources.tasks);
     tasks.retain(|table, task| {
         let wanted = state.tables.get(table).and_then(|t| t.source.as_deref()) == Some(task.source.name.as_str())
             && state.sources.get(&task.source.name) == Some(&task.source);
@@ -74,7 +76,7 @@ pub(crate) fn supervise(db: &Arc<DatabaseInner>) {
             task.stop.store(true, Ordering::Relaxed);
             task.handle.abort();
             if !wanted {
-                db.sources.forget(table);
+                sources.forget(table);
             }
             return false;
         }
@@ -88,8 +90,8 @@ pub(crate) fn supervise(db: &Arc<DatabaseInner>) {
         }
         let Some(source) = state.sources.get(source_name) else { continue };
         let stop = Arc::new(AtomicBool::new(false));
-        let handle = runtime.spawn(ingest(Arc::downgrade(db), key.clone(), source.clone(), stop.clone()));
-        db.sources.update(&key, |s| {
+        let handle = runtime.spawn(ingest(Arc::downgrade(sources), key.clone(), source.clone(), stop.clone()));
+        sources.update(&key, |s| {
             s.source = source_name.clone();
             s.state = IngestState::Starting;
         });
@@ -98,8 +100,8 @@ pub(crate) fn supervise(db: &Arc<DatabaseInner>) {
 }
 
 /// Stops every ingest task (the database is closing).
-pub(crate) fn stop_all(db: &DatabaseInner) {
-    for (_, task) in lock(&db.sources.tasks).drain() {
+pub(crate) fn stop_all(sources: &SourceRuntime) {
+    for (_, task) in lock(&sources.tasks).drain() {
         task.stop.store(true, Ordering::Relaxed);
         task.handle.abort();
     }
@@ -132,14 +134,14 @@ fn client_config(source: &str, options: &KafkaOptions) -> ClientConfig {
 
 /// The client's callbacks: errors and statistics go to the table's status.
 struct IngestContext {
-    db: Weak<DatabaseInner>,
+    sources: Weak<SourceRuntime>,
     table: String,
     source: String,
 }
 
 impl ClientContext for IngestContext {
     fn stats(&self, statistics: Statistics) {
-        let Some(db) = self.db.upgrade() else { return };
+        let Some(sources) = self.sources.upgrade() else { return };
         let mut marks = BTreeMap::new();
         for (topic, stats) in &statistics.topics {
             for (partition, p) in &stats.partitions {
@@ -148,21 +150,21 @@ impl ClientContext for IngestContext {
                 }
             }
         }
-        db.sources.update(&self.table, |s| s.high_watermarks.extend(marks));
+        sources.update(&self.table, |s| s.high_watermarks.extend(marks));
     }
 
     fn error(&self, error: KafkaError, reason: &str) {
-        let Some(db) = self.db.upgrade() else { return };
+        let Some(sources) = self.sources.upgrade() else { return };
         let message = format!("{error}: {reason}");
         tracing::warn!(source = %self.source, table = %self.table, "{message}");
         let mut first = false;
-        db.sources.update(&self.table, |s| {
+        sources.update(&self.table, |s| {
             first = s.state != IngestState::Retrying;
             s.state = IngestState::Retrying;
             s.error = Some(message.clone());
         });
         if first {
-            db.flows.record_source_event(&self.source, &self.table, "source error", 0, 0, Some(message));
+            sources.db.events.record_source_event(&self.source, &self.table, "source error", 0, 0, Some(message));
         }
     }
 }
@@ -170,11 +172,11 @@ impl ClientContext for IngestContext {
 impl ConsumerContext for IngestContext {}
 
 /// Runs sessions until the task is stopped, restarting after failures with backoff.
-async fn ingest(db: Weak<DatabaseInner>, table: String, source: SourceEntry, stop: Arc<AtomicBool>) {
+async fn ingest(sources: Weak<SourceRuntime>, table: String, source: SourceEntry, stop: Arc<AtomicBool>) {
     let mut delay = RESTART_DELAY_MS_MIN;
     while !stop.load(Ordering::Relaxed) {
-        let result = session(&db, &table, &source, &stop).await;
-        let Some(strong) = db.upgrade() else { return };
+        let result = session(&sources, &table, &source, &stop).await;
+        let Some(strong) = sources.upgrade() else { return };
         if stop.load(Ordering::Relaxed) {
             return;
         }
@@ -184,7 +186,7 @@ async fn ingest(db: Weak<DatabaseInner>, table: String, source: SourceEntry, sto
         };
         tracing::warn!(source = %source.name, table = %table, "ingest failed: {message}");
         let mut failures = 0;
-        strong.sources.update(&table, |s| {
+        strong.update(&table, |s| {
             s.state = IngestState::Failed;
             s.error = Some(message.clone());
             s.failures += 1;
@@ -193,7 +195,7 @@ async fn ingest(db: Weak<DatabaseInner>, table: String, source: SourceEntry, sto
         if failures == 1 {
             delay = RESTART_DELAY_MS_MIN;
         }
-        strong.flows.record_source_event(
+        strong.db.events.record_source_event(
             &source.name,
             &table,
             "source failure",
@@ -225,14 +227,19 @@ enum Delivery {
 
 /// One session: reads the committed offsets, starts a consumer there and commits its batches
 /// until a commit fails or the task is stopped.
-async fn session(db: &Weak<DatabaseInner>, table: &str, source: &SourceEntry, stop: &Arc<AtomicBool>) -> Result<()> {
+async fn session(
+    sources: &Weak<SourceRuntime>,
+    table: &str,
+    source: &SourceEntry,
+    stop: &Arc<AtomicBool>,
+) -> Result<()> {
     let options = KafkaOptions::parse(&source.options)?;
     let committed = {
-        let db = db.upgrade().ok_or_else(|| Error::Internal("the database closed".into()))?;
-        let entry = table_entry(&db, table)?;
-        committed_offsets(&db, &entry, &source.name).await?
+        let sources = sources.upgrade().ok_or_else(|| Error::Internal("the database closed".into()))?;
+        let entry = table_entry(&sources.db, table)?;
+        committed_offsets(&sources.db, &entry, &source.name).await?
     };
-    let context = IngestContext { db: db.clone(), table: table.to_string(), source: source.name.clone() };
+    let context = IngestContext { sources: sources.clone(), table: table.to_string(), source: source.name.clone() };
     let consumer: BaseConsumer<IngestContext> =
         client_config(&source.name, &options).create_with_context(context).map_err(|e| {
             Error::data("22023", format!("the Kafka client refused the options of source {}: {e}", source.name))
@@ -257,23 +264,23 @@ async fn session(db: &Weak<DatabaseInner>, table: &str, source: &SourceEntry, st
             Delivery::Batch(batch) => batch,
             Delivery::Failed(message) => return Err(Error::data("08006", message)),
         };
-        let Some(db) = db.upgrade() else { return Ok(()) };
+        let Some(sources) = sources.upgrade() else { return Ok(()) };
         if stop.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let writer = writer.get_or_insert_with(|| QueryContext::new(db.clone()));
-        commit_batch(&db, writer, table, &source.name, batch).await?;
+        let writer = writer.get_or_insert_with(|| QueryContext::new(sources.db.clone()));
+        commit_batch(&sources, writer, table, &source.name, batch).await?;
     }
     Ok(())
 }
 
-fn table_entry(db: &DatabaseInner, table: &str) -> Result<TableEntry> {
+fn table_entry(db: &Warehouse, table: &str) -> Result<TableEntry> {
     db.catalog.current().tables.get(table).cloned().ok_or_else(|| Error::UndefinedTable(table.to_string()))
 }
 
 /// The last offset a table holds per (topic, partition) of a source.
 pub(crate) async fn committed_offsets(
-    db: &Arc<DatabaseInner>,
+    db: &Arc<Warehouse>,
     entry: &TableEntry,
     source: &str,
 ) -> Result<HashMap<(String, i32), i64>> {
@@ -447,12 +454,13 @@ fn above_committed(rows: &RecordBatch, committed: &HashMap<(String, i32), i64>) 
 
 /// Commits one batch: dead letters, then rows (which runs the table's flows).
 async fn commit_batch(
-    db: &Arc<DatabaseInner>,
+    sources: &SourceRuntime,
     writer: &QueryContext,
     table: &str,
     source: &str,
     batch: DecodedBatch,
 ) -> Result<()> {
+    let db = &sources.db;
     let txns: Vec<Txn> = batch
         .offsets
         .iter()
@@ -469,7 +477,7 @@ async fn commit_batch(
         write(writer, &errors_key, source, &batch, &batch.errors, &txns).await?;
     }
     let written = write(writer, table, source, &batch, &batch.rows, &txns).await?;
-    db.sources.update(table, |s| {
+    sources.update(table, |s| {
         s.state = IngestState::Running;
         s.error = None;
         s.failures = 0;
@@ -479,7 +487,7 @@ async fn commit_batch(
         s.bytes += batch.bytes;
         s.last_batch_ms = Some(now_ms());
     });
-    db.flows.record_source_event(
+    db.events.record_source_event(
         source,
         table,
         "ingest",

@@ -27,8 +27,8 @@ pub mod options;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
-use crate::database::DatabaseInner;
 use crate::util::lock;
+use crate::warehouse::Warehouse;
 
 /// The prefix of the txn application ids a table keeps per source partition.
 pub fn txn_prefix(source: &str) -> String {
@@ -96,8 +96,8 @@ pub struct IngestStatus {
 }
 
 /// The ingest tasks of a database and their status.
-#[derive(Default)]
 pub struct SourceRuntime {
+    pub(crate) db: Arc<Warehouse>,
     status: Mutex<HashMap<String, IngestStatus>>,
     /// Set when the database's last handle is gone: the worker (which outlives it) must not start
     /// ingest tasks again.
@@ -113,6 +113,16 @@ impl std::fmt::Debug for SourceRuntime {
 }
 
 impl SourceRuntime {
+    pub fn new(db: Arc<Warehouse>) -> Self {
+        Self {
+            db,
+            status: Default::default(),
+            closed: Default::default(),
+            #[cfg(feature = "kafka")]
+            tasks: Default::default(),
+        }
+    }
+
     /// The status of every ingesting table, by table key.
     pub fn statuses(&self) -> HashMap<String, IngestStatus> {
         lock(&self.status).clone()
@@ -129,14 +139,12 @@ impl SourceRuntime {
 
 /// Starts an ingest task for every table that ingests a source and has none, and stops the tasks
 /// of tables that no longer do. Called by the flow worker on every full pass and by the DDL.
-pub fn supervise(db: &Arc<DatabaseInner>) {
-    if db.sources.closed.load(std::sync::atomic::Ordering::Relaxed) {
+pub fn supervise(sources: &Arc<SourceRuntime>) {
+    if sources.closed.load(std::sync::atomic::Ordering::Relaxed) {
         return;
     }
     #[cfg(feature = "kafka")]
-    kafka::supervise(db);
-    #[cfg(not(feature = "kafka"))]
-    let _ = db;
+    kafka::supervise(sources);
 }
 
 /// Checks a Kafka source's client properties (librdkafka refuses unknown ones).
@@ -151,12 +159,10 @@ pub fn check_client(source: &str, options: &options::KafkaOptions) -> crate::err
 }
 
 /// Stops every ingest task (the last handle of the database is gone).
-pub fn stop_all(db: &DatabaseInner) {
-    db.sources.closed.store(true, std::sync::atomic::Ordering::Relaxed);
+pub fn stop_all(sources: &SourceRuntime) {
+    sources.closed.store(true, std::sync::atomic::Ordering::Relaxed);
     #[cfg(feature = "kafka")]
-    kafka::stop_all(db);
-    #[cfg(not(feature = "kafka"))]
-    let _ = db;
+    kafka::stop_all(sources);
 }
 
 #[cfg(test)]

@@ -12,15 +12,15 @@ use sluice_storage::snapshot::Snapshot;
 use sluice_storage::table::Table;
 
 use crate::catalog::TableEntry;
-use crate::database::DatabaseInner;
 use crate::provider::SluiceTable;
+use crate::warehouse::Warehouse;
 
 /// The schema name of statement-local relations.
 pub use crate::names::TEMP_SCHEMA;
 
 #[derive(Debug)]
 pub struct SluiceCatalogProvider {
-    db: Arc<DatabaseInner>,
+    db: Arc<Warehouse>,
     temp: Arc<TempSchema>,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
     /// Schemas a session adds for itself (Sluice's `sluice` system schema, the server's
@@ -30,7 +30,7 @@ pub struct SluiceCatalogProvider {
 
 impl SluiceCatalogProvider {
     pub fn new(
-        db: Arc<DatabaseInner>,
+        db: Arc<Warehouse>,
         temp: Arc<TempSchema>,
         snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
     ) -> Self {
@@ -86,14 +86,14 @@ impl CatalogProvider for SluiceCatalogProvider {
 /// A schema of the warehouse.
 #[derive(Debug)]
 pub struct SluiceSchema {
-    db: Arc<DatabaseInner>,
+    db: Arc<Warehouse>,
     name: String,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
 }
 
 /// The table handle and its snapshot for the running statement.
 pub async fn statement_snapshot(
-    db: &DatabaseInner,
+    db: &Warehouse,
     snapshots: &Mutex<HashMap<String, Arc<Snapshot>>>,
     entry: &TableEntry,
 ) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {

@@ -22,10 +22,10 @@ use sluice_storage::snapshot::Snapshot;
 
 use super::catalog_provider::{SluiceCatalogProvider, TempSchema};
 use crate::catalog::DEFAULT_SCHEMA;
-use crate::database::DatabaseInner;
 use crate::error::Result;
 use crate::names::CATALOG_NAME;
 use crate::syntax::parser::SluiceStatement;
+use crate::warehouse::Warehouse;
 
 /// The result of one statement.
 #[derive(Debug, Clone)]
@@ -66,7 +66,7 @@ pub struct PreparedStatement {
 
 /// A database's planning context (see the module documentation).
 pub struct QueryContext {
-    pub(crate) db: Arc<DatabaseInner>,
+    pub(crate) db: Arc<Warehouse>,
     pub(crate) ctx: SessionContext,
     pub(crate) temp: Arc<TempSchema>,
     /// The snapshot each table is read at in the running statement.
@@ -83,7 +83,7 @@ impl std::fmt::Debug for QueryContext {
 }
 
 impl QueryContext {
-    pub fn new(db: Arc<DatabaseInner>) -> Self {
+    pub fn new(db: Arc<Warehouse>) -> Self {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA)
             .with_create_default_catalog_and_schema(false)

@@ -197,7 +197,7 @@ impl QueryContext {
             })
             .await?;
         for flow in flows {
-            self.db.flows.forget(&flow);
+            self.db.hooks.flow_dropped(&flow);
         }
         if let Some(entry) = removed {
             self.db.forget_table(&entry.id);

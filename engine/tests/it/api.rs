@@ -135,16 +135,19 @@ async fn dropping_the_last_handle_frees_the_warehouse() {
     .unwrap();
     assert_eq!(rows(&db.query("SELECT id FROM gold").await.unwrap()), vec!["1"]);
     assert_eq!(rows(&db.query("SELECT topic, n FROM per_topic").await.unwrap()), vec!["a|1", "b|1"]);
-    let shared = Arc::downgrade(db.inner());
+    // The runtimes (which the worker holds weakly), and the warehouse under them.
+    let runtimes = Arc::downgrade(db.inner());
+    let warehouse = Arc::downgrade(&db.inner().warehouse);
     let copy = db.clone();
     drop(db);
-    assert!(shared.upgrade().is_some(), "a handle is left");
+    assert!(runtimes.upgrade().is_some(), "a handle is left");
     drop(copy);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while shared.upgrade().is_some() {
-        assert!(std::time::Instant::now() < deadline, "the warehouse is still held after its last handle dropped");
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    crate::common::wait_for(
+        "the runtimes and the warehouse to be freed",
+        std::time::Duration::from_secs(10),
+        || async { (runtimes.upgrade().is_none() && warehouse.upgrade().is_none()).then_some(()) },
+    )
+    .await;
     // The files stay, and a new handle sees everything.
     let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
     assert_eq!(rows(&db.query("SELECT id FROM gold").await.unwrap()), vec!["1"]);

@@ -263,10 +263,18 @@ async fn small_files_of_streaming_tables_are_compacted() {
     }
     let started = Instant::now();
     loop {
-        let bronze =
-            db.inner().open_table(db.inner().catalog.current().table("public", "bronze").unwrap()).await.unwrap();
-        let silver =
-            db.inner().open_table(db.inner().catalog.current().table("public", "silver").unwrap()).await.unwrap();
+        let bronze = db
+            .inner()
+            .warehouse
+            .open_table(db.inner().warehouse.catalog.current().table("public", "bronze").unwrap())
+            .await
+            .unwrap();
+        let silver = db
+            .inner()
+            .warehouse
+            .open_table(db.inner().warehouse.catalog.current().table("public", "silver").unwrap())
+            .await
+            .unwrap();
         let files = (bronze.snapshot().await.unwrap().file_count(), silver.snapshot().await.unwrap().file_count());
         if files.0 < sluice::flow::compaction::SMALL_FILES_MAX && files.1 < sluice::flow::compaction::SMALL_FILES_MAX {
             break;

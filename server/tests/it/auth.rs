@@ -95,6 +95,7 @@ async fn stored_passwords_are_verifiers_that_do_not_log_in() {
             salted_password: Some(hex(&salted)),
         };
         db.inner()
+            .warehouse
             .catalog
             .update(|state| {
                 state.roles.insert(role.name.clone(), role.clone());

@@ -1,0 +1,106 @@
+//! [`Runtimes`]: a warehouse with the runtimes of its features (flows, materialized views,
+//! sources) and the background worker that drives them. Opening wires the features into the
+//! warehouse: the flows and views listen to its writer (flows first, so that a sync flow's
+//! target is written before the views over its source are maintained), the views' rows and the
+//! `sluice` system schema plug into planning through its hooks.
+//!
+//! The worker holds the runtimes only weakly: it stops once the last [`crate::Database`] handle
+//! and session are gone.
+
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
+
+use crate::error::Error;
+use crate::flow::FlowRuntime;
+use crate::ivm::ViewRuntime;
+use crate::source::SourceRuntime;
+use crate::warehouse::Warehouse;
+
+/// The background worker's poll interval.
+const WORKER_INTERVAL_MS: u64 = 100;
+/// How often the worker runs every flow and view whose input moved (commits by other processes,
+/// or missed while one was failed) and supervises the sources.
+const FULL_PASS_INTERVAL_MS: u64 = 1_000;
+
+/// A warehouse and its runtimes.
+#[derive(Debug)]
+pub struct Runtimes {
+    pub warehouse: Arc<Warehouse>,
+    pub flows: Arc<FlowRuntime>,
+    pub views: Arc<ViewRuntime>,
+    pub sources: Arc<SourceRuntime>,
+}
+
+impl Runtimes {
+    /// Starts the runtimes of an open warehouse: wires them in, starts the sources' ingest and
+    /// the background worker (on the tokio runtime the database is opened on; without one, flows
+    /// and views run only with writes).
+    pub fn start(warehouse: Arc<Warehouse>) -> Arc<Self> {
+        let runtimes = Arc::new(Self {
+            flows: Arc::new(FlowRuntime::new(warehouse.clone())),
+            views: Arc::new(ViewRuntime::new(warehouse.clone())),
+            sources: Arc::new(SourceRuntime::new(warehouse.clone())),
+            warehouse,
+        });
+        let warehouse = &runtimes.warehouse;
+        warehouse.writer.subscribe(Arc::new(crate::flow::FlowListener(Arc::downgrade(&runtimes.flows))));
+        warehouse.writer.subscribe(Arc::new(crate::ivm::ViewListener(Arc::downgrade(&runtimes.views))));
+        let views = Arc::downgrade(&runtimes.views);
+        warehouse.hooks.set_view_reader(Arc::new(move |entry| {
+            let views = views.clone();
+            Box::pin(async move {
+                let views = views.upgrade().ok_or_else(|| Error::Internal("the database is closed".into()))?;
+                crate::ivm::read(&views, &entry).await
+            })
+        }));
+        let flows = Arc::downgrade(&runtimes.flows);
+        warehouse.hooks.set_flow_dropped(Arc::new(move |name| {
+            if let Some(flows) = flows.upgrade() {
+                flows.forget(name);
+            }
+        }));
+        let weak = Arc::downgrade(&runtimes);
+        warehouse.hooks.add_schema(
+            crate::system::SYSTEM_SCHEMA,
+            Arc::new(move || -> Arc<dyn datafusion::catalog::SchemaProvider> {
+                match weak.upgrade() {
+                    Some(r) => Arc::new(crate::system::SystemSchema::new(
+                        r.warehouse.clone(),
+                        r.flows.clone(),
+                        r.views.clone(),
+                        r.sources.clone(),
+                    )),
+                    None => Arc::new(datafusion::catalog::MemorySchemaProvider::new()),
+                }
+            }),
+        );
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(worker(Arc::downgrade(&runtimes)));
+        }
+        crate::source::supervise(&runtimes.sources);
+        runtimes
+    }
+}
+
+/// Catches up every flow and view (on open), then runs async flows and views as their inputs
+/// move and failed ones when their retry time comes, keeps the sources' ingest running, and
+/// compacts the small files of written tables, until the runtimes are dropped.
+async fn worker(runtimes: Weak<Runtimes>) {
+    let mut last_full_pass: Option<Instant> = None;
+    loop {
+        let Some(strong) = runtimes.upgrade() else { return };
+        let full = last_full_pass.is_none_or(|t| t.elapsed() >= Duration::from_millis(FULL_PASS_INTERVAL_MS));
+        if full {
+            last_full_pass = Some(Instant::now());
+        }
+        strong.flows.worker_pass(full).await;
+        if full {
+            crate::source::supervise(&strong.sources);
+        }
+        crate::ivm::worker_pass(&strong.views, full).await;
+        strong.flows.compact_written().await;
+        let wake = strong.warehouse.wake.clone();
+        drop(strong);
+        let _ = tokio::time::timeout(Duration::from_millis(WORKER_INTERVAL_MS), wake.notified()).await;
+    }
+}

@@ -1,0 +1,189 @@
+//! [`Warehouse`]: the state every session, feature and runtime of one open warehouse shares: the
+//! store, the catalog, the table handles, the one writer every commit goes through (with its
+//! listeners), the hooks features plug into planning, the event log, roles, paths and memory.
+//!
+//! A warehouse is a folder (or object-store prefix) holding the catalog (`_sluice/`) and the
+//! managed tables (`<schema>/<table>-<id>/`). It opens a local path (the default),
+//! `memory://[name]` (in-process; the same name shares one store within a process), or an
+//! `s3://`, `gs://`, `az://` URL configured from the environment as object_store does.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use sluice_storage::store::TableStore;
+use sluice_storage::table::Table;
+
+use crate::catalog::{Catalog, TableEntry};
+use crate::error::{Error, Result};
+
+/// Options of a database handle.
+#[derive(Debug, Clone)]
+pub struct DatabaseOptions {
+    /// Parallelism of queries (default: the number of cores).
+    pub target_partitions: usize,
+    /// The zone of zone-less timestamp partition values in tables other engines wrote.
+    pub partition_timezone: Option<String>,
+    /// Memory all queries together may hold (default: half of the machine's; see [`crate::memory`]).
+    pub memory_limit_bytes: Option<usize>,
+    /// Memory one query may hold (default: all of `memory_limit_bytes`).
+    pub query_memory_limit_bytes: Option<usize>,
+}
+
+impl Default for DatabaseOptions {
+    fn default() -> Self {
+        Self {
+            target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            partition_timezone: None,
+            memory_limit_bytes: None,
+            query_memory_limit_bytes: None,
+        }
+    }
+}
+
+/// The state every session, feature and runtime of one database shares.
+#[derive(Debug)]
+pub struct Warehouse {
+    pub root: TableStore,
+    pub catalog: Catalog,
+    pub options: DatabaseOptions,
+    tables: Mutex<HashMap<String, Arc<Table>>>,
+    /// Where clients may name server paths (see [`crate::paths`]).
+    pub(crate) paths: crate::paths::PathPolicy,
+    /// The memory pool all queries share, and one query's limit in it.
+    pub(crate) memory: Arc<dyn datafusion::execution::memory_pool::MemoryPool>,
+    pub(crate) query_memory_limit_bytes: usize,
+    /// The login roles (see [`crate::roles`]).
+    pub(crate) roles: crate::roles::Roles,
+    /// The writer every commit goes through, and the flows and views it tells.
+    pub(crate) writer: crate::change::Writer,
+    /// What the features plug into planning (see [`crate::hooks`]).
+    pub(crate) hooks: crate::hooks::Hooks,
+    /// What flows, sources and views did.
+    pub events: crate::events::EventLog,
+    /// Wakes the background worker (an async flow's or view's input moved).
+    pub(crate) wake: Arc<tokio::sync::Notify>,
+}
+
+fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
+    static STORES: OnceLock<Mutex<HashMap<String, Arc<InMemory>>>> = OnceLock::new();
+    STORES.get_or_init(Default::default)
+}
+
+/// The store of a warehouse URL.
+pub fn warehouse_store(url: &str) -> Result<TableStore> {
+    if let Some(name) = url.strip_prefix("memory://") {
+        let store = if name.is_empty() {
+            Arc::new(InMemory::new())
+        } else {
+            let mut stores = memory_stores().lock().unwrap_or_else(|p| p.into_inner());
+            stores.entry(name.to_string()).or_insert_with(|| Arc::new(InMemory::new())).clone()
+        };
+        return Ok(TableStore::new(store, Path::from("warehouse"), url.to_string()));
+    }
+    Ok(TableStore::from_uri(url)?)
+}
+
+impl Warehouse {
+    /// Opens (creating if needed) the warehouse at `url`.
+    pub async fn open(url: &str, options: DatabaseOptions) -> Result<Arc<Self>> {
+        let root = warehouse_store(url)?;
+        let paths = crate::paths::PathPolicy::new(root.location());
+        let catalog = Catalog::open(root.clone()).await?;
+        let memory_limit = options.memory_limit_bytes.unwrap_or_else(|| {
+            (crate::memory::machine_memory_bytes() as f64 * crate::memory::MEMORY_SHARE_DEFAULT) as usize
+        });
+        let query_memory_limit_bytes = options
+            .query_memory_limit_bytes
+            .unwrap_or((memory_limit as f64 * crate::memory::QUERY_SHARE_DEFAULT) as usize)
+            .min(memory_limit);
+        Ok(Arc::new(Warehouse {
+            root,
+            catalog,
+            options,
+            tables: Mutex::new(HashMap::new()),
+            paths,
+            memory: crate::memory::database_pool(memory_limit),
+            query_memory_limit_bytes,
+            roles: Default::default(),
+            writer: Default::default(),
+            hooks: Default::default(),
+            events: Default::default(),
+            wake: Default::default(),
+        }))
+    }
+
+    /// Wakes the background worker now.
+    pub(crate) fn wake_worker(&self) {
+        self.wake.notify_one();
+    }
+
+    /// How this database's scans read tables (the zone of zone-less partition timestamps).
+    pub fn scan_options(&self) -> sluice_storage::scan::ScanOptions {
+        sluice_storage::scan::ScanOptions {
+            partition: sluice_storage::partition::PartitionReadOptions {
+                timestamp_zone: self.options.partition_timezone.clone(),
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Checks a server-side file a client names (COPY, a source's files) and returns it resolved.
+    pub fn client_file(
+        &self,
+        text: &str,
+        privileges: crate::Privileges,
+        purpose: crate::paths::PathUse,
+    ) -> Result<std::path::PathBuf> {
+        self.paths.client_file(&self.catalog, text, privileges, purpose)
+    }
+
+    /// Checks the LOCATION of a table a client creates or attaches (see [`crate::paths`]).
+    pub fn table_location(&self, text: &str, privileges: crate::Privileges) -> Result<String> {
+        self.paths.table_location(&self.catalog, text, privileges)
+    }
+
+    /// The local folder of a managed table, checked to lie inside the data folder.
+    pub fn managed_folder(&self, entry: &TableEntry) -> Option<std::path::PathBuf> {
+        self.paths.managed_folder(entry)
+    }
+
+    /// The store of a table, from its catalog entry.
+    pub fn store_for(&self, entry: &TableEntry) -> Result<TableStore> {
+        let location = &entry.location;
+        // A managed table's folder is always inside the warehouse, whatever its location says.
+        if !entry.managed && (location.contains("://") || location.starts_with('/')) {
+            Ok(warehouse_store(location)?)
+        } else {
+            Ok(self.root.child(location))
+        }
+    }
+
+    /// The open handle of a table (opened once per database handle).
+    pub async fn open_table(&self, entry: &TableEntry) -> Result<Arc<Table>> {
+        if let Some(table) = self.tables.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id) {
+            return Ok(table.clone());
+        }
+        let table = Arc::new(Table::open(self.store_for(entry)?).await.map_err(|e| match e {
+            sluice_storage::Error::NotATable { .. } => Error::Internal(format!(
+                "table {} is in the catalog but its log at {} is gone",
+                entry.qualified_name(),
+                entry.location
+            )),
+            other => Error::from(other),
+        })?);
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(tables.entry(entry.id.clone()).or_insert(table).clone())
+    }
+
+    /// Remembers a handle that was just created.
+    pub fn remember_table(&self, id: &str, table: Arc<Table>) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).insert(id.to_string(), table);
+    }
+
+    /// Forgets a dropped table's handle.
+    pub fn forget_table(&self, id: &str) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+}
