@@ -3,8 +3,8 @@
 //! Tables are Delta Lake tables (see `sluice-storage`); SQL is DataFusion with Sluice's own
 //! statements on top. The pipeline of types:
 //!
-//! - [`Database`] opens a warehouse (local folder, `memory://`, `s3://`, `gs://`, `az://`) and
-//!   holds the [`catalog`] of schemas and tables;
+//! - [`Database`] opens a [`warehouse`] (local folder, `memory://`, `s3://`, `gs://`, `az://`)
+//!   holding the [`catalog`] of schemas and tables, and starts its [`runtimes`];
 //! - a [`Session`] parses statements ([`syntax::parser`]), plans queries with DataFusion over
 //!   [`provider::SluiceTable`] (one snapshot per table per statement, with file and row-group
 //!   pruning and deletion-vector masking), and runs DDL and DML as single Delta commits;
@@ -19,18 +19,24 @@
 //!
 //! ## Layers
 //!
-//! Each module may use only the modules of the layers below it. The bottom is in place; the
-//! middle is still one knot (issue 19), which `tests/it/layout.rs` keeps from growing:
+//! Each module uses only modules of the layers below it (`tests/it/layout.rs` refuses an import
+//! cycle), so a new feature is a new module that plugs in at one place:
 //!
-//! 1. bottom, acyclic: [`error`], [`types`], [`util`] (locks, clock, retry backoff), [`catalog`],
-//!    [`privileges`], [`control`], [`memory`], [`syntax`] (statements and their parsers),
-//!    [`rights`], [`roles`], [`paths`], [`provider`];
-//! 2. still entangled: [`database`] (the warehouse state and the handle), [`session`] (the
-//!    statement dispatcher), [`sql`] (planning and writing), and the features on top of them:
-//!    [`flow`], [`ivm`], [`source`], [`quality`], [`functions`], [`system`].
-//!
-//! The target: a warehouse layer (store, catalog, table cache, a commit listener) under planning
-//! and one writer, the features above those, and `Session` and `Database` at the top.
+//! 1. bottom: [`error`], [`util`] (locks, clock, retry backoff), [`types`], [`privileges`],
+//!    [`control`], [`memory`], [`provider`] (table scans), [`change`] (the committed change,
+//!    its listeners, and the writer every commit goes through), [`events`] (the event log),
+//!    [`catalog`], [`syntax`] (statements and their parsers), [`names`], [`rights`], [`roles`],
+//!    [`paths`], [`hooks`] (what features plug into planning);
+//! 2. [`warehouse`]: the store, the catalog, the table handles, the writer and its listeners, the
+//!    hooks, the event log, roles, paths and memory of one open warehouse;
+//! 3. planning and writing: [`functions`] (JSON operators, `table_changes`) and [`sql`]
+//!    ([`sql::context::QueryContext`]: the DataFusion context and statement snapshots; queries,
+//!    DDL, DML and COPY, each commit through the writer);
+//! 4. features, each a runtime over the warehouse plus its statements as methods of the query
+//!    context: [`quality`] (expectations), [`source`] (Kafka ingest), [`ivm`] (materialized
+//!    views), [`flow`] (streaming flows), and [`system`] (the `sluice` schema that shows them);
+//! 5. top: [`runtimes`] (a warehouse with its runtimes, wired together, and the background
+//!    worker), [`session`] (the one statement dispatcher) and [`database`] (the handle).
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
