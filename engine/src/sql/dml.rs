@@ -17,8 +17,9 @@ use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ColumnarValue;
 use datafusion::sql::sqlparser::ast::{
-    self, AssignmentTarget, Delete, FromTable, Insert, Merge, MergeAction, MergeClauseKind, MergeInsertKind,
-    ObjectName, Query, TableFactor, TableObject, Truncate, Update, UpdateTableFromKind,
+    self, AssignmentTarget, Delete, Expr, FromTable, Ident, Insert, Merge, MergeAction, MergeClauseKind,
+    MergeInsertKind, ObjectName, Query, SelectItem, TableFactor, TableObject, TableWithJoins, Truncate, Update,
+    UpdateTableFromKind,
 };
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
@@ -275,13 +276,48 @@ impl QueryContext {
         Ok(())
     }
 
-    /// Registers the target with its hidden columns for one statement; returns its relation name.
+    /// Registers the target with its hidden columns for one statement; returns its relation name
+    /// (as text, for MERGE, which still builds SQL text).
     fn register_dml_view(&self, target: &Target) -> String {
+        let temp = self.register_dml_relation(target);
+        format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")
+    }
+
+    /// Registers the target with its hidden columns for one statement; returns its name in
+    /// [`TEMP_SCHEMA`].
+    fn register_dml_relation(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
         let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
             .with_hidden_columns();
         self.temp.insert(&temp, Arc::new(provider));
-        format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")
+        temp
+    }
+
+    /// The target relation of an UPDATE or DELETE, replaced by its registered relation with
+    /// hidden columns under the statement's alias (or the table's name): `relation` is the
+    /// statement's own, so its other properties stay as written.
+    fn dml_relation(&self, target: &Target, relation: &TableFactor) -> Result<(TableFactor, Ident)> {
+        let TableFactor::Table { alias, .. } = relation else {
+            return Err(Error::NotSupported("UPDATE or DELETE of this kind of relation".into()));
+        };
+        let alias = alias.as_ref().map(|a| a.name.clone()).unwrap_or_else(|| Ident::with_quote('"', &target.name.name));
+        let temp = self.register_dml_relation(target);
+        let mut replaced = relation.clone();
+        if let TableFactor::Table { name, alias: replaced_alias, .. } = &mut replaced {
+            *name = ObjectName::from(vec![
+                Ident::with_quote('"', crate::names::CATALOG_NAME),
+                Ident::with_quote('"', TEMP_SCHEMA),
+                Ident::with_quote('"', temp),
+            ]);
+            *replaced_alias = Some(ast::TableAlias { explicit: true, name: alias.clone(), columns: vec![], at: None });
+        }
+        Ok((replaced, alias))
+    }
+
+    /// Plans and runs a query built from a statement's syntax tree.
+    async fn collect_built(&self, query: Query) -> Result<Vec<RecordBatch>> {
+        let plan = self.plan_statement(ast::Statement::Query(Box::new(query))).await?;
+        Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
     }
 
     pub(crate) async fn delete_statement(&self, delete: Delete) -> Result<StatementResult> {
@@ -292,26 +328,22 @@ impl QueryContext {
             FromTable::WithFromKeyword(r) | FromTable::WithoutKeyword(r) => r,
         };
         let Some(first) = relations.first() else { return Err(Error::Plan("DELETE needs a table".into())) };
-        let TableFactor::Table { name, alias, .. } = &first.relation else {
+        let TableFactor::Table { name, .. } = &first.relation else {
             return Err(Error::NotSupported("DELETE from this kind of relation".into()));
         };
         let target = self.target(name).await?;
-        let relation = self.register_dml_view(&target);
-        let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
-        let mut from = vec![format!("{relation} AS {alias}")];
-        from.extend(relations.iter().skip(1).map(|r| r.to_string()));
-        from.extend(delete.using.iter().flatten().map(|r| r.to_string()));
-        let filter = delete.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
+        let (relation, alias) = self.dml_relation(&target, &first.relation)?;
+        let mut from = vec![TableWithJoins { relation, joins: vec![] }];
+        from.extend(relations.iter().skip(1).cloned());
+        from.extend(delete.using.iter().flatten().cloned());
         // The deleted rows themselves are selected too when a view reads the table and each
         // target row can come once (no USING, no second table): the views get them from here
         // instead of reading them back from the files through the change data feed.
         let hand_over = from.len() == 1 && self.db.writer.wants_rows(&target.entry.qualified_name());
-        let columns = if hand_over { old_columns(&target, &alias) } else { String::new() };
-        let sql = format!(
-            "SELECT {columns}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
-            from.join(", ")
-        );
-        let batches = self.collect_query(&sql).await?;
+        let mut projection = if hand_over { old_columns(&target, &alias) } else { vec![] };
+        projection.push(SelectItem::UnnamedExpr(column_of(&alias, FILE_COLUMN)));
+        projection.push(SelectItem::UnnamedExpr(column_of(&alias, ROW_COLUMN)));
+        let batches = self.collect_built(select_query(projection, from, delete.selection.clone())?).await?;
         let first = if hand_over { target.snapshot.arrow_schema().fields().len() } else { 0 };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
         if count > 0 {
@@ -331,42 +363,38 @@ impl QueryContext {
         if update.returning.is_some() || update.limit.is_some() {
             return Err(Error::NotSupported("UPDATE with RETURNING or LIMIT".into()));
         }
-        let TableFactor::Table { name, alias, .. } = &update.table.relation else {
+        let TableFactor::Table { name, .. } = &update.table.relation else {
             return Err(Error::NotSupported("UPDATE of this kind of relation".into()));
         };
         let target = self.target(name).await?;
         let assignments = assignment_map(&update.assignments, &target)?;
-        let relation = self.register_dml_view(&target);
-        let alias = alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
-        let mut from = vec![format!("{relation} AS {alias}")];
+        let (relation, alias) = self.dml_relation(&target, &update.table.relation)?;
+        let mut from = vec![TableWithJoins { relation, joins: update.table.joins.clone() }];
         match &update.from {
             Some(UpdateTableFromKind::BeforeSet(tables) | UpdateTableFromKind::AfterSet(tables)) => {
-                from.extend(tables.iter().map(|t| t.to_string()))
+                from.extend(tables.iter().cloned())
             }
             None => {}
         }
-        from.extend(update.table.joins.iter().map(|j| j.to_string()));
-        let values: Vec<String> = target
+        let mut projection: Vec<SelectItem> = target
             .snapshot
             .schema()
             .fields
             .iter()
-            .map(|f| match assignments.get(&f.name) {
-                Some(expr) => format!("{expr} AS {}", quoted(&f.name)),
-                None => format!("{alias}.{} AS {}", quoted(&f.name), quoted(&f.name)),
+            .map(|f| SelectItem::ExprWithAlias {
+                expr: assignments.get(&f.name).cloned().unwrap_or_else(|| column_of(&alias, &f.name)),
+                alias: Ident::with_quote('"', &f.name),
             })
             .collect();
-        let filter = update.selection.as_ref().map(|s| format!(" WHERE {s}")).unwrap_or_default();
         // As for DELETE: the old rows are selected too when a view reads the table (an UPDATE
         // matches each target row at most once, which row_sets checks).
         let hand_over = self.db.writer.wants_rows(&target.entry.qualified_name());
-        let old = if hand_over { old_columns(&target, &alias) } else { String::new() };
-        let sql = format!(
-            "SELECT {}, {old}{alias}.\"{FILE_COLUMN}\", {alias}.\"{ROW_COLUMN}\" FROM {}{filter}",
-            values.join(", "),
-            from.join(" , ")
-        );
-        let batches = self.collect_query(&sql).await?;
+        if hand_over {
+            projection.extend(old_columns(&target, &alias));
+        }
+        projection.push(SelectItem::UnnamedExpr(column_of(&alias, FILE_COLUMN)));
+        projection.push(SelectItem::UnnamedExpr(column_of(&alias, ROW_COLUMN)));
+        let batches = self.collect_built(select_query(projection, from, update.selection.clone())?).await?;
         let columns = target.snapshot.schema().fields.len();
         let first = if hand_over { columns + target.snapshot.arrow_schema().fields().len() } else { columns };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, true)?;
@@ -435,8 +463,10 @@ impl QueryContext {
                 MergeAction::Update(update) => {
                     let assignments = assignment_map(&update.assignments, &target)?;
                     for (j, f) in fields.iter().enumerate() {
-                        let value =
-                            assignments.get(&f.name).cloned().unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
+                        let value = assignments
+                            .get(&f.name)
+                            .map(|e| e.to_string())
+                            .unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
                         outputs.push(format!("{value} AS \"__c{i}_{j}\""));
                     }
                 }
@@ -582,11 +612,44 @@ impl QueryContext {
     }
 }
 
-/// The target's stored columns as a select list (with a trailing comma), for the rows a DELETE or
-/// UPDATE hands over to the views that read the table.
-fn old_columns(target: &Target, alias: &str) -> String {
+/// The target's stored columns as select items (`alias.col AS "__old<i>"`), for the rows a
+/// DELETE or UPDATE hands over to the views that read the table.
+fn old_columns(target: &Target, alias: &Ident) -> Vec<SelectItem> {
     let schema = target.snapshot.arrow_schema();
-    schema.fields().iter().enumerate().map(|(i, f)| format!("{alias}.{} AS \"__old{i}\", ", quoted(f.name()))).collect()
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| SelectItem::ExprWithAlias {
+            expr: column_of(alias, f.name()),
+            alias: Ident::with_quote('"', format!("__old{i}")),
+        })
+        .collect()
+}
+
+/// `alias."column"`.
+fn column_of(alias: &Ident, column: &str) -> Expr {
+    Expr::CompoundIdentifier(vec![alias.clone(), Ident::with_quote('"', column)])
+}
+
+/// `SELECT <projection> FROM <from> [WHERE <selection>]`, built from parts of a statement's syntax
+/// tree: no SQL text of the statement is formatted and parsed again.
+fn select_query(projection: Vec<SelectItem>, from: Vec<TableWithJoins>, selection: Option<Expr>) -> Result<Query> {
+    // The shape of a plain SELECT, from a constant (the parser fills the many fields of the
+    // syntax tree that such a query leaves empty); its parts are then replaced.
+    let SluiceStatement::Standard(statement) = parse_statement_text("SELECT 1 FROM t")? else {
+        return Err(Error::Internal("the SELECT template is not a query".into()));
+    };
+    let ast::Statement::Query(mut query) = *statement else {
+        return Err(Error::Internal("the SELECT template is not a query".into()));
+    };
+    let ast::SetExpr::Select(select) = query.body.as_mut() else {
+        return Err(Error::Internal("the SELECT template is not a SELECT".into()));
+    };
+    select.projection = projection;
+    select.from = from;
+    select.selection = selection;
+    Ok(*query)
 }
 
 /// The old rows selected by [`old_columns`] at `first`, in the table's schema.
@@ -603,8 +666,8 @@ fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Ve
         .collect()
 }
 
-/// `SET col = expr` as column name to expression text.
-fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, String>> {
+/// `SET col = expr` as column name to expression.
+fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, Expr>> {
     let mut map = HashMap::new();
     for assignment in assignments {
         let AssignmentTarget::ColumnName(name) = &assignment.target else {
@@ -619,7 +682,7 @@ fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<Ha
             .schema()
             .field(&column)
             .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", target.name)))?;
-        if map.insert(field.name.clone(), assignment.value.to_string()).is_some() {
+        if map.insert(field.name.clone(), assignment.value.clone()).is_some() {
             return Err(Error::data("42601", format!("multiple assignments to same column \"{column}\"")));
         }
     }
