@@ -16,6 +16,7 @@ use arrow::compute::{cast_with_options, filter_record_batch, CastOptions};
 use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
 use datafusion::common::DFSchema;
 use datafusion::logical_expr::ColumnarValue;
+use datafusion::sql::sqlparser::ast::helpers::attached_token::AttachedToken;
 use datafusion::sql::sqlparser::ast::{
     self, AssignmentTarget, Delete, Expr, FromTable, Ident, Insert, Merge, MergeAction, MergeClauseKind,
     MergeInsertKind, ObjectName, Query, SelectItem, TableFactor, TableObject, TableWithJoins, Truncate, Update,
@@ -31,7 +32,7 @@ use super::catalog_provider::TEMP_SCHEMA;
 use crate::catalog::TableEntry;
 use crate::change::{ChangedRows, ColumnMatch, Operation, WriteContext, Written};
 use crate::error::{Error, Result};
-use crate::names::{normalize, quoted, table_name, TableName};
+use crate::names::{normalize, table_name, TableName};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
 use crate::sql::context::{QueryContext, StatementResult};
@@ -58,14 +59,6 @@ impl QueryContext {
     }
 
     /// Runs a query (given as SQL built from the statement's own pieces) and collects it.
-    async fn collect_query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        let SluiceStatement::Standard(statement) = parse_statement_text(sql)? else {
-            return Err(Error::Internal(format!("not a query: {sql}")));
-        };
-        let plan = self.plan_statement(*statement).await?;
-        Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
-    }
-
     async fn run_source(&self, query: Query) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         match self.run_query(query).await? {
             StatementResult::Rows { schema, batches } => Ok((schema, batches)),
@@ -276,13 +269,6 @@ impl QueryContext {
         Ok(())
     }
 
-    /// Registers the target with its hidden columns for one statement; returns its relation name
-    /// (as text, for MERGE, which still builds SQL text).
-    fn register_dml_view(&self, target: &Target) -> String {
-        let temp = self.register_dml_relation(target);
-        format!("sluice.\"{TEMP_SCHEMA}\".\"{temp}\"")
-    }
-
     /// Registers the target with its hidden columns for one statement; returns its name in
     /// [`TEMP_SCHEMA`].
     fn register_dml_relation(&self, target: &Target) -> String {
@@ -418,29 +404,47 @@ impl QueryContext {
     }
 
     pub(crate) async fn merge_statement(&self, merge: Merge) -> Result<StatementResult> {
-        let TableFactor::Table { name, alias: target_alias, .. } = &merge.table else {
+        let TableFactor::Table { name, .. } = &merge.table else {
             return Err(Error::NotSupported("MERGE into this kind of relation".into()));
         };
         let target = self.target(name).await?;
-        let relation = self.register_dml_view(&target);
-        let t = target_alias.as_ref().map(|a| a.name.to_string()).unwrap_or_else(|| quoted(&target.name.name));
-        let (source_sql, s) = match &merge.source {
+        let (relation, t) = self.dml_relation(&target, &merge.table)?;
+        // The source, read inside `(SELECT *, TRUE AS "__sluice_present" FROM <source>) AS s`.
+        let (source, s) = match &merge.source {
             TableFactor::Table { name, alias, .. } => {
-                let alias = alias
-                    .as_ref()
-                    .map(|a| a.name.to_string())
-                    .unwrap_or_else(|| name.0.last().map(|p| p.to_string()).unwrap_or_default());
-                (name.to_string(), alias)
+                let s = match alias {
+                    Some(alias) => alias.name.clone(),
+                    None => match name.0.last() {
+                        Some(ast::ObjectNamePart::Identifier(ident)) => ident.clone(),
+                        _ => return Err(Error::NotSupported(format!("MERGE source {name}"))),
+                    },
+                };
+                let mut source = merge.source.clone();
+                if let TableFactor::Table { alias, .. } = &mut source {
+                    *alias = None;
+                }
+                (source, s)
             }
-            TableFactor::Derived { subquery, alias: Some(alias), .. } => {
-                (format!("({subquery}) AS \"__sluice_derived\""), alias.name.to_string())
+            TableFactor::Derived { alias: Some(alias), .. } => {
+                let s = alias.name.clone();
+                let mut source = merge.source.clone();
+                if let TableFactor::Derived { alias: Some(alias), .. } = &mut source {
+                    // Its column names (`AS s(a, b)`) stay on the subquery the reader reads.
+                    alias.name = Ident::with_quote('"', "__sluice_derived");
+                }
+                (source, s)
             }
             other => return Err(Error::NotSupported(format!("MERGE source {other}"))),
         };
-        let present = "\"__sluice_present\"";
-        let matched = format!("({t}.\"{ROW_COLUMN}\" IS NOT NULL AND {s}.{present} IS NOT NULL)");
-        let not_matched = format!("({t}.\"{ROW_COLUMN}\" IS NULL)");
-        let not_matched_by_source = format!("({s}.{present} IS NULL)");
+        let present = Ident::with_quote('"', "__sluice_present");
+        let is_null = |e: Expr| Expr::IsNull(Box::new(e));
+        let is_not_null = |e: Expr| Expr::IsNotNull(Box::new(e));
+        let and =
+            |l: Expr, r: Expr| Expr::BinaryOp { left: Box::new(l), op: ast::BinaryOperator::And, right: Box::new(r) };
+        let source_column = Expr::CompoundIdentifier(vec![s.clone(), present.clone()]);
+        let matched = and(is_not_null(column_of(&t, ROW_COLUMN)), is_not_null(source_column.clone()));
+        let not_matched = is_null(column_of(&t, ROW_COLUMN));
+        let not_matched_by_source = is_null(source_column);
         let fields = &target.snapshot.schema().fields;
         let mut cases = Vec::new();
         let mut outputs = Vec::new();
@@ -457,17 +461,21 @@ impl QueryContext {
                     not_matched_by_source.clone()
                 }
             };
-            let predicate = clause.predicate.as_ref().map(|p| format!(" AND ({p})")).unwrap_or_default();
-            cases.push(format!("WHEN {kind}{predicate} THEN {i}"));
+            let condition = match &clause.predicate {
+                Some(p) => and(kind, Expr::Nested(Box::new(p.clone()))),
+                None => kind,
+            };
+            cases.push(ast::CaseWhen { condition, result: Expr::value(ast::Value::Number(i.to_string(), false)) });
+            let output = |j: usize, expr: Expr| SelectItem::ExprWithAlias {
+                expr,
+                alias: Ident::with_quote('"', format!("__c{i}_{j}")),
+            };
             match &clause.action {
                 MergeAction::Update(update) => {
                     let assignments = assignment_map(&update.assignments, &target)?;
                     for (j, f) in fields.iter().enumerate() {
-                        let value = assignments
-                            .get(&f.name)
-                            .map(|e| e.to_string())
-                            .unwrap_or_else(|| format!("{t}.{}", quoted(&f.name)));
-                        outputs.push(format!("{value} AS \"__c{i}_{j}\""));
+                        let value = assignments.get(&f.name).cloned().unwrap_or_else(|| column_of(&t, &f.name));
+                        outputs.push(output(j, value));
                     }
                 }
                 MergeAction::Insert(insert) => {
@@ -498,7 +506,7 @@ impl QueryContext {
                     for (j, f) in fields.iter().enumerate() {
                         let value = match listed.iter().position(|n| n.eq_ignore_ascii_case(&f.name)) {
                             Some(k) => match row.get(k) {
-                                Some(value) => value.to_string(),
+                                Some(value) => value.clone(),
                                 None => {
                                     return Err(Error::Parse {
                                         message: "INSERT has more target columns than expressions".into(),
@@ -507,32 +515,42 @@ impl QueryContext {
                                     })
                                 }
                             },
-                            None => target.entry.defaults.get(&f.name).cloned().unwrap_or_else(|| "NULL".into()),
+                            // A column default is an expression the catalog stores as text.
+                            None => match target.entry.defaults.get(&f.name) {
+                                Some(default) => parse_expression(default)?,
+                                None => Expr::value(ast::Value::Null),
+                            },
                         };
-                        outputs.push(format!("{value} AS \"__c{i}_{j}\""));
+                        outputs.push(output(j, value));
                     }
                 }
                 MergeAction::Delete { .. } => {}
             }
         }
         let join = match (keeps_target, keeps_source) {
-            (true, true) => "FULL OUTER JOIN",
-            (true, false) => "LEFT OUTER JOIN",
-            (false, true) => "RIGHT OUTER JOIN",
-            (false, false) => "INNER JOIN",
+            (true, true) => ast::JoinOperator::FullOuter,
+            (true, false) => ast::JoinOperator::LeftOuter,
+            (false, true) => ast::JoinOperator::RightOuter,
+            (false, false) => ast::JoinOperator::Inner,
         };
         let mut projection = vec![
-            format!("{t}.\"{FILE_COLUMN}\" AS \"__f\""),
-            format!("{t}.\"{ROW_COLUMN}\" AS \"__r\""),
-            format!("CASE {} END AS \"__action\"", cases.join(" ")),
+            SelectItem::ExprWithAlias { expr: column_of(&t, FILE_COLUMN), alias: Ident::with_quote('"', "__f") },
+            SelectItem::ExprWithAlias { expr: column_of(&t, ROW_COLUMN), alias: Ident::with_quote('"', "__r") },
+            SelectItem::ExprWithAlias {
+                expr: Expr::Case {
+                    case_token: AttachedToken::empty(),
+                    end_token: AttachedToken::empty(),
+                    operand: None,
+                    conditions: cases,
+                    else_result: None,
+                },
+                alias: Ident::with_quote('"', "__action"),
+            },
         ];
         projection.extend(outputs);
-        let sql = format!(
-            "SELECT * FROM (SELECT {} FROM {relation} AS {t} {join} (SELECT *, TRUE AS {present} FROM {source_sql}) AS {s} ON {}) AS \"__merge\" WHERE \"__action\" IS NOT NULL",
-            projection.join(", "),
-            merge.on
-        );
-        let batches = self.collect_query(&sql).await?;
+        let query =
+            merge_query(projection, relation, source, &s, join(ast::JoinConstraint::On(merge.on.as_ref().clone())))?;
+        let batches = self.collect_built(query).await?;
         self.apply_merge(&target, &merge, &batches).await
     }
 
@@ -664,6 +682,56 @@ fn old_rows(target: &Target, batches: &[RecordBatch], first: usize) -> Result<Ve
             crate::types::batch_of(&schema, columns, batch.num_rows())
         })
         .collect()
+}
+
+/// The query a MERGE runs: the target joined with its source, each row's action (the number of
+/// the first clause it meets) and each clause's new values, keeping the rows some clause acts on:
+///
+/// ```sql
+/// SELECT * FROM (SELECT <projection> FROM <target> <join> (SELECT *, TRUE AS "__sluice_present"
+///   FROM <source>) AS <s> ON <on>) AS "__merge" WHERE "__action" IS NOT NULL
+/// ```
+///
+/// built on the parsed shape of that query (a constant) from parts of the statement's syntax tree.
+fn merge_query(
+    projection: Vec<SelectItem>,
+    target: TableFactor,
+    source: TableFactor,
+    alias: &Ident,
+    join: ast::JoinOperator,
+) -> Result<Query> {
+    let shape = "SELECT * FROM (SELECT 1 FROM t JOIN (SELECT *, TRUE AS \"__sluice_present\" FROM s) AS s ON TRUE) \
+                 AS \"__merge\" WHERE \"__action\" IS NOT NULL";
+    let unexpected = || Error::Internal("the MERGE query's shape is not the expected one".into());
+    let SluiceStatement::Standard(statement) = parse_statement_text(shape)? else { return Err(unexpected()) };
+    let ast::Statement::Query(mut query) = *statement else { return Err(unexpected()) };
+    let ast::SetExpr::Select(outer) = query.body.as_mut() else { return Err(unexpected()) };
+    let Some(TableFactor::Derived { subquery: inner, .. }) = outer.from.first_mut().map(|f| &mut f.relation) else {
+        return Err(unexpected());
+    };
+    let ast::SetExpr::Select(inner) = inner.body.as_mut() else { return Err(unexpected()) };
+    inner.projection = projection;
+    let Some(from) = inner.from.first_mut() else { return Err(unexpected()) };
+    from.relation = target;
+    let Some(joined) = from.joins.first_mut() else { return Err(unexpected()) };
+    joined.join_operator = join;
+    let TableFactor::Derived { subquery: reader, alias: Some(reader_alias), .. } = &mut joined.relation else {
+        return Err(unexpected());
+    };
+    reader_alias.name = alias.clone();
+    let ast::SetExpr::Select(reader) = reader.body.as_mut() else { return Err(unexpected()) };
+    let Some(read) = reader.from.first_mut() else { return Err(unexpected()) };
+    read.relation = source;
+    Ok(*query)
+}
+
+/// An expression the catalog stores as text (a column default).
+fn parse_expression(text: &str) -> Result<Expr> {
+    let dialect = crate::syntax::dialect::SluiceDialect::default();
+    datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+        .try_with_sql(text)
+        .and_then(|mut parser| parser.parse_expr())
+        .map_err(|e| Error::Internal(format!("the stored default {text} does not parse: {e}")))
 }
 
 /// `SET col = expr` as column name to expression.
