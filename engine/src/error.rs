@@ -208,12 +208,10 @@ impl From<DataFusionError> for Error {
                 }
                 other => Error::DataFusion(Box::new(DataFusionError::ObjectStore(Box::new(other)))),
             },
-            DataFusionError::ParquetError(e) if missing_file(&e.to_string()).is_some() => {
-                Error::Storage(sluice_storage::Error::MissingFile {
-                    path: missing_file(&e.to_string()).unwrap_or_default(),
-                    version: None,
-                })
-            }
+            DataFusionError::ParquetError(e) => match missing_file(&e) {
+                Some(path) => Error::Storage(sluice_storage::Error::MissingFile { path, version: None }),
+                None => Error::DataFusion(Box::new(DataFusionError::ParquetError(e))),
+            },
             DataFusionError::Shared(inner) => match Arc::try_unwrap(inner) {
                 Ok(inner) => Error::from(inner),
                 Err(shared) => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
@@ -272,12 +270,26 @@ impl From<Error> for DataFusionError {
     }
 }
 
-/// The path in an object store's "Object at location X not found" message.
-fn missing_file(text: &str) -> Option<String> {
+/// The path of a file the object store did not find, when that is why Parquet failed. A reader
+/// that wraps the store's error keeps it; DataFusion's Parquet opener flattens it into its
+/// message ("Failed to fetch metadata for file ...: Object Store error: Object at location X not
+/// found"), the one error kind still recognised by its text (`api::a_lost_data_file_is_named`
+/// fails if that text changes).
+fn missing_file(e: &parquet::errors::ParquetError) -> Option<String> {
+    if let parquet::errors::ParquetError::External(inner) = e {
+        let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(inner.as_ref());
+        while let Some(error) = cause {
+            if let Some(object_store::Error::NotFound { path, .. }) = error.downcast_ref::<object_store::Error>() {
+                return Some(path.clone());
+            }
+            cause = error.source();
+        }
+    }
+    let text = e.to_string();
     let start = text.find("Object at location ")? + "Object at location ".len();
-    let rest = &text[start..];
+    let rest = text.get(start..)?;
     let end = rest.find(" not found")?;
-    Some(rest[..end].to_string())
+    rest.get(..end).map(str::to_string)
 }
 
 /// Finds "Line: L, Column: C" in a sqlparser message.
