@@ -64,7 +64,6 @@ pub mod names;
 pub mod paths;
 pub mod privileges;
 pub mod provider;
-pub mod quality;
 pub mod rights;
 pub mod roles;
 pub mod runtimes;

@@ -236,30 +236,36 @@ impl Session {
     async fn streaming(&self, statement: StreamingStatement) -> Result<StatementResult> {
         let (flows, views) = (&self.runtimes.flows, &self.runtimes.views);
         let result = match statement {
-            StreamingStatement::CreateStreamingTable(create) => self.query.create_streaming_table(flows, *create).await,
-            StreamingStatement::CreateFlow(create) => self.query.create_flow(flows, *create).await,
-            StreamingStatement::AlterStreamingTable { table, change } => {
-                self.query.alter_streaming(flows, &table, *change).await
+            StreamingStatement::CreateStreamingTable(create) => {
+                crate::flow::ddl::create_streaming_table(&self.query, flows, *create).await
             }
-            StreamingStatement::ResumeFlow { name } => self.query.resume_flow(flows, &name).await,
-            StreamingStatement::Refresh { table, full } => self.query.refresh_streaming(flows, &table, full).await,
-            StreamingStatement::ExplainFlow { name } => self.query.explain_flow(&name).await,
-            StreamingStatement::DropFlow { name, if_exists } => self.query.drop_flow(flows, &name, if_exists).await,
-            StreamingStatement::CreateSource(create) => self.query.create_source(*create).await,
+            StreamingStatement::CreateFlow(create) => crate::flow::ddl::create_flow(&self.query, flows, *create).await,
+            StreamingStatement::AlterStreamingTable { table, change } => {
+                crate::flow::ddl::alter_streaming(&self.query, flows, &table, *change).await
+            }
+            StreamingStatement::ResumeFlow { name } => crate::flow::ddl::resume_flow(&self.query, flows, &name).await,
+            StreamingStatement::Refresh { table, full } => {
+                crate::flow::ddl::refresh_streaming(&self.query, flows, &table, full).await
+            }
+            StreamingStatement::ExplainFlow { name } => crate::flow::ddl::explain_flow(&self.query, &name).await,
+            StreamingStatement::DropFlow { name, if_exists } => {
+                crate::flow::ddl::drop_flow(&self.query, flows, &name, if_exists).await
+            }
+            StreamingStatement::CreateSource(create) => crate::source::ddl::create_source(&self.query, *create).await,
             StreamingStatement::DropSource { name, if_exists, cascade } => {
-                self.query.drop_source(&name, if_exists, cascade).await
+                crate::source::ddl::drop_source(&self.query, &name, if_exists, cascade).await
             }
             StreamingStatement::CreateMaterializedView(create) => {
-                self.query.create_materialized_view(views, *create).await
+                crate::ivm::ddl::create_materialized_view(&self.query, views, *create).await
             }
             StreamingStatement::RefreshMaterializedView { name, full } => {
-                self.query.refresh_materialized_view(views, &name, full).await
+                crate::ivm::ddl::refresh_materialized_view(&self.query, views, &name, full).await
             }
             StreamingStatement::ExplainMaterializedView { name } => {
-                self.query.explain_materialized_view(views, &name).await
+                crate::ivm::ddl::explain_materialized_view(&self.query, views, &name).await
             }
             StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
-                self.query.drop_materialized_view(views, &name, if_exists, cascade).await
+                crate::ivm::ddl::drop_materialized_view(&self.query, views, &name, if_exists, cascade).await
             }
         };
         // A table that reads a source starts ingesting now, one whose source changed or went

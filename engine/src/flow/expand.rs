@@ -67,146 +67,142 @@ fn delta_type(family: Family) -> PrimitiveType {
     }
 }
 
-impl QueryContext {
-    /// The SQL of a route's output shape once `column` is expanded: its other columns and
-    /// `_rescued_data` (the JSON fields are added as they appear). Fails when the output has no
-    /// such column.
-    pub(crate) async fn expanded_shape(&self, query_text: &str, column: &str) -> Result<String> {
-        let SluiceStatement::Standard(statement) = parse_statement_text(query_text)? else {
-            return Err(Error::Plan("a route needs a query".into()));
-        };
-        let Statement::Query(mut query) = *statement else { return Err(Error::Plan("a route needs a query".into())) };
-        unstream(&mut query);
-        let schema = self.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
-        if schema.field_with_name(column).is_err() {
-            return Err(Error::UndefinedColumn(format!(
-                "{column} (EXPAND JSON {column}: the route's output has no such column)"
-            )));
-        }
-        let mut columns: Vec<String> =
-            schema.fields().iter().filter(|f| f.name() != column).map(|f| quoted(f.name())).collect();
-        columns.push(format!("CAST(NULL AS TEXT) AS {RESCUED_COLUMN}"));
-        Ok(format!("SELECT {} FROM ({query_text}) AS __expanded", columns.join(", ")))
+/// The SQL of a route's output shape once `column` is expanded: its other columns and
+/// `_rescued_data` (the JSON fields are added as they appear). Fails when the output has no
+/// such column.
+pub(crate) async fn expanded_shape(cx: &QueryContext, query_text: &str, column: &str) -> Result<String> {
+    let SluiceStatement::Standard(statement) = parse_statement_text(query_text)? else {
+        return Err(Error::Plan("a route needs a query".into()));
+    };
+    let Statement::Query(mut query) = *statement else { return Err(Error::Plan("a route needs a query".into())) };
+    unstream(&mut query);
+    let schema = cx.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
+    if schema.field_with_name(column).is_err() {
+        return Err(Error::UndefinedColumn(format!(
+            "{column} (EXPAND JSON {column}: the route's output has no such column)"
+        )));
     }
+    let mut columns: Vec<String> =
+        schema.fields().iter().filter(|f| f.name() != column).map(|f| quoted(f.name())).collect();
+    columns.push(format!("CAST(NULL AS TEXT) AS {RESCUED_COLUMN}"));
+    Ok(format!("SELECT {} FROM ({query_text}) AS __expanded", columns.join(", ")))
+}
 
-    /// Adds to an existing target the columns of an expanding route's shape it lacks (as nullable
-    /// columns, in one `ADD COLUMNS` commit), so that a target declared with just the JSON fields a
-    /// user cares about also takes the route's other columns and `_rescued_data`.
-    pub(crate) async fn add_missing_columns(&self, target_key: &str, shape: &str) -> Result<()> {
-        let SluiceStatement::Standard(statement) = parse_statement_text(shape)? else {
-            return Err(Error::Internal("not a query".into()));
-        };
-        let Statement::Query(mut query) = *statement else { return Err(Error::Internal("not a query".into())) };
-        unstream(&mut query);
-        let output = self.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
-        self.clear_statement_state();
-        let name = crate::names::parse_table_name(target_key)?;
-        let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await;
-        self.clear_statement_state();
-        let target = target?;
-        let mut schema = target.snapshot.schema().clone();
-        let before = schema.fields.len();
-        for field in output.fields() {
-            if schema.field(field.name()).is_none() {
-                let data_type = DeltaType::from_arrow(field.data_type())?;
-                schema.fields.push(StructField::new(field.name().clone(), data_type, true));
-            }
+/// Adds to an existing target the columns of an expanding route's shape it lacks (as nullable
+/// columns, in one `ADD COLUMNS` commit), so that a target declared with just the JSON fields a
+/// user cares about also takes the route's other columns and `_rescued_data`.
+pub(crate) async fn add_missing_columns(cx: &QueryContext, target_key: &str, shape: &str) -> Result<()> {
+    let SluiceStatement::Standard(statement) = parse_statement_text(shape)? else {
+        return Err(Error::Internal("not a query".into()));
+    };
+    let Statement::Query(mut query) = *statement else { return Err(Error::Internal("not a query".into())) };
+    unstream(&mut query);
+    let output = cx.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
+    cx.clear_statement_state();
+    let name = crate::names::parse_table_name(target_key)?;
+    let target = cx.target(&crate::names::object_name(&name.schema, &name.name)).await;
+    cx.clear_statement_state();
+    let target = target?;
+    let mut schema = target.snapshot.schema().clone();
+    let before = schema.fields.len();
+    for field in output.fields() {
+        if schema.field(field.name()).is_none() {
+            let data_type = DeltaType::from_arrow(field.data_type())?;
+            schema.fields.push(StructField::new(field.name().clone(), data_type, true));
         }
-        if schema.fields.len() > before {
-            let outcome = target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?;
-            self.db.writer.commit(target_key, Operation::Metadata, None, outcome).await?;
-        }
-        Ok(())
     }
+    if schema.fields.len() > before {
+        let outcome = target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?;
+        cx.db.writer.commit(target_key, Operation::Metadata, None, outcome).await?;
+    }
+    Ok(())
+}
 
-    /// Expands `column` of a flow's output into the target's columns, adding new ones first.
-    pub(crate) async fn expand_flow_output(
-        &self,
-        flow: &FlowEntry,
-        column: &str,
-        output: Vec<RecordBatch>,
-    ) -> Result<Vec<RecordBatch>> {
-        self.clear_statement_state();
-        let name = crate::names::parse_table_name(&flow.target)?;
-        let object = crate::names::object_name(&name.schema, &name.name);
-        let target = self.target(&object).await;
-        self.clear_statement_state();
-        let target = target?;
-        let mut parsed = Vec::with_capacity(output.len());
-        for batch in &output {
-            parsed.push(ParsedBatch::parse(batch, column)?);
-        }
-        let schema = target.snapshot.schema();
-        let others: HashSet<String> = output
-            .first()
-            .map(|b| {
-                b.schema().fields().iter().filter(|f| f.name() != column).map(|f| f.name().to_lowercase()).collect()
-            })
-            .unwrap_or_default();
-        let mut taken: HashSet<String> = schema.fields.iter().map(|f| f.name.to_lowercase()).collect();
-        taken.insert(column.to_lowercase());
-        taken.insert(RESCUED_COLUMN.to_string());
-        // New fields in order of first appearance, with the families of their values.
-        let mut new_fields: Vec<(String, Family)> = Vec::new();
-        let mut new_index: HashMap<String, usize> = HashMap::new();
-        for batch in &parsed {
-            for object in batch.objects.iter().flatten() {
-                for (key, value) in object {
-                    if schema.field(key).is_some() {
-                        continue;
+/// Expands `column` of a flow's output into the target's columns, adding new ones first.
+pub(crate) async fn expand_flow_output(
+    cx: &QueryContext,
+    flow: &FlowEntry,
+    column: &str,
+    output: Vec<RecordBatch>,
+) -> Result<Vec<RecordBatch>> {
+    cx.clear_statement_state();
+    let name = crate::names::parse_table_name(&flow.target)?;
+    let object = crate::names::object_name(&name.schema, &name.name);
+    let target = cx.target(&object).await;
+    cx.clear_statement_state();
+    let target = target?;
+    let mut parsed = Vec::with_capacity(output.len());
+    for batch in &output {
+        parsed.push(ParsedBatch::parse(batch, column)?);
+    }
+    let schema = target.snapshot.schema();
+    let others: HashSet<String> = output
+        .first()
+        .map(|b| b.schema().fields().iter().filter(|f| f.name() != column).map(|f| f.name().to_lowercase()).collect())
+        .unwrap_or_default();
+    let mut taken: HashSet<String> = schema.fields.iter().map(|f| f.name.to_lowercase()).collect();
+    taken.insert(column.to_lowercase());
+    taken.insert(RESCUED_COLUMN.to_string());
+    // New fields in order of first appearance, with the families of their values.
+    let mut new_fields: Vec<(String, Family)> = Vec::new();
+    let mut new_index: HashMap<String, usize> = HashMap::new();
+    for batch in &parsed {
+        for object in batch.objects.iter().flatten() {
+            for (key, value) in object {
+                if schema.field(key).is_some() {
+                    continue;
+                }
+                let Some(found) = family(value) else { continue };
+                match new_index.get(key) {
+                    Some(&i) => {
+                        if let Some(field) = new_fields.get_mut(i) {
+                            if field.1 == Family::Integer && found == Family::Number {
+                                field.1 = Family::Number;
+                            }
+                        }
                     }
-                    let Some(found) = family(value) else { continue };
-                    match new_index.get(key) {
-                        Some(&i) => {
-                            if let Some(field) = new_fields.get_mut(i) {
-                                if field.1 == Family::Integer && found == Family::Number {
-                                    field.1 = Family::Number;
-                                }
-                            }
+                    None => {
+                        let lower = key.to_lowercase();
+                        if taken.contains(&lower) || key.is_empty() || key.contains(BAD_NAME_CHARS) {
+                            continue;
                         }
-                        None => {
-                            let lower = key.to_lowercase();
-                            if taken.contains(&lower) || key.is_empty() || key.contains(BAD_NAME_CHARS) {
-                                continue;
-                            }
-                            if key.chars().any(char::is_control) {
-                                continue;
-                            }
-                            taken.insert(lower);
-                            new_index.insert(key.clone(), new_fields.len());
-                            new_fields.push((key.clone(), found));
+                        if key.chars().any(char::is_control) {
+                            continue;
                         }
+                        taken.insert(lower);
+                        new_index.insert(key.clone(), new_fields.len());
+                        new_fields.push((key.clone(), found));
                     }
                 }
             }
         }
-        let target = if new_fields.is_empty() {
-            target
-        } else {
-            let mut evolved = schema.clone();
-            for (key, found) in &new_fields {
-                evolved.fields.push(StructField::new(key.clone(), DeltaType::Primitive(delta_type(*found)), true));
-            }
-            let outcome = target.table.set_schema(&target.snapshot, evolved, "ADD COLUMNS").await?;
-            self.db.writer.commit(&target.entry.qualified_name(), Operation::Metadata, None, outcome).await?;
-            let refreshed = self.target(&object).await;
-            self.clear_statement_state();
-            refreshed?
-        };
-        // The target's expanded fields: every column but the route's own ones and the rescue column.
-        let arrow_schema = target.snapshot.arrow_schema();
-        let fields: Vec<Field> = arrow_schema
-            .fields()
-            .iter()
-            .filter(|f| f.name() != RESCUED_COLUMN && !others.contains(&f.name().to_lowercase()))
-            .map(|f| f.as_ref().clone())
-            .collect();
-        let mut out = Vec::with_capacity(parsed.len());
-        for (batch, parsed) in output.iter().zip(parsed) {
-            out.push(parsed.build(batch, column, &fields)?);
-        }
-        Ok(out)
     }
+    let target = if new_fields.is_empty() {
+        target
+    } else {
+        let mut evolved = schema.clone();
+        for (key, found) in &new_fields {
+            evolved.fields.push(StructField::new(key.clone(), DeltaType::Primitive(delta_type(*found)), true));
+        }
+        let outcome = target.table.set_schema(&target.snapshot, evolved, "ADD COLUMNS").await?;
+        cx.db.writer.commit(&target.entry.qualified_name(), Operation::Metadata, None, outcome).await?;
+        let refreshed = cx.target(&object).await;
+        cx.clear_statement_state();
+        refreshed?
+    };
+    // The target's expanded fields: every column but the route's own ones and the rescue column.
+    let arrow_schema = target.snapshot.arrow_schema();
+    let fields: Vec<Field> = arrow_schema
+        .fields()
+        .iter()
+        .filter(|f| f.name() != RESCUED_COLUMN && !others.contains(&f.name().to_lowercase()))
+        .map(|f| f.as_ref().clone())
+        .collect();
+    let mut out = Vec::with_capacity(parsed.len());
+    for (batch, parsed) in output.iter().zip(parsed) {
+        out.push(parsed.build(batch, column, &fields)?);
+    }
+    Ok(out)
 }
 
 /// One batch's JSON column, parsed.

@@ -394,12 +394,12 @@ async fn run_once(
         return Ok(outcome);
     }
     let schema: SchemaRef = source_snapshot.arrow_schema();
-    let mut output = session.flow_output(flow, schema, rows).await?;
+    let mut output = apply::flow_output(session, flow, schema, rows).await?;
     if let Some(column) = &flow.expand_json {
-        output = session.expand_flow_output(flow, column, output).await?;
+        output = expand::expand_flow_output(session, flow, column, output).await?;
     }
     let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
-    let written = session.write_flow_output(&flow.target, output, flow.by_name, txn, committed, end).await?;
+    let written = apply::write_flow_output(session, &flow.target, output, flow.by_name, txn, committed, end).await?;
     outcome.rows_out = written.rows;
     outcome.violations = written.violations;
     Ok(outcome)

@@ -47,211 +47,209 @@ fn view_options(options: &[(String, String)]) -> Result<(FlowMode, Option<u64>)>
     Ok((mode, interval))
 }
 
-impl QueryContext {
-    pub(crate) async fn create_materialized_view(
-        &self,
-        runtime: &Arc<ViewRuntime>,
-        create: CreateMaterializedView,
-    ) -> Result<StatementResult> {
-        let name = table_name(&create.name)?;
-        let view_key = key(&name.schema, &name.name);
-        let state = self.db.catalog.current();
-        if !state.schemas.contains_key(&name.schema) {
-            return Err(Error::UndefinedSchema(name.schema.clone()));
-        }
-        let replaced = state.tables.get(&view_key).cloned();
-        if let Some(existing) = &replaced {
-            if create.if_not_exists {
-                return Ok(StatementResult::command("CREATE MATERIALIZED VIEW"));
-            }
-            if !create.or_replace {
-                return Err(Error::DuplicateTable(name.to_string()));
-            }
-            if existing.kind != TableKind::MaterializedView {
-                return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
-            }
-        }
-        let (refresh, refresh_interval_ms) = view_options(&create.options)?;
-        let query = create.query.to_string();
-        let (plan, views) = plan_view_naming(self, &query).await?;
-        let inputs = scanned_tables(&plan);
-        if inputs.contains(&view_key) {
-            return Err(Error::Plan(format!("materialized view {name} cannot read itself")));
-        }
-        let mut seen = std::collections::HashSet::new();
-        let mut fields = Vec::new();
-        for field in plan.schema().as_arrow().fields() {
-            if !seen.insert(field.name().clone()) {
-                return Err(Error::data("42701", format!("column \"{}\" specified more than once", field.name())));
-            }
-            fields.push(Field::new(field.name(), delta_type(field.data_type()), true));
-        }
-        let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
-        let id = uuid::Uuid::new_v4().simple().to_string();
-        let entry = TableEntry {
-            id: id.clone(),
-            schema: name.schema.clone(),
-            name: name.name.clone(),
-            location: crate::paths::managed_location(&name.schema, &name.name, &id),
-            managed: true,
-            kind: TableKind::MaterializedView,
-            defaults: BTreeMap::new(),
-            created_ms: chrono::Utc::now().timestamp_millis(),
-            expectations: vec![],
-            options: create.options.iter().cloned().collect(),
-            source: None,
-            view: Some(ViewDefinition { query, refresh, refresh_interval_ms, inputs, views }),
-        };
-        let store = self.db.store_for(&entry)?;
-        let delta = CreateDelta {
-            schema,
-            partition_columns: vec![],
-            properties: Default::default(),
-            name: Some(name.name.clone()),
-            description: None,
-        };
-        let table = Arc::new(Table::create(store, delta).await?);
-        self.db.remember_table(&id, table.clone());
-        // Build and checkpoint before the catalog names the view.
-        let session = QueryContext::new(self.db.clone());
-        let mut live = LiveView::new(&session, &entry, table.cached_snapshot().arrow_schema()).await?;
-        live.build(&self.db, &session).await?;
-        live.output.batches()?;
-        let checkpoint = super::state::checkpoint(&self.db, &mut live).await?;
-        live.dirty = false;
-        let replaced_id = replaced.as_ref().map(|r| r.id.clone());
-        let committed = self
-            .db
-            .catalog
-            .update(|state| {
-                let current = state.tables.get(&view_key).map(|t| t.id.clone());
-                if current != replaced_id {
-                    return Err(Error::SerializationFailure(format!("{name} was changed concurrently")));
-                }
-                // Views over this one read its new inputs too (kept: the old ones may still be
-                // read directly; an extra input only costs a catch-up).
-                let new_inputs = entry.view.as_ref().map(|v| v.inputs.clone()).unwrap_or_default();
-                for dependent in state.tables.values_mut() {
-                    if let Some(definition) = dependent.view.as_mut().filter(|v| v.views.contains(&view_key)) {
-                        for input in &new_inputs {
-                            if !definition.inputs.contains(input) {
-                                definition.inputs.push(input.clone());
-                            }
-                        }
-                    }
-                }
-                state.tables.insert(view_key.clone(), entry.clone());
-                Ok(())
-            })
-            .await;
-        if let Err(e) = committed {
-            self.delete_folder(&entry).await?;
-            return Err(e);
-        }
-        runtime.install(live, session, checkpoint);
-        if let Some(old) = replaced {
-            // Views over the replaced one inlined its old query: they plan again when next used.
-            for dependent in self.db.catalog.current().tables.values() {
-                if dependent.view.as_ref().is_some_and(|v| v.views.contains(&view_key)) {
-                    runtime.forget(&dependent.id);
-                }
-            }
-            runtime.forget(&old.id);
-            self.db.forget_table(&old.id);
-            self.delete_folder(&old).await?;
-        }
-        Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
+pub(crate) async fn create_materialized_view(
+    cx: &QueryContext,
+    runtime: &Arc<ViewRuntime>,
+    create: CreateMaterializedView,
+) -> Result<StatementResult> {
+    let name = table_name(&create.name)?;
+    let view_key = key(&name.schema, &name.name);
+    let state = cx.db.catalog.current();
+    if !state.schemas.contains_key(&name.schema) {
+        return Err(Error::UndefinedSchema(name.schema.clone()));
     }
-
-    async fn view_entry(&self, name: &ObjectName) -> Result<TableEntry> {
-        let name = table_name(name)?;
-        let entry = self
-            .db
-            .catalog
-            .current()
-            .table(&name.schema, &name.name)
-            .cloned()
-            .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
-        if entry.kind != TableKind::MaterializedView {
+    let replaced = state.tables.get(&view_key).cloned();
+    if let Some(existing) = &replaced {
+        if create.if_not_exists {
+            return Ok(StatementResult::command("CREATE MATERIALIZED VIEW"));
+        }
+        if !create.or_replace {
+            return Err(Error::DuplicateTable(name.to_string()));
+        }
+        if existing.kind != TableKind::MaterializedView {
             return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
         }
-        Ok(entry)
     }
-
-    pub(crate) async fn refresh_materialized_view(
-        &self,
-        runtime: &Arc<ViewRuntime>,
-        name: &ObjectName,
-        full: bool,
-    ) -> Result<StatementResult> {
-        let entry = self.view_entry(name).await?;
-        super::refresh(runtime, &entry, full).await?;
-        Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"))
+    let (refresh, refresh_interval_ms) = view_options(&create.options)?;
+    let query = create.query.to_string();
+    let (plan, views) = plan_view_naming(cx, &query).await?;
+    let inputs = scanned_tables(&plan);
+    if inputs.contains(&view_key) {
+        return Err(Error::Plan(format!("materialized view {name} cannot read itself")));
     }
-
-    pub(crate) async fn explain_materialized_view(
-        &self,
-        runtime: &Arc<ViewRuntime>,
-        name: &ObjectName,
-    ) -> Result<StatementResult> {
-        let entry = self.view_entry(name).await?;
-        let lines = super::explain(runtime, &entry).await?;
-        let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
-        let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])?;
-        Ok(StatementResult::Rows { schema, batches: vec![batch] })
+    let mut seen = std::collections::HashSet::new();
+    let mut fields = Vec::new();
+    for field in plan.schema().as_arrow().fields() {
+        if !seen.insert(field.name().clone()) {
+            return Err(Error::data("42701", format!("column \"{}\" specified more than once", field.name())));
+        }
+        fields.push(Field::new(field.name(), delta_type(field.data_type()), true));
     }
-
-    pub(crate) async fn drop_materialized_view(
-        &self,
-        runtime: &Arc<ViewRuntime>,
-        name: &ObjectName,
-        if_exists: bool,
-        cascade: bool,
-    ) -> Result<StatementResult> {
-        let name = table_name(name)?;
-        let view_key = key(&name.schema, &name.name);
-        let (_, dropped) = self
-            .db
-            .catalog
-            .update(|state| {
-                let Some(entry) = state.tables.get(&view_key) else {
-                    return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedTable(name.to_string())) };
-                };
-                if entry.kind != TableKind::MaterializedView {
-                    return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
-                }
-                let mut dropped = vec![view_key.clone()];
-                // Views over the dropped ones, transitively.
-                let mut grew = true;
-                while grew {
-                    grew = false;
-                    for table in state.tables.values() {
-                        let reads = table.view.as_ref().is_some_and(|v| v.views.iter().any(|d| dropped.contains(d)));
-                        if reads && !dropped.contains(&table.qualified_name()) {
-                            if !cascade {
-                                return Err(Error::data(
-                                    "2BP01",
-                                    format!(
-                                        "cannot drop materialized view {name} because materialized view {} reads it (use DROP ... CASCADE)",
-                                        table.qualified_name()
-                                    ),
-                                ));
-                            }
-                            dropped.push(table.qualified_name());
-                            grew = true;
+    let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
+    let id = uuid::Uuid::new_v4().simple().to_string();
+    let entry = TableEntry {
+        id: id.clone(),
+        schema: name.schema.clone(),
+        name: name.name.clone(),
+        location: crate::paths::managed_location(&name.schema, &name.name, &id),
+        managed: true,
+        kind: TableKind::MaterializedView,
+        defaults: BTreeMap::new(),
+        created_ms: chrono::Utc::now().timestamp_millis(),
+        expectations: vec![],
+        options: create.options.iter().cloned().collect(),
+        source: None,
+        view: Some(ViewDefinition { query, refresh, refresh_interval_ms, inputs, views }),
+    };
+    let store = cx.db.store_for(&entry)?;
+    let delta = CreateDelta {
+        schema,
+        partition_columns: vec![],
+        properties: Default::default(),
+        name: Some(name.name.clone()),
+        description: None,
+    };
+    let table = Arc::new(Table::create(store, delta).await?);
+    cx.db.remember_table(&id, table.clone());
+    // Build and checkpoint before the catalog names the view.
+    let session = QueryContext::new(cx.db.clone());
+    let mut live = LiveView::new(&session, &entry, table.cached_snapshot().arrow_schema()).await?;
+    live.build(&cx.db, &session).await?;
+    live.output.batches()?;
+    let checkpoint = super::state::checkpoint(&cx.db, &mut live).await?;
+    live.dirty = false;
+    let replaced_id = replaced.as_ref().map(|r| r.id.clone());
+    let committed = cx
+        .db
+        .catalog
+        .update(|state| {
+            let current = state.tables.get(&view_key).map(|t| t.id.clone());
+            if current != replaced_id {
+                return Err(Error::SerializationFailure(format!("{name} was changed concurrently")));
+            }
+            // Views over this one read its new inputs too (kept: the old ones may still be
+            // read directly; an extra input only costs a catch-up).
+            let new_inputs = entry.view.as_ref().map(|v| v.inputs.clone()).unwrap_or_default();
+            for dependent in state.tables.values_mut() {
+                if let Some(definition) = dependent.view.as_mut().filter(|v| v.views.contains(&view_key)) {
+                    for input in &new_inputs {
+                        if !definition.inputs.contains(input) {
+                            definition.inputs.push(input.clone());
                         }
                     }
                 }
-                Ok(dropped.iter().filter_map(|k| state.tables.remove(k)).collect::<Vec<_>>())
-            })
-            .await?;
-        for entry in dropped {
-            runtime.forget(&entry.id);
-            self.db.forget_table(&entry.id);
-            self.delete_folder(&entry).await?;
-        }
-        Ok(StatementResult::command("DROP MATERIALIZED VIEW"))
+            }
+            state.tables.insert(view_key.clone(), entry.clone());
+            Ok(())
+        })
+        .await;
+    if let Err(e) = committed {
+        cx.delete_folder(&entry).await?;
+        return Err(e);
     }
+    runtime.install(live, session, checkpoint);
+    if let Some(old) = replaced {
+        // Views over the replaced one inlined its old query: they plan again when next used.
+        for dependent in cx.db.catalog.current().tables.values() {
+            if dependent.view.as_ref().is_some_and(|v| v.views.contains(&view_key)) {
+                runtime.forget(&dependent.id);
+            }
+        }
+        runtime.forget(&old.id);
+        cx.db.forget_table(&old.id);
+        cx.delete_folder(&old).await?;
+    }
+    Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
+}
+
+async fn view_entry(cx: &QueryContext, name: &ObjectName) -> Result<TableEntry> {
+    let name = table_name(name)?;
+    let entry = cx
+        .db
+        .catalog
+        .current()
+        .table(&name.schema, &name.name)
+        .cloned()
+        .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+    if entry.kind != TableKind::MaterializedView {
+        return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
+    }
+    Ok(entry)
+}
+
+pub(crate) async fn refresh_materialized_view(
+    cx: &QueryContext,
+    runtime: &Arc<ViewRuntime>,
+    name: &ObjectName,
+    full: bool,
+) -> Result<StatementResult> {
+    let entry = view_entry(cx, name).await?;
+    super::refresh(runtime, &entry, full).await?;
+    Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"))
+}
+
+pub(crate) async fn explain_materialized_view(
+    cx: &QueryContext,
+    runtime: &Arc<ViewRuntime>,
+    name: &ObjectName,
+) -> Result<StatementResult> {
+    let entry = view_entry(cx, name).await?;
+    let lines = super::explain(runtime, &entry).await?;
+    let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
+    let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])?;
+    Ok(StatementResult::Rows { schema, batches: vec![batch] })
+}
+
+pub(crate) async fn drop_materialized_view(
+    cx: &QueryContext,
+    runtime: &Arc<ViewRuntime>,
+    name: &ObjectName,
+    if_exists: bool,
+    cascade: bool,
+) -> Result<StatementResult> {
+    let name = table_name(name)?;
+    let view_key = key(&name.schema, &name.name);
+    let (_, dropped) = cx
+        .db
+        .catalog
+        .update(|state| {
+            let Some(entry) = state.tables.get(&view_key) else {
+                return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedTable(name.to_string())) };
+            };
+            if entry.kind != TableKind::MaterializedView {
+                return Err(Error::data("42809", format!("\"{name}\" is not a materialized view")));
+            }
+            let mut dropped = vec![view_key.clone()];
+            // Views over the dropped ones, transitively.
+            let mut grew = true;
+            while grew {
+                grew = false;
+                for table in state.tables.values() {
+                    let reads = table.view.as_ref().is_some_and(|v| v.views.iter().any(|d| dropped.contains(d)));
+                    if reads && !dropped.contains(&table.qualified_name()) {
+                        if !cascade {
+                            return Err(Error::data(
+                                "2BP01",
+                                format!(
+                                    "cannot drop materialized view {name} because materialized view {} reads it (use DROP ... CASCADE)",
+                                    table.qualified_name()
+                                ),
+                            ));
+                        }
+                        dropped.push(table.qualified_name());
+                        grew = true;
+                    }
+                }
+            }
+            Ok(dropped.iter().filter_map(|k| state.tables.remove(k)).collect::<Vec<_>>())
+        })
+        .await?;
+    for entry in dropped {
+        runtime.forget(&entry.id);
+        cx.db.forget_table(&entry.id);
+        cx.delete_folder(&entry).await?;
+    }
+    Ok(StatementResult::command("DROP MATERIALIZED VIEW"))
 }
 
 /// The type a view column is stored as (Delta has no unsigned or nanosecond types).

@@ -17,124 +17,130 @@ fn source_not_found(name: &str) -> Error {
     Error::UndefinedObject { kind: "source", name: name.to_string() }
 }
 
-impl QueryContext {
-    pub(crate) async fn create_source(&self, create: CreateSource) -> Result<StatementResult> {
-        if create.kind != "kafka" {
-            return Err(Error::NotSupported(format!("sources of kind {} (Sluice reads KAFKA)", create.kind)));
-        }
-        let options = create.options.iter().cloned().collect();
-        let parsed = KafkaOptions::parse(&options)?;
-        for (property, path) in parsed.files() {
-            self.db
-                .client_file(path, self.privileges(), crate::paths::PathUse::SourceFile)
-                .map_err(|e| Error::PermissionDenied(format!("Kafka option {property}: {e}")))?;
-        }
-        super::check_client(&create.name, &parsed)?;
-        let entry = SourceEntry {
-            name: create.name.clone(),
-            kind: create.kind.clone(),
-            options,
-            created_ms: crate::util::now_ms(),
-        };
-        let (_, _created) = self
-            .db
-            .catalog
-            .update(|state| {
-                if state.sources.contains_key(&entry.name) {
-                    if create.if_not_exists {
-                        return Ok(false);
-                    }
-                    if !create.or_replace {
-                        return Err(Error::DuplicateObject { kind: "source", name: entry.name.clone() });
-                    }
-                }
-                state.sources.insert(entry.name.clone(), entry.clone());
-                Ok(true)
-            })
-            .await?;
-        // Tables ingesting an old definition restart with the new one (the session supervises
-        // the sources after each streaming statement).
-        Ok(StatementResult::command("CREATE SOURCE"))
+pub(crate) async fn create_source(cx: &QueryContext, create: CreateSource) -> Result<StatementResult> {
+    if create.kind != "kafka" {
+        return Err(Error::NotSupported(format!("sources of kind {} (Sluice reads KAFKA)", create.kind)));
     }
+    let options = create.options.iter().cloned().collect();
+    let parsed = KafkaOptions::parse(&options)?;
+    for (property, path) in parsed.files() {
+        cx.db
+            .client_file(path, cx.privileges(), crate::paths::PathUse::SourceFile)
+            .map_err(|e| Error::PermissionDenied(format!("Kafka option {property}: {e}")))?;
+    }
+    super::check_client(&create.name, &parsed)?;
+    let entry = SourceEntry {
+        name: create.name.clone(),
+        kind: create.kind.clone(),
+        options,
+        created_ms: crate::util::now_ms(),
+    };
+    let (_, _created) = cx
+        .db
+        .catalog
+        .update(|state| {
+            if state.sources.contains_key(&entry.name) {
+                if create.if_not_exists {
+                    return Ok(false);
+                }
+                if !create.or_replace {
+                    return Err(Error::DuplicateObject { kind: "source", name: entry.name.clone() });
+                }
+            }
+            state.sources.insert(entry.name.clone(), entry.clone());
+            Ok(true)
+        })
+        .await?;
+    // Tables ingesting an old definition restart with the new one (the session supervises
+    // the sources after each streaming statement).
+    Ok(StatementResult::command("CREATE SOURCE"))
+}
 
-    /// Drops a source. Tables that ingest it make this fail, unless CASCADE, which detaches them
-    /// (they keep their rows and become ordinary streaming tables).
-    pub(crate) async fn drop_source(&self, name: &str, if_exists: bool, cascade: bool) -> Result<StatementResult> {
-        self.db
+/// Drops a source. Tables that ingest it make this fail, unless CASCADE, which detaches them
+/// (they keep their rows and become ordinary streaming tables).
+pub(crate) async fn drop_source(
+    cx: &QueryContext,
+    name: &str,
+    if_exists: bool,
+    cascade: bool,
+) -> Result<StatementResult> {
+    cx.db
+        .catalog
+        .update(|state| {
+            if !state.sources.contains_key(name) {
+                return if if_exists { Ok(()) } else { Err(source_not_found(name)) };
+            }
+            let users: Vec<String> = state.tables_ingesting(name).map(|t| t.qualified_name()).collect();
+            if !users.is_empty() && !cascade {
+                return Err(Error::data(
+                    "2BP01",
+                    format!(
+                        "cannot drop source {name} because {} ingest{} it (DROP SOURCE ... CASCADE detaches them)",
+                        users.join(", "),
+                        if users.len() == 1 { "s" } else { "" }
+                    ),
+                ));
+            }
+            for table in users {
+                if let Some(entry) = state.tables.get_mut(&table) {
+                    entry.source = None;
+                }
+            }
+            state.sources.remove(name);
+            Ok(())
+        })
+        .await?;
+    Ok(StatementResult::command("DROP SOURCE"))
+}
+
+/// Creates the table that ingests `source` (unless it exists) and its dead-letter table.
+pub(crate) async fn create_ingesting_table(
+    cx: &QueryContext,
+    name: &ObjectName,
+    source: &str,
+    exists: bool,
+) -> Result<()> {
+    let entry = cx.db.catalog.current().sources.get(source).cloned().ok_or_else(|| source_not_found(source))?;
+    let options = KafkaOptions::parse(&entry.options)?;
+    let table = table_name(name)?;
+    if !exists {
+        create_with_columns(cx, object_name(&table.schema, &table.name), &bronze_columns_sql(options.format)).await?;
+    }
+    let errors = errors_table_name(&table.name);
+    if cx.db.catalog.current().table(&table.schema, &errors).is_none() {
+        create_with_columns(cx, object_name(&table.schema, &errors), ERRORS_COLUMNS_SQL).await?;
+        let key = crate::catalog::key(&table.schema, &errors);
+        cx.db
             .catalog
             .update(|state| {
-                if !state.sources.contains_key(name) {
-                    return if if_exists { Ok(()) } else { Err(source_not_found(name)) };
+                if let Some(entry) = state.tables.get_mut(&key) {
+                    entry.kind = TableKind::StreamingTable;
                 }
-                let users: Vec<String> = state.tables_ingesting(name).map(|t| t.qualified_name()).collect();
-                if !users.is_empty() && !cascade {
-                    return Err(Error::data(
-                        "2BP01",
-                        format!(
-                            "cannot drop source {name} because {} ingest{} it (DROP SOURCE ... CASCADE detaches them)",
-                            users.join(", "),
-                            if users.len() == 1 { "s" } else { "" }
-                        ),
-                    ));
-                }
-                for table in users {
-                    if let Some(entry) = state.tables.get_mut(&table) {
-                        entry.source = None;
-                    }
-                }
-                state.sources.remove(name);
                 Ok(())
             })
             .await?;
-        Ok(StatementResult::command("DROP SOURCE"))
     }
+    Ok(())
+}
 
-    /// Creates the table that ingests `source` (unless it exists) and its dead-letter table.
-    pub(crate) async fn create_ingesting_table(&self, name: &ObjectName, source: &str, exists: bool) -> Result<()> {
-        let entry = self.db.catalog.current().sources.get(source).cloned().ok_or_else(|| source_not_found(source))?;
-        let options = KafkaOptions::parse(&entry.options)?;
-        let table = table_name(name)?;
-        if !exists {
-            self.create_with_columns(object_name(&table.schema, &table.name), &bronze_columns_sql(options.format))
-                .await?;
-        }
-        let errors = errors_table_name(&table.name);
-        if self.db.catalog.current().table(&table.schema, &errors).is_none() {
-            self.create_with_columns(object_name(&table.schema, &errors), ERRORS_COLUMNS_SQL).await?;
-            let key = crate::catalog::key(&table.schema, &errors);
-            self.db
-                .catalog
-                .update(|state| {
-                    if let Some(entry) = state.tables.get_mut(&key) {
-                        entry.kind = TableKind::StreamingTable;
-                    }
-                    Ok(())
-                })
-                .await?;
-        }
-        Ok(())
-    }
+async fn create_with_columns(cx: &QueryContext, name: ObjectName, columns: &str) -> Result<()> {
+    let SluiceStatement::CreateTable(mut create) = parse_statement_text(&format!("CREATE TABLE t ({columns})"))? else {
+        return Err(Error::Internal("not a CREATE TABLE".into()));
+    };
+    create.name = name;
+    cx.create_table(*create).await?;
+    Ok(())
+}
 
-    async fn create_with_columns(&self, name: ObjectName, columns: &str) -> Result<()> {
-        let SluiceStatement::CreateTable(mut create) = parse_statement_text(&format!("CREATE TABLE t ({columns})"))?
-        else {
-            return Err(Error::Internal("not a CREATE TABLE".into()));
-        };
-        create.name = name;
-        self.create_table(*create).await?;
-        Ok(())
-    }
-
-    /// Records which source a table ingests.
-    pub(crate) async fn set_ingested_source(&self, table_key: &str, source: Option<String>) -> Result<()> {
-        self.db
-            .catalog
-            .update(|state| {
-                let entry = state.tables.get_mut(table_key).ok_or_else(|| Error::UndefinedTable(table_key.into()))?;
-                entry.source = source.clone();
-                Ok(())
-            })
-            .await?;
-        Ok(())
-    }
+/// Records which source a table ingests.
+pub(crate) async fn set_ingested_source(cx: &QueryContext, table_key: &str, source: Option<String>) -> Result<()> {
+    cx.db
+        .catalog
+        .update(|state| {
+            let entry = state.tables.get_mut(table_key).ok_or_else(|| Error::UndefinedTable(table_key.into()))?;
+            entry.source = source.clone();
+            Ok(())
+        })
+        .await?;
+    Ok(())
 }

@@ -85,7 +85,7 @@ impl QueryContext {
     async fn copy_flush(&self, copy: &mut StagedCopy) -> Result<()> {
         let pending = std::mem::take(&mut copy.pending);
         copy.pending_bytes = 0;
-        let checked = self.check_expectations(&copy.target.entry, pending, None).await?;
+        let checked = super::quality::check_expectations(self, &copy.target.entry, pending, None).await?;
         for (constraint, count) in checked.violations {
             *copy.violations.entry(constraint).or_default() += count;
         }
@@ -104,7 +104,7 @@ impl QueryContext {
         let result = sluice_storage::gate::gated(control, async {
             self.copy_flush(&mut copy).await?;
             if !copy.quarantined.is_empty() {
-                self.write_quarantine(&copy.quarantined, &[]).await?;
+                super::quality::write_quarantine(self, &copy.quarantined, &[]).await?;
             }
             if copy.adds.is_empty() {
                 return Ok(0);

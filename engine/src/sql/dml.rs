@@ -151,10 +151,11 @@ impl QueryContext {
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
             conformed.push(self.to_table_rows(target, batch, &columns).await?);
         }
-        let checked = self.check_expectations(&target.entry, conformed, context.source_version).await?;
+        let checked =
+            super::quality::check_expectations(self, &target.entry, conformed, context.source_version).await?;
         let rows: u64 = checked.kept.iter().map(|b| b.num_rows() as u64).sum();
         if !checked.quarantined.is_empty() {
-            self.write_quarantine(&checked.quarantined, &context.txns).await?;
+            super::quality::write_quarantine(self, &checked.quarantined, &context.txns).await?;
         }
         let written = Written { rows, violations: checked.violations };
         let commit_txns_only = context.commit_empty && !context.txns.is_empty();

@@ -7,6 +7,7 @@ pub mod copy_in;
 pub mod ddl;
 pub mod dml;
 pub mod params;
+pub mod quality;
 pub mod query;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
 pub use crate::names;
