@@ -10,7 +10,8 @@
 //!   pruning and deletion-vector masking), and runs DDL and DML as single Delta commits;
 //! - [`functions`] adds JSON operators and `table_changes`;
 //! - [`flow`] runs streaming flows (PUSH INTO routes, `STREAM()` pulls, CREATE FLOW) exactly once,
-//!   [`quality`] checks their expectations, and [`system`] serves the `sluice` system schema;
+//!   [`sql::quality`] checks tables' expectations on every write, and [`system`] serves the
+//!   `sluice` system schema;
 //! - [`source`] ingests external sources (Kafka) into streaming tables, exactly once;
 //! - [`ivm`] keeps materialized views equal to their queries, incrementally where it can;
 //! - [`roles`] keeps login roles (SCRAM verifiers), [`privileges`] and [`rights`] say what each
@@ -31,10 +32,11 @@
 //!    hooks, the event log, roles, paths and memory of one open warehouse;
 //! 3. planning and writing: [`functions`] (JSON operators, `table_changes`) and [`sql`]
 //!    ([`sql::context::QueryContext`]: the DataFusion context and statement snapshots; queries,
-//!    DDL, DML and COPY, each commit through the writer);
-//! 4. features, each a runtime over the warehouse plus its statements as methods of the query
-//!    context: [`quality`] (expectations), [`source`] (Kafka ingest), [`ivm`] (materialized
-//!    views), [`flow`] (streaming flows), and [`system`] (the `sluice` schema that shows them);
+//!    DDL, DML and COPY, their rows checked against the table's expectations ([`sql::quality`])
+//!    and each commit made known through the writer);
+//! 4. features, each a runtime over the warehouse plus its statements as functions of a query
+//!    context: [`source`] (Kafka ingest), [`ivm`] (materialized views), [`flow`] (streaming
+//!    flows), and [`system`] (the `sluice` schema that shows them);
 //! 5. top: [`runtimes`] (a warehouse with its runtimes, wired together, and the background
 //!    worker), [`session`] (the one statement dispatcher) and [`database`] (the handle).
 //!
