@@ -298,6 +298,37 @@ async fn column_mapping_tables_round_trip_and_rename() {
     assert_eq!(canonical_rows(&rows, &["id".into(), "label".into()]), ["0 | NULL", "1 | n1", "2 | n2"]);
 }
 
+/// A deletion-vector file cut short (or with a wrong size prefix) is a corrupt file named by its
+/// path, never a panic.
+#[tokio::test]
+async fn a_truncated_deletion_vector_is_a_corrupt_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true")]).await;
+    committed(table.append(vec![batch(0..100)]).await.unwrap());
+    committed(table.delete_where(|_| true, |b| id_in(b, |i| i % 3 == 0)).await.unwrap().outcome);
+    let snapshot = table.snapshot().await.unwrap();
+    let dv = std::fs::read_dir(dir.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|e| e == "bin"))
+        .expect("the delete wrote a deletion-vector file");
+    let bytes = std::fs::read(&dv).unwrap();
+    let name = dv.file_name().unwrap().to_string_lossy().to_string();
+    // The file ends with a CRC-32 after the bitmap (not checked on read); cut into the bitmap.
+    for cut in [bytes.len() - 5, 6, 3] {
+        std::fs::write(&dv, &bytes[..cut]).unwrap();
+        let err = scan(&snapshot, &ScanOptions::default()).await.unwrap_err();
+        assert!(matches!(err, Error::CorruptFile { .. }) && err.to_string().contains(&name), "cut at {cut}: {err}");
+    }
+    // Empty: the store refuses the range itself.
+    std::fs::write(&dv, b"").unwrap();
+    let err = scan(&snapshot, &ScanOptions::default()).await.unwrap_err();
+    assert!(err.to_string().contains(&name), "{err}");
+    std::fs::write(&dv, &bytes).unwrap();
+    assert_eq!(ids(&table, None).await.len(), 66);
+}
+
 #[tokio::test]
 async fn bad_input_names_the_file_and_version() {
     let dir = tempfile::tempdir().unwrap();
