@@ -29,14 +29,13 @@ pub mod expand;
 pub mod query;
 
 use std::collections::{BTreeMap, HashMap};
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::SchemaRef;
+use futures::future::BoxFuture;
 use sluice_storage::actions::Txn;
 
 use crate::catalog::{FlowEntry, FlowMode};
@@ -116,8 +115,6 @@ impl std::fmt::Debug for FlowRuntime {
 }
 
 pub(crate) use crate::util::{lock, now_ms};
-
-type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 impl FlowRuntime {
     pub fn new(db: Arc<Warehouse>) -> Self {

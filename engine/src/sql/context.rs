@@ -143,6 +143,15 @@ impl QueryContext {
     /// Applies Sluice's rewrites (time travel, bytea literals) to a statement and plans it with
     /// DataFusion.
     pub(crate) async fn plan_statement(&self, statement: Statement) -> Result<datafusion::logical_expr::LogicalPlan> {
+        Ok(self.plan_rewritten(statement).await?.1)
+    }
+
+    /// [`QueryContext::plan_statement`], also returning the rewritten statement (whose names
+    /// the result's columns follow).
+    pub(crate) async fn plan_rewritten(
+        &self,
+        statement: Statement,
+    ) -> Result<(Statement, datafusion::logical_expr::LogicalPlan)> {
         let statement = self.rewrite(statement).await?;
         let plan = self
             .ctx
@@ -151,7 +160,7 @@ impl QueryContext {
             .await
             .map_err(|e| self.planning_error(&statement, e))?;
         crate::rights::check_plan(&plan, self.privileges())?;
-        Ok(plan)
+        Ok((statement, plan))
     }
 
     /// Statements DataFusion runs as they are (EXPLAIN, SHOW, SET, DESCRIBE, ...).

@@ -197,14 +197,7 @@ impl QueryContext {
 
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
-        let statement = self.rewrite(Statement::Query(Box::new(query))).await?;
-        let plan = self
-            .ctx
-            .state()
-            .statement_to_plan(datafusion::sql::parser::Statement::Statement(Box::new(statement.clone())))
-            .await
-            .map_err(|e| self.planning_error(&statement, e))?;
-        crate::rights::check_plan(&plan, self.privileges())?;
+        let (statement, plan) = self.plan_rewritten(Statement::Query(Box::new(query))).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
         let batches = self.collect(frame).await?;
