@@ -59,6 +59,10 @@ pub enum Error {
     #[error("new row for relation \"{table}\" violates check constraint \"{constraint}\"")]
     CheckViolation { table: String, constraint: String },
 
+    /// A key that is there already; `key` reads `(k)=(1)`.
+    #[error("duplicate key value violates unique constraint \"{constraint}\"")]
+    UniqueViolation { table: String, constraint: String, key: String },
+
     /// A row violated an expectation declared `ON VIOLATION FAIL UPDATE`.
     #[error("expectation \"{constraint}\" on {table} failed ({rows} violating rows): nothing was written to {table}")]
     ExpectationFailed { table: String, constraint: String, rows: u64 },
@@ -113,6 +117,7 @@ impl Error {
             Error::NotSupported(_) => "0A000",
             Error::Data { sqlstate, .. } => sqlstate,
             Error::NotNullViolation { .. } => "23502",
+            Error::UniqueViolation { .. } => "23505",
             Error::CheckViolation { .. } | Error::ExpectationFailed { .. } => "23514",
             Error::SerializationFailure(_) => "40001",
             Error::PermissionDenied(_) => "42501",
@@ -140,6 +145,14 @@ impl Error {
             },
             Error::DataFusion(e) => datafusion_sqlstate(e),
             Error::Internal(_) => "XX000",
+        }
+    }
+
+    /// The DETAIL line PostgreSQL sends with this error, if any.
+    pub fn detail(&self) -> Option<String> {
+        match self {
+            Error::UniqueViolation { key, .. } => Some(format!("Key {key} already exists.")),
+            _ => None,
         }
     }
 

@@ -61,6 +61,8 @@ pub mod flow;
 pub mod functions;
 pub mod hooks;
 pub mod ivm;
+pub mod keymap;
+pub mod keys;
 pub mod memory;
 pub mod names;
 pub mod paths;

@@ -58,6 +58,8 @@ pub struct Warehouse {
     pub(crate) roles: crate::roles::Roles,
     /// The writer every commit goes through, and the flows and views it tells.
     pub(crate) writer: crate::change::Writer,
+    /// The key index of each keyed table, and the lock its writers hold (see [`crate::keys`]).
+    pub keys: crate::keys::KeyIndexes,
     /// What the features plug into planning (see [`crate::hooks`]).
     pub(crate) hooks: crate::hooks::Hooks,
     /// What flows, sources and views did.
@@ -108,6 +110,7 @@ impl Warehouse {
             query_memory_limit_bytes,
             roles: Default::default(),
             writer: Default::default(),
+            keys: Default::default(),
             hooks: Default::default(),
             events: Default::default(),
             wake: Default::default(),

@@ -151,18 +151,7 @@ pub fn prefetch_batches(len: usize) -> impl Iterator<Item = std::ops::Range<usiz
     (0..len).step_by(PREFETCH_BATCH).map(move |start| start..(start + PREFETCH_BATCH).min(len))
 }
 
-/// A prefetch hint for the cache line at `at` (nothing on targets without one).
-#[inline(always)]
-pub fn prefetch(at: *const u8) {
-    // SAFETY: `prefetch` is a hint: it never reads memory into the program and never faults, on
-    // any address, and SSE (its target feature) is part of every x86_64 CPU.
-    #[cfg(target_arch = "x86_64")]
-    unsafe {
-        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
-    };
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = at;
-}
+pub use crate::keymap::prefetch;
 
 /// Evaluates expressions over a batch into arrays of its length.
 pub fn evaluate(exprs: &[Arc<dyn PhysicalExpr>], batch: &RecordBatch) -> Result<Vec<ArrayRef>> {

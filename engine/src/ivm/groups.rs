@@ -10,7 +10,7 @@
 
 use super::aggregate::{AggState, GroupState};
 use super::dataflow::prefetch;
-use super::keymap::KeyMap;
+use crate::keymap::KeyMap;
 use crate::error::{Error, Result};
 
 #[derive(Default)]

@@ -22,7 +22,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::dataflow::{
     add_count, batch_of, evaluate, prefetch, prefetch_batches, same_bytes, BoxFuture, Change, Delta, Node, RowBytes,
 };
-use super::keymap::KeyMap;
+use crate::keymap::KeyMap;
 use super::Requery;
 use crate::error::Result;
 

@@ -34,7 +34,6 @@ pub mod dataflow;
 pub mod ddl;
 pub mod groups;
 pub mod join;
-pub mod keymap;
 pub mod output;
 pub mod state;
 pub mod view;

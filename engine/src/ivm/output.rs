@@ -25,7 +25,7 @@ use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, prefetch, prefetch_batches, Delta, RowBytes};
-use super::keymap::KeyMap;
+use crate::keymap::KeyMap;
 use crate::error::{Error, Result};
 
 /// Segments kept before they are compacted into one.

@@ -24,6 +24,7 @@ use sluice_storage::table::{CreateTable as CreateDelta, Table};
 use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
 use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
+use crate::keys::KeyDef;
 use crate::names::{normalize, schema_name, table_name, TableName};
 use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{CreateTable, TimeTravel};
@@ -37,30 +38,57 @@ pub struct TableDefinition {
     pub schema: StructType,
     pub defaults: BTreeMap<String, String>,
     pub constraints: Vec<(String, String)>,
+    /// PRIMARY KEY and UNIQUE constraints.
+    pub keys: Vec<KeyDef>,
 }
 
 pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableConstraint]) -> Result<TableDefinition> {
     let mut fields = Vec::new();
     let mut defaults = BTreeMap::new();
     let mut checks = Vec::new();
+    let mut keys: Vec<KeyDef> = Vec::new();
     for def in columns {
         let name = normalize(&def.name);
         let mut nullable = true;
         let mut comment = None;
         for option in &def.options {
+            let constraint_name = option.name.as_ref().map(normalize);
             match &option.option {
                 ColumnOption::Null => nullable = true,
-                ColumnOption::NotNull | ColumnOption::PrimaryKey(_) => nullable = false,
+                ColumnOption::NotNull => nullable = false,
+                ColumnOption::PrimaryKey(pk) => {
+                    nullable = false;
+                    let name_given = constraint_name.clone().or_else(|| pk.name.as_ref().map(normalize));
+                    keys.push(KeyDef {
+                        name: name_given.unwrap_or_else(|| format!("{table}_pkey")),
+                        primary: true,
+                        columns: vec![name.clone()],
+                    });
+                }
+                ColumnOption::Unique(unique) => {
+                    let name_given = constraint_name.clone().or_else(|| unique.name.as_ref().map(normalize));
+                    keys.push(KeyDef {
+                        name: name_given.unwrap_or_else(|| format!("{table}_{name}_key")),
+                        primary: false,
+                        columns: vec![name.clone()],
+                    });
+                }
                 ColumnOption::Default(expr) => {
                     defaults.insert(name.clone(), expr.to_string());
                 }
                 ColumnOption::Check(check) => {
-                    let constraint =
-                        check.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{name}_check"));
+                    let constraint = constraint_name
+                        .clone()
+                        .or_else(|| check.name.as_ref().map(normalize))
+                        .unwrap_or_else(|| format!("{table}_{name}_check"));
                     checks.push((constraint, check.expr.to_string()));
                 }
                 ColumnOption::Comment(text) => comment = Some(text.clone()),
-                ColumnOption::Unique(_) => {}
+                ColumnOption::ForeignKey(_) => {
+                    return Err(Error::NotSupported(
+                        "REFERENCES (foreign keys): Sluice does not enforce them, so it refuses them".into(),
+                    ))
+                }
                 other => return Err(Error::NotSupported(format!("column option {other}"))),
             }
         }
@@ -79,22 +107,68 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 checks.push((name, check.expr.to_string()));
             }
             TableConstraint::PrimaryKey(pk) => {
-                for column in &pk.columns {
-                    let name = column.column.expr.to_string().to_lowercase();
+                let columns = key_columns(&pk.columns)?;
+                for name in &columns {
                     let field = schema
                         .fields
                         .iter_mut()
-                        .find(|f| f.name == name)
-                        .ok_or_else(|| Error::UndefinedColumn(name.clone()))?;
+                        .find(|f| &f.name == name)
+                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} named in key")))?;
                     field.nullable = false;
                 }
+                keys.push(KeyDef {
+                    name: pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_pkey")),
+                    primary: true,
+                    columns,
+                });
             }
-            TableConstraint::Unique(_) => {}
+            TableConstraint::Unique(unique) => {
+                let columns = key_columns(&unique.columns)?;
+                for name in &columns {
+                    if schema.field(name).is_none() {
+                        return Err(Error::UndefinedColumn(format!("{name} named in key")));
+                    }
+                }
+                keys.push(KeyDef {
+                    name: unique
+                        .name
+                        .as_ref()
+                        .map(normalize)
+                        .unwrap_or_else(|| format!("{table}_{}_key", columns.join("_"))),
+                    primary: false,
+                    columns,
+                });
+            }
+            TableConstraint::ForeignKey(_) => {
+                return Err(Error::NotSupported(
+                    "FOREIGN KEY constraints: Sluice does not enforce them, so it refuses them".into(),
+                ))
+            }
             other => return Err(Error::NotSupported(format!("table constraint {other}"))),
         }
     }
+    if keys.iter().filter(|k| k.primary).count() > 1 {
+        return Err(Error::data("42P16", format!("multiple primary keys for table \"{table}\" are not allowed")));
+    }
+    let mut names = std::collections::HashSet::new();
+    for key in &keys {
+        if !names.insert(key.name.clone()) {
+            return Err(Error::DuplicateTable(key.name.clone()));
+        }
+    }
     schema.check_names().map_err(|e| Error::Plan(e.to_string()))?;
-    Ok(TableDefinition { schema, defaults, constraints: checks })
+    Ok(TableDefinition { schema, defaults, constraints: checks, keys })
+}
+
+/// The column names of a key (plain columns only, as PostgreSQL's constraints take them).
+fn key_columns(columns: &[datafusion::sql::sqlparser::ast::IndexColumn]) -> Result<Vec<String>> {
+    columns
+        .iter()
+        .map(|c| match &c.column.expr {
+            datafusion::sql::sqlparser::ast::Expr::Identifier(ident) => Ok(normalize(ident)),
+            other => Err(Error::NotSupported(format!("a key on the expression {other}"))),
+        })
+        .collect()
 }
 
 impl QueryContext {
@@ -279,16 +353,23 @@ impl QueryContext {
                     .map(|f| Field::new(f.name(), f.data_type().clone(), true))
                     .collect::<Vec<_>>();
                 let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
-                (TableDefinition { schema, defaults: BTreeMap::new(), constraints: vec![] }, Some(plan))
+                (TableDefinition { schema, defaults: BTreeMap::new(), constraints: vec![], keys: vec![] }, Some(plan))
             }
             None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
         };
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
         crate::rights::check_table_properties(&properties, self.privileges())?;
+        if properties.keys().any(|k| k.starts_with(crate::keys::KEY_PREFIX)) {
+            return Err(Error::NotSupported(format!(
+                "setting {}* properties: declare PRIMARY KEY or UNIQUE constraints instead",
+                crate::keys::KEY_PREFIX
+            )));
+        }
         for (constraint, expr) in &definition.constraints {
             properties.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr.clone());
         }
+        properties.extend(definition.keys.iter().map(KeyDef::property));
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (location, managed) = match &create.location {
             Some(location) => (self.db.table_location(location, self.privileges())?, false),

@@ -32,6 +32,7 @@ use super::catalog_provider::TEMP_SCHEMA;
 use crate::catalog::TableEntry;
 use crate::change::{ChangedRows, ColumnMatch, Operation, WriteContext, Written};
 use crate::error::{Error, Result};
+use crate::keys::KeyGuard;
 use crate::names::{normalize, table_name, TableName};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
@@ -162,12 +163,33 @@ impl QueryContext {
         if checked.kept.is_empty() && mode == SaveMode::Append && !commit_txns_only {
             return Ok(written);
         }
+        let no_rows_deleted = HashMap::new();
+        let deleted = if mode == SaveMode::Overwrite { None } else { Some(&no_rows_deleted) };
+        let keys = self.check_keys(target, deleted, &checked.kept).await?;
         let request =
             WriteRequest { batches: checked.kept.clone(), mode, txns: context.txns.clone(), ..Default::default() };
         let outcome = target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?;
         let rows = Some(ChangedRows::inserted(checked.kept));
         self.db.writer.commit(&target.entry.qualified_name(), Operation::Write, rows, outcome).await?;
+        keys_committed(keys).await;
         Ok(written)
+    }
+
+    /// For a keyed target: locks its key index and checks the rows a commit inserts (`deleted`:
+    /// the rows it deletes, by file path; `None`: all of them). The caller holds the guard until
+    /// its commit is done, then hands it to [`keys_committed`].
+    pub(crate) async fn check_keys(
+        &self,
+        target: &Target,
+        deleted: Option<&HashMap<String, RoaringTreemap>>,
+        inserted: &[RecordBatch],
+    ) -> Result<Option<KeyGuard>> {
+        if crate::keys::key_defs(target.snapshot.configuration()).is_empty() {
+            return Ok(None);
+        }
+        let guard = self.db.keys.lock_always(&target.entry.id, &target.table).await?;
+        guard.check(&target.name.name, deleted, inserted)?;
+        Ok(Some(guard))
     }
 
     /// Builds rows of the table's schema from a source batch: matched columns cast to the column
@@ -397,9 +419,11 @@ impl QueryContext {
             } else {
                 None
             };
+            let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
+            keys_committed(keys).await;
         }
         Ok(StatementResult::count("UPDATE", count))
     }
@@ -612,9 +636,11 @@ impl QueryContext {
         }
         let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
+            let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
+            keys_committed(keys).await;
         }
         Ok(StatementResult::count("MERGE", affected))
     }
@@ -628,6 +654,21 @@ impl QueryContext {
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Truncate, None, outcome).await?;
         }
         Ok(StatementResult::command("TRUNCATE TABLE"))
+    }
+}
+
+/// Rows a mutation deletes, by file path.
+pub(crate) fn by_path_rows(deleted: &[(Arc<Add>, RoaringTreemap)]) -> HashMap<String, RoaringTreemap> {
+    deleted.iter().map(|(add, rows)| (add.path.clone(), rows.clone())).collect()
+}
+
+/// Catches a key index up with the commit its guard's holder made. A failure here leaves the
+/// commit standing; the index catches up when the next writer locks it.
+pub(crate) async fn keys_committed(keys: Option<KeyGuard>) {
+    if let Some(keys) = keys {
+        if let Err(e) = keys.committed().await {
+            tracing::warn!("key index catch-up after a commit failed (the next writer retries): {e}");
+        }
     }
 }
 

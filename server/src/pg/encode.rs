@@ -16,7 +16,9 @@ use sluice::StatementResult;
 
 /// A Sluice error as the client sees it.
 pub fn error(e: &sluice::Error) -> PgWireError {
-    PgWireError::UserError(Box::new(ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string())))
+    let mut info = ErrorInfo::new("ERROR".into(), e.sqlstate().into(), e.to_string());
+    info.detail = e.detail();
+    PgWireError::UserError(Box::new(info))
 }
 
 /// An error with an explicit SQLSTATE.

@@ -1,4 +1,5 @@
-//! A hash map from keys in Arrow's row format to values, for lookups that miss the caches.
+//! A hash map from keys in Arrow's row format to values, for lookups that miss the caches: the
+//! state of incremental views and the key indexes of tables.
 //!
 //! The maintained state is much larger than the caches, so a lookup is a cache miss, and with a
 //! map of boxed keys it is three in a row: the control bytes, the slot they point to, the key the
@@ -16,7 +17,6 @@
 
 use std::hash::BuildHasher;
 
-use super::dataflow::prefetch;
 
 /// Keys up to this many bytes live in their slot.
 const INLINE: usize = 16;
@@ -24,6 +24,19 @@ const INLINE: usize = 16;
 const OCCUPIED: u64 = 1 << 63;
 /// Arena bytes of removed keys that make a rebuild worthwhile (when they are half of it).
 const ARENA_DEAD_MIN: usize = 1 << 16;
+
+/// A prefetch hint for the cache line at `at` (nothing on targets without one).
+#[inline(always)]
+pub fn prefetch(at: *const u8) {
+    // SAFETY: `prefetch` is a hint: it never reads memory into the program and never faults, on
+    // any address, and SSE (its target feature) is part of every x86_64 CPU.
+    #[cfg(target_arch = "x86_64")]
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(at as *const i8)
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = at;
+}
 
 #[derive(Default)]
 struct Slot<V> {
@@ -215,6 +228,32 @@ impl<V: Default> KeyMap<V> {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         self.remove_hashed(self.hash(key), key)
+    }
+
+    /// Removes the entry with this hash whose value `matches` (the caller knows the value and
+    /// the hash, not the key); returns its value.
+    pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        let key = loop {
+            let slot = &self.slots[i];
+            if slot.hash == 0 {
+                return None;
+            }
+            if slot.hash == hash && matches(&slot.value) {
+                break key_of(&self.arena, slot).to_vec();
+            }
+            i = (i + 1) & mask;
+        };
+        self.remove_hashed(hash, &key)
+    }
+
+    /// Bytes the map holds (its slots and arena).
+    pub fn memory_bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot<V>>() + self.arena.capacity()
     }
 
     /// Moves the entries into `capacity` slots (a power of two), with an arena of live keys only.

@@ -1,0 +1,624 @@
+//! Keys: PRIMARY KEY and UNIQUE constraints, recorded in the Delta table and enforced by Sluice
+//! through a key index per table.
+//!
+//! A key is a table property `sluice.key.<constraint>` = `PRIMARY KEY (a, b)` or `UNIQUE (a)`,
+//! so it travels with the table (time travel, ATTACH, other engines see it as an informational
+//! constraint, as Databricks shows its keys).
+//!
+//! The index of a table maps each key (Arrow's row format of the key columns) to the row that
+//! holds it: a file of the snapshot and the row's position in it, as deletion vectors count. It
+//! is built when a writer first locks the table, and caught up with the table's log under that
+//! lock: each file of the log is read once (its key columns only); a file that leaves the log
+//! takes its keys with it; a new deletion vector takes the keys of the rows it deletes. Each row's
+//! key hash is kept per file, so removing a row needs no read. A commit by another engine is
+//! caught up the same way as Sluice's own.
+//!
+//! Writers of a keyed table hold the table's lock from the check of their rows to the index's
+//! catch-up after their commit ([`KeyGuard`]), so two writers never both add a key: the second
+//! sees the first's commit in the index.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, UInt64Type};
+use arrow::row::{RowConverter, SortField};
+use futures::{StreamExt, TryStreamExt};
+use roaring::RoaringTreemap;
+use sluice_storage::actions::Add;
+use sluice_storage::scan::{read_file, FileToRead, ScanOptions, TableLayout, ROW_INDEX_COLUMN};
+use sluice_storage::snapshot::Snapshot;
+use sluice_storage::table::Table;
+
+use crate::error::{Error, Result};
+use crate::keymap::KeyMap;
+
+/// The table property prefix of keys.
+pub const KEY_PREFIX: &str = "sluice.key.";
+/// Files read at once when an index catches up.
+const FILE_READS_CONCURRENT_MAX: usize = 4;
+
+/// A PRIMARY KEY or UNIQUE constraint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyDef {
+    pub name: String,
+    pub primary: bool,
+    pub columns: Vec<String>,
+}
+
+impl KeyDef {
+    /// The table property that records it.
+    pub fn property(&self) -> (String, String) {
+        let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
+        let kind = if self.primary { "PRIMARY KEY" } else { "UNIQUE" };
+        (format!("{KEY_PREFIX}{}", self.name), format!("{kind} ({})", columns.join(", ")))
+    }
+
+    /// Reads a key back from its property; `None` if the text is not one.
+    pub fn parse(name: &str, text: &str) -> Option<Self> {
+        let text = text.trim();
+        let (primary, rest) = if let Some(rest) = strip_prefix_ci(text, "PRIMARY KEY") {
+            (true, rest)
+        } else {
+            (false, strip_prefix_ci(text, "UNIQUE")?)
+        };
+        let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+        let columns = split_columns(inner)?;
+        (!columns.is_empty()).then(|| Self { name: name.to_string(), primary, columns })
+    }
+
+    /// `(a, b)`, as PostgreSQL names a key's columns in messages.
+    pub fn column_list(&self) -> String {
+        format!("({})", self.columns.join(", "))
+    }
+
+    /// Whether the key is on exactly these columns (in any order).
+    pub fn is_on(&self, columns: &[String]) -> bool {
+        let mine: HashSet<&str> = self.columns.iter().map(String::as_str).collect();
+        let theirs: HashSet<&str> = columns.iter().map(String::as_str).collect();
+        mine == theirs && columns.len() == self.columns.len()
+    }
+}
+
+fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
+    let head = text.get(..prefix.len())?;
+    head.eq_ignore_ascii_case(prefix).then(|| &text[prefix.len()..])
+}
+
+fn quote(name: &str) -> String {
+    let plain = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().next().is_some_and(|c| !c.is_ascii_digit());
+    if plain {
+        name.to_string()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}
+
+/// Splits `a, "b c", d` into names.
+fn split_columns(text: &str) -> Option<Vec<String>> {
+    let mut columns = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut name = String::new();
+        if chars.peek() == Some(&'"') {
+            chars.next();
+            loop {
+                match chars.next()? {
+                    '"' if chars.peek() == Some(&'"') => {
+                        chars.next();
+                        name.push('"');
+                    }
+                    '"' => break,
+                    c => name.push(c),
+                }
+            }
+        } else {
+            while let Some(c) = chars.peek().copied().filter(|c| *c != ',') {
+                name.push(c);
+                chars.next();
+            }
+            name = name.trim().to_string();
+        }
+        if name.is_empty() {
+            return None;
+        }
+        columns.push(name);
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        match chars.next() {
+            None => return Some(columns),
+            Some(',') => continue,
+            Some(_) => return None,
+        }
+    }
+}
+
+/// The keys a table's properties record: the primary key first, then by name.
+pub fn key_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
+    let mut defs: Vec<KeyDef> = configuration
+        .iter()
+        .filter_map(|(key, value)| KeyDef::parse(key.strip_prefix(KEY_PREFIX)?, value))
+        .collect();
+    defs.sort_by(|a, b| b.primary.cmp(&a.primary).then_with(|| a.name.cmp(&b.name)));
+    defs
+}
+
+/// Where a key's row is: a file of the index and the row's position in it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Loc {
+    pub file: u32,
+    pub row: u32,
+}
+
+/// One file of the log, as the index saw it.
+struct FileKeys {
+    path: String,
+    /// The deletion vector's identity, if it has one.
+    dv: Option<String>,
+    /// The rows its deletion vector deletes.
+    deleted: RoaringTreemap,
+    /// Per index, each row's key hash (0: no key, for a NULL in a UNIQUE column).
+    hashes: Vec<Vec<u64>>,
+}
+
+struct Index {
+    def: KeyDef,
+    /// Positions of the key columns in the table schema.
+    columns: Vec<usize>,
+    converter: RowConverter,
+    map: KeyMap<Loc>,
+}
+
+/// The key index of one table, at one version of its log.
+pub struct TableKeys {
+    /// What the index was built for: the table's id, keys and key column types.
+    shape: String,
+    version: Option<u64>,
+    indexes: Vec<Index>,
+    files: Vec<Option<FileKeys>>,
+    by_path: HashMap<String, u32>,
+    free: Vec<u32>,
+    /// Keys found twice while reading the log (written by another engine, or before the key was
+    /// declared): the index keeps the first.
+    pub duplicates: u64,
+}
+
+fn shape_of(snapshot: &Snapshot, defs: &[KeyDef]) -> String {
+    let types: Vec<String> = defs
+        .iter()
+        .flat_map(|d| d.columns.iter())
+        .map(|c| snapshot.schema().field(c).map(|f| format!("{:?}", f.data_type)).unwrap_or_default())
+        .collect();
+    format!("{}|{defs:?}|{types:?}", snapshot.metadata().id)
+}
+
+impl TableKeys {
+    fn empty() -> Self {
+        Self {
+            shape: String::new(),
+            version: None,
+            indexes: Vec::new(),
+            files: Vec::new(),
+            by_path: HashMap::new(),
+            free: Vec::new(),
+            duplicates: 0,
+        }
+    }
+
+    fn build_for(snapshot: &Snapshot, defs: Vec<KeyDef>) -> Result<Self> {
+        let arrow_schema = snapshot.arrow_schema();
+        let mut indexes = Vec::new();
+        let shape = shape_of(snapshot, &defs);
+        for def in defs {
+            let mut columns = Vec::new();
+            let mut fields = Vec::new();
+            for name in &def.columns {
+                let i = snapshot.schema().index_of(name).ok_or_else(|| {
+                    Error::Internal(format!("key {} names column {name}, which the table lacks", def.name))
+                })?;
+                columns.push(i);
+                fields.push(SortField::new(arrow_schema.field(i).data_type().clone()));
+            }
+            let converter = RowConverter::new(fields)?;
+            indexes.push(Index { def, columns, converter, map: KeyMap::new() });
+        }
+        Ok(Self { shape, ..Self::empty() }.with_indexes(indexes))
+    }
+
+    fn with_indexes(mut self, indexes: Vec<Index>) -> Self {
+        self.indexes = indexes;
+        self
+    }
+
+    pub fn defs(&self) -> impl Iterator<Item = &KeyDef> + '_ {
+        self.indexes.iter().map(|i| &i.def)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.indexes.is_empty()
+    }
+
+    /// Keys in the first index.
+    pub fn len(&self) -> usize {
+        self.indexes.first().map(|i| i.map.len()).unwrap_or(0)
+    }
+
+    /// Bytes the index holds (maps and per-row hashes).
+    pub fn memory_bytes(&self) -> usize {
+        let maps: usize = self.indexes.iter().map(|i| i.map.memory_bytes()).sum();
+        let rows: usize =
+            self.files.iter().flatten().flat_map(|f| f.hashes.iter()).map(|h| h.capacity() * 8).sum();
+        maps + rows
+    }
+
+    pub fn version(&self) -> Option<u64> {
+        self.version
+    }
+
+    /// Brings the index to `snapshot`: drops the keys of files that left the log and of rows
+    /// deleted since, and reads the files that joined.
+    pub async fn catch_up(&mut self, snapshot: &Snapshot) -> Result<()> {
+        let defs = key_defs(snapshot.configuration());
+        if shape_of(snapshot, &defs) != self.shape {
+            *self = Self::build_for(snapshot, defs)?;
+        }
+        if self.indexes.is_empty() || self.version == Some(snapshot.version()) {
+            self.version = Some(snapshot.version());
+            return Ok(());
+        }
+        let mut live: HashSet<&str> = HashSet::new();
+        let mut changed_dvs = Vec::new();
+        let mut new_files = Vec::new();
+        for add in snapshot.files() {
+            live.insert(add.path.as_str());
+            let dv = add.deletion_vector.as_ref().map(|d| d.unique_id());
+            match self.by_path.get(&add.path) {
+                Some(&id) => {
+                    let same = self.files.get(id as usize).and_then(Option::as_ref).is_some_and(|f| f.dv == dv);
+                    if !same {
+                        changed_dvs.push((id, add.clone()));
+                    }
+                }
+                None => new_files.push(add.clone()),
+            }
+        }
+        let gone: Vec<u32> =
+            self.by_path.iter().filter(|(path, _)| !live.contains(path.as_str())).map(|(_, id)| *id).collect();
+        for id in gone {
+            self.remove_file(id);
+        }
+        let store = snapshot.store().clone();
+        for (id, add) in changed_dvs {
+            let deleted = match &add.deletion_vector {
+                Some(dv) => sluice_storage::scan::read_dv(&store, dv, &add.path).await?,
+                None => RoaringTreemap::new(),
+            };
+            let Some(file) = self.files.get(id as usize).and_then(Option::as_ref) else { continue };
+            if file.deleted.is_subset(&deleted) {
+                let newly = &deleted - &file.deleted;
+                self.remove_rows(id, newly.iter());
+                if let Some(Some(file)) = self.files.get_mut(id as usize) {
+                    file.deleted = deleted;
+                    file.dv = add.deletion_vector.as_ref().map(|d| d.unique_id());
+                }
+            } else {
+                // Rows came back (RESTORE): read the file again.
+                self.remove_file(id);
+                new_files.push(add);
+            }
+        }
+        let layout = Arc::new(TableLayout::from_snapshot(snapshot));
+        let names: Vec<String> = {
+            let mut names = Vec::new();
+            for index in &self.indexes {
+                for c in &index.def.columns {
+                    if !names.contains(c) {
+                        names.push(c.clone());
+                    }
+                }
+            }
+            names
+        };
+        let fields = Arc::new(layout.projected_fields(Some(&names))?);
+        let options = ScanOptions { row_index: true, ..Default::default() };
+        let reads = futures::stream::iter(new_files)
+            .map(|add| {
+                let (store, layout, fields, options) = (store.clone(), layout.clone(), fields.clone(), options.clone());
+                async move {
+                    let file = FileToRead::from_add(&store, &add).await?;
+                    let batches: Vec<RecordBatch> =
+                        read_file(&store, &layout, &fields, &file, &options).await?.try_collect().await?;
+                    let deleted = match &file.mask {
+                        sluice_storage::scan::RowMask::Without(rows) => (**rows).clone(),
+                        _ => RoaringTreemap::new(),
+                    };
+                    Ok::<_, sluice_storage::Error>((add, deleted, batches))
+                }
+            })
+            .buffered(FILE_READS_CONCURRENT_MAX);
+        futures::pin_mut!(reads);
+        while let Some(read) = reads.next().await {
+            let (add, deleted, batches) = read.map_err(|e| e.at_version(snapshot.version()))?;
+            self.add_file(&add, deleted, &names, &batches)?;
+        }
+        self.version = Some(snapshot.version());
+        Ok(())
+    }
+
+    fn add_file(&mut self, add: &Add, deleted: RoaringTreemap, names: &[String], batches: &[RecordBatch]) -> Result<()> {
+        let id = match self.free.pop() {
+            Some(id) => id,
+            None => {
+                self.files.push(None);
+                u32::try_from(self.files.len() - 1).map_err(|_| Error::Internal("over 2^32 files in a key index".into()))?
+            }
+        };
+        let rows: usize = batches
+            .iter()
+            .filter_map(|b| b.column_by_name(ROW_INDEX_COLUMN))
+            .map(|c| c.as_primitive::<UInt64Type>().values().iter().max().map(|m| *m as usize + 1).unwrap_or(0))
+            .max()
+            .unwrap_or(0);
+        let mut hashes = vec![vec![0u64; rows]; self.indexes.len()];
+        for batch in batches {
+            let Some(row_index) = batch.column_by_name(ROW_INDEX_COLUMN) else { continue };
+            let row_index = row_index.as_primitive::<UInt64Type>();
+            for (n, index) in self.indexes.iter_mut().enumerate() {
+                let arrays: Vec<ArrayRef> = index
+                    .def
+                    .columns
+                    .iter()
+                    .map(|c| {
+                        let at = names.iter().position(|n| n == c).unwrap_or_default();
+                        batch.column(at).clone()
+                    })
+                    .collect();
+                let keys = index.converter.convert_columns(&arrays)?;
+                for i in 0..batch.num_rows() {
+                    if arrays.iter().any(|a| a.is_null(i)) {
+                        continue;
+                    }
+                    let row = row_index.value(i);
+                    let key = keys.row(i);
+                    let hash = index.map.hash(key.as_ref());
+                    let loc = Loc { file: id, row: u32::try_from(row).unwrap_or(u32::MAX) };
+                    if index.map.get_hashed(hash, key.as_ref()).is_some() {
+                        self.duplicates += 1;
+                        continue;
+                    }
+                    index.map.insert_hashed(hash, key.as_ref(), loc);
+                    if let Some(slot) = hashes.get_mut(n).and_then(|h| h.get_mut(row as usize)) {
+                        *slot = hash;
+                    }
+                }
+            }
+        }
+        let file = FileKeys {
+            path: add.path.clone(),
+            dv: add.deletion_vector.as_ref().map(|d| d.unique_id()),
+            deleted,
+            hashes,
+        };
+        self.by_path.insert(add.path.clone(), id);
+        if let Some(slot) = self.files.get_mut(id as usize) {
+            *slot = Some(file);
+        }
+        Ok(())
+    }
+
+    fn remove_rows(&mut self, id: u32, rows: impl Iterator<Item = u64>) {
+        let Some(Some(file)) = self.files.get(id as usize) else { return };
+        let rows: Vec<u64> = rows.collect();
+        for (n, index) in self.indexes.iter_mut().enumerate() {
+            let Some(hashes) = file.hashes.get(n) else { continue };
+            for &row in &rows {
+                let Some(&hash) = hashes.get(row as usize) else { continue };
+                if hash == 0 {
+                    continue;
+                }
+                let loc = Loc { file: id, row: row as u32 };
+                index.map.remove_hashed_where(hash, |l| *l == loc);
+            }
+        }
+    }
+
+    fn remove_file(&mut self, id: u32) {
+        let Some(Some(file)) = self.files.get(id as usize) else { return };
+        let rows = file.hashes.first().map(|h| h.len()).unwrap_or(0) as u64;
+        let path = file.path.clone();
+        self.remove_rows(id, 0..rows);
+        self.by_path.remove(&path);
+        if let Some(slot) = self.files.get_mut(id as usize) {
+            *slot = None;
+        }
+        self.free.push(id);
+    }
+
+    /// The file path of a location.
+    pub fn path_of(&self, loc: Loc) -> Option<&str> {
+        self.files.get(loc.file as usize)?.as_ref().map(|f| f.path.as_str())
+    }
+
+    /// The index of the key on exactly `columns`, or of the constraint named `name`.
+    pub fn index_on(&self, columns: &[String]) -> Option<usize> {
+        self.indexes.iter().position(|i| i.def.is_on(columns))
+    }
+
+    pub fn index_named(&self, name: &str) -> Option<usize> {
+        self.indexes.iter().position(|i| i.def.name == name)
+    }
+
+    pub fn def(&self, index: usize) -> Option<&KeyDef> {
+        self.indexes.get(index).map(|i| &i.def)
+    }
+
+    /// The keys of `index` in rows of the table's schema (None for a row with a NULL in them).
+    pub fn keys_of(&self, index: usize, batch: &RecordBatch) -> Result<Vec<Option<Vec<u8>>>> {
+        let Some(index) = self.indexes.get(index) else { return Ok(vec![None; batch.num_rows()]) };
+        let arrays: Vec<ArrayRef> = index.columns.iter().map(|&c| batch.column(c).clone()).collect();
+        let keys = index.converter.convert_columns(&arrays)?;
+        Ok((0..batch.num_rows())
+            .map(|i| (!arrays.iter().any(|a| a.is_null(i))).then(|| keys.row(i).as_ref().to_vec()))
+            .collect())
+    }
+
+    /// Where `key` of `index` is.
+    pub fn lookup(&self, index: usize, key: &[u8]) -> Option<Loc> {
+        self.indexes.get(index)?.map.get(key).copied()
+    }
+
+    /// Checks that rows to insert add no key that is there (unless its row is among `deleted`,
+    /// by path and row; `None`: the commit replaces every row) and none twice: 23505 naming the
+    /// constraint and the key otherwise.
+    pub fn check(
+        &self,
+        table: &str,
+        deleted: Option<&HashMap<String, RoaringTreemap>>,
+        inserted: &[RecordBatch],
+    ) -> Result<()> {
+        let replaces_all = deleted.is_none();
+        let deleted_ids: HashMap<u32, &RoaringTreemap> = deleted
+            .into_iter()
+            .flatten()
+            .filter_map(|(path, rows)| Some((*self.by_path.get(path)?, rows)))
+            .collect();
+        for (n, index) in self.indexes.iter().enumerate() {
+            let mut seen: KeyMap<()> = KeyMap::with_state(index.map.state().clone());
+            for batch in inserted {
+                let keys = self.keys_of(n, batch)?;
+                for (i, key) in keys.iter().enumerate() {
+                    let Some(key) = key else { continue };
+                    let hash = index.map.hash(key);
+                    let taken = !replaces_all
+                        && index.map.get_hashed(hash, key).is_some_and(|loc| {
+                        !deleted_ids.get(&loc.file).is_some_and(|rows| rows.contains(loc.row as u64))
+                    });
+                    if taken || seen.insert_hashed(hash, key, ()).is_some() {
+                        return Err(unique_violation(table, &index.def, batch, &index.columns, i));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// 23505 for the key of row `row` of `batch`.
+pub fn unique_violation(table: &str, def: &KeyDef, batch: &RecordBatch, columns: &[usize], row: usize) -> Error {
+    let values: Vec<String> = columns.iter().map(|&c| value_text(batch.column(c), row)).collect();
+    Error::UniqueViolation {
+        table: table.to_string(),
+        constraint: def.name.clone(),
+        key: format!("{}=({})", def.column_list(), values.join(", ")),
+    }
+}
+
+fn value_text(array: &ArrayRef, row: usize) -> String {
+    if array.is_null(row) {
+        return "null".into();
+    }
+    let options = arrow::util::display::FormatOptions::default();
+    match array.data_type() {
+        ArrowType::Boolean => (if array.as_boolean().value(row) { "t" } else { "f" }).into(),
+        _ => arrow::util::display::ArrayFormatter::try_new(array.as_ref(), &options)
+            .map(|f| f.value(row).to_string())
+            .unwrap_or_default(),
+    }
+}
+
+/// The key index of every keyed table, each behind the lock its writers hold.
+#[derive(Default)]
+pub struct KeyIndexes {
+    tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
+}
+
+impl std::fmt::Debug for KeyIndexes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyIndexes").finish_non_exhaustive()
+    }
+}
+
+/// A keyed table's index, locked and caught up with the table's latest version.
+pub struct KeyGuard {
+    keys: tokio::sync::OwnedMutexGuard<TableKeys>,
+    table: Arc<Table>,
+}
+
+impl std::ops::Deref for KeyGuard {
+    type Target = TableKeys;
+    fn deref(&self) -> &TableKeys {
+        &self.keys
+    }
+}
+
+impl KeyGuard {
+    /// The latest snapshot the index is at.
+    pub fn table(&self) -> &Arc<Table> {
+        &self.table
+    }
+
+    /// Catches the index up with the commit the guard's holder just made.
+    pub async fn committed(mut self) -> Result<()> {
+        let snapshot = self.table.snapshot().await?;
+        self.keys.catch_up(&snapshot).await
+    }
+}
+
+impl KeyIndexes {
+    fn cell(&self, id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
+        let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
+        tables.entry(id.to_string()).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(TableKeys::empty()))).clone()
+    }
+
+    /// Locks a table's index if the table has keys (its latest snapshot says), caught up.
+    pub async fn lock(&self, id: &str, table: &Arc<Table>) -> Result<Option<KeyGuard>> {
+        let snapshot = table.snapshot().await?;
+        if key_defs(snapshot.configuration()).is_empty() {
+            return Ok(None);
+        }
+        self.lock_always(id, table).await.map(Some)
+    }
+
+    /// Locks a table's index whether or not it has keys (DDL that adds one).
+    pub async fn lock_always(&self, id: &str, table: &Arc<Table>) -> Result<KeyGuard> {
+        let mut keys = self.cell(id).lock_owned().await;
+        let snapshot = table.snapshot().await?;
+        keys.catch_up(&snapshot).await?;
+        Ok(KeyGuard { keys, table: table.clone() })
+    }
+
+    /// Forgets a dropped table's index.
+    pub fn forget(&self, id: &str) {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+    }
+
+    /// Bytes and keys of every index (for monitoring and the benchmark).
+    pub fn memory(&self) -> Vec<(String, Arc<tokio::sync::Mutex<TableKeys>>)> {
+        self.tables.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_key_round_trips_through_its_property() {
+        let def = KeyDef { name: "kv_pkey".into(), primary: true, columns: vec!["k".into(), "Odd, name".into()] };
+        let (key, value) = def.property();
+        assert_eq!(key, "sluice.key.kv_pkey");
+        assert_eq!(value, "PRIMARY KEY (k, \"Odd, name\")");
+        assert_eq!(KeyDef::parse("kv_pkey", &value), Some(def));
+        let unique = KeyDef::parse("u", "UNIQUE (a,b)").unwrap();
+        assert!(!unique.primary);
+        assert!(unique.is_on(&["b".into(), "a".into()]));
+        assert_eq!(KeyDef::parse("x", "CHECK (a > 1)"), None);
+        assert_eq!(KeyDef::parse("x", "UNIQUE ()"), None);
+        assert_eq!(KeyDef::parse("x", "UNIQUE (\"a)"), None);
+    }
+}
