@@ -547,6 +547,7 @@ impl std::fmt::Debug for KeyIndexes {
 pub struct KeyGuard {
     keys: tokio::sync::OwnedMutexGuard<TableKeys>,
     table: Arc<Table>,
+    snapshot: Arc<Snapshot>,
 }
 
 impl std::ops::Deref for KeyGuard {
@@ -557,9 +558,9 @@ impl std::ops::Deref for KeyGuard {
 }
 
 impl KeyGuard {
-    /// The latest snapshot the index is at.
-    pub fn table(&self) -> &Arc<Table> {
-        &self.table
+    /// The snapshot the index is at: the table's latest when it was locked.
+    pub fn snapshot(&self) -> &Arc<Snapshot> {
+        &self.snapshot
     }
 
     /// Catches the index up with the commit the guard's holder just made.
@@ -589,7 +590,7 @@ impl KeyIndexes {
         let mut keys = self.cell(id).lock_owned().await;
         let snapshot = table.snapshot().await?;
         keys.catch_up(&snapshot).await?;
-        Ok(KeyGuard { keys, table: table.clone() })
+        Ok(KeyGuard { keys, table: table.clone(), snapshot })
     }
 
     /// Forgets a dropped table's index.

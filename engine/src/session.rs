@@ -95,7 +95,7 @@ impl Session {
     pub async fn query(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         let mut results = self.execute(sql).await?;
         match results.pop() {
-            Some(StatementResult::Rows { batches, .. }) => Ok(batches),
+            Some(StatementResult::Rows { batches, .. } | StatementResult::Returned { batches, .. }) => Ok(batches),
             Some(StatementResult::Command { tag, .. }) => {
                 Err(Error::Plan(format!("the last statement ({tag}) returns no rows")))
             }

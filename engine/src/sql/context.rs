@@ -34,6 +34,8 @@ pub enum StatementResult {
     Rows { schema: SchemaRef, batches: Vec<RecordBatch> },
     /// A command and its Postgres command tag (`INSERT 0 3`, `CREATE TABLE`, ...).
     Command { tag: String, rows: Option<u64> },
+    /// The rows of a command's RETURNING list, and the command's tag.
+    Returned { tag: String, schema: SchemaRef, batches: Vec<RecordBatch> },
 }
 
 impl StatementResult {
@@ -48,7 +50,7 @@ impl StatementResult {
     /// The rows, or nothing for commands.
     pub fn batches(&self) -> &[RecordBatch] {
         match self {
-            StatementResult::Rows { batches, .. } => batches,
+            StatementResult::Rows { batches, .. } | StatementResult::Returned { batches, .. } => batches,
             StatementResult::Command { .. } => &[],
         }
     }

@@ -63,13 +63,18 @@ impl QueryContext {
     async fn run_source(&self, query: Query) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         match self.run_query(query).await? {
             StatementResult::Rows { schema, batches } => Ok((schema, batches)),
-            StatementResult::Command { .. } => Err(Error::Internal("a query returned no rows".into())),
+            _ => Err(Error::Internal("a query returned no rows".into())),
         }
     }
 
     pub(crate) async fn insert_statement(&self, insert: Insert) -> Result<StatementResult> {
-        if insert.returning.is_some() {
-            return Err(Error::NotSupported("INSERT ... RETURNING".into()));
+        let on = match insert.on {
+            None => None,
+            Some(ast::OnInsert::OnConflict(on)) => Some(on),
+            Some(other) => return Err(Error::NotSupported(format!("INSERT ... {other}"))),
+        };
+        if insert.or.is_some() || insert.ignore || !insert.assignments.is_empty() || insert.partitioned.is_some() {
+            return Err(Error::NotSupported("this form of INSERT (PostgreSQL's INSERT has no such clause)".into()));
         }
         let TableObject::TableName(name) = &insert.table else {
             return Err(Error::NotSupported("INSERT INTO a table function".into()));
@@ -98,6 +103,16 @@ impl QueryContext {
         } else {
             columns
         };
+        if on.is_some() || insert.returning.is_some() {
+            if insert.overwrite {
+                return Err(Error::NotSupported("INSERT OVERWRITE with ON CONFLICT or RETURNING".into()));
+            }
+            let alias = match &insert.table_alias {
+                Some(alias) => alias.alias.clone(),
+                None => Ident::with_quote('"', &target.name.name),
+            };
+            return self.insert_with(&target, batches, list, on, insert.returning, alias).await;
+        }
         let mode = if insert.overwrite { SaveMode::Overwrite } else { SaveMode::Append };
         let rows = self.write_rows(&target, batches, ColumnMatch::Position(list), mode).await?;
         Ok(StatementResult::Command { tag: format!("INSERT 0 {rows}"), rows: Some(rows) })
@@ -330,8 +345,8 @@ impl QueryContext {
     }
 
     pub(crate) async fn delete_statement(&self, delete: Delete) -> Result<StatementResult> {
-        if delete.returning.is_some() || delete.limit.is_some() || !delete.order_by.is_empty() {
-            return Err(Error::NotSupported("DELETE with RETURNING, ORDER BY or LIMIT".into()));
+        if delete.limit.is_some() || !delete.order_by.is_empty() {
+            return Err(Error::NotSupported("DELETE with ORDER BY or LIMIT".into()));
         }
         let relations = match &delete.from {
             FromTable::WithFromKeyword(r) | FromTable::WithoutKeyword(r) => r,
@@ -349,11 +364,12 @@ impl QueryContext {
         // target row can come once (no USING, no second table): the views get them from here
         // instead of reading them back from the files through the change data feed.
         let hand_over = from.len() == 1 && self.db.writer.wants_rows(&target.entry.qualified_name());
-        let mut projection = if hand_over { old_columns(&target, &alias) } else { vec![] };
+        let select_old = hand_over || delete.returning.is_some();
+        let mut projection = if select_old { old_columns(&target, &alias) } else { vec![] };
         projection.push(SelectItem::UnnamedExpr(column_of(&alias, FILE_COLUMN)));
         projection.push(SelectItem::UnnamedExpr(column_of(&alias, ROW_COLUMN)));
         let batches = self.collect_built(select_query(projection, from, delete.selection.clone())?).await?;
-        let first = if hand_over { target.snapshot.arrow_schema().fields().len() } else { 0 };
+        let first = if select_old { target.snapshot.arrow_schema().fields().len() } else { 0 };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
         if count > 0 {
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
@@ -365,12 +381,19 @@ impl QueryContext {
             };
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Delete, handed, outcome).await?;
         }
+        if let Some(items) = delete.returning {
+            // Each deleted row once, though a USING join may have found it more than once.
+            let rows = distinct_rows(old_rows(&target, &batches, 0)?, &batches, first)?;
+            let schema = target.snapshot.arrow_schema();
+            let (schema, batches) = self.returning(schema, rows, alias, items).await?;
+            return Ok(StatementResult::Returned { tag: format!("DELETE {count}"), schema, batches });
+        }
         Ok(StatementResult::count("DELETE", count))
     }
 
     pub(crate) async fn update_statement(&self, update: Update) -> Result<StatementResult> {
-        if update.returning.is_some() || update.limit.is_some() {
-            return Err(Error::NotSupported("UPDATE with RETURNING or LIMIT".into()));
+        if update.limit.is_some() {
+            return Err(Error::NotSupported("UPDATE with LIMIT".into()));
         }
         let TableFactor::Table { name, .. } = &update.table.relation else {
             return Err(Error::NotSupported("UPDATE of this kind of relation".into()));
@@ -420,10 +443,15 @@ impl QueryContext {
                 None
             };
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
-            let mutation = Mutation { deleted, inserted, operation: "UPDATE".into(), ..Default::default() };
+            let mutation = Mutation { deleted, inserted: inserted.clone(), operation: "UPDATE".into(), ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
             keys_committed(keys).await;
+        }
+        if let Some(items) = update.returning {
+            let schema = target.snapshot.arrow_schema();
+            let (schema, batches) = self.returning(schema, inserted, alias, items).await?;
+            return Ok(StatementResult::Returned { tag: format!("UPDATE {count}"), schema, batches });
         }
         Ok(StatementResult::count("UPDATE", count))
     }
@@ -657,6 +685,20 @@ impl QueryContext {
     }
 }
 
+/// The rows of `rows` whose (file, row) at `first` of `batches` (the same rows) come first.
+fn distinct_rows(rows: Vec<RecordBatch>, batches: &[RecordBatch], first: usize) -> Result<Vec<RecordBatch>> {
+    let mut seen = HashSet::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for (values, batch) in rows.into_iter().zip(batches.iter().filter(|b| b.num_rows() > 0)) {
+        let files = batch.column(first).as_string::<i32>();
+        let positions = batch.column(first + 1).as_primitive::<UInt64Type>();
+        let keep: BooleanArray =
+            (0..batch.num_rows()).map(|i| Some(seen.insert((files.value(i).to_string(), positions.value(i))))).collect();
+        out.push(filter_record_batch(&values, &keep)?);
+    }
+    Ok(out)
+}
+
 /// Rows a mutation deletes, by file path.
 pub(crate) fn by_path_rows(deleted: &[(Arc<Add>, RoaringTreemap)]) -> HashMap<String, RoaringTreemap> {
     deleted.iter().map(|(add, rows)| (add.path.clone(), rows.clone())).collect()
@@ -688,13 +730,13 @@ fn old_columns(target: &Target, alias: &Ident) -> Vec<SelectItem> {
 }
 
 /// `alias."column"`.
-fn column_of(alias: &Ident, column: &str) -> Expr {
+pub(super) fn column_of(alias: &Ident, column: &str) -> Expr {
     Expr::CompoundIdentifier(vec![alias.clone(), Ident::with_quote('"', column)])
 }
 
 /// `SELECT <projection> FROM <from> [WHERE <selection>]`, built from parts of a statement's syntax
 /// tree: no SQL text of the statement is formatted and parsed again.
-fn select_query(projection: Vec<SelectItem>, from: Vec<TableWithJoins>, selection: Option<Expr>) -> Result<Query> {
+pub(crate) fn select_query(projection: Vec<SelectItem>, from: Vec<TableWithJoins>, selection: Option<Expr>) -> Result<Query> {
     // The shape of a plain SELECT, from a constant (the parser fills the many fields of the
     // syntax tree that such a query leaves empty); its parts are then replaced.
     let SluiceStatement::Standard(statement) = parse_statement_text("SELECT 1 FROM t")? else {
@@ -777,7 +819,7 @@ fn parse_expression(text: &str) -> Result<Expr> {
 }
 
 /// `SET col = expr` as column name to expression.
-fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, Expr>> {
+pub(super) fn assignment_map(assignments: &[ast::Assignment], target: &Target) -> Result<HashMap<String, Expr>> {
     let mut map = HashMap::new();
     for assignment in assignments {
         let AssignmentTarget::ColumnName(name) = &assignment.target else {
@@ -857,7 +899,7 @@ fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: 
     })
 }
 
-fn storage_data_error(e: sluice_storage::Error) -> Error {
+pub(super) fn storage_data_error(e: sluice_storage::Error) -> Error {
     match e {
         sluice_storage::Error::InvalidData { message, .. } => Error::data("22000", message),
         other => Error::from(other),

@@ -250,7 +250,12 @@ impl QueryContext {
                 if !plannable {
                     return Described::default();
                 }
-                let planned = self.plan_statement((**standard).clone()).await;
+                let (for_parameters, returning) = split_returning((**standard).clone());
+                let planned = self.plan_statement(for_parameters).await;
+                let returning_schema = match returning {
+                    Some((relation, items)) => self.returning_schema(relation, items).await.ok(),
+                    None => None,
+                };
                 self.temp.clear();
                 self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
                 let Ok(plan) = planned else { return Described::default() };
@@ -263,14 +268,29 @@ impl QueryContext {
                 let parameter_types = (1..=count)
                     .map(|n| types.get(&format!("${n}")).cloned().flatten().or_else(|| casts.get(&n).cloned()))
                     .collect();
-                let result_schema = returns_rows.then(|| {
-                    let schema = Arc::new(plan.schema().as_arrow().clone()) as SchemaRef;
-                    postgres_names(standard, &schema)
-                });
+                let result_schema = returns_rows
+                    .then(|| {
+                        let schema = Arc::new(plan.schema().as_arrow().clone()) as SchemaRef;
+                        postgres_names(standard, &schema)
+                    })
+                    .or(returning_schema);
                 Described { parameter_types, result_schema }
             }
             _ => Described::default(),
         }
+    }
+
+    /// The columns of a RETURNING list over `relation` (the statement's target).
+    async fn returning_schema(
+        &self,
+        relation: datafusion::sql::sqlparser::ast::TableFactor,
+        items: Vec<datafusion::sql::sqlparser::ast::SelectItem>,
+    ) -> Result<SchemaRef> {
+        use datafusion::sql::sqlparser::ast::TableWithJoins;
+        let from = vec![TableWithJoins { relation, joins: vec![] }];
+        let query = super::dml::select_query(items, from, None)?;
+        let plan = self.plan_statement(Statement::Query(Box::new(query))).await?;
+        Ok(Arc::new(plan.schema().as_arrow().clone()))
     }
 
     /// Finds a table by name: its catalog entry, handle and statement snapshot.
@@ -285,6 +305,40 @@ impl QueryContext {
             state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
         let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
         Ok((entry, table, snapshot))
+    }
+}
+
+/// A DML statement without its ON CONFLICT and RETURNING clauses (which DataFusion does not
+/// plan), and its target relation with the RETURNING list, if it has one.
+fn split_returning(
+    statement: Statement,
+) -> (Statement, Option<(datafusion::sql::sqlparser::ast::TableFactor, Vec<datafusion::sql::sqlparser::ast::SelectItem>)>) {
+    use datafusion::sql::sqlparser::ast::{FromTable, TableObject};
+    match statement {
+        Statement::Insert(mut insert) => {
+            insert.on = None;
+            let returning = insert.returning.take();
+            let relation = match (&insert.table, returning) {
+                (TableObject::TableName(name), Some(items)) => {
+                    let alias = insert.table_alias.as_ref().map(|a| a.alias.clone());
+                    super::upsert::table_relation(name.clone(), alias).ok().map(|r| (r, items))
+                }
+                _ => None,
+            };
+            (Statement::Insert(insert), relation)
+        }
+        Statement::Update(mut update) => {
+            let returning = update.returning.take().map(|items| (update.table.relation.clone(), items));
+            (Statement::Update(update), returning)
+        }
+        Statement::Delete(mut delete) => {
+            let first = match &delete.from {
+                FromTable::WithFromKeyword(r) | FromTable::WithoutKeyword(r) => r.first().map(|t| t.relation.clone()),
+            };
+            let returning = delete.returning.take().and_then(|items| Some((first?, items)));
+            (Statement::Delete(delete), returning)
+        }
+        other => (other, None),
     }
 }
 

@@ -68,6 +68,16 @@ pub fn response(
 ) -> Result<Response, PgWireError> {
     match result {
         StatementResult::Rows { schema, batches } => rows(&schema, batches, format, options),
+        StatementResult::Returned { tag: text, schema, batches } => {
+            let mut response = rows(&schema, batches, format, options)?;
+            if let Response::Query(query) = &mut response {
+                // pgwire appends the count of rows sent, which RETURNING makes the count of rows
+                // the command affected.
+                let command = text.rsplit_once(' ').map(|(head, _)| head).unwrap_or(&text);
+                query.set_command_tag(command);
+            }
+            Ok(response)
+        }
         StatementResult::Command { tag: text, .. } => Ok(match text.as_str() {
             "BEGIN" => Response::TransactionStart(Tag::new("BEGIN")),
             "COMMIT" => Response::TransactionEnd(Tag::new("COMMIT")),
