@@ -79,9 +79,6 @@ impl QueryContext {
         let TableObject::TableName(name) = &insert.table else {
             return Err(Error::NotSupported("INSERT INTO a table function".into()));
         };
-        let Some(source) = insert.source else {
-            return Err(Error::NotSupported("INSERT without VALUES or a query".into()));
-        };
         let columns: Vec<String> = insert
             .columns
             .iter()
@@ -97,12 +94,12 @@ impl QueryContext {
             })
             .collect();
         let target = self.target(name).await?;
-        let (_, batches) = self.run_source(*source).await?;
         let list = if columns.is_empty() {
             target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect()
         } else {
             columns
         };
+        let (batches, list) = self.insert_source(&target, insert.source, list).await?;
         if on.is_some() || insert.returning.is_some() {
             if insert.overwrite {
                 return Err(Error::NotSupported("INSERT OVERWRITE with ON CONFLICT or RETURNING".into()));
@@ -116,6 +113,71 @@ impl QueryContext {
         let mode = if insert.overwrite { SaveMode::Overwrite } else { SaveMode::Append };
         let rows = self.write_rows(&target, batches, ColumnMatch::Position(list), mode).await?;
         Ok(StatementResult::Command { tag: format!("INSERT 0 {rows}"), rows: Some(rows) })
+    }
+
+    /// The rows an INSERT's source gives, and the target columns they fill in order. `DEFAULT
+    /// VALUES` is one row of defaults; a VALUES list with `DEFAULT` items is run per pattern of
+    /// them, each row then filled to the table's columns (the list is then every column).
+    async fn insert_source(
+        &self,
+        target: &Target,
+        source: Option<Box<Query>>,
+        list: Vec<String>,
+    ) -> Result<(Vec<RecordBatch>, Vec<String>)> {
+        let all: Vec<String> = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
+        let Some(source) = source else {
+            let one = RecordBatch::try_new_with_options(
+                Arc::new(Schema::empty()),
+                vec![],
+                &RecordBatchOptions::new().with_row_count(Some(1)),
+            )?;
+            return Ok((vec![self.to_table_rows(target, &one, &ColumnMatch::Position(vec![])).await?], all));
+        };
+        let ast::SetExpr::Values(values) = source.body.as_ref() else {
+            return Ok((self.run_source(*source).await?.1, list));
+        };
+        let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+        if !values.rows.iter().flat_map(|r| r.content.iter()).any(is_default) {
+            return Ok((self.run_source(*source).await?.1, list));
+        }
+        let mut groups: Vec<(Vec<bool>, Vec<ast::Parens<Vec<Expr>>>)> = Vec::new();
+        for row in &values.rows {
+            let row = &row.content;
+            if row.len() != list.len() {
+                return Err(Error::data(
+                    "42601",
+                    format!("INSERT has {} expressions but {} target columns", row.len(), list.len()),
+                ));
+            }
+            let mask: Vec<bool> = row.iter().map(is_default).collect();
+            let kept = ast::Parens::with_empty_span(row.iter().filter(|e| !is_default(e)).cloned().collect());
+            match groups.iter_mut().find(|(m, _)| *m == mask) {
+                Some((_, rows)) => rows.push(kept),
+                None => groups.push((mask, vec![kept])),
+            }
+        }
+        let mut conformed = Vec::new();
+        for (mask, rows) in groups {
+            let columns: Vec<String> =
+                list.iter().zip(&mask).filter(|(_, d)| !**d).map(|(c, _)| c.clone()).collect();
+            let batches = if columns.is_empty() {
+                vec![RecordBatch::try_new_with_options(
+                    Arc::new(Schema::empty()),
+                    vec![],
+                    &RecordBatchOptions::new().with_row_count(Some(rows.len())),
+                )?]
+            } else {
+                let mut query = source.clone();
+                if let ast::SetExpr::Values(values) = query.body.as_mut() {
+                    values.rows = rows;
+                }
+                self.run_source(*query).await?.1
+            };
+            for batch in &batches {
+                conformed.push(self.to_table_rows(target, batch, &ColumnMatch::Position(columns.clone())).await?);
+            }
+        }
+        Ok((conformed, all))
     }
 
     pub(crate) async fn insert_by_name(
@@ -266,6 +328,19 @@ impl QueryContext {
         Ok(rows)
     }
 
+    /// An expression with its statement-time functions (`now()`, `current_date`, ...) folded to
+    /// this statement's time, as the planner does for queries: they cannot run unfolded.
+    fn simplified(&self, expr: datafusion::logical_expr::Expr, schema: &DFSchema) -> Result<datafusion::logical_expr::Expr> {
+        use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+        let state = self.ctx.state();
+        let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
+            .with_schema(Arc::new(schema.clone()))
+            .with_config_options(Arc::new(state.config_options().as_ref().clone()))
+            .with_query_execution_start_time(state.execution_props().query_execution_start_time.or_else(|| Some(chrono::Utc::now())))
+            .build();
+        Ok(ExprSimplifier::new(context).simplify(expr)?)
+    }
+
     async fn default_values(
         &self,
         default: &str,
@@ -274,7 +349,7 @@ impl QueryContext {
         column: &str,
     ) -> Result<ArrayRef> {
         let empty = DFSchema::empty();
-        let expr = self.ctx.parse_sql_expr(default, &empty)?;
+        let expr = self.simplified(self.ctx.parse_sql_expr(default, &empty)?, &empty)?;
         let physical = self.ctx.create_physical_expr(expr, &empty)?;
         let batch = RecordBatch::try_new_with_options(
             Arc::new(Schema::empty()),
@@ -292,7 +367,7 @@ impl QueryContext {
         }
         let df_schema = DFSchema::try_from(rows.schema().as_ref().clone())?;
         for (name, expr) in constraints {
-            let logical = self.ctx.parse_sql_expr(&expr, &df_schema)?;
+            let logical = self.simplified(self.ctx.parse_sql_expr(&expr, &df_schema)?, &df_schema)?;
             let physical = self.ctx.create_physical_expr(logical, &df_schema)?;
             let result = match physical.evaluate(rows)? {
                 ColumnarValue::Array(array) => array,
