@@ -270,3 +270,52 @@ mod bytea_tests {
         assert!(super::bytea_from_text("\\9").is_err());
     }
 }
+
+/// The length limit of a `varchar(n)` or `char(n)` column: `(n, is_char)`.
+pub fn length_limit(field: &StructField) -> Option<(usize, bool)> {
+    let Some(Value::String(declared)) = field.metadata.get(DECLARED_TYPE_KEY) else { return None };
+    let (inner, is_char) = if let Some(rest) = declared.strip_prefix("varchar(") {
+        (rest, false)
+    } else {
+        (declared.strip_prefix("char(")?, true)
+    };
+    Some((inner.strip_suffix(')')?.parse().ok()?, is_char))
+}
+
+/// Values of a `varchar(n)` or `char(n)` column as PostgreSQL stores them: longer ones fail with
+/// 22001 unless what is past `n` is spaces (then cut); `char(n)` values are kept without their
+/// trailing spaces (PostgreSQL pads them on output, Sluice does not).
+pub fn enforce_length(field: &StructField, column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::{Array, AsArray, StringArray};
+    let Some((limit, is_char)) = length_limit(field) else { return Ok(column.clone()) };
+    let Some(strings) = column.as_string_opt::<i32>() else { return Ok(column.clone()) };
+    let mut changed = false;
+    let mut out: Vec<Option<String>> = Vec::with_capacity(strings.len());
+    for value in strings.iter() {
+        let Some(value) = value else {
+            out.push(None);
+            continue;
+        };
+        let length = value.chars().count();
+        if length > limit {
+            let cut: String = value.chars().take(limit).collect();
+            if !value[cut.len()..].chars().all(|c| c == ' ') {
+                let kind = if is_char { "character" } else { "character varying" };
+                return Err(Error::data("22001", format!("value too long for type {kind}({limit})")));
+            }
+            changed = true;
+            out.push(Some(if is_char { cut.trim_end_matches(' ').to_string() } else { cut }));
+        } else if is_char && value.ends_with(' ') {
+            // PostgreSQL ignores a char(n)'s trailing spaces in comparisons and length(); kept
+            // without them, the value compares and measures the same here.
+            changed = true;
+            out.push(Some(value.trim_end_matches(' ').to_string()));
+        } else {
+            out.push(Some(value.to_string()));
+        }
+    }
+    if !changed {
+        return Ok(column.clone());
+    }
+    Ok(std::sync::Arc::new(StringArray::from(out)))
+}
