@@ -60,6 +60,7 @@ pub mod events;
 pub mod flow;
 pub mod functions;
 pub mod hooks;
+pub mod identity;
 pub mod ivm;
 pub mod keymap;
 pub mod keys;

@@ -60,6 +60,8 @@ pub struct Warehouse {
     pub(crate) writer: crate::change::Writer,
     /// The key index of each keyed table, and the lock its writers hold (see [`crate::keys`]).
     pub keys: crate::keys::KeyIndexes,
+    /// The identity columns' value allocators (see [`crate::identity`]).
+    pub(crate) identity: crate::identity::Allocators,
     /// What the features plug into planning (see [`crate::hooks`]).
     pub(crate) hooks: crate::hooks::Hooks,
     /// What flows, sources and views did.
@@ -111,6 +113,7 @@ impl Warehouse {
             roles: Default::default(),
             writer: Default::default(),
             keys: Default::default(),
+            identity: Default::default(),
             hooks: Default::default(),
             events: Default::default(),
             wake: Default::default(),

@@ -34,7 +34,17 @@ pub const WRITER_FEATURES: &[&str] = &[
     "inCommitTimestamp",
     "v2Checkpoint",
     "vacuumProtocolCheck",
+    "identityColumns",
 ];
+
+/// Field metadata of an identity column: its first value.
+pub const IDENTITY_START_KEY: &str = "delta.identity.start";
+/// Field metadata of an identity column: the step between values.
+pub const IDENTITY_STEP_KEY: &str = "delta.identity.step";
+/// Field metadata of an identity column: the highest value handed out (lowest, for a negative step).
+pub const IDENTITY_HIGH_WATER_MARK_KEY: &str = "delta.identity.highWaterMark";
+/// Field metadata of an identity column: whether an INSERT may give its own value.
+pub const IDENTITY_ALLOW_EXPLICIT_INSERT_KEY: &str = "delta.identity.allowExplicitInsert";
 
 /// Features that both readers and writers must know (they go in `readerFeatures` too).
 const READER_WRITER_FEATURES: &[&str] = &[
@@ -94,13 +104,6 @@ pub fn check_writable(protocol: &Protocol, location: &str) -> Result<()> {
             kind: "writer",
             version: protocol.min_writer_version,
             supported: 7,
-        });
-    }
-    if protocol.min_writer_version == 6 {
-        // Writer 6 implies identity columns, which Sluice cannot generate.
-        return Err(Error::UnsupportedWriterFeatures {
-            location: location.to_string(),
-            features: vec!["identityColumns".into()],
         });
     }
     if protocol.min_writer_version == 7 {
@@ -178,6 +181,9 @@ pub fn needed_features(metadata: &Metadata, schema: &StructType) -> Result<BTree
     }
     if is_true(metadata, ENABLE_DELETION_VECTORS_KEY) {
         features.insert("deletionVectors");
+    }
+    if schema.fields.iter().any(|f| f.metadata.contains_key(IDENTITY_START_KEY)) {
+        features.insert("identityColumns");
     }
     if schema.any_type(&|p| *p == PrimitiveType::TimestampNtz) {
         features.insert("timestampNtz");

@@ -48,6 +48,8 @@ pub struct WriteRequest {
     /// The operation recorded in history (default WRITE).
     pub operation: Option<String>,
     pub parameters: Map<String, Value>,
+    /// A new schema committed with the rows (identity columns' high-water marks).
+    pub schema: Option<StructType>,
 }
 
 /// Rows to delete and insert in one commit.
@@ -62,6 +64,8 @@ pub struct Mutation {
     pub operation: String,
     pub parameters: Map<String, Value>,
     pub txn: Option<Txn>,
+    /// A new schema committed with the rows (identity columns' high-water marks).
+    pub schema: Option<StructType>,
 }
 
 /// The result of a predicate-driven mutation.
@@ -104,6 +108,9 @@ impl Table {
         }
         transaction.add_actions(adds.into_iter().map(Action::Add));
         transaction.add_actions(request.txns.into_iter().map(Action::Txn));
+        if let Some(schema) = request.schema {
+            transaction.add_action(Action::Metadata(with_schema(snapshot, &schema)));
+        }
         self.commit(snapshot, transaction).await
     }
 
@@ -175,6 +182,9 @@ impl Table {
         }
         if let Some(txn) = mutation.txn {
             actions.push(Action::Txn(txn));
+        }
+        if let Some(schema) = &mutation.schema {
+            actions.push(Action::Metadata(with_schema(snapshot, schema)));
         }
         let mut transaction = Transaction::new(Some(snapshot), mutation.operation);
         for (key, value) in mutation.parameters {
@@ -336,4 +346,11 @@ pub fn change_data_schema(schema: &StructType) -> StructType {
     schema.fields.push(StructField::new("_commit_version", DataType::Primitive(PrimitiveType::Long), false));
     schema.fields.push(StructField::new("_commit_timestamp", DataType::Primitive(PrimitiveType::Timestamp), false));
     schema
+}
+
+/// The snapshot's metadata with another schema (same columns, new field metadata).
+pub fn with_schema(snapshot: &Snapshot, schema: &StructType) -> crate::actions::Metadata {
+    let mut metadata = snapshot.metadata().clone();
+    metadata.schema_string = schema.to_schema_string();
+    metadata
 }

@@ -30,6 +30,10 @@ pub struct StagedCopy {
     rows: u64,
     quarantined: Vec<(String, RecordBatch)>,
     violations: BTreeMap<String, u64>,
+    /// For a table with keys or identity columns: the written rows' key and identity columns
+    /// (the others as NULL-typed columns, which hold no memory), checked at the commit.
+    checked: Option<Vec<usize>>,
+    checked_rows: Vec<RecordBatch>,
 }
 
 impl std::fmt::Debug for StagedCopy {
@@ -57,6 +61,14 @@ impl QueryContext {
         self.db.catalog.refresh().await?;
         let name = crate::names::parse_table_name(table)?;
         let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await?;
+        let schema = target.snapshot.schema();
+        let mut columns: Vec<usize> = crate::keys::key_defs(target.snapshot.configuration())
+            .iter()
+            .flat_map(|k| k.columns.iter())
+            .filter_map(|c| schema.index_of(c))
+            .collect();
+        columns.extend(crate::identity::identity_columns(schema).into_iter().map(|(i, _)| i));
+        let checked = (!columns.is_empty()).then_some(columns);
         Ok(StagedCopy {
             target,
             control,
@@ -66,6 +78,8 @@ impl QueryContext {
             rows: 0,
             quarantined: vec![],
             violations: BTreeMap::new(),
+            checked,
+            checked_rows: vec![],
         })
     }
 
@@ -91,6 +105,11 @@ impl QueryContext {
         }
         copy.quarantined.extend(checked.quarantined);
         copy.rows += checked.kept.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+        if let Some(columns) = &copy.checked {
+            for batch in &checked.kept {
+                copy.checked_rows.push(only_columns(batch, columns)?);
+            }
+        }
         if !checked.kept.is_empty() {
             let adds = copy.target.table.write_files(&copy.target.snapshot, &checked.kept, true).await?;
             copy.adds.extend(adds);
@@ -109,11 +128,18 @@ impl QueryContext {
             if copy.adds.is_empty() {
                 return Ok(0);
             }
-            let mut transaction = Transaction::new(Some(&copy.target.snapshot), "COPY");
+            let no_rows_deleted = std::collections::HashMap::new();
+            let keys = self.check_keys(&copy.target, Some(&no_rows_deleted), &copy.checked_rows).await?;
+            let snapshot = keys.as_ref().map(|k| k.snapshot().clone()).unwrap_or_else(|| copy.target.snapshot.clone());
+            let mut transaction = Transaction::new(Some(&snapshot), "COPY");
             transaction.parameter("mode", "Append");
             transaction.add_actions(copy.adds.iter().cloned().map(Action::Add));
-            let outcome = copy.target.table.commit(&copy.target.snapshot, transaction).await?;
+            if let Some(schema) = crate::identity::advanced_schema(snapshot.schema(), &copy.checked_rows)? {
+                transaction.add_action(Action::Metadata(sluice_storage::write::with_schema(&snapshot, &schema)));
+            }
+            let outcome = copy.target.table.commit(&snapshot, transaction).await?;
             self.db.writer.commit(&copy.target.entry.qualified_name(), Operation::Copy, None, outcome).await?;
+            super::dml::keys_committed(keys).await;
             Ok(copy.rows)
         })
         .await;
@@ -133,4 +159,22 @@ impl QueryContext {
             }
         }
     }
+}
+
+/// `batch` with only `columns` kept, the others replaced by NULL-typed columns.
+fn only_columns(batch: &RecordBatch, columns: &[usize]) -> Result<RecordBatch> {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let schema = batch.schema();
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut arrays = Vec::with_capacity(schema.fields().len());
+    for (i, field) in schema.fields().iter().enumerate() {
+        if columns.contains(&i) {
+            fields.push(field.clone());
+            arrays.push(batch.column(i).clone());
+        } else {
+            fields.push(Arc::new(Field::new(field.name(), DataType::Null, true)));
+            arrays.push(Arc::new(arrow::array::NullArray::new(batch.num_rows())) as arrow::array::ArrayRef);
+        }
+    }
+    Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }

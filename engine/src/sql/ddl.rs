@@ -14,16 +14,17 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
     AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName,
-    SqlOption, TableConstraint,
+    SqlOption, TableConstraint, GeneratedAs, SequenceOptions,
 };
 use serde_json::Value;
 use sluice_storage::commit::CommitOutcome;
-use sluice_storage::schema::{StructField, StructType};
+use sluice_storage::schema::{PrimitiveType, StructField, StructType};
 use sluice_storage::table::{CreateTable as CreateDelta, Table};
 
 use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
 use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
+use crate::identity::Identity;
 use crate::keys::KeyDef;
 use crate::names::{normalize, schema_name, table_name, TableName};
 use crate::sql::context::{QueryContext, StatementResult};
@@ -51,6 +52,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
         let name = normalize(&def.name);
         let mut nullable = true;
         let mut comment = None;
+        let mut identity = serial_identity(&def.data_type);
         for option in &def.options {
             let constraint_name = option.name.as_ref().map(normalize);
             match &option.option {
@@ -84,6 +86,20 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                     checks.push((constraint, check.expr.to_string()));
                 }
                 ColumnOption::Comment(text) => comment = Some(text.clone()),
+                ColumnOption::Generated { generated_as, sequence_options, generation_expr: None, .. } => {
+                    let allow_explicit_insert = match generated_as {
+                        GeneratedAs::Always => false,
+                        GeneratedAs::ByDefault => true,
+                        GeneratedAs::ExpStored => {
+                            return Err(Error::NotSupported("generated columns (GENERATED ALWAYS AS (expr))".into()))
+                        }
+                    };
+                    identity = Some(identity_of(sequence_options.as_deref().unwrap_or_default(), allow_explicit_insert)?);
+                    nullable = false;
+                }
+                ColumnOption::Generated { .. } => {
+                    return Err(Error::NotSupported("generated columns (GENERATED ALWAYS AS (expr))".into()))
+                }
                 ColumnOption::ForeignKey(_) => {
                     return Err(Error::NotSupported(
                         "REFERENCES (foreign keys): Sluice does not enforce them, so it refuses them".into(),
@@ -92,7 +108,33 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 other => return Err(Error::NotSupported(format!("column option {other}"))),
             }
         }
-        let mut field = column(&name, declared_type(&def.data_type)?, nullable);
+        let mut declared = declared_type(&def.data_type)?;
+        if let Some(identity) = identity {
+            // Delta identity columns are of type long, whatever integer type was declared.
+            match declared.data_type {
+                sluice_storage::schema::DataType::Primitive(
+                    PrimitiveType::Long | PrimitiveType::Integer | PrimitiveType::Short,
+                ) => declared.data_type = sluice_storage::schema::DataType::Primitive(PrimitiveType::Long),
+                _ => {
+                    return Err(Error::data(
+                        "22023",
+                        format!("identity column type must be smallint, integer, or bigint (column \"{name}\")"),
+                    ))
+                }
+            }
+            if defaults.contains_key(&name) {
+                return Err(Error::data(
+                    "42601",
+                    format!("both default and identity specified for column \"{name}\" of table \"{table}\""),
+                ));
+            }
+            nullable = false;
+            let mut field = column(&name, declared, nullable);
+            identity.declare(&mut field);
+            fields.push(field);
+            continue;
+        }
+        let mut field = column(&name, declared, nullable);
         if let Some(comment) = comment {
             field.metadata.insert("comment".into(), Value::String(comment));
         }
@@ -158,6 +200,36 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
     }
     schema.check_names().map_err(|e| Error::Plan(e.to_string()))?;
     Ok(TableDefinition { schema, defaults, constraints: checks, keys })
+}
+
+/// The identity a `serial`, `bigserial` or `smallserial` column declares (BY DEFAULT, from 1).
+fn serial_identity(data_type: &datafusion::sql::sqlparser::ast::DataType) -> Option<Identity> {
+    let datafusion::sql::sqlparser::ast::DataType::Custom(name, _) = data_type else { return None };
+    let name = name.to_string().to_ascii_lowercase();
+    matches!(name.as_str(), "serial" | "bigserial" | "smallserial" | "serial4" | "serial8" | "serial2")
+        .then_some(Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert: true })
+}
+
+/// An identity from `GENERATED ... AS IDENTITY (START WITH s INCREMENT BY i)`.
+fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Result<Identity> {
+    let number = |expr: &datafusion::sql::sqlparser::ast::Expr| -> Result<i64> {
+        let text = expr.to_string().replace(' ', "");
+        text.parse().map_err(|_| Error::NotSupported(format!("identity option {expr} (give a whole number)")))
+    };
+    let mut identity = Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert };
+    let mut start = None;
+    for option in options {
+        match option {
+            SequenceOptions::StartWith(expr, _) => start = Some(number(expr)?),
+            SequenceOptions::IncrementBy(expr, _) => identity.step = number(expr)?,
+            other => return Err(Error::NotSupported(format!("identity option{other}"))),
+        }
+    }
+    if identity.step == 0 {
+        return Err(Error::data("22023", "INCREMENT must not be zero"));
+    }
+    identity.start = start.unwrap_or(if identity.step > 0 { 1 } else { -1 });
+    Ok(identity)
 }
 
 /// The column names of a key (plain columns only, as PostgreSQL's constraints take them).

@@ -125,6 +125,24 @@ impl QueryContext {
         list: Vec<String>,
     ) -> Result<(Vec<RecordBatch>, Vec<String>)> {
         let all: Vec<String> = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
+        let always: Vec<&str> = target
+            .snapshot
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| crate::identity::Identity::of(f).is_some_and(|i| !i.allow_explicit_insert))
+            .map(|f| f.name.as_str())
+            .collect();
+        let refuse_always = |columns: &[String]| match columns.iter().find(|c| always.contains(&c.as_str())) {
+            Some(column) => Err(Error::data(
+                "428C9",
+                format!(
+                    "cannot insert a non-DEFAULT value into column \"{column}\" (it is an identity column defined \
+                     as GENERATED ALWAYS)"
+                ),
+            )),
+            None => Ok(()),
+        };
         let Some(source) = source else {
             let one = RecordBatch::try_new_with_options(
                 Arc::new(Schema::empty()),
@@ -134,10 +152,12 @@ impl QueryContext {
             return Ok((vec![self.to_table_rows(target, &one, &ColumnMatch::Position(vec![])).await?], all));
         };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
+            refuse_always(&list)?;
             return Ok((self.run_source(*source).await?.1, list));
         };
         let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
         if !values.rows.iter().flat_map(|r| r.content.iter()).any(is_default) {
+            refuse_always(&list)?;
             return Ok((self.run_source(*source).await?.1, list));
         }
         let mut groups: Vec<(Vec<bool>, Vec<ast::Parens<Vec<Expr>>>)> = Vec::new();
@@ -160,6 +180,7 @@ impl QueryContext {
         for (mask, rows) in groups {
             let columns: Vec<String> =
                 list.iter().zip(&mask).filter(|(_, d)| !**d).map(|(c, _)| c.clone()).collect();
+            refuse_always(&columns)?;
             let batches = if columns.is_empty() {
                 vec![RecordBatch::try_new_with_options(
                     Arc::new(Schema::empty()),
@@ -243,25 +264,35 @@ impl QueryContext {
         let no_rows_deleted = HashMap::new();
         let deleted = if mode == SaveMode::Overwrite { None } else { Some(&no_rows_deleted) };
         let keys = self.check_keys(target, deleted, &checked.kept).await?;
-        let request =
-            WriteRequest { batches: checked.kept.clone(), mode, txns: context.txns.clone(), ..Default::default() };
-        let outcome = target.table.write_on(&target.snapshot, request).await.map_err(storage_data_error)?;
+        let snapshot = keys.as_ref().map(|k| k.snapshot().clone()).unwrap_or_else(|| target.snapshot.clone());
+        let request = WriteRequest {
+            batches: checked.kept.clone(),
+            mode,
+            txns: context.txns.clone(),
+            schema: crate::identity::advanced_schema(snapshot.schema(), &checked.kept)?,
+            ..Default::default()
+        };
+        let outcome = target.table.write_on(&snapshot, request).await.map_err(storage_data_error)?;
         let rows = Some(ChangedRows::inserted(checked.kept));
         self.db.writer.commit(&target.entry.qualified_name(), Operation::Write, rows, outcome).await?;
         keys_committed(keys).await;
         Ok(written)
     }
 
-    /// For a keyed target: locks its key index and checks the rows a commit inserts (`deleted`:
-    /// the rows it deletes, by file path; `None`: all of them). The caller holds the guard until
-    /// its commit is done, then hands it to [`keys_committed`].
+    /// For a target with keys or identity columns: locks the table (its key index) and checks the
+    /// rows a commit inserts (`deleted`: the rows it deletes, by file path; `None`: all of them).
+    /// The caller holds the guard until its commit is done (an append commits on the guard's
+    /// snapshot, with the identity columns' new high-water marks), then hands it to
+    /// [`keys_committed`].
     pub(crate) async fn check_keys(
         &self,
         target: &Target,
         deleted: Option<&HashMap<String, RoaringTreemap>>,
         inserted: &[RecordBatch],
     ) -> Result<Option<KeyGuard>> {
-        if crate::keys::key_defs(target.snapshot.configuration()).is_empty() {
+        if crate::keys::key_defs(target.snapshot.configuration()).is_empty()
+            && crate::identity::identity_columns(target.snapshot.schema()).is_empty()
+        {
             return Ok(None);
         }
         let guard = self.db.keys.lock_always(&target.entry.id, &target.table).await?;
@@ -312,9 +343,15 @@ impl QueryContext {
         for (field, arrow_field) in schema.fields.iter().zip(arrow_schema.fields()) {
             let column = match assigned.remove(&field.name) {
                 Some(column) => cast_column(&column, arrow_field.data_type(), &field.name)?,
-                None => match target.entry.defaults.get(&field.name) {
-                    Some(default) => self.default_values(default, arrow_field.data_type(), rows, &field.name).await?,
-                    None => arrow::array::new_null_array(arrow_field.data_type(), rows),
+                None => match (crate::identity::Identity::of(field), target.entry.defaults.get(&field.name)) {
+                    (Some(identity), _) => {
+                        let values = self.db.identity.allocate(&target.entry.id, &field.name, identity, rows)?;
+                        cast_column(&(Arc::new(values) as ArrayRef), arrow_field.data_type(), &field.name)?
+                    }
+                    (None, Some(default)) => {
+                        self.default_values(default, arrow_field.data_type(), rows, &field.name).await?
+                    }
+                    (None, None) => arrow::array::new_null_array(arrow_field.data_type(), rows),
                 },
             };
             if !field.nullable && column.null_count() > 0 {
@@ -475,6 +512,12 @@ impl QueryContext {
         };
         let target = self.target(name).await?;
         let assignments = assignment_map(&update.assignments, &target)?;
+        for field in &target.snapshot.schema().fields {
+            let always = crate::identity::Identity::of(field).is_some_and(|i| !i.allow_explicit_insert);
+            if always && assignments.contains_key(&field.name) {
+                return Err(Error::data("428C9", format!("column \"{}\" can only be updated to DEFAULT", field.name)));
+            }
+        }
         let (relation, alias) = self.dml_relation(&target, &update.table.relation)?;
         let mut from = vec![TableWithJoins { relation, joins: update.table.joins.clone() }];
         match &update.from {
@@ -518,7 +561,9 @@ impl QueryContext {
                 None
             };
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
-            let mutation = Mutation { deleted, inserted: inserted.clone(), operation: "UPDATE".into(), ..Default::default() };
+            let schema = crate::identity::advanced_schema(target.snapshot.schema(), &inserted)?;
+            let mutation =
+                Mutation { deleted, inserted: inserted.clone(), operation: "UPDATE".into(), schema, ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
             keys_committed(keys).await;
@@ -740,7 +785,8 @@ impl QueryContext {
         let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
             let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
-            let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), ..Default::default() };
+            let schema = crate::identity::advanced_schema(target.snapshot.schema(), &inserted)?;
+            let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), schema, ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
             keys_committed(keys).await;

@@ -105,7 +105,8 @@ impl QueryContext {
         let count: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
         if count > 0 {
             let snapshot = keys.as_ref().map(|k| k.snapshot().clone()).unwrap_or_else(|| target.snapshot.clone());
-            let request = WriteRequest { batches: rows.clone(), ..Default::default() };
+            let schema = crate::identity::advanced_schema(snapshot.schema(), &rows)?;
+            let request = WriteRequest { batches: rows.clone(), schema, ..Default::default() };
             let outcome = target.table.write_on(&snapshot, request).await.map_err(storage_data_error)?;
             let changed = Some(ChangedRows::inserted(rows.clone()));
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Write, changed, outcome).await?;
@@ -289,7 +290,9 @@ impl QueryContext {
             })
             .collect::<Result<Vec<_>>>()?;
         debug_assert_eq!(by_path_rows(&deleted).len(), deleted.len());
-        let mutation = Mutation { deleted, inserted: rows.clone(), operation: "MERGE".into(), ..Default::default() };
+        let schema = crate::identity::advanced_schema(snapshot.schema(), &rows)?;
+        let mutation =
+            Mutation { deleted, inserted: rows.clone(), operation: "MERGE".into(), schema, ..Default::default() };
         let outcome = target.table.mutate(&snapshot, mutation).await.map_err(storage_data_error)?;
         let changed = Some(ChangedRows { deleted: old, inserted: rows.clone() });
         self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, changed, outcome).await?;

@@ -1,0 +1,204 @@
+//! Identity columns: `SERIAL`, `BIGSERIAL` and `GENERATED {ALWAYS | BY DEFAULT} AS IDENTITY`,
+//! stored as Delta identity columns (writer feature `identityColumns`: `delta.identity.start`,
+//! `.step`, `.highWaterMark` and `.allowExplicitInsert` in the column's metadata), so delta-rs
+//! and Spark read and continue the same sequence.
+//!
+//! Values come from an allocator per table and column, shared by the warehouse's sessions: it
+//! starts past the high-water mark of the newest snapshot it has seen and never hands a value
+//! out twice. A commit that writes generated values records the new high-water mark in the same
+//! commit (the writer holds the table's lock, see [`crate::keys`], so marks only grow); values
+//! of a statement that fails are skipped, as PostgreSQL's sequences skip them.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+
+use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
+use arrow::datatypes::{DataType as ArrowType, Int64Type};
+use serde_json::Value;
+use sluice_storage::protocol::{
+    IDENTITY_ALLOW_EXPLICIT_INSERT_KEY, IDENTITY_HIGH_WATER_MARK_KEY, IDENTITY_START_KEY, IDENTITY_STEP_KEY,
+};
+use sluice_storage::schema::{StructField, StructType};
+
+use crate::error::{Error, Result};
+
+/// An identity column's sequence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Identity {
+    pub start: i64,
+    pub step: i64,
+    pub high_water_mark: Option<i64>,
+    /// BY DEFAULT (true) or ALWAYS (false).
+    pub allow_explicit_insert: bool,
+}
+
+fn as_i64(value: Option<&Value>) -> Option<i64> {
+    match value? {
+        Value::Number(n) => n.as_i64(),
+        Value::String(s) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+impl Identity {
+    pub fn of(field: &StructField) -> Option<Self> {
+        let start = as_i64(field.metadata.get(IDENTITY_START_KEY))?;
+        let step = as_i64(field.metadata.get(IDENTITY_STEP_KEY)).unwrap_or(1);
+        Some(Self {
+            start,
+            step: if step == 0 { 1 } else { step },
+            high_water_mark: as_i64(field.metadata.get(IDENTITY_HIGH_WATER_MARK_KEY)),
+            allow_explicit_insert: match field.metadata.get(IDENTITY_ALLOW_EXPLICIT_INSERT_KEY) {
+                Some(Value::Bool(b)) => *b,
+                Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
+                _ => false,
+            },
+        })
+    }
+
+    /// Marks a column as an identity column.
+    pub fn declare(self, field: &mut StructField) {
+        field.metadata.insert(IDENTITY_START_KEY.into(), Value::from(self.start));
+        field.metadata.insert(IDENTITY_STEP_KEY.into(), Value::from(self.step));
+        field.metadata.insert(IDENTITY_ALLOW_EXPLICIT_INSERT_KEY.into(), Value::Bool(self.allow_explicit_insert));
+        if let Some(mark) = self.high_water_mark {
+            field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
+        }
+    }
+
+    /// Whether `value` is past `mark` in the direction of the step.
+    fn beyond(&self, value: i64, mark: i64) -> bool {
+        if self.step > 0 {
+            value > mark
+        } else {
+            value < mark
+        }
+    }
+}
+
+/// The identity columns of a schema: position and sequence.
+pub fn identity_columns(schema: &StructType) -> Vec<(usize, Identity)> {
+    schema.fields.iter().enumerate().filter_map(|(i, f)| Some((i, Identity::of(f)?))).collect()
+}
+
+/// Hands out identity values, per table id and column.
+#[derive(Debug, Default)]
+pub struct Allocators {
+    /// The last value handed out.
+    last: Mutex<HashMap<(String, String), i64>>,
+}
+
+impl Allocators {
+    /// `count` new values of `column` of table `id`, whose sequence (as the newest snapshot
+    /// records it) is `identity`.
+    pub fn allocate(&self, id: &str, column: &str, identity: Identity, count: usize) -> Result<Int64Array> {
+        let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = last.entry((id.to_string(), column.to_string())).or_insert(i64::MIN);
+        let floor = identity.high_water_mark.unwrap_or_else(|| identity.start.saturating_sub(identity.step));
+        if *entry == i64::MIN || identity.beyond(floor, *entry) {
+            *entry = floor;
+        }
+        let overflow = || Error::data("2200H", format!("identity column \"{column}\" reached its limit"));
+        let mut values = Vec::with_capacity(count);
+        let mut value = *entry;
+        for _ in 0..count {
+            value = value.checked_add(identity.step).ok_or_else(overflow)?;
+            values.push(value);
+        }
+        *entry = value;
+        Ok(Int64Array::from(values))
+    }
+
+    /// Forgets a dropped table's sequences.
+    pub fn forget(&self, id: &str) {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).retain(|(table, _), _| table != id);
+    }
+}
+
+/// The schema to commit with `rows` when they carry identity values past the high-water marks
+/// of `schema` (None when they don't).
+pub fn advanced_schema(schema: &StructType, rows: &[RecordBatch]) -> Result<Option<StructType>> {
+    let columns = identity_columns(schema);
+    if columns.is_empty() {
+        return Ok(None);
+    }
+    let mut next = schema.clone();
+    let mut changed = false;
+    for (i, identity) in columns {
+        let mut mark = identity.high_water_mark;
+        for batch in rows {
+            let Some(column) = batch.columns().get(i) else { continue };
+            let values = as_int64(column)?;
+            for value in values.iter().flatten() {
+                let past = match mark {
+                    None => true,
+                    Some(m) => identity.beyond(value, m),
+                };
+                // Explicit values below the start (BY DEFAULT) do not move the mark.
+                let from_start = identity.beyond(value, identity.start) || value == identity.start;
+                if past && from_start {
+                    mark = Some(value);
+                }
+            }
+        }
+        if mark != identity.high_water_mark {
+            if let (Some(mark), Some(field)) = (mark, next.fields.get_mut(i)) {
+                field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
+                changed = true;
+            }
+        }
+    }
+    Ok(changed.then_some(next))
+}
+
+fn as_int64(column: &ArrayRef) -> Result<Int64Array> {
+    if column.data_type() == &ArrowType::Int64 {
+        return Ok(column.as_primitive::<Int64Type>().clone());
+    }
+    let cast = arrow::compute::cast(column, &ArrowType::Int64)?;
+    Ok(cast.as_primitive::<Int64Type>().clone())
+}
+
+#[cfg(test)]
+mod tests {
+    use sluice_storage::schema::{DataType, PrimitiveType};
+
+    use super::*;
+
+    fn field(identity: Identity) -> StructField {
+        let mut field = StructField::new("id", DataType::Primitive(PrimitiveType::Long), false);
+        identity.declare(&mut field);
+        field
+    }
+
+    #[test]
+    fn values_continue_past_the_high_water_mark_and_are_never_handed_out_twice() {
+        let identity = Identity { start: 10, step: 5, high_water_mark: None, allow_explicit_insert: false };
+        let allocators = Allocators::default();
+        assert_eq!(allocators.allocate("t", "id", identity, 3).unwrap().values().to_vec(), vec![10, 15, 20]);
+        // A snapshot that has not seen them yet does not hand them out again.
+        assert_eq!(allocators.allocate("t", "id", identity, 1).unwrap().values().to_vec(), vec![25]);
+        // Another engine wrote up to 100.
+        let moved = Identity { high_water_mark: Some(100), ..identity };
+        assert_eq!(allocators.allocate("t", "id", moved, 2).unwrap().values().to_vec(), vec![105, 110]);
+        let down = Identity { start: -1, step: -1, high_water_mark: None, allow_explicit_insert: true };
+        assert_eq!(allocators.allocate("u", "id", down, 2).unwrap().values().to_vec(), vec![-1, -2]);
+    }
+
+    #[test]
+    fn the_mark_moves_with_generated_and_larger_explicit_values_only() {
+        let identity = Identity { start: 1, step: 1, high_water_mark: Some(3), allow_explicit_insert: true };
+        let schema = StructType::new(vec![field(identity)]);
+        let batch = |values: Vec<i64>| {
+            let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
+                "id",
+                ArrowType::Int64,
+                false,
+            )]));
+            RecordBatch::try_new(schema, vec![std::sync::Arc::new(Int64Array::from(values))]).unwrap()
+        };
+        assert_eq!(advanced_schema(&schema, &[batch(vec![2, 3, -5])]).unwrap(), None);
+        let next = advanced_schema(&schema, &[batch(vec![4, 9, 5])]).unwrap().unwrap();
+        assert_eq!(Identity::of(&next.fields[0]).unwrap().high_water_mark, Some(9));
+    }
+}
