@@ -17,7 +17,6 @@
 
 use std::hash::BuildHasher;
 
-
 /// Keys up to this many bytes live in their slot.
 const INLINE: usize = 16;
 /// Set in every stored hash: a slot whose hash is 0 is empty.

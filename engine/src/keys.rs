@@ -140,10 +140,8 @@ fn split_columns(text: &str) -> Option<Vec<String>> {
 
 /// The keys a table's properties record: the primary key first, then by name.
 pub fn key_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
-    let mut defs: Vec<KeyDef> = configuration
-        .iter()
-        .filter_map(|(key, value)| KeyDef::parse(key.strip_prefix(KEY_PREFIX)?, value))
-        .collect();
+    let mut defs: Vec<KeyDef> =
+        configuration.iter().filter_map(|(key, value)| KeyDef::parse(key.strip_prefix(KEY_PREFIX)?, value)).collect();
     defs.sort_by(|a, b| b.primary.cmp(&a.primary).then_with(|| a.name.cmp(&b.name)));
     defs
 }
@@ -251,8 +249,7 @@ impl TableKeys {
     /// Bytes the index holds (maps and per-row hashes).
     pub fn memory_bytes(&self) -> usize {
         let maps: usize = self.indexes.iter().map(|i| i.map.memory_bytes()).sum();
-        let rows: usize =
-            self.files.iter().flatten().flat_map(|f| f.hashes.iter()).map(|h| h.capacity() * 8).sum();
+        let rows: usize = self.files.iter().flatten().flat_map(|f| f.hashes.iter()).map(|h| h.capacity() * 8).sum();
         maps + rows
     }
 
@@ -350,12 +347,19 @@ impl TableKeys {
         Ok(())
     }
 
-    fn add_file(&mut self, add: &Add, deleted: RoaringTreemap, names: &[String], batches: &[RecordBatch]) -> Result<()> {
+    fn add_file(
+        &mut self,
+        add: &Add,
+        deleted: RoaringTreemap,
+        names: &[String],
+        batches: &[RecordBatch],
+    ) -> Result<()> {
         let id = match self.free.pop() {
             Some(id) => id,
             None => {
                 self.files.push(None);
-                u32::try_from(self.files.len() - 1).map_err(|_| Error::Internal("over 2^32 files in a key index".into()))?
+                u32::try_from(self.files.len() - 1)
+                    .map_err(|_| Error::Internal("over 2^32 files in a key index".into()))?
             }
         };
         let rows: usize = batches
@@ -482,11 +486,8 @@ impl TableKeys {
         inserted: &[RecordBatch],
     ) -> Result<()> {
         let replaces_all = deleted.is_none();
-        let deleted_ids: HashMap<u32, &RoaringTreemap> = deleted
-            .into_iter()
-            .flatten()
-            .filter_map(|(path, rows)| Some((*self.by_path.get(path)?, rows)))
-            .collect();
+        let deleted_ids: HashMap<u32, &RoaringTreemap> =
+            deleted.into_iter().flatten().filter_map(|(path, rows)| Some((*self.by_path.get(path)?, rows))).collect();
         for (n, index) in self.indexes.iter().enumerate() {
             let mut seen: KeyMap<()> = KeyMap::with_state(index.map.state().clone());
             for batch in inserted {
@@ -496,8 +497,8 @@ impl TableKeys {
                     let hash = index.map.hash(key);
                     let taken = !replaces_all
                         && index.map.get_hashed(hash, key).is_some_and(|loc| {
-                        !deleted_ids.get(&loc.file).is_some_and(|rows| rows.contains(loc.row as u64))
-                    });
+                            !deleted_ids.get(&loc.file).is_some_and(|rows| rows.contains(loc.row as u64))
+                        });
                     if taken || seen.insert_hashed(hash, key, ()).is_some() {
                         return Err(unique_violation(table, &index.def, batch, &index.columns, i));
                     }

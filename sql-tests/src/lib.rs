@@ -62,10 +62,12 @@ impl sqllogictest::AsyncDB for SluiceDb {
     async fn run(&mut self, sql: &str) -> Result<DBOutput<Self::ColumnType>, Self::Error> {
         let mut results = self.db.execute(sql).await?;
         match results.pop() {
-            Some(StatementResult::Rows { schema, batches }) => Ok(DBOutput::Rows {
-                types: schema.fields().iter().map(|f| column_type(f.data_type())).collect(),
-                rows: format_rows(&batches),
-            }),
+            Some(StatementResult::Rows { schema, batches } | StatementResult::Returned { schema, batches, .. }) => {
+                Ok(DBOutput::Rows {
+                    types: schema.fields().iter().map(|f| column_type(f.data_type())).collect(),
+                    rows: format_rows(&batches),
+                })
+            }
             Some(StatementResult::Command { rows, .. }) => Ok(DBOutput::StatementComplete(rows.unwrap_or(0))),
             None => Ok(DBOutput::StatementComplete(0)),
         }

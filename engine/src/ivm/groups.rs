@@ -10,8 +10,8 @@
 
 use super::aggregate::{AggState, GroupState};
 use super::dataflow::prefetch;
-use crate::keymap::KeyMap;
 use crate::error::{Error, Result};
+use crate::keymap::KeyMap;
 
 #[derive(Default)]
 pub struct Groups {

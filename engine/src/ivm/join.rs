@@ -22,9 +22,9 @@ use datafusion::physical_expr::PhysicalExpr;
 use super::dataflow::{
     add_count, batch_of, evaluate, prefetch, prefetch_batches, same_bytes, BoxFuture, Change, Delta, Node, RowBytes,
 };
-use crate::keymap::KeyMap;
 use super::Requery;
 use crate::error::Result;
+use crate::keymap::KeyMap;
 
 /// Rows of one side by key. Both sides' indexes hash alike (see [`KeyMap::with_state`]).
 pub type SideIndex = KeyMap<KeyRows>;

@@ -25,8 +25,8 @@ use arrow::row::{RowConverter, Rows};
 use datafusion::common::HashMap;
 
 use super::dataflow::{batch_of, converter, prefetch, prefetch_batches, Delta, RowBytes};
-use crate::keymap::KeyMap;
 use crate::error::{Error, Result};
+use crate::keymap::KeyMap;
 
 /// Segments kept before they are compacted into one.
 const SEGMENTS_MAX: usize = 256;

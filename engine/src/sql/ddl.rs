@@ -13,8 +13,8 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, ObjectName, ObjectType, RenameTableNameKind, SchemaName,
-    SqlOption, TableConstraint, GeneratedAs, SequenceOptions,
+    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, ObjectName, ObjectType, RenameTableNameKind,
+    SchemaName, SequenceOptions, SqlOption, TableConstraint,
 };
 use serde_json::Value;
 use sluice_storage::commit::CommitOutcome;
@@ -94,7 +94,8 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                             return Err(Error::NotSupported("generated columns (GENERATED ALWAYS AS (expr))".into()))
                         }
                     };
-                    identity = Some(identity_of(sequence_options.as_deref().unwrap_or_default(), allow_explicit_insert)?);
+                    identity =
+                        Some(identity_of(sequence_options.as_deref().unwrap_or_default(), allow_explicit_insert)?);
                     nullable = false;
                 }
                 ColumnOption::Generated { .. } => {

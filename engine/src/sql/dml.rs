@@ -178,8 +178,7 @@ impl QueryContext {
         }
         let mut conformed = Vec::new();
         for (mask, rows) in groups {
-            let columns: Vec<String> =
-                list.iter().zip(&mask).filter(|(_, d)| !**d).map(|(c, _)| c.clone()).collect();
+            let columns: Vec<String> = list.iter().zip(&mask).filter(|(_, d)| !**d).map(|(c, _)| c.clone()).collect();
             refuse_always(&columns)?;
             let batches = if columns.is_empty() {
                 vec![RecordBatch::try_new_with_options(
@@ -367,13 +366,19 @@ impl QueryContext {
 
     /// An expression with its statement-time functions (`now()`, `current_date`, ...) folded to
     /// this statement's time, as the planner does for queries: they cannot run unfolded.
-    fn simplified(&self, expr: datafusion::logical_expr::Expr, schema: &DFSchema) -> Result<datafusion::logical_expr::Expr> {
+    fn simplified(
+        &self,
+        expr: datafusion::logical_expr::Expr,
+        schema: &DFSchema,
+    ) -> Result<datafusion::logical_expr::Expr> {
         use datafusion::optimizer::simplify_expressions::ExprSimplifier;
         let state = self.ctx.state();
         let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
             .with_schema(Arc::new(schema.clone()))
             .with_config_options(Arc::new(state.config_options().as_ref().clone()))
-            .with_query_execution_start_time(state.execution_props().query_execution_start_time.or_else(|| Some(chrono::Utc::now())))
+            .with_query_execution_start_time(
+                state.execution_props().query_execution_start_time.or_else(|| Some(chrono::Utc::now())),
+            )
             .build();
         Ok(ExprSimplifier::new(context).simplify(expr)?)
     }
@@ -562,8 +567,13 @@ impl QueryContext {
             };
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = crate::identity::advanced_schema(target.snapshot.schema(), &inserted)?;
-            let mutation =
-                Mutation { deleted, inserted: inserted.clone(), operation: "UPDATE".into(), schema, ..Default::default() };
+            let mutation = Mutation {
+                deleted,
+                inserted: inserted.clone(),
+                operation: "UPDATE".into(),
+                schema,
+                ..Default::default()
+            };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
             keys_committed(keys).await;
@@ -813,8 +823,9 @@ fn distinct_rows(rows: Vec<RecordBatch>, batches: &[RecordBatch], first: usize) 
     for (values, batch) in rows.into_iter().zip(batches.iter().filter(|b| b.num_rows() > 0)) {
         let files = batch.column(first).as_string::<i32>();
         let positions = batch.column(first + 1).as_primitive::<UInt64Type>();
-        let keep: BooleanArray =
-            (0..batch.num_rows()).map(|i| Some(seen.insert((files.value(i).to_string(), positions.value(i))))).collect();
+        let keep: BooleanArray = (0..batch.num_rows())
+            .map(|i| Some(seen.insert((files.value(i).to_string(), positions.value(i)))))
+            .collect();
         out.push(filter_record_batch(&values, &keep)?);
     }
     Ok(out)
@@ -857,7 +868,11 @@ pub(super) fn column_of(alias: &Ident, column: &str) -> Expr {
 
 /// `SELECT <projection> FROM <from> [WHERE <selection>]`, built from parts of a statement's syntax
 /// tree: no SQL text of the statement is formatted and parsed again.
-pub(crate) fn select_query(projection: Vec<SelectItem>, from: Vec<TableWithJoins>, selection: Option<Expr>) -> Result<Query> {
+pub(crate) fn select_query(
+    projection: Vec<SelectItem>,
+    from: Vec<TableWithJoins>,
+    selection: Option<Expr>,
+) -> Result<Query> {
     // The shape of a plain SELECT, from a constant (the parser fills the many fields of the
     // syntax tree that such a query leaves empty); its parts are then replaced.
     let SluiceStatement::Standard(statement) = parse_statement_text("SELECT 1 FROM t")? else {

@@ -312,7 +312,8 @@ impl QueryContext {
 /// plan), and its target relation with the RETURNING list, if it has one.
 fn split_returning(
     statement: Statement,
-) -> (Statement, Option<(datafusion::sql::sqlparser::ast::TableFactor, Vec<datafusion::sql::sqlparser::ast::SelectItem>)>) {
+) -> (Statement, Option<(datafusion::sql::sqlparser::ast::TableFactor, Vec<datafusion::sql::sqlparser::ast::SelectItem>)>)
+{
     use datafusion::sql::sqlparser::ast::{FromTable, TableObject};
     match statement {
         Statement::Insert(mut insert) => {

@@ -216,17 +216,16 @@ impl QueryContext {
             if existing.num_rows() != count as usize {
                 return Err(Error::Internal("the key index and the table disagree on a file's rows".into()));
             }
-            let take: Vec<u32> = conflicts.iter().filter_map(|(_, loc)| position.get(&(loc.file, loc.row))).copied().collect();
+            let take: Vec<u32> =
+                conflicts.iter().filter_map(|(_, loc)| position.get(&(loc.file, loc.row))).copied().collect();
             let existing = take_record_batch(&existing, &UInt32Array::from(take))?;
             let proposals: Vec<u32> = conflicts.iter().map(|(row, _)| *row).collect();
             let excluded = take_record_batch(&proposed, &UInt32Array::from(proposals))?;
             let pairs = Int64Array::from_iter_values(0..conflicts.len() as i64);
-            let left = self.temp_relation("conflicting", &with_column(&existing, PAIR_COLUMN, &pairs)?, alias.clone())?;
-            let right = self.temp_relation(
-                "excluded",
-                &with_column(&excluded, PAIR_COLUMN, &pairs)?,
-                Ident::new("excluded"),
-            )?;
+            let left =
+                self.temp_relation("conflicting", &with_column(&existing, PAIR_COLUMN, &pairs)?, alias.clone())?;
+            let right =
+                self.temp_relation("excluded", &with_column(&excluded, PAIR_COLUMN, &pairs)?, Ident::new("excluded"))?;
             let assignments = assignment_map(&update.assignments, target)?;
             let names: Vec<String> = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
             let mut projection: Vec<SelectItem> = names
@@ -388,9 +387,8 @@ fn arbiters(
     conflict_target: Option<&ConflictTarget>,
     update: bool,
 ) -> Result<Vec<usize>> {
-    let no_match = || {
-        Error::data("42P10", "there is no unique or exclusion constraint matching the ON CONFLICT specification")
-    };
+    let no_match =
+        || Error::data("42P10", "there is no unique or exclusion constraint matching the ON CONFLICT specification");
     match conflict_target {
         Some(ConflictTarget::Columns(columns)) => {
             let columns: Vec<String> = columns.iter().map(normalize).collect();
