@@ -191,5 +191,7 @@ impl Warehouse {
     /// Forgets a dropped table's handle.
     pub fn forget_table(&self, id: &str) {
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.keys.forget(id);
+        self.identity.forget(id);
     }
 }

@@ -13,8 +13,8 @@ use std::sync::Arc;
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::{
-    AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, ObjectName, ObjectType, RenameTableNameKind,
-    SchemaName, SequenceOptions, SqlOption, TableConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, ObjectName,
+    ObjectType, RenameTableNameKind, SchemaName, SequenceOptions, SqlOption, TableConstraint,
 };
 use serde_json::Value;
 use sluice_storage::commit::CommitOutcome;
@@ -587,9 +587,25 @@ impl QueryContext {
                     };
                 }
                 let definition = define_columns(&name.name, &[column_def], &[])?;
-                let field =
+                if !definition.keys.is_empty() {
+                    return Err(Error::NotSupported(
+                        "ADD COLUMN with PRIMARY KEY or UNIQUE (add the column, then ADD CONSTRAINT)".into(),
+                    ));
+                }
+                let mut field =
                     definition.schema.fields.into_iter().next().ok_or_else(|| Error::Internal("no column".into()))?;
-                if !field.nullable && snapshot.files().any(|f| f.num_records() != Some(0)) {
+                if crate::identity::Identity::of(&field).is_some() {
+                    return Err(Error::NotSupported("ADD COLUMN of an identity or serial column".into()));
+                }
+                let has_rows = snapshot.files().any(|f| f.num_records() != Some(0));
+                let default = definition.defaults.get(&column_name).cloned();
+                // Existing rows get the default, as in PostgreSQL: the column is added, filled,
+                // then made NOT NULL if it is declared so (three commits).
+                let not_null_after_fill = !field.nullable && has_rows && default.is_some();
+                if not_null_after_fill {
+                    field.nullable = true;
+                }
+                if !field.nullable && has_rows {
                     return Err(Error::data(
                         "23502",
                         format!("column \"{column_name}\" of relation \"{name}\" contains null values"),
@@ -604,12 +620,75 @@ impl QueryContext {
                     table.update_metadata(&snapshot, schema, partitions, configuration, "ADD COLUMNS").await?,
                 )
                 .await?;
-                if let Some(default) = definition.defaults.get(&column_name).cloned() {
+                if let Some(default) = default {
                     self.update_entry(&entry, |e| {
                         e.defaults.insert(column_name.clone(), default.clone());
                     })
                     .await?;
+                    if has_rows {
+                        self.fill_column(object, &column_name, &default).await?;
+                    }
+                    if not_null_after_fill {
+                        self.set_nullable(object, &entry, &column_name, false).await?;
+                    }
                 }
+            }
+            AlterTableOperation::AlterColumn { column_name, op } => {
+                let column = normalize(&column_name);
+                if schema.field(&column).is_none() {
+                    return Err(Error::UndefinedColumn(format!("{column} of relation {name}")));
+                }
+                match op {
+                    AlterColumnOperation::SetNotNull => self.set_nullable(object, &entry, &column, false).await?,
+                    AlterColumnOperation::DropNotNull => {
+                        let keys = crate::keys::key_defs(&configuration);
+                        if keys.iter().any(|k| k.primary && k.columns.contains(&column)) {
+                            return Err(Error::data("42P16", format!("column \"{column}\" is in a primary key")));
+                        }
+                        self.set_nullable(object, &entry, &column, true).await?
+                    }
+                    AlterColumnOperation::SetDefault { value } => {
+                        if schema.field(&column).and_then(crate::identity::Identity::of).is_some() {
+                            return Err(Error::data(
+                                "42601",
+                                format!("column \"{column}\" of relation \"{name}\" is an identity column"),
+                            ));
+                        }
+                        let text = value.to_string();
+                        self.update_entry(&entry, |e| {
+                            e.defaults.insert(column.clone(), text.clone());
+                        })
+                        .await?
+                    }
+                    AlterColumnOperation::DropDefault => {
+                        self.update_entry(&entry, |e| {
+                            e.defaults.remove(&column);
+                        })
+                        .await?
+                    }
+                    other => return Err(Error::NotSupported(format!("ALTER COLUMN ... {other}"))),
+                }
+            }
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. } => {
+                let columns = key_columns(&pk.columns)?;
+                let key_name = pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{}_pkey", name.name));
+                let def = KeyDef { name: key_name, primary: true, columns };
+                self.add_key(object, &entry, &table, def).await?;
+            }
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::Unique(unique), .. } => {
+                let columns = key_columns(&unique.columns)?;
+                let key_name = unique
+                    .name
+                    .as_ref()
+                    .map(normalize)
+                    .unwrap_or_else(|| format!("{}_{}_key", name.name, columns.join("_")));
+                let def = KeyDef { name: key_name, primary: false, columns };
+                self.add_key(object, &entry, &table, def).await?;
+            }
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::ForeignKey(_), .. } => {
+                return Err(Error::NotSupported(
+                    "FOREIGN KEY constraints: Sluice does not enforce them, so it refuses them".into(),
+                ))
             }
             AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                 let old = normalize(&old_column_name);
@@ -682,6 +761,14 @@ impl QueryContext {
                 self.metadata_committed(&entry, table.set_properties(properties, &[]).await?).await?;
             }
             AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
+                let key_property = format!("{}{}", crate::keys::KEY_PREFIX, normalize(&constraint));
+                if configuration.contains_key(&key_property) {
+                    let _lock = self.db.keys.lock_always(&entry.id, &table).await?;
+                    return self
+                        .metadata_committed(&entry, table.set_properties(HashMap::new(), &[key_property]).await?)
+                        .await
+                        .map(|_| ());
+                }
                 let key = format!("{CONSTRAINT_PREFIX}{}", normalize(&constraint));
                 if !configuration.contains_key(&key) {
                     return if if_exists {
@@ -743,6 +830,140 @@ impl QueryContext {
     }
 
     /// Tells the writer's listeners about a commit of the table's schema or properties.
+    /// Sets existing rows' `column` to its new default (ADD COLUMN ... DEFAULT).
+    async fn fill_column(&self, object: &ObjectName, column: &str, default: &str) -> Result<()> {
+        self.clear_statement_state();
+        let sql = format!(
+            "UPDATE {object} SET {} = {default}",
+            datafusion::sql::sqlparser::ast::Ident::with_quote('"', column)
+        );
+        let crate::syntax::parser::SluiceStatement::Standard(statement) =
+            crate::syntax::parser::parse_statement_text(&sql)?
+        else {
+            return Err(Error::Internal("the fill of a new column is not an UPDATE".into()));
+        };
+        let datafusion::sql::sqlparser::ast::Statement::Update(update) = *statement else {
+            return Err(Error::Internal("the fill of a new column is not an UPDATE".into()));
+        };
+        self.update_statement(update).await?;
+        self.clear_statement_state();
+        Ok(())
+    }
+
+    /// SET NOT NULL (refused while a row holds NULL) or DROP NOT NULL.
+    async fn set_nullable(&self, object: &ObjectName, entry: &TableEntry, column: &str, nullable: bool) -> Result<()> {
+        self.clear_statement_state();
+        let (_, table, _) = self.resolve_table(object).await?;
+        let _lock = self.db.keys.lock_always(&entry.id, &table).await?;
+        let snapshot = table.snapshot().await?;
+        if !nullable {
+            let quoted = datafusion::sql::sqlparser::ast::Ident::with_quote('"', column);
+            if self.count_violations(object, &format!("{quoted} IS NOT NULL")).await? > 0 {
+                return Err(Error::data(
+                    "23502",
+                    format!("column \"{column}\" of relation \"{}\" contains null values", entry.name),
+                ));
+            }
+        }
+        let mut schema = snapshot.schema().clone();
+        if let Some(field) = schema.fields.iter_mut().find(|f| f.name == column) {
+            field.nullable = nullable;
+        }
+        let outcome = table
+            .update_metadata(
+                &snapshot,
+                schema,
+                snapshot.partition_columns().to_vec(),
+                snapshot.configuration().clone(),
+                "CHANGE COLUMN",
+            )
+            .await?;
+        self.metadata_committed(entry, outcome).await?;
+        self.clear_statement_state();
+        Ok(())
+    }
+
+    /// ADD PRIMARY KEY / ADD UNIQUE: refused while two rows share a key (or, for a primary key,
+    /// a key column holds NULL); key columns of a primary key become NOT NULL.
+    async fn add_key(&self, object: &ObjectName, entry: &TableEntry, table: &Arc<Table>, def: KeyDef) -> Result<()> {
+        let guard = self.db.keys.lock_always(&entry.id, table).await?;
+        let snapshot = guard.snapshot().clone();
+        let existing = crate::keys::key_defs(snapshot.configuration());
+        if def.primary && existing.iter().any(|k| k.primary) {
+            return Err(Error::data(
+                "42P16",
+                format!("multiple primary keys for table \"{}\" are not allowed", entry.name),
+            ));
+        }
+        if existing.iter().any(|k| k.name == def.name) {
+            return Err(Error::DuplicateTable(def.name));
+        }
+        for column in &def.columns {
+            if snapshot.schema().field(column).is_none() {
+                return Err(Error::UndefinedColumn(format!("{column} named in key")));
+            }
+        }
+        let quoted: Vec<String> = def
+            .columns
+            .iter()
+            .map(|c| datafusion::sql::sqlparser::ast::Ident::with_quote('"', c).to_string())
+            .collect();
+        let list = quoted.join(", ");
+        let not_null = quoted.iter().map(|c| format!("{c} IS NOT NULL")).collect::<Vec<_>>().join(" AND ");
+        let sql = format!("SELECT {list} FROM {object} WHERE {not_null} GROUP BY {list} HAVING count(*) > 1 LIMIT 1");
+        let result = self.run_sql_text(&sql).await?;
+        if let Some(batch) = result.iter().find(|b| b.num_rows() > 0) {
+            let columns: Vec<usize> = (0..batch.num_columns()).collect();
+            let key = crate::keys::unique_violation(&entry.name, &def, batch, &columns, 0);
+            let detail = match &key {
+                Error::UniqueViolation { key, .. } => key.clone(),
+                _ => String::new(),
+            };
+            return Err(Error::data(
+                "23505",
+                format!("could not create unique index \"{}\": key {detail} is duplicated", def.name),
+            ));
+        }
+        let mut schema = snapshot.schema().clone();
+        if def.primary {
+            let nulls = quoted.iter().map(|c| format!("{c} IS NULL")).collect::<Vec<_>>().join(" OR ");
+            let rows = self.run_sql_text(&format!("SELECT 1 FROM {object} WHERE {nulls} LIMIT 1")).await?;
+            if rows.iter().any(|b| b.num_rows() > 0) {
+                return Err(Error::data(
+                    "23502",
+                    format!("column of relation \"{}\" in the primary key contains null values", entry.name),
+                ));
+            }
+            for field in schema.fields.iter_mut().filter(|f| def.columns.contains(&f.name)) {
+                field.nullable = false;
+            }
+        }
+        let mut configuration = snapshot.configuration().clone();
+        let (key, value) = def.property();
+        configuration.insert(key, value);
+        let outcome = table
+            .update_metadata(&snapshot, schema, snapshot.partition_columns().to_vec(), configuration, "ADD CONSTRAINT")
+            .await?;
+        self.metadata_committed(entry, outcome).await?;
+        drop(guard);
+        Ok(())
+    }
+
+    async fn run_sql_text(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        self.clear_statement_state();
+        let crate::syntax::parser::SluiceStatement::Standard(statement) =
+            crate::syntax::parser::parse_statement_text(sql)?
+        else {
+            return Err(Error::Internal("not a query".into()));
+        };
+        let datafusion::sql::sqlparser::ast::Statement::Query(query) = *statement else {
+            return Err(Error::Internal("not a query".into()));
+        };
+        let result = self.run_query(*query).await?;
+        self.clear_statement_state();
+        Ok(result.batches().to_vec())
+    }
+
     async fn metadata_committed(&self, entry: &TableEntry, outcome: CommitOutcome) -> Result<u64> {
         self.db.writer.commit(&entry.qualified_name(), Operation::Metadata, None, outcome).await
     }

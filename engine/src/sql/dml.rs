@@ -99,7 +99,8 @@ impl QueryContext {
         } else {
             columns
         };
-        let (batches, list) = self.insert_source(&target, insert.source, list).await?;
+        let implicit = insert.columns.is_empty();
+        let (batches, list) = self.insert_source(&target, insert.source, list, implicit).await?;
         if on.is_some() || insert.returning.is_some() {
             if insert.overwrite {
                 return Err(Error::NotSupported("INSERT OVERWRITE with ON CONFLICT or RETURNING".into()));
@@ -123,6 +124,7 @@ impl QueryContext {
         target: &Target,
         source: Option<Box<Query>>,
         list: Vec<String>,
+        implicit: bool,
     ) -> Result<(Vec<RecordBatch>, Vec<String>)> {
         let all: Vec<String> = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
         let always: Vec<&str> = target
@@ -152,23 +154,20 @@ impl QueryContext {
             return Ok((vec![self.to_table_rows(target, &one, &ColumnMatch::Position(vec![])).await?], all));
         };
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
+            let (batches, list) = self.run_insert_source(*source, list, implicit).await?;
             refuse_always(&list)?;
-            return Ok((self.run_source(*source).await?.1, list));
+            return Ok((batches, list));
         };
         let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
         if !values.rows.iter().flat_map(|r| r.content.iter()).any(is_default) {
+            let (batches, list) = self.run_insert_source(*source, list, implicit).await?;
             refuse_always(&list)?;
-            return Ok((self.run_source(*source).await?.1, list));
+            return Ok((batches, list));
         }
         let mut groups: Vec<(Vec<bool>, Vec<ast::Parens<Vec<Expr>>>)> = Vec::new();
         for row in &values.rows {
             let row = &row.content;
-            if row.len() != list.len() {
-                return Err(Error::data(
-                    "42601",
-                    format!("INSERT has {} expressions but {} target columns", row.len(), list.len()),
-                ));
-            }
+            check_width(row.len(), list.len(), implicit)?;
             let mask: Vec<bool> = row.iter().map(is_default).collect();
             let kept = ast::Parens::with_empty_span(row.iter().filter(|e| !is_default(e)).cloned().collect());
             match groups.iter_mut().find(|(m, _)| *m == mask) {
@@ -198,6 +197,20 @@ impl QueryContext {
             }
         }
         Ok((conformed, all))
+    }
+
+    /// Runs an INSERT's source; with no column list, a narrower source fills the first columns.
+    async fn run_insert_source(
+        &self,
+        source: Query,
+        mut list: Vec<String>,
+        implicit: bool,
+    ) -> Result<(Vec<RecordBatch>, Vec<String>)> {
+        let (schema, batches) = self.run_source(source).await?;
+        let width = schema.fields().len();
+        check_width(width, list.len(), implicit)?;
+        list.truncate(width);
+        Ok((batches, list))
     }
 
     pub(crate) async fn insert_by_name(
@@ -829,6 +842,18 @@ fn distinct_rows(rows: Vec<RecordBatch>, batches: &[RecordBatch], first: usize) 
         out.push(filter_record_batch(&values, &keep)?);
     }
     Ok(out)
+}
+
+/// Refuses a source of `width` columns for `targets` target columns, as PostgreSQL does (fewer
+/// is fine without a column list).
+fn check_width(width: usize, targets: usize, implicit: bool) -> Result<()> {
+    if width > targets {
+        return Err(Error::data("42601", "INSERT has more expressions than target columns"));
+    }
+    if width < targets && !implicit {
+        return Err(Error::data("42601", "INSERT has more target columns than expressions"));
+    }
+    Ok(())
 }
 
 /// Rows a mutation deletes, by file path.
