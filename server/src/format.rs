@@ -80,7 +80,9 @@ fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
 
 /// A result as CSV: a header line, then the rows (empty for commands).
 pub fn csv(result: &StatementResult) -> Result<String, arrow::error::ArrowError> {
-    let (StatementResult::Rows { schema, batches } | StatementResult::Returned { schema, batches, .. }) = result else { return Ok(String::new()) };
+    let (StatementResult::Rows { schema, batches } | StatementResult::Returned { schema, batches, .. }) = result else {
+        return Ok(String::new());
+    };
     let mut out = Vec::new();
     {
         let mut writer = arrow::csv::WriterBuilder::new().with_header(true).build(&mut out);
