@@ -3,5 +3,6 @@
 mod auth;
 mod cli;
 mod clients;
+mod differential;
 mod pg;
 mod security;
