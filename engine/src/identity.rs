@@ -12,8 +12,7 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, RecordBatch};
-use arrow::datatypes::{DataType as ArrowType, Int64Type};
+use arrow::array::Int64Array;
 use serde_json::Value;
 use sluice_storage::protocol::{
     IDENTITY_ALLOW_EXPLICIT_INSERT_KEY, IDENTITY_HIGH_WATER_MARK_KEY, IDENTITY_START_KEY, IDENTITY_STEP_KEY,
@@ -109,54 +108,33 @@ impl Allocators {
         Ok(Int64Array::from(values))
     }
 
+    /// The schema to commit when values of table `id` were handed out past the high-water marks
+    /// `schema` records (None when none were). Values a statement gave itself (BY DEFAULT) do
+    /// not move the mark, as they do not move a PostgreSQL sequence; values handed out to a
+    /// statement that then failed do (a gap, as in PostgreSQL).
+    pub fn advanced_schema(&self, id: &str, schema: &StructType) -> Option<StructType> {
+        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let mut next = schema.clone();
+        let mut changed = false;
+        for (i, identity) in identity_columns(schema) {
+            let Some(field) = next.fields.get_mut(i) else { continue };
+            let Some(&handed) = last.get(&(id.to_string(), field.name.clone())) else { continue };
+            if handed == i64::MIN {
+                continue;
+            }
+            let past = identity.high_water_mark.is_none_or(|mark| identity.beyond(handed, mark));
+            if past {
+                field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(handed));
+                changed = true;
+            }
+        }
+        changed.then_some(next)
+    }
+
     /// Forgets a dropped table's sequences.
     pub fn forget(&self, id: &str) {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).retain(|(table, _), _| table != id);
     }
-}
-
-/// The schema to commit with `rows` when they carry identity values past the high-water marks
-/// of `schema` (None when they don't).
-pub fn advanced_schema(schema: &StructType, rows: &[RecordBatch]) -> Result<Option<StructType>> {
-    let columns = identity_columns(schema);
-    if columns.is_empty() {
-        return Ok(None);
-    }
-    let mut next = schema.clone();
-    let mut changed = false;
-    for (i, identity) in columns {
-        let mut mark = identity.high_water_mark;
-        for batch in rows {
-            let Some(column) = batch.columns().get(i) else { continue };
-            let values = as_int64(column)?;
-            for value in values.iter().flatten() {
-                let past = match mark {
-                    None => true,
-                    Some(m) => identity.beyond(value, m),
-                };
-                // Explicit values below the start (BY DEFAULT) do not move the mark.
-                let from_start = identity.beyond(value, identity.start) || value == identity.start;
-                if past && from_start {
-                    mark = Some(value);
-                }
-            }
-        }
-        if mark != identity.high_water_mark {
-            if let (Some(mark), Some(field)) = (mark, next.fields.get_mut(i)) {
-                field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
-                changed = true;
-            }
-        }
-    }
-    Ok(changed.then_some(next))
-}
-
-fn as_int64(column: &ArrayRef) -> Result<Int64Array> {
-    if column.data_type() == &ArrowType::Int64 {
-        return Ok(column.as_primitive::<Int64Type>().clone());
-    }
-    let cast = arrow::compute::cast(column, &ArrowType::Int64)?;
-    Ok(cast.as_primitive::<Int64Type>().clone())
 }
 
 #[cfg(test)]
@@ -186,19 +164,14 @@ mod tests {
     }
 
     #[test]
-    fn the_mark_moves_with_generated_and_larger_explicit_values_only() {
+    fn the_mark_moves_with_handed_out_values_only() {
         let identity = Identity { start: 1, step: 1, high_water_mark: Some(3), allow_explicit_insert: true };
         let schema = StructType::new(vec![field(identity)]);
-        let batch = |values: Vec<i64>| {
-            let schema = std::sync::Arc::new(arrow::datatypes::Schema::new(vec![arrow::datatypes::Field::new(
-                "id",
-                ArrowType::Int64,
-                false,
-            )]));
-            RecordBatch::try_new(schema, vec![std::sync::Arc::new(Int64Array::from(values))]).unwrap()
-        };
-        assert_eq!(advanced_schema(&schema, &[batch(vec![2, 3, -5])]).unwrap(), None);
-        let next = advanced_schema(&schema, &[batch(vec![4, 9, 5])]).unwrap().unwrap();
-        assert_eq!(Identity::of(&next.fields[0]).unwrap().high_water_mark, Some(9));
+        let allocators = Allocators::default();
+        assert_eq!(allocators.advanced_schema("t", &schema), None);
+        allocators.allocate("t", "id", identity, 2).unwrap();
+        let next = allocators.advanced_schema("t", &schema).unwrap();
+        assert_eq!(Identity::of(&next.fields[0]).unwrap().high_water_mark, Some(5));
+        assert_eq!(allocators.advanced_schema("t", &next), None);
     }
 }

@@ -106,6 +106,8 @@ pub struct Transaction {
     operation: String,
     operation_parameters: Map<String, Value>,
     replaces_data: bool,
+    /// The commit read the table's rows (a key check): any concurrent data commit conflicts.
+    reads_data: bool,
     ict_enabled: bool,
     previous_ict: Option<i64>,
 }
@@ -119,6 +121,7 @@ impl Transaction {
             operation: operation.into(),
             operation_parameters: Map::new(),
             replaces_data: false,
+            reads_data: false,
             ict_enabled: snapshot.is_some_and(|s| s.property_is_true(protocol::IN_COMMIT_TIMESTAMPS_KEY)),
             previous_ict: snapshot.map(Snapshot::timestamp_ms),
         }
@@ -146,6 +149,13 @@ impl Transaction {
         self
     }
 
+    /// Marks the transaction as depending on every row of the table (a writer that checked its
+    /// keys against them): a concurrent commit that adds or removes data conflicts with it.
+    pub fn reads_data(&mut self) -> &mut Self {
+        self.reads_data = true;
+        self
+    }
+
     pub fn actions(&self) -> &[Action] {
         &self.actions
     }
@@ -156,6 +166,7 @@ impl Transaction {
 
     fn is_blind_append(&self) -> bool {
         !self.replaces_data
+            && !self.reads_data
             && self.actions.iter().all(|a| matches!(a, Action::Add(_) | Action::Txn(_) | Action::CommitInfo(_)))
     }
 
@@ -241,8 +252,11 @@ impl Transaction {
                 Action::Remove(r) if removed.contains(r.path.as_str()) => {
                     return conflict(ConflictReason::ConcurrentDelete { path: r.path.clone() })
                 }
-                Action::Add(a) if a.data_change && self.replaces_data => {
+                Action::Add(a) if a.data_change && (self.replaces_data || self.reads_data) => {
                     return conflict(ConflictReason::ConcurrentAppend { path: a.path.clone() })
+                }
+                Action::Remove(r) if r.data_change && self.reads_data => {
+                    return conflict(ConflictReason::ConcurrentDelete { path: r.path.clone() })
                 }
                 Action::Txn(t) if apps.contains(t.app_id.as_str()) => {
                     return conflict(ConflictReason::ConcurrentTransaction { app_id: t.app_id.clone() })

@@ -50,6 +50,9 @@ pub struct WriteRequest {
     pub parameters: Map<String, Value>,
     /// A new schema committed with the rows (identity columns' high-water marks).
     pub schema: Option<StructType>,
+    /// The writer checked the rows against the table's (keys): a concurrent data commit
+    /// conflicts instead of being rebased over.
+    pub reads_data: bool,
 }
 
 /// Rows to delete and insert in one commit.
@@ -66,6 +69,8 @@ pub struct Mutation {
     pub txn: Option<Txn>,
     /// A new schema committed with the rows (identity columns' high-water marks).
     pub schema: Option<StructType>,
+    /// As [`WriteRequest::reads_data`].
+    pub reads_data: bool,
 }
 
 /// The result of a predicate-driven mutation.
@@ -110,6 +115,9 @@ impl Table {
         transaction.add_actions(request.txns.into_iter().map(Action::Txn));
         if let Some(schema) = request.schema {
             transaction.add_action(Action::Metadata(with_schema(snapshot, &schema)));
+        }
+        if request.reads_data {
+            transaction.reads_data();
         }
         self.commit(snapshot, transaction).await
     }
@@ -187,6 +195,9 @@ impl Table {
             actions.push(Action::Metadata(with_schema(snapshot, schema)));
         }
         let mut transaction = Transaction::new(Some(snapshot), mutation.operation);
+        if mutation.reads_data {
+            transaction.reads_data();
+        }
         for (key, value) in mutation.parameters {
             transaction.parameter(&key, value);
         }

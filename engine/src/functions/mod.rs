@@ -18,6 +18,8 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(json_build::function());
+    // PostgreSQL's name for a random (version 4) UUID.
+    ctx.register_udf(datafusion::functions::string::uuid().as_ref().clone().with_aliases(["gen_random_uuid"]));
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));
     ctx.register_udtf("table_history", Arc::new(table_changes::TableHistory { db }));
 }

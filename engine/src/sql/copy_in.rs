@@ -132,9 +132,12 @@ impl QueryContext {
             let keys = self.check_keys(&copy.target, Some(&no_rows_deleted), &copy.checked_rows).await?;
             let snapshot = keys.as_ref().map(|k| k.snapshot().clone()).unwrap_or_else(|| copy.target.snapshot.clone());
             let mut transaction = Transaction::new(Some(&snapshot), "COPY");
+            if keys.as_ref().is_some_and(|k| !k.is_empty()) {
+                transaction.reads_data();
+            }
             transaction.parameter("mode", "Append");
             transaction.add_actions(copy.adds.iter().cloned().map(Action::Add));
-            if let Some(schema) = crate::identity::advanced_schema(snapshot.schema(), &copy.checked_rows)? {
+            if let Some(schema) = self.db.identity.advanced_schema(&copy.target.entry.id, snapshot.schema()) {
                 transaction.add_action(Action::Metadata(sluice_storage::write::with_schema(&snapshot, &schema)));
             }
             let outcome = copy.target.table.commit(&snapshot, transaction).await?;

@@ -583,7 +583,10 @@ impl QueryContext {
                     return if if_not_exists {
                         Ok(())
                     } else {
-                        Err(Error::DuplicateObject { kind: "column", name: column_name })
+                        Err(Error::data(
+                            "42701",
+                            format!("column \"{column_name}\" of relation \"{}\" already exists", name.name),
+                        ))
                     };
                 }
                 let definition = define_columns(&name.name, &[column_def], &[])?;
@@ -599,6 +602,11 @@ impl QueryContext {
                 }
                 let has_rows = snapshot.files().any(|f| f.num_records() != Some(0));
                 let default = definition.defaults.get(&column_name).cloned();
+                if let Some(default) = &default {
+                    // A default that cannot be computed fails the statement before the column is added.
+                    let data_type = field.data_type.to_arrow();
+                    self.default_values(default, &data_type, 1, &column_name).await?;
+                }
                 // Existing rows get the default, as in PostgreSQL: the column is added, filled,
                 // then made NOT NULL if it is declared so (three commits).
                 let not_null_after_fill = !field.nullable && has_rows && default.is_some();

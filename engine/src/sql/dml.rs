@@ -281,7 +281,8 @@ impl QueryContext {
             batches: checked.kept.clone(),
             mode,
             txns: context.txns.clone(),
-            schema: crate::identity::advanced_schema(snapshot.schema(), &checked.kept)?,
+            schema: self.db.identity.advanced_schema(&target.entry.id, snapshot.schema()),
+            reads_data: keys.as_ref().is_some_and(|k| !k.is_empty()),
             ..Default::default()
         };
         let outcome = target.table.write_on(&snapshot, request).await.map_err(storage_data_error)?;
@@ -396,7 +397,7 @@ impl QueryContext {
         Ok(ExprSimplifier::new(context).simplify(expr)?)
     }
 
-    async fn default_values(
+    pub(crate) async fn default_values(
         &self,
         default: &str,
         data_type: &arrow::datatypes::DataType,
@@ -501,6 +502,10 @@ impl QueryContext {
         let batches = self.collect_built(select_query(projection, from, delete.selection.clone())?).await?;
         let first = if select_old { target.snapshot.arrow_schema().fields().len() } else { 0 };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
+        if let Some(items) = &delete.returning {
+            let schema = target.snapshot.arrow_schema();
+            self.returning(schema, vec![], alias.clone(), items.clone()).await?;
+        }
         if count > 0 {
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await?;
@@ -572,6 +577,10 @@ impl QueryContext {
             let names = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
             inserted.push(self.to_table_rows(&target, &values, &ColumnMatch::Position(names)).await?);
         }
+        if let Some(items) = &update.returning {
+            let schema = target.snapshot.arrow_schema();
+            self.returning(schema, vec![], alias.clone(), items.clone()).await?;
+        }
         if count > 0 {
             let handed = if hand_over {
                 Some(ChangedRows { deleted: old_rows(&target, &batches, columns)?, inserted: inserted.clone() })
@@ -579,7 +588,7 @@ impl QueryContext {
                 None
             };
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
-            let schema = crate::identity::advanced_schema(target.snapshot.schema(), &inserted)?;
+            let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             let mutation = Mutation {
                 deleted,
                 inserted: inserted.clone(),
@@ -808,7 +817,7 @@ impl QueryContext {
         let deleted = with_files(&by_path, deleted)?;
         if affected > 0 {
             let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
-            let schema = crate::identity::advanced_schema(target.snapshot.schema(), &inserted)?;
+            let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), schema, ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;

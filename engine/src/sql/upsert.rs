@@ -65,6 +65,10 @@ impl QueryContext {
             conformed.push(self.to_table_rows(target, batch, &ColumnMatch::Position(list.clone())).await?);
         }
         let proposed = concat_batches(&schema, &conformed)?;
+        if let Some(items) = &returning {
+            // A RETURNING list that does not plan fails the statement before it writes.
+            self.returning(schema.clone(), vec![], alias.clone(), items.clone()).await?;
+        }
         let inserted = match on {
             None => self.insert_checked(target, proposed).await?,
             Some(OnConflict { conflict_target, action }) => {
@@ -105,8 +109,9 @@ impl QueryContext {
         let count: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
         if count > 0 {
             let snapshot = keys.as_ref().map(|k| k.snapshot().clone()).unwrap_or_else(|| target.snapshot.clone());
-            let schema = crate::identity::advanced_schema(snapshot.schema(), &rows)?;
-            let request = WriteRequest { batches: rows.clone(), schema, ..Default::default() };
+            let schema = self.db.identity.advanced_schema(&target.entry.id, snapshot.schema());
+            let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
+            let request = WriteRequest { batches: rows.clone(), schema, reads_data, ..Default::default() };
             let outcome = target.table.write_on(&snapshot, request).await.map_err(storage_data_error)?;
             let changed = Some(ChangedRows::inserted(rows.clone()));
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Write, changed, outcome).await?;
@@ -289,9 +294,15 @@ impl QueryContext {
             })
             .collect::<Result<Vec<_>>>()?;
         debug_assert_eq!(by_path_rows(&deleted).len(), deleted.len());
-        let schema = crate::identity::advanced_schema(snapshot.schema(), &rows)?;
-        let mutation =
-            Mutation { deleted, inserted: rows.clone(), operation: "MERGE".into(), schema, ..Default::default() };
+        let schema = self.db.identity.advanced_schema(&target.entry.id, snapshot.schema());
+        let mutation = Mutation {
+            deleted,
+            inserted: rows.clone(),
+            operation: "MERGE".into(),
+            schema,
+            reads_data: true,
+            ..Default::default()
+        };
         let outcome = target.table.mutate(&snapshot, mutation).await.map_err(storage_data_error)?;
         let changed = Some(ChangedRows { deleted: old, inserted: rows.clone() });
         self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, changed, outcome).await?;

@@ -9,6 +9,7 @@ mod flows;
 mod interop;
 #[cfg(feature = "kafka")]
 mod kafka;
+mod keys;
 mod layout;
 mod view_crash;
 mod views;
