@@ -164,7 +164,8 @@ impl QueryContext {
             refuse_always(&list)?;
             return Ok((batches, list));
         }
-        let mut groups: Vec<(Vec<bool>, Vec<ast::Parens<Vec<Expr>>>)> = Vec::new();
+        // Rows by which of their items are DEFAULT.
+        let mut groups: Vec<(Vec<bool>, ValuesRows)> = Vec::new();
         for row in &values.rows {
             let row = &row.content;
             check_width(row.len(), list.len(), implicit)?;
@@ -852,6 +853,9 @@ fn distinct_rows(rows: Vec<RecordBatch>, batches: &[RecordBatch], first: usize) 
     }
     Ok(out)
 }
+
+/// The rows of a VALUES list.
+type ValuesRows = Vec<ast::Parens<Vec<Expr>>>;
 
 /// Refuses a source of `width` columns for `targets` target columns, as PostgreSQL does (fewer
 /// is fine without a column list).

@@ -67,7 +67,7 @@ async fn concurrent_upserts_keep_each_key_once_with_the_last_acknowledged_value(
     for task in tasks {
         task.await.unwrap();
     }
-    let acks = acks.lock().unwrap();
+    let acks = std::mem::take(&mut *acks.lock().unwrap());
     assert!(acks.len() > 16, "seed {seed}: only {} upserts went through", acks.len());
     let table = rows(&db, "SELECT k, v FROM kv ORDER BY k").await;
     let distinct = rows(&db, "SELECT count(DISTINCT k), count(*) FROM kv").await;

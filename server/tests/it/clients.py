@@ -119,6 +119,62 @@ def sqlalchemy_and_pandas():
         engine.dispose()
 
 
+def sqlalchemy_orm():
+    """Declarative models with an autoincrement key and a unique column: add, flush (INSERT ...
+    RETURNING id), update, delete, and a unique violation rolled back, as applications do."""
+    import sqlalchemy
+    from sqlalchemy.exc import IntegrityError
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+    class Base(DeclarativeBase):
+        pass
+
+    class User(Base):
+        __tablename__ = "orm_users"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        email: Mapped[str] = mapped_column(sqlalchemy.String(50), unique=True)
+        name: Mapped[str | None]
+
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/sluice")
+    Base.metadata.create_all(engine)
+    with Session(engine) as session:
+        a, b = User(email="a@x", name="A"), User(email="b@x", name="B")
+        session.add_all([a, b])
+        session.flush()
+        check("sqlalchemy orm ids from RETURNING", [a.id, b.id], [1, 2])
+        session.commit()
+    with Session(engine) as session:
+        session.get(User, 1).name = "A2"
+        session.commit()
+        session.delete(session.get(User, 2))
+        session.commit()
+    with Session(engine) as session:
+        session.add(User(email="a@x", name="dup"))
+        try:
+            session.commit()
+            failed = None
+        except IntegrityError as e:
+            session.rollback()
+            failed = e.orig.sqlstate
+        check("sqlalchemy orm unique violation", failed, "23505")
+        c = User(email="c@x", name="C")
+        session.add(c)
+        session.commit()
+        check("sqlalchemy orm id after the violation", c.id > 2, True)
+        rows = [(u.email, u.name) for u in session.scalars(sqlalchemy.select(User).order_by(User.id))]
+        check("sqlalchemy orm rows", rows, [("a@x", "A2"), ("c@x", "C")])
+    engine.dispose()
+    # Django's form: INSERT ... RETURNING "table"."id".
+    import psycopg
+
+    conn = psycopg.connect(DSN, autocommit=True)
+    cur = conn.execute(
+        'INSERT INTO "orm_users" ("email", "name") VALUES (%s, %s) RETURNING "orm_users"."id"', ("d@x", "D")
+    )
+    check("django-style RETURNING id", cur.fetchone()[0] > 2, True)
+    conn.close()
+
+
 async def asyncpg_client():
     import asyncpg
 
@@ -145,5 +201,6 @@ async def asyncpg_client():
 psycopg3()
 psycopg2_client()
 sqlalchemy_and_pandas()
+sqlalchemy_orm()
 asyncio.run(asyncpg_client())
 print("all clients ok")
