@@ -4,6 +4,7 @@ Each benchmark runs the Sluice step (target/release/sluice-bench) and the peer's
 processes on the same data, alternating, and keeps the best time of each. Ratios are
 peer time / Sluice time, so a ratio above 1.0 means Sluice is faster.
 """
+import contextlib
 import datetime
 import json
 import os
@@ -171,8 +172,10 @@ def pgwire_side(port: int, database: str, rows: Path, lookup: Path) -> dict:
     return {"copy_seconds": best, "select1": select1, "lookup": point}
 
 
-def pgwire() -> str:
-    rows, lookup = write_csvs()
+@contextlib.contextmanager
+def postgres_and_sluice():
+    """A PostgreSQL 15 cluster and `sluice serve` on loopback, each with an empty database; yields
+    (work folder, PostgreSQL port, Sluice port, a function that restarts Sluice and returns its pid)."""
     work = Path(tempfile.mkdtemp(prefix="sluice-pgbench-"))
     os.chmod(work, 0o777)
     pg_port, sluice_port = 55432, 55433
@@ -182,21 +185,37 @@ def pgwire() -> str:
     subprocess.run(as_postgres(PG_BIN / "pg_ctl", "-D", pgdata, "-w", "-l", work / "pg.log", "-o",
                                f"-p {pg_port} -k {work} -c listen_addresses=127.0.0.1 -c shared_buffers=1GB "
                                "-c max_wal_size=4GB", "start"), check=True, capture_output=True)
-    sluice = subprocess.Popen([str(SLUICE), "serve", "--data", str(work / "sluice"), "--port", str(sluice_port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
+    process = [None]
+
+    def start_sluice() -> int:
+        if process[0] is not None:
+            process[0].kill()
+            process[0].wait()
+        process[0] = subprocess.Popen([str(SLUICE), "serve", "--data", str(work / "sluice"), "--port", str(sluice_port)],
+                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(600):
             try:
                 psql(sluice_port, "sluice", "SELECT 1")
                 break
             except subprocess.CalledProcessError:
                 time.sleep(0.1)
-        theirs = pgwire_side(pg_port, "postgres", rows, lookup)
-        ours = pgwire_side(sluice_port, "sluice", rows, lookup)
+        return process[0].pid
+
+    try:
+        start_sluice()
+        yield work, pg_port, sluice_port, start_sluice
     finally:
-        sluice.kill()
+        if process[0] is not None:
+            process[0].kill()
         subprocess.run(as_postgres(PG_BIN / "pg_ctl", "-D", pgdata, "-m", "fast", "stop"), capture_output=True)
         shutil.rmtree(work, ignore_errors=True)
+
+
+def pgwire() -> str:
+    rows, lookup = write_csvs()
+    with postgres_and_sluice() as (_, pg_port, sluice_port, _):
+        theirs = pgwire_side(pg_port, "postgres", rows, lookup)
+        ours = pgwire_side(sluice_port, "sluice", rows, lookup)
     n = 10_000_000
     lines = [
         "| measure | Sluice | PostgreSQL 15 | ratio |",
@@ -212,6 +231,100 @@ def pgwire() -> str:
             "round trips are pgbench `-M prepared -c 8 -j 2 -T 10` (extended protocol, one statement per transaction). "
             "PostgreSQL runs with its defaults (fsync on) plus shared_buffers=1GB and max_wal_size=4GB; Sluice does not "
             "fsync its commits (see the storage notes), which favours Sluice's COPY.")
+    return "\n".join(lines) + note
+
+
+def rss_mib(pid: int) -> float:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def upsert_batches(port: int, database: str, batches: list) -> float:
+    """Seconds for the 10,000-row INSERT ... ON CONFLICT DO UPDATE batches, one after another."""
+    import psycopg
+    with psycopg.connect(f"host=127.0.0.1 port={port} dbname={database} user=bench", autocommit=True) as con:
+        started = time.perf_counter()
+        for sql in batches:
+            con.execute(sql)
+        return time.perf_counter() - started
+
+
+def deletes(port: int, database: str, statements: list) -> float:
+    """Best time of the DELETE statements (each removes 500 rows by key)."""
+    import psycopg
+    best = None
+    with psycopg.connect(f"host=127.0.0.1 port={port} dbname={database} user=bench", autocommit=True) as con:
+        for sql in statements:
+            started = time.perf_counter()
+            con.execute(sql)
+            seconds = time.perf_counter() - started
+            best = seconds if best is None else min(best, seconds)
+    return best
+
+
+def keys() -> str:
+    import duckdb
+    import random
+    rows, _ = write_csvs()
+    n = 10_000_000
+    generator = random.Random(20)
+    create = "CREATE TABLE kt (id bigint PRIMARY KEY, customer int, name text, amount double precision, at timestamp)"
+    batches = []
+    for b in range(5):
+        ids = generator.sample(range(n), 5_000) + [n + b * 5_000 + i for i in range(5_000)]
+        values = ", ".join(f"({i}, {i % 97}, 'upserted {b}', {i * 0.5}, '2024-02-01 00:00:00')" for i in ids)
+        batches.append(f"INSERT INTO kt VALUES {values} ON CONFLICT (id) DO UPDATE SET name = excluded.name, "
+                       "amount = excluded.amount")
+    delete_ids = [generator.sample(range(n), 500) for _ in range(3)]
+    delete_sql = [f"DELETE FROM kt WHERE id IN ({', '.join(map(str, ids))})" for ids in delete_ids]
+    with postgres_and_sluice() as (_, pg_port, sluice_port, restart_sluice):
+        loads = {}
+        for port, database in [(pg_port, "postgres"), (sluice_port, "sluice")]:
+            psql(port, database, create)
+            loads[port] = psql(port, database, f"\\copy kt from '{rows}' csv")
+        # The key index is built at the first write after a start: restart, then time that write.
+        pid = restart_sluice()
+        before = rss_mib(pid)
+        first = psql(sluice_port, "sluice", "INSERT INTO kt VALUES (-1, 0, 'first', 0, '2024-01-01')")
+        after = rss_mib(pid)
+        second = psql(sluice_port, "sluice", "INSERT INTO kt VALUES (-2, 0, 'second', 0, '2024-01-01')")
+        lookup = "\\set id random(1, 10000000)\nSELECT name FROM kt WHERE id = :id;\n"
+        theirs_lookup = pgbench(pg_port, "postgres", lookup)
+        ours_lookup = pgbench(sluice_port, "sluice", lookup)
+        theirs_upsert = upsert_batches(pg_port, "postgres", batches)
+        ours_upsert = upsert_batches(sluice_port, "sluice", batches)
+        ours_delete = deletes(sluice_port, "sluice", delete_sql)
+    duck = duckdb.connect()
+    duck.execute(create.replace(" at timestamp", ' "at" timestamp'))
+    duck.execute(f"INSERT INTO kt SELECT * FROM read_csv('{rows}', header = false, columns = "
+                 "{'id': 'BIGINT', 'customer': 'INTEGER', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'at': 'TIMESTAMP'})")
+    duck_delete = None
+    for sql in delete_sql:
+        started = time.perf_counter()
+        duck.execute(sql)
+        seconds = time.perf_counter() - started
+        duck_delete = seconds if duck_delete is None else min(duck_delete, seconds)
+    upserted = 50_000
+    lines = [
+        "| measure | Sluice | peer | ratio |",
+        "|---|---|---|---|",
+        f"| prepared lookup by key, 8 clients, 10M keyed rows: latency (PostgreSQL 15) | {ours_lookup['latency_ms']:.2f} ms | "
+        f"{theirs_lookup['latency_ms']:.3f} ms | **{ours_lookup['latency_ms'] / theirs_lookup['latency_ms']:.1f}** (Sluice / PostgreSQL; goal 1.5) |",
+        f"| same: transactions/s | {ours_lookup['tps']:,.0f} | {theirs_lookup['tps']:,.0f} | |",
+        f"| INSERT ... ON CONFLICT DO UPDATE, 5 batches of 10,000 rows (half new), rows/s (PostgreSQL 15) | "
+        f"{upserted / ours_upsert:,.0f} | {upserted / theirs_upsert:,.0f} | **{theirs_upsert / ours_upsert:.2f}** (Sluice rows/s / PostgreSQL rows/s; goal 1.0) |",
+        f"| DELETE of 500 rows by key, best of 3 (DuckDB, in-process, PRIMARY KEY) | {ours_delete * 1000:.0f} ms | "
+        f"{duck_delete * 1000:.0f} ms | **{ours_delete / duck_delete:.1f}** (Sluice / DuckDB; goal 2.0) |",
+        f"| COPY of the 10M keyed rows, seconds (PostgreSQL 15) | {loads[sluice_port]:.1f} s | {loads[pg_port]:.1f} s | |",
+        f"| key index: open time (first write after a restart, minus the second) | {(first - second) * 1000:.0f} ms | | |",
+        f"| key index: memory per million keys (RSS growth over the first write / 10) | {(after - before) / 10:.0f} MiB | | |",
+    ]
+    note = ("\n\nSluice's lookups and DELETE do not use the key index yet (the planner scans, pruning files by their "
+            "min/max statistics); ON CONFLICT finds its conflicts through the index. pgbench `-M prepared -c 8 -j 2 -T 10`. "
+            "The DuckDB side runs in the benchmark's process, Sluice's statements go over pgwire (psycopg), so Sluice's "
+            "DELETE time includes a round trip.")
     return "\n".join(lines) + note
 
 
@@ -406,6 +519,7 @@ BENCHMARKS = {
     "flows": ("Streaming flows: bronze with three routes beside DuckDB (issue 5)", flows),
     "kafka": ("Kafka ingestion beside a bare rdkafka consumer (issue 6)", kafka),
     "views": ("Incremental materialized views beside recompute and DuckDB (issue 7)", views),
+    "keys": ("Keys: lookups, upserts and deletes by key beside PostgreSQL 15 and DuckDB (issue 20)", keys),
 }
 
 

@@ -131,6 +131,11 @@ impl Allocators {
         changed.then_some(next)
     }
 
+    /// Makes `value` the last value handed out (`setval`).
+    pub fn set(&self, id: &str, column: &str, value: i64) {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).insert((id.to_string(), column.to_string()), value);
+    }
+
     /// Forgets a dropped table's sequences.
     pub fn forget(&self, id: &str) {
         self.last.lock().unwrap_or_else(|p| p.into_inner()).retain(|(table, _), _| table != id);

@@ -76,6 +76,8 @@ pub struct QueryContext {
     temp_counter: std::sync::atomic::AtomicU64,
     /// The rights of the role this session runs as (the owner's unless the server says otherwise).
     privileges: Mutex<crate::privileges::Privileges>,
+    /// The last value `nextval` or `setval` gave in this session, per sequence (for `currval`).
+    pub(crate) sequences: Mutex<HashMap<String, i64>>,
 }
 
 impl std::fmt::Debug for QueryContext {
@@ -113,7 +115,15 @@ impl QueryContext {
         }
         ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
         crate::functions::register(&ctx, db.clone(), snapshots.clone());
-        Self { db, ctx, temp, snapshots, temp_counter: Default::default(), privileges: Mutex::new(Default::default()) }
+        Self {
+            db,
+            ctx,
+            temp,
+            snapshots,
+            temp_counter: Default::default(),
+            privileges: Mutex::new(Default::default()),
+            sequences: Default::default(),
+        }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).

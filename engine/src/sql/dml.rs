@@ -360,6 +360,12 @@ impl QueryContext {
                 None => match (crate::identity::Identity::of(field), target.entry.defaults.get(&field.name)) {
                     (Some(identity), _) => {
                         let values = self.db.identity.allocate(&target.entry.id, &field.name, identity, rows)?;
+                        if let Some(last) = values.values().last() {
+                            // The session's currval, as PostgreSQL's nextval in the default sets it.
+                            let key =
+                                super::sequences::sequence_key(&target.entry.schema, &target.entry.name, &field.name);
+                            self.sequences.lock().unwrap_or_else(|p| p.into_inner()).insert(key, *last);
+                        }
                         cast_column(&(Arc::new(values) as ArrayRef), arrow_field.data_type(), &field.name)?
                     }
                     (None, Some(default)) => {

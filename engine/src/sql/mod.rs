@@ -9,6 +9,7 @@ pub mod dml;
 pub mod params;
 pub mod quality;
 pub mod query;
+pub mod sequences;
 pub mod upsert;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
 pub use crate::names;

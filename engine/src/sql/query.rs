@@ -197,6 +197,7 @@ impl QueryContext {
 
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
+        let query = self.resolve_sequences(query).await?;
         let (statement, plan) = self.plan_rewritten(Statement::Query(Box::new(query))).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
@@ -250,7 +251,8 @@ impl QueryContext {
                 if !plannable {
                     return Described::default();
                 }
-                let (for_parameters, returning) = split_returning((**standard).clone());
+                let (for_parameters, returning) =
+                    split_returning(super::sequences::without_sequence_calls((**standard).clone()));
                 let planned = self.plan_statement(for_parameters).await;
                 let returning_schema = match returning {
                     Some((relation, items)) => self.returning_schema(relation, items).await.ok(),

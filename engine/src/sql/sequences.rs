@@ -1,0 +1,248 @@
+//! `nextval`, `currval` and `setval` on the sequence of a `SERIAL` or identity column, named as
+//! PostgreSQL names it (`<table>_<column>_seq`, optionally schema-qualified).
+//!
+//! A query's calls are resolved before it is planned: each call with a constant name becomes the
+//! value it gives (so a call gives one value per statement, not one per row). `nextval` and
+//! `setval` commit the column's new high-water mark at once, under the table's writer lock, so a
+//! value handed out is never handed out again, after a restart too.
+
+use std::ops::ControlFlow;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{
+    Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Query, Value, VisitMut, VisitorMut,
+};
+use sluice_storage::table::Table;
+
+use crate::catalog::TableEntry;
+use crate::error::{Error, Result};
+use crate::identity::Identity;
+use crate::sql::context::QueryContext;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Call {
+    Next,
+    Current,
+    Set(i64),
+}
+
+/// A call found in a query: which, on which sequence name; the value replaces it.
+struct Found {
+    call: Call,
+    name: String,
+    value: Option<i64>,
+}
+
+fn call_of(expr: &Expr) -> Option<(Call, String)> {
+    let Expr::Function(function) = expr else { return None };
+    let name = function.name.0.last()?.to_string().to_ascii_lowercase();
+    let FunctionArguments::List(list) = &function.args else { return None };
+    let args: Vec<&Expr> = list
+        .args
+        .iter()
+        .filter_map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e),
+            _ => None,
+        })
+        .collect();
+    let text = |e: &Expr| -> Option<String> {
+        let e = match e {
+            Expr::Cast { expr, .. } => expr.as_ref(),
+            other => other,
+        };
+        match e {
+            Expr::Value(v) => match &v.value {
+                Value::SingleQuotedString(s) => Some(s.clone()),
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    let number = |e: &Expr| -> Option<i64> {
+        match e {
+            Expr::Value(v) => match &v.value {
+                Value::Number(n, _) => n.parse().ok(),
+                _ => None,
+            },
+            Expr::UnaryOp { op: datafusion::sql::sqlparser::ast::UnaryOperator::Minus, expr } => match expr.as_ref() {
+                Expr::Value(v) => match &v.value {
+                    Value::Number(n, _) => n.parse::<i64>().ok().map(|n| -n),
+                    _ => None,
+                },
+                _ => None,
+            },
+            _ => None,
+        }
+    };
+    match (name.as_str(), args.as_slice()) {
+        ("nextval", [seq]) => Some((Call::Next, text(seq)?)),
+        ("currval", [seq]) => Some((Call::Current, text(seq)?)),
+        ("setval", [seq, value]) => Some((Call::Set(number(value)?), text(seq)?)),
+        _ => None,
+    }
+}
+
+struct Collect {
+    found: Vec<Found>,
+}
+
+impl VisitorMut for Collect {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some((call, name)) = call_of(expr) {
+            self.found.push(Found { call, name, value: None });
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+struct Replace<'a> {
+    found: std::slice::Iter<'a, Found>,
+}
+
+impl VisitorMut for Replace<'_> {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if call_of(expr).is_some() {
+            if let Some(value) = self.found.next().and_then(|f| f.value) {
+                *expr = Expr::value(Value::Number(value.to_string(), false));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The session's key of a sequence (for `currval`): `schema.table_column_seq`.
+pub(crate) fn sequence_key(schema: &str, table: &str, column: &str) -> String {
+    format!("{schema}.{table}_{column}_seq")
+}
+
+/// A statement with its sequence calls replaced by a bigint zero: its shape, for Describe, which
+/// must not advance a sequence.
+pub(crate) fn without_sequence_calls(
+    mut statement: datafusion::sql::sqlparser::ast::Statement,
+) -> datafusion::sql::sqlparser::ast::Statement {
+    struct Mask;
+    impl VisitorMut for Mask {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if call_of(expr).is_some() {
+                *expr = Expr::Cast {
+                    kind: datafusion::sql::sqlparser::ast::CastKind::DoubleColon,
+                    expr: Box::new(Expr::value(Value::Number("0".into(), false))),
+                    data_type: datafusion::sql::sqlparser::ast::DataType::BigInt(None),
+                    format: None,
+                    array: false,
+                };
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let _ = statement.visit(&mut Mask);
+    statement
+}
+
+impl QueryContext {
+    /// Replaces the sequence calls of a query by their values (see the module's text).
+    pub(crate) async fn resolve_sequences(&self, mut query: Query) -> Result<Query> {
+        let mut collect = Collect { found: Vec::new() };
+        let _ = query.visit(&mut collect);
+        if collect.found.is_empty() {
+            return Ok(query);
+        }
+        for found in &mut collect.found {
+            found.value = Some(self.sequence_call(found.call, &found.name).await?);
+        }
+        // A call that is a whole select item keeps its name (`nextval`), as PostgreSQL names it.
+        if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = query.body.as_mut() {
+            for item in &mut select.projection {
+                if let datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(expr) = item {
+                    if let Some((call, _)) = call_of(expr) {
+                        let name = match call {
+                            Call::Next => "nextval",
+                            Call::Current => "currval",
+                            Call::Set(_) => "setval",
+                        };
+                        *item = datafusion::sql::sqlparser::ast::SelectItem::ExprWithAlias {
+                            expr: expr.clone(),
+                            alias: datafusion::sql::sqlparser::ast::Ident::new(name),
+                        };
+                    }
+                }
+            }
+        }
+        let mut replace = Replace { found: collect.found.iter() };
+        let _ = query.visit(&mut replace);
+        Ok(query)
+    }
+
+    async fn sequence_call(&self, call: Call, name: &str) -> Result<i64> {
+        let (entry, table, column) = self.sequence(name).await?;
+        let key = sequence_key(&entry.schema, &entry.name, &column);
+        if call == Call::Current {
+            let current = self.sequences.lock().unwrap_or_else(|p| p.into_inner()).get(&key).copied();
+            return current.ok_or_else(|| {
+                Error::data("55000", format!("currval of sequence \"{name}\" is not yet defined in this session"))
+            });
+        }
+        let guard = self.db.keys.lock_always(&entry.id, &table).await?;
+        let snapshot = guard.snapshot().clone();
+        let identity = snapshot
+            .schema()
+            .field(&column)
+            .and_then(Identity::of)
+            .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+        let value = match call {
+            Call::Set(value) => {
+                self.db.identity.set(&entry.id, &column, value);
+                value
+            }
+            _ => self.db.identity.allocate(&entry.id, &column, identity, 1)?.value(0),
+        };
+        let mut schema = snapshot.schema().clone();
+        if let Some(field) = schema.fields.iter_mut().find(|f| f.name == column) {
+            Identity { high_water_mark: Some(value), ..identity }.declare(field);
+        }
+        let outcome = table
+            .update_metadata(
+                &snapshot,
+                schema,
+                snapshot.partition_columns().to_vec(),
+                snapshot.configuration().clone(),
+                "SET IDENTITY HIGH WATER MARK",
+            )
+            .await?;
+        self.db.writer.commit(&entry.qualified_name(), crate::change::Operation::Metadata, None, outcome).await?;
+        drop(guard);
+        self.sequences.lock().unwrap_or_else(|p| p.into_inner()).insert(key, value);
+        Ok(value)
+    }
+
+    /// The table and identity column of a sequence name (`[schema.]<table>_<column>_seq`).
+    async fn sequence(&self, name: &str) -> Result<(TableEntry, Arc<Table>, String)> {
+        let missing = || Error::data("42P01", format!("relation \"{name}\" does not exist"));
+        let (schema, sequence) = match name.split_once('.') {
+            Some((schema, sequence)) => (schema.to_string(), sequence.to_string()),
+            None => (crate::catalog::DEFAULT_SCHEMA.to_string(), name.to_string()),
+        };
+        let stem = sequence.strip_suffix("_seq").ok_or_else(missing)?;
+        let state = self.db.catalog.current();
+        let candidates: Vec<TableEntry> = state
+            .tables
+            .values()
+            .filter(|t| t.schema == schema && stem.starts_with(&format!("{}_", t.name)))
+            .cloned()
+            .collect();
+        for entry in candidates {
+            let column = &stem[entry.name.len() + 1..];
+            let table = self.db.open_table(&entry).await?;
+            let snapshot = table.snapshot().await?;
+            if snapshot.schema().field(column).and_then(Identity::of).is_some() {
+                return Ok((entry, table, column.to_string()));
+            }
+        }
+        Err(missing())
+    }
+}
