@@ -260,7 +260,11 @@ impl QueryContext {
                 };
                 self.temp.clear();
                 self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
-                let Ok(plan) = planned else { return Described::default() };
+                let Ok(plan) = planned else {
+                    // DataFusion does not plan every INSERT that Sluice runs (an INSERT ... SELECT
+                    // with ORDER BY, say); its RETURNING columns are known all the same.
+                    return Described { result_schema: returning_schema, ..Default::default() };
+                };
                 let types = plan.get_parameter_types().unwrap_or_default();
                 let count =
                     types.keys().filter_map(|k| k.trim_start_matches('$').parse::<usize>().ok()).max().unwrap_or(0);
