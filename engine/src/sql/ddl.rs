@@ -873,22 +873,34 @@ impl QueryContext {
                 ));
             }
         }
-        let mut schema = snapshot.schema().clone();
-        if let Some(field) = schema.fields.iter_mut().find(|f| f.name == column) {
-            field.nullable = nullable;
-        }
-        let outcome = table
-            .update_metadata(
-                &snapshot,
-                schema,
-                snapshot.partition_columns().to_vec(),
-                snapshot.configuration().clone(),
-                "CHANGE COLUMN",
-            )
+        self.change_column(entry, &table, &snapshot, column, "CHANGE COLUMN", |field| field.nullable = nullable)
             .await?;
-        self.metadata_committed(entry, outcome).await?;
         self.clear_statement_state();
         Ok(())
+    }
+
+    /// Commits one column's change (its nullability, its metadata) on `snapshot`; the caller
+    /// holds the table's writer lock.
+    pub(crate) async fn change_column(
+        &self,
+        entry: &TableEntry,
+        table: &Table,
+        snapshot: &sluice_storage::snapshot::Snapshot,
+        column: &str,
+        operation: &str,
+        change: impl FnOnce(&mut StructField),
+    ) -> Result<u64> {
+        let mut schema = snapshot.schema().clone();
+        let field = schema
+            .fields
+            .iter_mut()
+            .find(|f| f.name == column)
+            .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", entry.name)))?;
+        change(field);
+        let partitions = snapshot.partition_columns().to_vec();
+        let outcome =
+            table.update_metadata(snapshot, schema, partitions, snapshot.configuration().clone(), operation).await?;
+        self.metadata_committed(entry, outcome).await
     }
 
     /// ADD PRIMARY KEY / ADD UNIQUE: refused while two rows share a key (or, for a primary key,

@@ -201,20 +201,11 @@ impl QueryContext {
             }
             _ => self.db.identity.allocate(&entry.id, &column, identity, 1)?.value(0),
         };
-        let mut schema = snapshot.schema().clone();
-        if let Some(field) = schema.fields.iter_mut().find(|f| f.name == column) {
-            Identity { high_water_mark: Some(value), ..identity }.declare(field);
-        }
-        let outcome = table
-            .update_metadata(
-                &snapshot,
-                schema,
-                snapshot.partition_columns().to_vec(),
-                snapshot.configuration().clone(),
-                "SET IDENTITY HIGH WATER MARK",
-            )
-            .await?;
-        self.db.writer.commit(&entry.qualified_name(), crate::change::Operation::Metadata, None, outcome).await?;
+        let marked = Identity { high_water_mark: Some(value), ..identity };
+        self.change_column(&entry, &table, &snapshot, &column, "SET IDENTITY HIGH WATER MARK", |field| {
+            marked.declare(field)
+        })
+        .await?;
         drop(guard);
         self.sequences.lock().unwrap_or_else(|p| p.into_inner()).insert(key, value);
         Ok(value)
