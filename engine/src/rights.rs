@@ -126,15 +126,35 @@ fn standard_reads_only(statement: &Statement) -> bool {
 /// Whether a query reads only: no data-modifying CTE or body, no `SELECT ... INTO` (which
 /// creates a table), in any nested query.
 pub fn query_reads_only(query: &Query) -> bool {
+    !advances_a_sequence(query) && reads_only_relations(query)
+}
+
+/// Whether a query calls `nextval` or `setval`, which commit a sequence's new value: a write.
+fn advances_a_sequence(query: &Query) -> bool {
+    datafusion::sql::sqlparser::ast::visit_expressions(query, |expr| match expr {
+        datafusion::sql::sqlparser::ast::Expr::Function(function)
+            if function.name.0.last().is_some_and(|part| {
+                let name = part.to_string().to_ascii_lowercase();
+                name == "nextval" || name == "setval"
+            }) =>
+        {
+            std::ops::ControlFlow::Break(())
+        }
+        _ => std::ops::ControlFlow::Continue(()),
+    })
+    .is_break()
+}
+
+fn reads_only_relations(query: &Query) -> bool {
     let ctes_read =
-        query.with.as_ref().is_none_or(|with| with.cte_tables.iter().all(|cte| query_reads_only(&cte.query)));
+        query.with.as_ref().is_none_or(|with| with.cte_tables.iter().all(|cte| reads_only_relations(&cte.query)));
     ctes_read && set_expr_reads_only(&query.body)
 }
 
 fn set_expr_reads_only(body: &SetExpr) -> bool {
     match body {
         SetExpr::Select(select) => select.into.is_none() && select.from.iter().all(from_reads_only),
-        SetExpr::Query(query) => query_reads_only(query),
+        SetExpr::Query(query) => reads_only_relations(query),
         SetExpr::SetOperation { left, right, .. } => set_expr_reads_only(left) && set_expr_reads_only(right),
         SetExpr::Values(_) | SetExpr::Table(_) => true,
         _ => false,
@@ -143,7 +163,7 @@ fn set_expr_reads_only(body: &SetExpr) -> bool {
 
 fn from_reads_only(from: &TableWithJoins) -> bool {
     std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)).all(|factor| match factor {
-        TableFactor::Derived { subquery, .. } => query_reads_only(subquery),
+        TableFactor::Derived { subquery, .. } => reads_only_relations(subquery),
         _ => true,
     })
 }
@@ -214,6 +234,11 @@ mod tests {
         assert!(!reads("VACUUM t"));
         assert!(!reads("CREATE ROLE r"));
         assert!(!reads("GRANT SELECT ON t TO r"));
+        // nextval and setval commit a sequence's new value; currval only reads the session's.
+        assert!(reads("SELECT currval('t_id_seq')"));
+        assert!(!reads("SELECT nextval('t_id_seq')"));
+        assert!(!reads("SELECT 1 FROM (SELECT pg_catalog.setval('t_id_seq', 5)) AS s"));
+        assert!(!reads("COPY (SELECT nextval('t_id_seq')) TO STDOUT"));
     }
 
     #[test]

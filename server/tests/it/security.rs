@@ -165,6 +165,7 @@ async fn read_only_roles_write_by_no_path() {
     let owner = warehouse.connect("owner").await;
     owner.batch_execute("CREATE TABLE r (x int); INSERT INTO r VALUES (1)").await.unwrap();
     owner.batch_execute("CREATE STREAMING TABLE s (x int)").await.unwrap();
+    owner.batch_execute("CREATE TABLE q (id serial PRIMARY KEY, x int)").await.unwrap();
     let reader = warehouse.connect("reader").await;
     for sql in [
         "COPY (INSERT INTO r VALUES (2)) TO STDOUT",
@@ -180,6 +181,12 @@ async fn read_only_roles_write_by_no_path() {
         "VACUUM r",
         "OPTIMIZE r",
         "COPY r TO 'out.csv'",
+        "SELECT nextval('q_id_seq')",
+        "SELECT setval('q_id_seq', 9)",
+        "INSERT INTO q (x) VALUES (1) ON CONFLICT (id) DO UPDATE SET x = excluded.x RETURNING id",
+        "UPDATE r SET x = 6 RETURNING x",
+        "DELETE FROM r RETURNING x",
+        "ALTER TABLE r ADD PRIMARY KEY (x)",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
@@ -198,6 +205,9 @@ async fn read_only_roles_write_by_no_path() {
     assert_eq!(copied, b"1\n");
     assert_eq!(count(&owner, "r").await, 1);
     assert_eq!(count(&owner, "s").await, 0);
+    // The refused nextval and setval took no value of the sequence.
+    let first = owner.query_one("INSERT INTO q (x) VALUES (1) RETURNING id", &[]).await.unwrap();
+    assert_eq!(first.get::<_, i64>(0), 1);
     // Grants on objects are refused, not ignored.
     for sql in ["GRANT SELECT ON r TO reader", "REVOKE INSERT ON r FROM reader"] {
         assert_eq!(code(&owner.simple_query(sql).await.unwrap_err()), "0A000", "{sql}");
