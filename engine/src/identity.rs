@@ -113,22 +113,27 @@ impl Allocators {
     /// not move the mark, as they do not move a PostgreSQL sequence; values handed out to a
     /// statement that then failed do (a gap, as in PostgreSQL).
     pub fn advanced_schema(&self, id: &str, schema: &StructType) -> Option<StructType> {
-        let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+        let marks: Vec<(usize, i64)> = {
+            let last = self.last.lock().unwrap_or_else(|p| p.into_inner());
+            identity_columns(schema)
+                .into_iter()
+                .filter_map(|(i, identity)| {
+                    let name = &schema.fields.get(i)?.name;
+                    let handed = *last.get(&(id.to_string(), name.clone()))?;
+                    identity.high_water_mark.is_none_or(|mark| identity.beyond(handed, mark)).then_some((i, handed))
+                })
+                .collect()
+        };
+        if marks.is_empty() {
+            return None;
+        }
         let mut next = schema.clone();
-        let mut changed = false;
-        for (i, identity) in identity_columns(schema) {
-            let Some(field) = next.fields.get_mut(i) else { continue };
-            let Some(&handed) = last.get(&(id.to_string(), field.name.clone())) else { continue };
-            if handed == i64::MIN {
-                continue;
-            }
-            let past = identity.high_water_mark.is_none_or(|mark| identity.beyond(handed, mark));
-            if past {
-                field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(handed));
-                changed = true;
+        for (i, mark) in marks {
+            if let Some(field) = next.fields.get_mut(i) {
+                field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
             }
         }
-        changed.then_some(next)
+        Some(next)
     }
 
     /// Makes `value` the last value handed out (`setval`).

@@ -250,11 +250,6 @@ impl<V: Default> KeyMap<V> {
         self.remove_hashed(hash, &key)
     }
 
-    /// Bytes the map holds (its slots and arena).
-    pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * std::mem::size_of::<Slot<V>>() + self.arena.capacity()
-    }
-
     /// Moves the entries into `capacity` slots (a power of two), with an arena of live keys only.
     fn rebuild(&mut self, capacity: usize) {
         let old = std::mem::replace(&mut self.slots, (0..capacity).map(|_| Slot::default()).collect());

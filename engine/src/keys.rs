@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
 use arrow::datatypes::{DataType as ArrowType, UInt64Type};
-use arrow::row::{RowConverter, SortField};
+use arrow::row::{RowConverter, Rows, SortField};
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
@@ -181,9 +181,9 @@ pub struct TableKeys {
     files: Vec<Option<FileKeys>>,
     by_path: HashMap<String, u32>,
     free: Vec<u32>,
-    /// Keys found twice while reading the log (written by another engine, or before the key was
-    /// declared): the index keeps the first.
-    pub duplicates: u64,
+    /// Keys found twice while reading the log (written by another engine): the index keeps the
+    /// first, and says so in the server's log.
+    duplicates: u64,
 }
 
 fn shape_of(snapshot: &Snapshot, defs: &[KeyDef]) -> String {
@@ -225,12 +225,7 @@ impl TableKeys {
             let converter = RowConverter::new(fields)?;
             indexes.push(Index { def, columns, converter, map: KeyMap::new() });
         }
-        Ok(Self { shape, ..Self::empty() }.with_indexes(indexes))
-    }
-
-    fn with_indexes(mut self, indexes: Vec<Index>) -> Self {
-        self.indexes = indexes;
-        self
+        Ok(Self { shape, indexes, ..Self::empty() })
     }
 
     pub fn defs(&self) -> impl Iterator<Item = &KeyDef> + '_ {
@@ -239,22 +234,6 @@ impl TableKeys {
 
     pub fn is_empty(&self) -> bool {
         self.indexes.is_empty()
-    }
-
-    /// Keys in the first index.
-    pub fn len(&self) -> usize {
-        self.indexes.first().map(|i| i.map.len()).unwrap_or(0)
-    }
-
-    /// Bytes the index holds (maps and per-row hashes).
-    pub fn memory_bytes(&self) -> usize {
-        let maps: usize = self.indexes.iter().map(|i| i.map.memory_bytes()).sum();
-        let rows: usize = self.files.iter().flatten().flat_map(|f| f.hashes.iter()).map(|h| h.capacity() * 8).sum();
-        maps + rows
-    }
-
-    pub fn version(&self) -> Option<u64> {
-        self.version
     }
 
     /// Brings the index to `snapshot`: drops the keys of files that left the log and of rows
@@ -339,9 +318,18 @@ impl TableKeys {
             })
             .buffered(FILE_READS_CONCURRENT_MAX);
         futures::pin_mut!(reads);
+        let duplicates_before = self.duplicates;
         while let Some(read) = reads.next().await {
             let (add, deleted, batches) = read.map_err(|e| e.at_version(snapshot.version()))?;
             self.add_file(&add, deleted, &names, &batches)?;
+        }
+        if self.duplicates > duplicates_before {
+            tracing::warn!(
+                version = snapshot.version(),
+                "{} keys of {:?} are in the table twice (written by another engine); the key index keeps the first",
+                self.duplicates - duplicates_before,
+                self.indexes.iter().map(|i| &i.def.name).collect::<Vec<_>>()
+            );
         }
         self.version = Some(snapshot.version());
         Ok(())
@@ -464,11 +452,8 @@ impl TableKeys {
     /// The keys of `index` in rows of the table's schema (None for a row with a NULL in them).
     pub fn keys_of(&self, index: usize, batch: &RecordBatch) -> Result<Vec<Option<Vec<u8>>>> {
         let Some(index) = self.indexes.get(index) else { return Ok(vec![None; batch.num_rows()]) };
-        let arrays: Vec<ArrayRef> = index.columns.iter().map(|&c| batch.column(c).clone()).collect();
-        let keys = index.converter.convert_columns(&arrays)?;
-        Ok((0..batch.num_rows())
-            .map(|i| (!arrays.iter().any(|a| a.is_null(i))).then(|| keys.row(i).as_ref().to_vec()))
-            .collect())
+        let (keys, has_null) = key_rows(index, batch)?;
+        Ok((0..batch.num_rows()).map(|i| (!has_null(i)).then(|| keys.row(i).as_ref().to_vec())).collect())
     }
 
     /// Where `key` of `index` is.
@@ -488,12 +473,13 @@ impl TableKeys {
         let replaces_all = deleted.is_none();
         let deleted_ids: HashMap<u32, &RoaringTreemap> =
             deleted.into_iter().flatten().filter_map(|(path, rows)| Some((*self.by_path.get(path)?, rows))).collect();
-        for (n, index) in self.indexes.iter().enumerate() {
+        for index in &self.indexes {
             let mut seen: KeyMap<()> = KeyMap::with_state(index.map.state().clone());
             for batch in inserted {
-                let keys = self.keys_of(n, batch)?;
-                for (i, key) in keys.iter().enumerate() {
-                    let Some(key) = key else { continue };
+                let (keys, has_null) = key_rows(index, batch)?;
+                for i in (0..batch.num_rows()).filter(|i| !has_null(*i)) {
+                    let key = keys.row(i);
+                    let key = key.as_ref();
                     let hash = index.map.hash(key);
                     let taken = !replaces_all
                         && index.map.get_hashed(hash, key).is_some_and(|loc| {
@@ -509,14 +495,27 @@ impl TableKeys {
     }
 }
 
+/// An index's keys of a batch's rows (Arrow's row format), and whether a row has a NULL in them
+/// (such a row has no key: NULLs never collide).
+fn key_rows<'a>(index: &Index, batch: &'a RecordBatch) -> Result<(Rows, impl Fn(usize) -> bool + 'a)> {
+    let arrays: Vec<ArrayRef> = index.columns.iter().map(|&c| batch.column(c).clone()).collect();
+    let keys = index.converter.convert_columns(&arrays)?;
+    Ok((keys, move |row| arrays.iter().any(|a| a.is_null(row))))
+}
+
 /// 23505 for the key of row `row` of `batch`.
-pub fn unique_violation(table: &str, def: &KeyDef, batch: &RecordBatch, columns: &[usize], row: usize) -> Error {
-    let values: Vec<String> = columns.iter().map(|&c| value_text(batch.column(c), row)).collect();
+fn unique_violation(table: &str, def: &KeyDef, batch: &RecordBatch, columns: &[usize], row: usize) -> Error {
     Error::UniqueViolation {
         table: table.to_string(),
         constraint: def.name.clone(),
-        key: format!("{}=({})", def.column_list(), values.join(", ")),
+        key: key_text(def, batch, columns, row),
     }
+}
+
+/// A key as PostgreSQL shows it in messages: `(a, b)=(1, x)`.
+pub fn key_text(def: &KeyDef, batch: &RecordBatch, columns: &[usize], row: usize) -> String {
+    let values: Vec<String> = columns.iter().map(|&c| value_text(batch.column(c), row)).collect();
+    format!("{}=({})", def.column_list(), values.join(", "))
 }
 
 fn value_text(array: &ArrayRef, row: usize) -> String {
@@ -577,17 +576,9 @@ impl KeyIndexes {
         tables.entry(id.to_string()).or_insert_with(|| Arc::new(tokio::sync::Mutex::new(TableKeys::empty()))).clone()
     }
 
-    /// Locks a table's index if the table has keys (its latest snapshot says), caught up.
-    pub async fn lock(&self, id: &str, table: &Arc<Table>) -> Result<Option<KeyGuard>> {
-        let snapshot = table.snapshot().await?;
-        if key_defs(snapshot.configuration()).is_empty() {
-            return Ok(None);
-        }
-        self.lock_always(id, table).await.map(Some)
-    }
-
-    /// Locks a table's index whether or not it has keys (DDL that adds one).
-    pub async fn lock_always(&self, id: &str, table: &Arc<Table>) -> Result<KeyGuard> {
+    /// Locks a table's index, caught up with the table's latest version (the table may have no
+    /// key yet: DDL that adds one, identity columns).
+    pub async fn lock(&self, id: &str, table: &Arc<Table>) -> Result<KeyGuard> {
         let mut keys = self.cell(id).lock_owned().await;
         let snapshot = table.snapshot().await?;
         keys.catch_up(&snapshot).await?;
@@ -597,11 +588,6 @@ impl KeyIndexes {
     /// Forgets a dropped table's index.
     pub fn forget(&self, id: &str) {
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
-    }
-
-    /// Bytes and keys of every index (for monitoring and the benchmark).
-    pub fn memory(&self) -> Vec<(String, Arc<tokio::sync::Mutex<TableKeys>>)> {
-        self.tables.lock().unwrap_or_else(|p| p.into_inner()).iter().map(|(k, v)| (k.clone(), v.clone())).collect()
     }
 }
 

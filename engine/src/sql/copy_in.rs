@@ -30,8 +30,8 @@ pub struct StagedCopy {
     rows: u64,
     quarantined: Vec<(String, RecordBatch)>,
     violations: BTreeMap<String, u64>,
-    /// For a table with keys or identity columns: the written rows' key and identity columns
-    /// (the others as NULL-typed columns, which hold no memory), checked at the commit.
+    /// For a keyed table: the written rows' key columns (the others as NULL-typed columns, which
+    /// hold no memory), checked at the commit.
     checked: Option<Vec<usize>>,
     checked_rows: Vec<RecordBatch>,
 }
@@ -62,12 +62,11 @@ impl QueryContext {
         let name = crate::names::parse_table_name(table)?;
         let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await?;
         let schema = target.snapshot.schema();
-        let mut columns: Vec<usize> = crate::keys::key_defs(target.snapshot.configuration())
+        let columns: Vec<usize> = crate::keys::key_defs(target.snapshot.configuration())
             .iter()
             .flat_map(|k| k.columns.iter())
             .filter_map(|c| schema.index_of(c))
             .collect();
-        columns.extend(crate::identity::identity_columns(schema).into_iter().map(|(i, _)| i));
         let checked = (!columns.is_empty()).then_some(columns);
         Ok(StagedCopy {
             target,

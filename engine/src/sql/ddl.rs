@@ -771,7 +771,7 @@ impl QueryContext {
             AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
                 let key_property = format!("{}{}", crate::keys::KEY_PREFIX, normalize(&constraint));
                 if configuration.contains_key(&key_property) {
-                    let _lock = self.db.keys.lock_always(&entry.id, &table).await?;
+                    let _lock = self.db.keys.lock(&entry.id, &table).await?;
                     return self
                         .metadata_committed(&entry, table.set_properties(HashMap::new(), &[key_property]).await?)
                         .await
@@ -862,7 +862,7 @@ impl QueryContext {
     async fn set_nullable(&self, object: &ObjectName, entry: &TableEntry, column: &str, nullable: bool) -> Result<()> {
         self.clear_statement_state();
         let (_, table, _) = self.resolve_table(object).await?;
-        let _lock = self.db.keys.lock_always(&entry.id, &table).await?;
+        let _lock = self.db.keys.lock(&entry.id, &table).await?;
         let snapshot = table.snapshot().await?;
         if !nullable {
             let quoted = datafusion::sql::sqlparser::ast::Ident::with_quote('"', column);
@@ -906,7 +906,7 @@ impl QueryContext {
     /// ADD PRIMARY KEY / ADD UNIQUE: refused while two rows share a key (or, for a primary key,
     /// a key column holds NULL); key columns of a primary key become NOT NULL.
     async fn add_key(&self, object: &ObjectName, entry: &TableEntry, table: &Arc<Table>, def: KeyDef) -> Result<()> {
-        let guard = self.db.keys.lock_always(&entry.id, table).await?;
+        let guard = self.db.keys.lock(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
         let existing = crate::keys::key_defs(snapshot.configuration());
         if def.primary && existing.iter().any(|k| k.primary) {
@@ -934,11 +934,7 @@ impl QueryContext {
         let result = self.run_sql_text(&sql).await?;
         if let Some(batch) = result.iter().find(|b| b.num_rows() > 0) {
             let columns: Vec<usize> = (0..batch.num_columns()).collect();
-            let key = crate::keys::unique_violation(&entry.name, &def, batch, &columns, 0);
-            let detail = match &key {
-                Error::UniqueViolation { key, .. } => key.clone(),
-                _ => String::new(),
-            };
+            let detail = crate::keys::key_text(&def, batch, &columns, 0);
             return Err(Error::data(
                 "23505",
                 format!("could not create unique index \"{}\": key {detail} is duplicated", def.name),

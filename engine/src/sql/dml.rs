@@ -60,7 +60,7 @@ impl QueryContext {
     }
 
     /// Runs a query (given as SQL built from the statement's own pieces) and collects it.
-    async fn run_source(&self, query: Query) -> Result<(SchemaRef, Vec<RecordBatch>)> {
+    pub(super) async fn run_source(&self, query: Query) -> Result<(SchemaRef, Vec<RecordBatch>)> {
         match self.run_query(query).await? {
             StatementResult::Rows { schema, batches } => Ok((schema, batches)),
             _ => Err(Error::Internal("a query returned no rows".into())),
@@ -309,7 +309,7 @@ impl QueryContext {
         {
             return Ok(None);
         }
-        let guard = self.db.keys.lock_always(&target.entry.id, &target.table).await?;
+        let guard = self.db.keys.lock(&target.entry.id, &target.table).await?;
         guard.check(&target.name.name, deleted, inserted)?;
         Ok(Some(guard))
     }
@@ -466,11 +466,7 @@ impl QueryContext {
         let temp = self.register_dml_relation(target);
         let mut replaced = relation.clone();
         if let TableFactor::Table { name, alias: replaced_alias, .. } = &mut replaced {
-            *name = ObjectName::from(vec![
-                Ident::with_quote('"', crate::names::CATALOG_NAME),
-                Ident::with_quote('"', TEMP_SCHEMA),
-                Ident::with_quote('"', temp),
-            ]);
+            *name = crate::names::object_name(TEMP_SCHEMA, &temp);
             *replaced_alias = Some(ast::TableAlias { explicit: true, name: alias.clone(), columns: vec![], at: None });
         }
         Ok((replaced, alias))

@@ -187,7 +187,7 @@ impl QueryContext {
                 Error::data("55000", format!("currval of sequence \"{name}\" is not yet defined in this session"))
             });
         }
-        let guard = self.db.keys.lock_always(&entry.id, &table).await?;
+        let guard = self.db.keys.lock(&entry.id, &table).await?;
         let snapshot = guard.snapshot().clone();
         let identity = snapshot
             .schema()

@@ -26,7 +26,7 @@ use sluice_storage::scan::RowMask;
 use sluice_storage::write::{Mutation, WriteRequest};
 
 use super::catalog_provider::TEMP_SCHEMA;
-use super::dml::{assignment_map, by_path_rows, column_of, keys_committed, select_query, storage_data_error, Target};
+use super::dml::{assignment_map, column_of, keys_committed, select_query, storage_data_error, Target};
 use crate::change::{ChangedRows, ColumnMatch, Operation};
 use crate::error::{Error, Result};
 use crate::keys::{KeyGuard, Loc};
@@ -72,7 +72,7 @@ impl QueryContext {
         let inserted = match on {
             None => self.insert_checked(target, proposed).await?,
             Some(OnConflict { conflict_target, action }) => {
-                let guard = self.db.keys.lock_always(&target.entry.id, &target.table).await?;
+                let guard = self.db.keys.lock(&target.entry.id, &target.table).await?;
                 let update = match action {
                     OnConflictAction::DoNothing => None,
                     OnConflictAction::DoUpdate(update) => Some(update),
@@ -258,7 +258,7 @@ impl QueryContext {
                 TableWithJoins { relation: left, joins: vec![] },
                 TableWithJoins { relation: right, joins: vec![] },
             ];
-            let updated = self.collect_query(select_query(projection, from, Some(selection))?).await?;
+            let (_, updated) = self.run_source(select_query(projection, from, Some(selection))?).await?;
             let mut updated_pairs = Vec::new();
             for batch in updated.iter().filter(|b| b.num_rows() > 0) {
                 let values = batch.project(&(0..names.len()).collect::<Vec<_>>())?;
@@ -293,7 +293,6 @@ impl QueryContext {
                     .ok_or_else(|| Error::Internal(format!("the key index names {path}, not in the table")))
             })
             .collect::<Result<Vec<_>>>()?;
-        debug_assert_eq!(by_path_rows(&deleted).len(), deleted.len());
         let schema = self.db.identity.advanced_schema(&target.entry.id, snapshot.schema());
         let mutation = Mutation {
             deleted,
@@ -315,12 +314,7 @@ impl QueryContext {
         let temp = self.temp_name(hint);
         let table = MemTable::try_new(rows.schema(), vec![vec![rows.clone()]])?;
         self.temp.insert(&temp, Arc::new(table));
-        let name = ast::ObjectName::from(vec![
-            Ident::with_quote('"', crate::names::CATALOG_NAME),
-            Ident::with_quote('"', TEMP_SCHEMA),
-            Ident::with_quote('"', temp),
-        ]);
-        table_relation(name, Some(alias))
+        table_relation(crate::names::object_name(TEMP_SCHEMA, &temp), Some(alias))
     }
 
     /// The rows of a RETURNING list over rows of the table's schema.
@@ -334,17 +328,7 @@ impl QueryContext {
         let rows = concat_batches(&schema, &rows)?;
         let relation = self.temp_relation("returning", &rows, alias)?;
         let query = select_query(items, vec![TableWithJoins { relation, joins: vec![] }], None)?;
-        match self.run_query(query).await? {
-            StatementResult::Rows { schema, batches } => Ok((schema, batches)),
-            _ => Err(Error::Internal("RETURNING gave no rows".into())),
-        }
-    }
-
-    async fn collect_query(&self, query: ast::Query) -> Result<Vec<RecordBatch>> {
-        match self.run_query(query).await? {
-            StatementResult::Rows { batches, .. } => Ok(batches),
-            _ => Err(Error::Internal("a query returned no rows".into())),
-        }
+        self.run_source(query).await
     }
 }
 
