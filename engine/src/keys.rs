@@ -30,13 +30,20 @@ use sluice_storage::scan::{read_file, FileToRead, ScanOptions, TableLayout, ROW_
 use sluice_storage::snapshot::Snapshot;
 use sluice_storage::table::Table;
 
+use datafusion::common::ScalarValue;
+use datafusion::logical_expr::expr::InList;
+use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
+
 use crate::error::{Error, Result};
 use crate::keymap::KeyMap;
+use crate::provider::RowLocator;
 
 /// The table property prefix of keys.
 pub const KEY_PREFIX: &str = "sluice.key.";
 /// Files read at once when an index catches up.
 const FILE_READS_CONCURRENT_MAX: usize = 4;
+/// Keys a scan looks up in an index one by one at most (more: it reads the files).
+const LOOKUP_KEYS_MAX: usize = 65_536;
 
 /// A PRIMARY KEY or UNIQUE constraint.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -456,6 +463,57 @@ impl TableKeys {
         Ok((0..batch.num_rows()).map(|i| (!has_null(i)).then(|| keys.row(i).as_ref().to_vec())).collect())
     }
 
+    /// The rows (by file path as logged, and row) that equality constraints (column → the
+    /// values it may take) on every column of one of the keys can match; `None` if they cover no
+    /// key, or name too many keys to look up one by one.
+    pub fn locate(
+        &self,
+        schema: &arrow::datatypes::Schema,
+        equal: &HashMap<String, Vec<ScalarValue>>,
+    ) -> Option<HashMap<String, RoaringTreemap>> {
+        // Each column's values in its own type (a value no key can hold is dropped).
+        let values_of = |index: &Index| -> Option<Vec<Vec<ScalarValue>>> {
+            let mut columns = Vec::with_capacity(index.columns.len());
+            for (name, &at) in index.def.columns.iter().zip(&index.columns) {
+                let wanted = schema.fields().get(at)?.data_type();
+                let mut values: Vec<ScalarValue> = equal.get(name)?.iter().filter_map(|v| in_type(v, wanted)).collect();
+                values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
+                values.dedup();
+                columns.push(values);
+            }
+            Some(columns)
+        };
+        let (index, columns) = self
+            .indexes
+            .iter()
+            .filter_map(|index| Some((index, values_of(index)?)))
+            .min_by_key(|(_, columns)| columns.iter().map(Vec::len).product::<usize>())?;
+        let combinations = columns.iter().try_fold(1usize, |n, c| n.checked_mul(c.len()))?;
+        if combinations > LOOKUP_KEYS_MAX {
+            return None;
+        }
+        let mut found: HashMap<String, RoaringTreemap> = HashMap::new();
+        if combinations == 0 {
+            return Some(found);
+        }
+        // Column j of combination n takes value (n / stride_j) % len_j: every combination once.
+        let mut arrays = Vec::with_capacity(columns.len());
+        let mut stride = combinations;
+        for values in &columns {
+            stride /= values.len().max(1);
+            let column = (0..combinations).map(|n| values[(n / stride) % values.len()].clone());
+            arrays.push(ScalarValue::iter_to_array(column).ok()?);
+        }
+        let keys = index.converter.convert_columns(&arrays).ok()?;
+        for key in keys.iter() {
+            if let Some(loc) = index.map.get(key.as_ref()) {
+                let path = self.path_of(*loc)?;
+                found.entry(path.to_string()).or_default().insert(u64::from(loc.row));
+            }
+        }
+        Some(found)
+    }
+
     /// Where `key` of `index` is.
     pub fn lookup(&self, index: usize, key: &[u8]) -> Option<Loc> {
         self.indexes.get(index)?.map.get(key).copied()
@@ -492,6 +550,73 @@ impl TableKeys {
             }
         }
         Ok(())
+    }
+}
+
+/// `value` in type `wanted`, if it casts there and back unchanged (`None`: no key of that type
+/// equals it; NULL equals nothing).
+fn in_type(value: &ScalarValue, wanted: &ArrowType) -> Option<ScalarValue> {
+    if value.is_null() {
+        return None;
+    }
+    if value.data_type() == *wanted {
+        return Some(value.clone());
+    }
+    let cast = value.cast_to(wanted).ok()?;
+    (cast.cast_to(&value.data_type()).ok()? == *value && !cast.is_null()).then_some(cast)
+}
+
+/// What filters (a conjunction) say a column equals: `c = v`, `v = c`, `c IN (v, ...)` and `c =
+/// v OR c = w`, by column name.
+pub fn equalities(filters: &[Expr]) -> HashMap<String, Vec<ScalarValue>> {
+    let mut equal: HashMap<String, Vec<ScalarValue>> = HashMap::new();
+    let mut terms: Vec<&Expr> = filters.iter().collect();
+    while let Some(term) = terms.pop() {
+        if let Expr::BinaryExpr(BinaryExpr { left, op: Operator::And, right }) = term {
+            terms.push(left);
+            terms.push(right);
+            continue;
+        }
+        if let Some((column, values)) = one_of(term) {
+            // Two constraints on a column: either one bounds it (the filters are applied again).
+            let known = equal.entry(column).or_insert_with(|| values.clone());
+            if values.len() < known.len() {
+                *known = values;
+            }
+        }
+    }
+    equal
+}
+
+/// `column` and the values it may take, if `term` says it equals one of some constants.
+fn one_of(term: &Expr) -> Option<(String, Vec<ScalarValue>)> {
+    match term {
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Eq, right }) => match (left.as_ref(), right.as_ref()) {
+            (Expr::Column(c), Expr::Literal(v, _)) | (Expr::Literal(v, _), Expr::Column(c)) => {
+                Some((c.name.clone(), vec![v.clone()]))
+            }
+            _ => None,
+        },
+        Expr::InList(InList { expr, list, negated: false }) => {
+            let Expr::Column(c) = expr.as_ref() else { return None };
+            let values = list
+                .iter()
+                .map(|v| match v {
+                    Expr::Literal(v, _) => Some(v.clone()),
+                    _ => None,
+                })
+                .collect::<Option<Vec<_>>>()?;
+            Some((c.name.clone(), values))
+        }
+        Expr::BinaryExpr(BinaryExpr { left, op: Operator::Or, right }) => {
+            let (a, mut values) = one_of(left)?;
+            let (b, more) = one_of(right)?;
+            (a == b).then(|| {
+                values.extend(more);
+                (a, values)
+            })
+        }
+        _ => None,
     }
 }
 
@@ -570,6 +695,43 @@ impl KeyGuard {
     }
 }
 
+/// Finds rows by key through a table's index, for scans that filter on all of a key's columns.
+struct KeyLocator {
+    cell: Arc<tokio::sync::Mutex<TableKeys>>,
+}
+
+impl std::fmt::Debug for KeyLocator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyLocator").finish_non_exhaustive()
+    }
+}
+
+#[async_trait::async_trait]
+impl RowLocator for KeyLocator {
+    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<HashMap<String, RoaringTreemap>> {
+        let defs = key_defs(snapshot.configuration());
+        let equal = equalities(filters);
+        if !defs.iter().any(|d| d.columns.iter().all(|c| equal.contains_key(c))) {
+            return None;
+        }
+        // A writer holds the lock from its check to its index's catch-up (a COPY, for a while):
+        // then the scan reads the files rather than wait.
+        let mut keys = self.cell.try_lock().ok()?;
+        match keys.version {
+            Some(v) if v == snapshot.version() => {}
+            // The index is past this snapshot (an older version, or a newer commit since).
+            Some(v) if v > snapshot.version() => return None,
+            _ => {
+                if let Err(e) = keys.catch_up(snapshot).await {
+                    tracing::warn!(version = snapshot.version(), "the key index could not catch up: {e}");
+                    return None;
+                }
+            }
+        }
+        keys.locate(&snapshot.arrow_schema(), &equal)
+    }
+}
+
 impl KeyIndexes {
     fn cell(&self, id: &str) -> Arc<tokio::sync::Mutex<TableKeys>> {
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
@@ -583,6 +745,11 @@ impl KeyIndexes {
         let snapshot = table.snapshot().await?;
         keys.catch_up(&snapshot).await?;
         Ok(KeyGuard { keys, table: table.clone(), snapshot })
+    }
+
+    /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).
+    pub fn locator(&self, id: &str) -> Arc<dyn RowLocator> {
+        Arc::new(KeyLocator { cell: self.cell(id) })
     }
 
     /// Forgets a dropped table's index.

@@ -19,9 +19,10 @@ use arrow::compute::{cast_with_options, CastOptions};
 use arrow::datatypes::{DataType as ArrowType, Field, FieldRef, Fields, Schema, SchemaRef};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelector};
 use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 use parquet::arrow::ProjectionMask;
+use parquet::file::metadata::PageIndexPolicy;
 use roaring::RoaringTreemap;
 
 use crate::actions::{Add, DeletionVectorDescriptor, Metadata, PartitionValues};
@@ -201,7 +202,13 @@ pub async fn read_file(
         move |e: parquet::errors::ParquetError| corrupt_or_missing(&relative, e)
     };
     let reader = crate::store::ParquetFile::new(store, location, file.size);
-    let builder = ParquetRecordBatchStreamBuilder::new(reader).await.map_err(&corrupt)?;
+    // A few rows of a file (found by a key index): the page index leads to their pages alone.
+    let page_index = match file.mask {
+        RowMask::Only(_) => PageIndexPolicy::Optional,
+        _ => PageIndexPolicy::Skip,
+    };
+    let reader_options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+    let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, reader_options).await.map_err(&corrupt)?;
     let file_schema = builder.schema().clone();
     let total_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
 

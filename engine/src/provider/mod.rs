@@ -14,6 +14,7 @@ pub mod history;
 pub mod pruning;
 pub mod storage_scan;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::datatypes::{DataType as ArrowType, Field, Schema, SchemaRef};
@@ -35,6 +36,7 @@ use datafusion::physical_plan::ExecutionPlan;
 use object_store::ObjectMeta;
 use parquet::arrow::arrow_reader::{RowSelection, RowSelector};
 use parquet::arrow::async_reader::AsyncFileReader;
+use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
 use sluice_storage::partition::partition_column;
 use sluice_storage::scan::{ScanOptions, TableLayout};
@@ -45,6 +47,14 @@ use sluice_storage::table::Table;
 use self::pruning::FileStatistics;
 use self::storage_scan::{StorageScan, StorageScanExec, FILE_COLUMN, ROW_COLUMN};
 
+/// Finds the rows that equality filters can match without reading the files (a key index).
+#[async_trait]
+pub trait RowLocator: Send + Sync + std::fmt::Debug {
+    /// The rows, by file path (as logged) and row position, that may match `filters` at
+    /// `snapshot`; `None` if it cannot tell (the scan reads the files).
+    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<HashMap<String, RoaringTreemap>>;
+}
+
 /// A table (at one snapshot) as DataFusion sees it.
 #[derive(Debug)]
 pub struct SluiceTable {
@@ -54,12 +64,19 @@ pub struct SluiceTable {
     /// Whether the hidden DML columns are part of the schema.
     hidden_columns: bool,
     options: ScanOptions,
+    locator: Option<Arc<dyn RowLocator>>,
 }
 
 impl SluiceTable {
     pub fn new(table: Arc<Table>, snapshot: Arc<Snapshot>, options: ScanOptions) -> Self {
         let schema = snapshot.arrow_schema();
-        Self { table, snapshot, schema, hidden_columns: false, options }
+        Self { table, snapshot, schema, hidden_columns: false, options, locator: None }
+    }
+
+    /// The same table, whose scans read only the rows `locator` finds when it can.
+    pub fn with_locator(mut self, locator: Arc<dyn RowLocator>) -> Self {
+        self.locator = Some(locator);
+        self
     }
 
     /// The same table with the hidden `__sluice_file` and `__sluice_row` columns (for DML).
@@ -135,6 +152,7 @@ impl SluiceTable {
         state: &dyn Session,
         projection: &[usize],
         files: Vec<Arc<Add>>,
+        only: Option<HashMap<String, RoaringTreemap>>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let layout = TableLayout::from_snapshot(&self.snapshot);
         let table_columns = self.snapshot.schema().fields.len();
@@ -159,6 +177,7 @@ impl SluiceTable {
             with_file,
             with_row,
             files,
+            only: only.map(|rows| rows.into_iter().map(|(path, rows)| (path, Arc::new(rows))).collect()),
             options: self.options.clone(),
             schema,
         };
@@ -347,6 +366,19 @@ impl TableProvider for SluiceTable {
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.cloned().unwrap_or(all);
+        let usable: Vec<Expr> = filters.iter().filter(|f| !references_hidden(f)).cloned().collect();
+        if let Some(locator) = &self.locator {
+            if let Some(rows) = locator.locate(&self.snapshot, &usable).await {
+                // The key index knows the rows: read only those (the filters apply again above).
+                let files: Vec<Arc<Add>> =
+                    self.snapshot.files_sorted().into_iter().filter(|f| rows.contains_key(&f.path)).collect();
+                if files.is_empty() {
+                    let schema = Arc::new(self.schema.project(&projection)?);
+                    return Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema)));
+                }
+                return self.storage_scan(state, &projection, files, Some(rows));
+            }
+        }
         let files = self.select_files(state, filters, limit)?;
         if files.is_empty() {
             // No file to read: an empty plan with one partition (a file scan of no files has
@@ -358,9 +390,8 @@ impl TableProvider for SluiceTable {
         let needs_hidden = projection.iter().any(|&i| i >= table_columns);
         let mapped = self.snapshot.column_mapping_mode() != ColumnMappingMode::None;
         if needs_hidden || mapped || self.hidden_columns {
-            return self.storage_scan(state, &projection, files);
+            return self.storage_scan(state, &projection, files, None);
         }
-        let pushed: Vec<Expr> = filters.iter().filter(|f| !references_hidden(f)).cloned().collect();
-        self.parquet_scan(state, &projection, &pushed, limit, files).await
+        self.parquet_scan(state, &projection, &usable, limit, files).await
     }
 }

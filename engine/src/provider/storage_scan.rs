@@ -4,6 +4,7 @@
 //! and row index, to build deletion vectors), and tables whose columns are matched by column
 //! mapping ids or nested physical names. Files are dealt round-robin to `partitions` streams.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -17,8 +18,9 @@ use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, Repla
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
 use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
 use futures::{StreamExt, TryStreamExt};
+use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
-use sluice_storage::scan::{read_file, FileToRead, ScanOptions, TableLayout, ROW_INDEX_COLUMN};
+use sluice_storage::scan::{read_file, FileToRead, RowMask, ScanOptions, TableLayout, ROW_INDEX_COLUMN};
 use sluice_storage::schema::StructField;
 use sluice_storage::store::TableStore;
 
@@ -37,6 +39,9 @@ pub struct StorageScan {
     pub with_file: bool,
     pub with_row: bool,
     pub files: Vec<Arc<Add>>,
+    /// Only these rows of files (by path as logged), which a key index found; the others of
+    /// `files` are read whole.
+    pub only: Option<HashMap<String, Arc<RoaringTreemap>>>,
     pub options: ScanOptions,
     /// The output schema (table columns then the hidden ones requested).
     pub schema: SchemaRef,
@@ -70,7 +75,11 @@ impl DisplayAs for StorageScanExec {
             self.scan.store.location(),
             self.scan.files.len(),
             self.partitions
-        )
+        )?;
+        if let Some(only) = &self.scan.only {
+            write!(f, ", rows_by_key={}", only.values().map(|rows| rows.len()).sum::<u64>())?;
+        }
+        Ok(())
     }
 }
 
@@ -126,7 +135,17 @@ async fn read_one(
     add: Arc<Add>,
 ) -> DfResult<futures::stream::BoxStream<'static, DfResult<RecordBatch>>> {
     let external = |e: sluice_storage::Error| DataFusionError::External(Box::new(e));
-    let file = FileToRead::from_add(&scan.store, &add).await.map_err(external)?;
+    let only = scan.only.as_ref().and_then(|only| only.get(&add.path));
+    let file = match only {
+        // The index holds live rows only: the deletion vector has nothing to add.
+        Some(rows) => FileToRead {
+            path: add.path.clone(),
+            size: u64::try_from(add.size).ok().filter(|s| *s > 0),
+            partition_values: add.partition_values.clone(),
+            mask: RowMask::Only(rows.clone()),
+        },
+        None => FileToRead::from_add(&scan.store, &add).await.map_err(external)?,
+    };
     let options = ScanOptions { row_index: scan.with_row, ..scan.options.clone() };
     let stream = read_file(&scan.store, &scan.layout, &scan.fields, &file, &options).await.map_err(external)?;
     let path = add.path.clone();

@@ -124,7 +124,9 @@ impl SchemaProvider for SluiceSchema {
             return Ok(Some(Arc::new(table)));
         }
         let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, entry).await?;
-        Ok(Some(Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options()))))
+        let provider =
+            SluiceTable::new(table, snapshot, self.db.scan_options()).with_locator(self.db.keys.locator(&entry.id));
+        Ok(Some(Arc::new(provider)))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -450,7 +450,8 @@ impl QueryContext {
     fn register_dml_relation(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
         let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
-            .with_hidden_columns();
+            .with_hidden_columns()
+            .with_locator(self.db.keys.locator(&target.entry.id));
         self.temp.insert(&temp, Arc::new(provider));
         temp
     }

@@ -127,3 +127,154 @@ async fn two_handles_on_one_folder_never_store_a_key_twice() {
     let counts = rows(&a, "SELECT count(DISTINCT k), count(*) FROM kv").await;
     assert_eq!(counts[0][0], counts[0][1], "a key is there twice");
 }
+
+/// Random inserts, updates and deletes on a table with a composite primary key and a UNIQUE
+/// column; after each, lookups by key (which read through the key index) return what the same
+/// filters return when they hide the key from the index (`a + 0`, which scans the files).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_by_key_agree_with_scans_through_random_changes() {
+    let seed = seed("key_lookups");
+    let mut rng = rng_from(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE t (a int, b text, c bigint UNIQUE, v int, PRIMARY KEY (a, b))").await.unwrap();
+    let plan = rows(&db, "EXPLAIN SELECT * FROM t WHERE a = 1 AND b = 'x'").await;
+    assert!(!format!("{plan:?}").contains("rows_by_key"), "an empty table needs no index: {plan:?}");
+    for step in 0..60 {
+        let a: i32 = rng.random_range(0..20);
+        let b = ["x", "y", "z"][rng.random_range(0..3)];
+        let statement = match rng.random_range(0..5) {
+            0 | 1 => {
+                let values: Vec<String> = (0..rng.random_range(1..6))
+                    .map(|i| format!("({}, '{}', {}, {step})", a + i, b, rng.random_range(0..1000)))
+                    .collect();
+                format!("INSERT INTO t VALUES {} ON CONFLICT DO NOTHING", values.join(", "))
+            }
+            2 => format!("UPDATE t SET v = v + 1, c = c + 1000 WHERE a = {a} AND b = '{b}'"),
+            3 => format!("DELETE FROM t WHERE a IN ({a}, {}) AND b = '{b}'", a + 1),
+            _ => format!("DELETE FROM t WHERE c = {}", rng.random_range(0..1000)),
+        };
+        if let Err(e) = db.execute(&statement).await {
+            assert_eq!(e.sqlstate(), "23505", "seed {seed}, step {step}: {statement}: {e}");
+        }
+        for (indexed, scanned) in [
+            (format!("a = {a} AND b = '{b}'"), format!("a + 0 = {a} AND b = '{b}'")),
+            (
+                format!("a IN ({a}, {}, 99) AND b = '{b}'", a + 2),
+                format!("a + 0 IN ({a}, {}, 99) AND b = '{b}'", a + 2),
+            ),
+            (
+                format!("(a = {a} OR a = {}) AND (b = 'x' OR b = 'z')", a + 1),
+                format!("(a + 0 = {a} OR a + 0 = {}) AND (b = 'x' OR b = 'z')", a + 1),
+            ),
+            (format!("c = {}", rng.random_range(0..2000)), String::new()),
+        ] {
+            let scanned = if scanned.is_empty() { indexed.replace("c = ", "c + 0 = ") } else { scanned };
+            let by_key = rows(&db, &format!("SELECT * FROM t WHERE {indexed} ORDER BY a, b")).await;
+            let by_scan = rows(&db, &format!("SELECT * FROM t WHERE {scanned} ORDER BY a, b")).await;
+            assert_eq!(by_key, by_scan, "seed {seed}, step {step}, after {statement}: WHERE {indexed}");
+        }
+    }
+    let plan = rows(&db, "EXPLAIN SELECT * FROM t WHERE a = 1 AND b = 'x'").await;
+    assert!(format!("{plan:?}").contains("rows_by_key"), "seed {seed}: the lookup scans: {plan:?}");
+    let plan = rows(&db, "EXPLAIN SELECT * FROM t WHERE a = 1").await;
+    assert!(!format!("{plan:?}").contains("rows_by_key"), "half a key cannot use the index: {plan:?}");
+}
+
+/// The child of the kill test: eight sessions upsert overlapping keys until killed, printing
+/// `send <key> <value>` before each statement and `ack <key> <value>` after it returns.
+#[test]
+#[ignore]
+fn upsert_child() {
+    let Ok(path) = std::env::var("SLUICE_UPSERT_WAREHOUSE") else { return };
+    let seed: u64 = std::env::var("SLUICE_UPSERT_SEED").unwrap().parse().unwrap();
+    let round = std::env::var("SLUICE_UPSERT_ROUND").unwrap();
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(4).enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let db = Database::open(&path).await.unwrap();
+        let mut tasks = Vec::new();
+        for client in 0..8u64 {
+            let session = db.session();
+            let round = round.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut rng = rng_from(seed ^ client);
+                for n in 0.. {
+                    let key: u32 = rng.random_range(0..40);
+                    let value = format!("r{round}c{client}-{n}");
+                    let sql = format!(
+                        "INSERT INTO kv VALUES ({key}, '{value}') ON CONFLICT (k) DO UPDATE SET v = excluded.v"
+                    );
+                    println!("send {key} {value}");
+                    match session.execute(&sql).await {
+                        Ok(_) => println!("ack {key} {value}"),
+                        Err(e) => assert_eq!(e.sqlstate(), "40001", "{e}"),
+                    }
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.unwrap();
+        }
+    });
+}
+
+/// Eight sessions upsert overlapping keys in a process that is killed (SIGKILL) in the middle:
+/// after a restart each key is there once, holding a value that was sent and that no
+/// acknowledged upsert overtook (sent after it was acknowledged); the key still holds.
+#[tokio::test]
+async fn upserts_killed_in_the_middle_leave_each_key_once() {
+    let seed = seed("upsert_kill");
+    let mut rng = rng_from(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    Database::open(&path).await.unwrap().execute("CREATE TABLE kv (k int PRIMARY KEY, v text)").await.unwrap();
+    let mut lines = Vec::new();
+    for round in 0..3u64 {
+        let child = crate::common::ChildTest::spawn(
+            "keys::upsert_child",
+            &[
+                ("SLUICE_UPSERT_WAREHOUSE", path.clone()),
+                ("SLUICE_UPSERT_SEED", (seed ^ (round << 32)).to_string()),
+                ("SLUICE_UPSERT_ROUND", round.to_string()),
+            ],
+        );
+        std::thread::sleep(Duration::from_millis(rng.random_range(1500..3500)));
+        let early: Vec<String> = child.lines.try_iter().collect();
+        lines.extend(early);
+        lines.extend(child.kill());
+    }
+    // Line order is the order the children printed in (one stdout, rounds one after another).
+    let mut sent_at: HashMap<String, usize> = HashMap::new();
+    let mut acked: HashMap<u32, Vec<(String, usize)>> = HashMap::new();
+    for (at, line) in lines.iter().enumerate() {
+        let mut parts = line.split(' ');
+        let (Some(kind), Some(key), Some(value)) = (parts.next(), parts.next(), parts.next()) else { continue };
+        match kind {
+            "send" => {
+                sent_at.insert(value.to_string(), at);
+            }
+            "ack" => acked.entry(key.parse().unwrap()).or_default().push((value.to_string(), at)),
+            _ => {}
+        }
+    }
+    assert!(acked.values().map(Vec::len).sum::<usize>() > 16, "seed {seed}: few upserts went through");
+    let db = Database::open(&path).await.unwrap();
+    let counts = rows(&db, "SELECT count(DISTINCT k), count(*) FROM kv").await;
+    assert_eq!(counts[0][0], counts[0][1], "seed {seed}: a key is there twice after the kills");
+    for row in rows(&db, "SELECT k, v FROM kv ORDER BY k").await {
+        let key: u32 = row[0].parse().unwrap();
+        let value = &row[1];
+        assert!(sent_at.contains_key(value), "seed {seed}: key {key} holds {value}, which no one sent");
+        let acked_at = acked.get(&key).and_then(|a| a.iter().find(|(v, _)| v == value)).map(|(_, at)| *at);
+        if let Some(acked_at) = acked_at {
+            let overtaken = acked.get(&key).into_iter().flatten().find(|(v, _)| sent_at[v] > acked_at);
+            assert!(overtaken.is_none(), "seed {seed}: key {key} holds {value}, overtaken by {overtaken:?}");
+        }
+    }
+    for key in acked.keys() {
+        let held = rows(&db, &format!("SELECT v FROM kv WHERE k = {key}")).await;
+        assert_eq!(held.len(), 1, "seed {seed}: acknowledged key {key} is held {} times", held.len());
+    }
+    let err = db.execute("INSERT INTO kv SELECT k, 'dup' FROM kv LIMIT 1").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+}
