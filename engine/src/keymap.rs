@@ -229,6 +229,26 @@ impl<V: Default> KeyMap<V> {
         self.remove_hashed(self.hash(key), key)
     }
 
+    /// The value of the entry with this hash that `matches` (the caller knows the hash and
+    /// something of the value, not the key).
+    pub fn get_mut_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&mut V> {
+        if self.len == 0 {
+            return None;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let slot = &self.slots[i];
+            if slot.hash == 0 {
+                return None;
+            }
+            if slot.hash == hash && matches(&slot.value) {
+                return Some(&mut self.slots[i].value);
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Removes the entry with this hash whose value `matches` (the caller knows the value and
     /// the hash, not the key); returns its value.
     pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {

@@ -17,7 +17,7 @@
 //! catch-up after their commit ([`KeyGuard`]), so two writers never both add a key: the second
 //! sees the first's commit in the index.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use arrow::array::{Array, ArrayRef, AsArray, RecordBatch};
@@ -36,32 +36,72 @@ use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use crate::error::{Error, Result};
 use crate::keymap::KeyMap;
-use crate::provider::RowLocator;
+use crate::provider::{Located, RowLocator};
 
 /// The table property prefix of keys.
 pub const KEY_PREFIX: &str = "sluice.key.";
+/// The table property prefix of indexes (CREATE INDEX).
+pub const INDEX_PREFIX: &str = "sluice.index.";
 /// Files read at once when an index catches up.
 const FILE_READS_CONCURRENT_MAX: usize = 4;
 /// Keys a scan looks up in an index one by one at most (more: it reads the files).
 const LOOKUP_KEYS_MAX: usize = 65_536;
+/// Rows a scan reads one by one through an index at most (more: it reads the files).
+const LOOKUP_ROWS_MAX: usize = 1 << 20;
 
-/// A PRIMARY KEY or UNIQUE constraint.
+/// A PRIMARY KEY or UNIQUE constraint, or an index (CREATE [UNIQUE] INDEX).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct KeyDef {
     pub name: String,
     pub primary: bool,
     pub columns: Vec<String>,
+    /// Whether a value may be there once only (a primary key, UNIQUE, a unique index).
+    pub unique: bool,
+    /// Made by CREATE INDEX (not a constraint: DROP INDEX removes it).
+    pub index: bool,
 }
 
 impl KeyDef {
+    pub fn primary_key(name: String, columns: Vec<String>) -> Self {
+        Self { name, primary: true, columns, unique: true, index: false }
+    }
+
+    pub fn unique_key(name: String, columns: Vec<String>) -> Self {
+        Self { name, primary: false, columns, unique: true, index: false }
+    }
+
+    pub fn index(name: String, columns: Vec<String>, unique: bool) -> Self {
+        Self { name, primary: false, columns, unique, index: true }
+    }
+
     /// The table property that records it.
     pub fn property(&self) -> (String, String) {
         let columns: Vec<String> = self.columns.iter().map(|c| quote(c)).collect();
-        let kind = if self.primary { "PRIMARY KEY" } else { "UNIQUE" };
-        (format!("{KEY_PREFIX}{}", self.name), format!("{kind} ({})", columns.join(", ")))
+        let (prefix, kind) = match (self.index, self.primary, self.unique) {
+            (true, _, true) => (INDEX_PREFIX, "UNIQUE INDEX"),
+            (true, _, false) => (INDEX_PREFIX, "INDEX"),
+            (false, true, _) => (KEY_PREFIX, "PRIMARY KEY"),
+            (false, false, _) => (KEY_PREFIX, "UNIQUE"),
+        };
+        (format!("{prefix}{}", self.name), format!("{kind} ({})", columns.join(", ")))
     }
 
-    /// Reads a key back from its property; `None` if the text is not one.
+    /// Reads a key back from its property (`sluice.key.<name>` or `sluice.index.<name>`);
+    /// `None` if it is not one.
+    pub fn from_property(key: &str, text: &str) -> Option<Self> {
+        if let Some(name) = key.strip_prefix(KEY_PREFIX) {
+            return Self::parse(name, text);
+        }
+        let name = key.strip_prefix(INDEX_PREFIX)?;
+        let text = text.trim();
+        let (unique, rest) = match strip_prefix_ci(text, "UNIQUE INDEX") {
+            Some(rest) => (true, rest),
+            None => (false, strip_prefix_ci(text, "INDEX")?),
+        };
+        Some(Self::index(name.to_string(), parse_column_list(rest)?, unique))
+    }
+
+    /// Reads a key back from the text of its `sluice.key.` property; `None` if the text is not one.
     pub fn parse(name: &str, text: &str) -> Option<Self> {
         let text = text.trim();
         let (primary, rest) = if let Some(rest) = strip_prefix_ci(text, "PRIMARY KEY") {
@@ -69,9 +109,8 @@ impl KeyDef {
         } else {
             (false, strip_prefix_ci(text, "UNIQUE")?)
         };
-        let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
-        let columns = split_columns(inner)?;
-        (!columns.is_empty()).then(|| Self { name: name.to_string(), primary, columns })
+        let columns = parse_column_list(rest)?;
+        Some(if primary { Self::primary_key(name.to_string(), columns) } else { Self::unique_key(name.to_string(), columns) })
     }
 
     /// `(a, b)`, as PostgreSQL names a key's columns in messages.
@@ -85,6 +124,12 @@ impl KeyDef {
         let theirs: HashSet<&str> = columns.iter().map(String::as_str).collect();
         mine == theirs && columns.len() == self.columns.len()
     }
+}
+
+/// ` (a, "b c")`: the names, if there is at least one.
+fn parse_column_list(text: &str) -> Option<Vec<String>> {
+    let inner = text.trim().strip_prefix('(')?.strip_suffix(')')?;
+    split_columns(inner).filter(|c| !c.is_empty())
 }
 
 fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
@@ -145,12 +190,28 @@ fn split_columns(text: &str) -> Option<Vec<String>> {
     }
 }
 
-/// The keys a table's properties record: the primary key first, then by name.
+/// The keys and indexes a table's properties record: the primary key first, then by name.
 pub fn key_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
     let mut defs: Vec<KeyDef> =
-        configuration.iter().filter_map(|(key, value)| KeyDef::parse(key.strip_prefix(KEY_PREFIX)?, value)).collect();
+        configuration.iter().filter_map(|(key, value)| KeyDef::from_property(key, value)).collect();
     defs.sort_by(|a, b| b.primary.cmp(&a.primary).then_with(|| a.name.cmp(&b.name)));
     defs
+}
+
+/// Refuses setting key or index properties directly: keys and indexes are made by their
+/// statements, which check the rows already there.
+pub fn refuse_key_properties(properties: &HashMap<String, String>) -> Result<()> {
+    match properties.keys().find(|k| k.starts_with(KEY_PREFIX) || k.starts_with(INDEX_PREFIX)) {
+        Some(key) => Err(Error::NotSupported(format!(
+            "setting the table property {key}: declare PRIMARY KEY or UNIQUE constraints, or CREATE INDEX, instead"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The keys a table's properties record that hold a value once (constraints and unique indexes).
+pub fn unique_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
+    key_defs(configuration).into_iter().filter(|d| d.unique).collect()
 }
 
 /// Where a key's row is: a file of the index and the row's position in it.
@@ -158,6 +219,27 @@ pub fn key_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
 pub struct Loc {
     pub file: u32,
     pub row: u32,
+}
+
+/// The `file` of a [`Loc`] that stands for several rows (its `row` names their set).
+const MANY: u32 = u32::MAX;
+
+impl Loc {
+    fn many(posting: u32) -> Self {
+        Self { file: MANY, row: posting }
+    }
+
+    fn posting(&self) -> Option<u32> {
+        (self.file == MANY).then_some(self.row)
+    }
+
+    fn packed(&self) -> u64 {
+        (u64::from(self.file) << 32) | u64::from(self.row)
+    }
+
+    fn unpacked(packed: u64) -> Self {
+        Self { file: (packed >> 32) as u32, row: packed as u32 }
+    }
 }
 
 /// One file of the log, as the index saw it.
@@ -176,7 +258,113 @@ struct Index {
     /// Positions of the key columns in the table schema.
     columns: Vec<usize>,
     converter: RowConverter,
+    /// Each key's row; for a key of a non-unique index in several rows, [`Loc::many`] naming
+    /// its entry in `postings`.
     map: KeyMap<Loc>,
+    postings: Postings,
+}
+
+/// The rows of the keys of a non-unique index that are in more than one row: sets of packed
+/// locations ([`Loc::packed`]).
+#[derive(Default)]
+struct Postings {
+    sets: Vec<Option<BTreeSet<u64>>>,
+    free: Vec<u32>,
+}
+
+impl Postings {
+    fn add(&mut self, set: BTreeSet<u64>) -> u32 {
+        match self.free.pop() {
+            Some(id) => {
+                if let Some(slot) = self.sets.get_mut(id as usize) {
+                    *slot = Some(set);
+                }
+                id
+            }
+            None => {
+                self.sets.push(Some(set));
+                (self.sets.len() - 1) as u32
+            }
+        }
+    }
+
+    fn get(&self, id: u32) -> Option<&BTreeSet<u64>> {
+        self.sets.get(id as usize)?.as_ref()
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut BTreeSet<u64>> {
+        self.sets.get_mut(id as usize)?.as_mut()
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(slot) = self.sets.get_mut(id as usize) {
+            *slot = None;
+            self.free.push(id);
+        }
+    }
+}
+
+impl Index {
+    /// Adds a row with key `key`; false if the index is unique and the key is there already.
+    fn add(&mut self, hash: u64, key: &[u8], loc: Loc) -> bool {
+        let Some(&there) = self.map.get_hashed(hash, key) else {
+            self.map.insert_hashed(hash, key, loc);
+            return true;
+        };
+        if self.def.unique {
+            return false;
+        }
+        match there.posting() {
+            Some(id) => {
+                if let Some(set) = self.postings.get_mut(id) {
+                    set.insert(loc.packed());
+                }
+            }
+            None => {
+                let id = self.postings.add(BTreeSet::from([there.packed(), loc.packed()]));
+                self.map.insert_hashed(hash, key, Loc::many(id));
+            }
+        }
+        true
+    }
+
+    /// Removes the row at `loc`, whose key has hash `hash`.
+    fn remove(&mut self, hash: u64, loc: Loc) {
+        if self.def.unique {
+            self.map.remove_hashed_where(hash, |l| *l == loc);
+            return;
+        }
+        let postings = &self.postings;
+        let packed = loc.packed();
+        let Some(there) = self.map.get_mut_hashed_where(hash, |l| {
+            *l == loc || l.posting().and_then(|id| postings.get(id)).is_some_and(|set| set.contains(&packed))
+        }) else {
+            return;
+        };
+        let Some(id) = there.posting() else {
+            self.map.remove_hashed_where(hash, |l| *l == loc);
+            return;
+        };
+        let Some(set) = self.postings.get_mut(id) else { return };
+        set.remove(&packed);
+        if set.len() == 1 {
+            // One row left: it goes back in the map.
+            let last = set.first().copied().map(Loc::unpacked).unwrap_or_default();
+            *there = last;
+            self.postings.remove(id);
+        }
+    }
+
+    /// The rows of `key`.
+    fn rows_of(&self, key: &[u8]) -> Vec<Loc> {
+        match self.map.get(key) {
+            None => vec![],
+            Some(loc) => match loc.posting() {
+                None => vec![*loc],
+                Some(id) => self.postings.get(id).into_iter().flatten().map(|p| Loc::unpacked(*p)).collect(),
+            },
+        }
+    }
 }
 
 /// The key index of one table, at one version of its log.
@@ -230,7 +418,7 @@ impl TableKeys {
                 fields.push(SortField::new(arrow_schema.field(i).data_type().clone()));
             }
             let converter = RowConverter::new(fields)?;
-            indexes.push(Index { def, columns, converter, map: KeyMap::new() });
+            indexes.push(Index { def, columns, converter, map: KeyMap::new(), postings: Postings::default() });
         }
         Ok(Self { shape, indexes, ..Self::empty() })
     }
@@ -239,8 +427,9 @@ impl TableKeys {
         self.indexes.iter().map(|i| &i.def)
     }
 
+    /// Whether no key holds a value once (so no commit checks keys against the others).
     pub fn is_empty(&self) -> bool {
-        self.indexes.is_empty()
+        !self.indexes.iter().any(|i| i.def.unique)
     }
 
     /// Brings the index to `snapshot`: drops the keys of files that left the log and of rows
@@ -354,7 +543,9 @@ impl TableKeys {
             None => {
                 self.files.push(None);
                 u32::try_from(self.files.len() - 1)
-                    .map_err(|_| Error::Internal("over 2^32 files in a key index".into()))?
+                    .ok()
+                    .filter(|id| *id != MANY)
+                    .ok_or_else(|| Error::Internal("over 2^32 files in a key index".into()))?
             }
         };
         let rows: usize = batches
@@ -386,11 +577,10 @@ impl TableKeys {
                     let key = keys.row(i);
                     let hash = index.map.hash(key.as_ref());
                     let loc = Loc { file: id, row: u32::try_from(row).unwrap_or(u32::MAX) };
-                    if index.map.get_hashed(hash, key.as_ref()).is_some() {
+                    if !index.add(hash, key.as_ref(), loc) {
                         self.duplicates += 1;
                         continue;
                     }
-                    index.map.insert_hashed(hash, key.as_ref(), loc);
                     if let Some(slot) = hashes.get_mut(n).and_then(|h| h.get_mut(row as usize)) {
                         *slot = hash;
                     }
@@ -420,8 +610,7 @@ impl TableKeys {
                 if hash == 0 {
                     continue;
                 }
-                let loc = Loc { file: id, row: row as u32 };
-                index.map.remove_hashed_where(hash, |l| *l == loc);
+                index.remove(hash, Loc { file: id, row: row as u32 });
             }
         }
     }
@@ -444,12 +633,19 @@ impl TableKeys {
     }
 
     /// The index of the key on exactly `columns`, or of the constraint named `name`.
+    /// (Unique keys only: what ON CONFLICT may name.)
     pub fn index_on(&self, columns: &[String]) -> Option<usize> {
-        self.indexes.iter().position(|i| i.def.is_on(columns))
+        self.indexes.iter().position(|i| i.def.unique && i.def.is_on(columns))
     }
 
+    /// The constraint named `name` (a unique index is not one).
     pub fn index_named(&self, name: &str) -> Option<usize> {
-        self.indexes.iter().position(|i| i.def.name == name)
+        self.indexes.iter().position(|i| i.def.unique && !i.def.index && i.def.name == name)
+    }
+
+    /// Every unique key and unique index.
+    pub fn unique_indexes(&self) -> Vec<usize> {
+        (0..self.indexes.len()).filter(|&i| self.indexes[i].def.unique).collect()
     }
 
     pub fn def(&self, index: usize) -> Option<&KeyDef> {
@@ -464,18 +660,22 @@ impl TableKeys {
     }
 
     /// The rows (by file path as logged, and row) that equality constraints (column → the
-    /// values it may take) on every column of one of the keys can match; `None` if they cover no
-    /// key, or name too many keys to look up one by one.
+    /// values it may take) on every column of one of the keys can match, with their keys; `None`
+    /// if they cover no key, or name too many keys to look up one by one.
     pub fn locate(
         &self,
         schema: &arrow::datatypes::Schema,
         equal: &HashMap<String, Vec<ScalarValue>>,
-    ) -> Option<HashMap<String, RoaringTreemap>> {
+    ) -> Option<Located> {
         // Each column's values in its own type (a value no key can hold is dropped).
         let values_of = |index: &Index| -> Option<Vec<Vec<ScalarValue>>> {
             let mut columns = Vec::with_capacity(index.columns.len());
             for (name, &at) in index.def.columns.iter().zip(&index.columns) {
                 let wanted = schema.fields().get(at)?.data_type();
+                // 0.0 = -0.0 and NaN in SQL are not what their bytes say: such keys scan.
+                if wanted.is_floating() {
+                    return None;
+                }
                 let mut values: Vec<ScalarValue> = equal.get(name)?.iter().filter_map(|v| in_type(v, wanted)).collect();
                 values.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
                 values.dedup();
@@ -492,31 +692,42 @@ impl TableKeys {
         if combinations > LOOKUP_KEYS_MAX {
             return None;
         }
-        let mut found: HashMap<String, RoaringTreemap> = HashMap::new();
-        if combinations == 0 {
-            return Some(found);
-        }
         // Column j of combination n takes value (n / stride_j) % len_j: every combination once.
         let mut arrays = Vec::with_capacity(columns.len());
         let mut stride = combinations;
-        for values in &columns {
+        for (values, &at) in columns.iter().zip(&index.columns) {
             stride /= values.len().max(1);
             let column = (0..combinations).map(|n| values[(n / stride) % values.len()].clone());
-            arrays.push(ScalarValue::iter_to_array(column).ok()?);
+            arrays.push(if combinations == 0 {
+                arrow::array::new_empty_array(schema.fields().get(at)?.data_type())
+            } else {
+                ScalarValue::iter_to_array(column).ok()?
+            });
         }
         let keys = index.converter.convert_columns(&arrays).ok()?;
-        for key in keys.iter() {
-            if let Some(loc) = index.map.get(key.as_ref()) {
-                let path = self.path_of(*loc)?;
-                found.entry(path.to_string()).or_default().insert(u64::from(loc.row));
+        let mut located = Located { columns: index.def.columns.clone(), ..Default::default() };
+        let mut found_keys: Vec<u32> = Vec::new();
+        for (n, key) in keys.iter().enumerate() {
+            for loc in index.rows_of(key.as_ref()) {
+                let path = self.path_of(loc)?;
+                located.rows.entry(path.to_string()).or_default().insert(u64::from(loc.row));
+                located.paths.push(path.to_string());
+                located.row_numbers.push(u64::from(loc.row));
+                found_keys.push(n as u32);
+            }
+            if found_keys.len() > LOOKUP_ROWS_MAX {
+                return None;
             }
         }
-        Some(found)
+        let take = arrow::array::UInt32Array::from(found_keys);
+        located.keys =
+            arrays.iter().map(|a| arrow::compute::take(a.as_ref(), &take, None)).collect::<Result<_, _>>().ok()?;
+        Some(located)
     }
 
     /// Where `key` of `index` is.
     pub fn lookup(&self, index: usize, key: &[u8]) -> Option<Loc> {
-        self.indexes.get(index)?.map.get(key).copied()
+        self.indexes.get(index)?.map.get(key).copied().filter(|l| l.posting().is_none())
     }
 
     /// Checks that rows to insert add no key that is there (unless its row is among `deleted`,
@@ -531,7 +742,7 @@ impl TableKeys {
         let replaces_all = deleted.is_none();
         let deleted_ids: HashMap<u32, &RoaringTreemap> =
             deleted.into_iter().flatten().filter_map(|(path, rows)| Some((*self.by_path.get(path)?, rows))).collect();
-        for index in &self.indexes {
+        for index in self.indexes.iter().filter(|i| i.def.unique) {
             let mut seen: KeyMap<()> = KeyMap::with_state(index.map.state().clone());
             for batch in inserted {
                 let (keys, has_null) = key_rows(index, batch)?;
@@ -708,7 +919,7 @@ impl std::fmt::Debug for KeyLocator {
 
 #[async_trait::async_trait]
 impl RowLocator for KeyLocator {
-    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<HashMap<String, RoaringTreemap>> {
+    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<Located> {
         let defs = key_defs(snapshot.configuration());
         let equal = equalities(filters);
         if !defs.iter().any(|d| d.columns.iter().all(|c| equal.contains_key(c))) {
@@ -764,7 +975,7 @@ mod tests {
 
     #[test]
     fn a_key_round_trips_through_its_property() {
-        let def = KeyDef { name: "kv_pkey".into(), primary: true, columns: vec!["k".into(), "Odd, name".into()] };
+        let def = KeyDef::primary_key("kv_pkey".into(), vec!["k".into(), "Odd, name".into()]);
         let (key, value) = def.property();
         assert_eq!(key, "sluice.key.kv_pkey");
         assert_eq!(value, "PRIMARY KEY (k, \"Odd, name\")");

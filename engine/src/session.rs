@@ -192,6 +192,7 @@ impl Session {
                 Ok(StatementResult::command("ALTER ROLE"))
             }
             Statement::AlterTable(alter) => self.query.alter_table(alter).await,
+            Statement::CreateIndex(create) => self.query.create_index(create).await,
             Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
             Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),
             Statement::Rollback { .. } => Ok(StatementResult::command("ROLLBACK")),

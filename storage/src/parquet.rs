@@ -32,6 +32,11 @@ use crate::store::{percent_encode, TableStore};
 /// Longest string kept in stats.
 pub const STATS_STRING_CHARS_MAX: usize = 32;
 
+/// Rows of one data page at most.
+const DATA_PAGE_ROWS_MAX: usize = 8192;
+/// Bytes of a column chunk's dictionary at most.
+const DICTIONARY_PAGE_BYTES_MAX: usize = 256 * 1024;
+
 /// How files are written.
 #[derive(Debug, Clone)]
 pub struct WriteOptions {
@@ -236,6 +241,12 @@ fn writer_properties(options: &WriteOptions) -> WriterProperties {
         .set_compression(Compression::SNAPPY)
         .set_max_row_group_row_count(Some(options.row_group_rows_max))
         .set_statistics_enabled(EnabledStatistics::Page)
+        // Small pages and dictionaries, so that reading a few rows (a lookup through a key
+        // index, with the page index) decodes little: a page holds at most 8,192 rows, and a
+        // column whose dictionary outgrows 256 KiB is written plain (its later pages are
+        // anyway, and every read of the chunk would decode the dictionary).
+        .set_data_page_row_count_limit(DATA_PAGE_ROWS_MAX)
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_BYTES_MAX)
         .set_created_by(format!("sluice {}", env!("CARGO_PKG_VERSION")))
         .build()
 }

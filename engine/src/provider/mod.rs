@@ -50,9 +50,47 @@ use self::storage_scan::{StorageScan, StorageScanExec, FILE_COLUMN, ROW_COLUMN};
 /// Finds the rows that equality filters can match without reading the files (a key index).
 #[async_trait]
 pub trait RowLocator: Send + Sync + std::fmt::Debug {
-    /// The rows, by file path (as logged) and row position, that may match `filters` at
-    /// `snapshot`; `None` if it cannot tell (the scan reads the files).
-    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<HashMap<String, RoaringTreemap>>;
+    /// The rows that may match `filters` at `snapshot`; `None` if it cannot tell (the scan
+    /// reads the files).
+    async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<Located>;
+}
+
+/// Rows a [`RowLocator`] found, with the values of the key columns it found them by.
+#[derive(Debug, Default)]
+pub struct Located {
+    /// Row positions by file path (as logged).
+    pub rows: HashMap<String, RoaringTreemap>,
+    /// The key columns (table column names).
+    pub columns: Vec<String>,
+    /// Per found row: its path, its position, and (one array per key column) its key.
+    pub paths: Vec<String>,
+    pub row_numbers: Vec<u64>,
+    pub keys: Vec<arrow::array::ArrayRef>,
+}
+
+impl Located {
+    /// The found rows as a batch of `schema` (projected table columns, then the hidden ones),
+    /// if it asks for key columns and hidden columns only: then no file needs reading.
+    fn as_batch(&self, schema: &SchemaRef) -> Option<arrow::array::RecordBatch> {
+        let mut columns: Vec<arrow::array::ArrayRef> = Vec::with_capacity(schema.fields().len());
+        for field in schema.fields() {
+            let column: arrow::array::ArrayRef = match field.name().as_str() {
+                FILE_COLUMN => Arc::new(arrow::array::StringArray::from_iter_values(&self.paths)),
+                ROW_COLUMN => Arc::new(arrow::array::UInt64Array::from(self.row_numbers.clone())),
+                name => {
+                    let at = self.columns.iter().position(|c| c == name)?;
+                    let keys = self.keys.get(at)?;
+                    if keys.data_type() != field.data_type() {
+                        return None;
+                    }
+                    keys.clone()
+                }
+            };
+            columns.push(column);
+        }
+        let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(self.paths.len()));
+        arrow::array::RecordBatch::try_new_with_options(schema.clone(), columns, &options).ok()
+    }
 }
 
 /// A table (at one snapshot) as DataFusion sees it.
@@ -368,15 +406,24 @@ impl TableProvider for SluiceTable {
         let projection = projection.cloned().unwrap_or(all);
         let usable: Vec<Expr> = filters.iter().filter(|f| !references_hidden(f)).cloned().collect();
         if let Some(locator) = &self.locator {
-            if let Some(rows) = locator.locate(&self.snapshot, &usable).await {
-                // The key index knows the rows: read only those (the filters apply again above).
-                let files: Vec<Arc<Add>> =
-                    self.snapshot.files_sorted().into_iter().filter(|f| rows.contains_key(&f.path)).collect();
-                if files.is_empty() {
-                    let schema = Arc::new(self.schema.project(&projection)?);
+            if let Some(located) = locator.locate(&self.snapshot, &usable).await {
+                // The key index knows the rows: read only those (the filters apply again above),
+                // or none if the index holds every column asked for.
+                let schema = Arc::new(self.schema.project(&projection)?);
+                if located.rows.is_empty() {
                     return Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema)));
                 }
-                return self.storage_scan(state, &projection, files, Some(rows));
+                if let Some(batch) = located.as_batch(&schema) {
+                    let source = datafusion::datasource::memory::MemorySourceConfig::try_new(
+                        &[vec![batch]],
+                        schema,
+                        None,
+                    )?;
+                    return Ok(DataSourceExec::from_data_source(source));
+                }
+                let files: Vec<Arc<Add>> =
+                    self.snapshot.files_sorted().into_iter().filter(|f| located.rows.contains_key(&f.path)).collect();
+                return self.storage_scan(state, &projection, files, Some(located.rows));
             }
         }
         let files = self.select_files(state, filters, limit)?;

@@ -62,7 +62,7 @@ impl QueryContext {
         let name = crate::names::parse_table_name(table)?;
         let target = self.target(&crate::names::object_name(&name.schema, &name.name)).await?;
         let schema = target.snapshot.schema();
-        let columns: Vec<usize> = crate::keys::key_defs(target.snapshot.configuration())
+        let columns: Vec<usize> = crate::keys::unique_defs(target.snapshot.configuration())
             .iter()
             .flat_map(|k| k.columns.iter())
             .filter_map(|c| schema.index_of(c))

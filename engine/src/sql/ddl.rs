@@ -61,19 +61,17 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 ColumnOption::PrimaryKey(pk) => {
                     nullable = false;
                     let name_given = constraint_name.clone().or_else(|| pk.name.as_ref().map(normalize));
-                    keys.push(KeyDef {
-                        name: name_given.unwrap_or_else(|| format!("{table}_pkey")),
-                        primary: true,
-                        columns: vec![name.clone()],
-                    });
+                    keys.push(KeyDef::primary_key(
+                        name_given.unwrap_or_else(|| format!("{table}_pkey")),
+                        vec![name.clone()],
+                    ));
                 }
                 ColumnOption::Unique(unique) => {
                     let name_given = constraint_name.clone().or_else(|| unique.name.as_ref().map(normalize));
-                    keys.push(KeyDef {
-                        name: name_given.unwrap_or_else(|| format!("{table}_{name}_key")),
-                        primary: false,
-                        columns: vec![name.clone()],
-                    });
+                    keys.push(KeyDef::unique_key(
+                        name_given.unwrap_or_else(|| format!("{table}_{name}_key")),
+                        vec![name.clone()],
+                    ));
                 }
                 ColumnOption::Default(expr) => {
                     defaults.insert(name.clone(), expr.to_string());
@@ -159,11 +157,10 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         .ok_or_else(|| Error::UndefinedColumn(format!("{name} named in key")))?;
                     field.nullable = false;
                 }
-                keys.push(KeyDef {
-                    name: pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_pkey")),
-                    primary: true,
+                keys.push(KeyDef::primary_key(
+                    pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_pkey")),
                     columns,
-                });
+                ));
             }
             TableConstraint::Unique(unique) => {
                 let columns = key_columns(&unique.columns)?;
@@ -172,15 +169,9 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         return Err(Error::UndefinedColumn(format!("{name} named in key")));
                     }
                 }
-                keys.push(KeyDef {
-                    name: unique
-                        .name
-                        .as_ref()
-                        .map(normalize)
-                        .unwrap_or_else(|| format!("{table}_{}_key", columns.join("_"))),
-                    primary: false,
-                    columns,
-                });
+                let key_name =
+                    unique.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{}_key", columns.join("_")));
+                keys.push(KeyDef::unique_key(key_name, columns));
             }
             TableConstraint::ForeignKey(_) => {
                 return Err(Error::NotSupported(
@@ -285,6 +276,7 @@ impl QueryContext {
                 }
                 Ok(StatementResult::command("DROP SCHEMA"))
             }
+            ObjectType::Index => self.drop_indexes(names, if_exists).await,
             other => Err(Error::NotSupported(format!("DROP {other}"))),
         }
     }
@@ -433,12 +425,7 @@ impl QueryContext {
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
         crate::rights::check_table_properties(&properties, self.privileges())?;
-        if properties.keys().any(|k| k.starts_with(crate::keys::KEY_PREFIX)) {
-            return Err(Error::NotSupported(format!(
-                "setting {}* properties: declare PRIMARY KEY or UNIQUE constraints instead",
-                crate::keys::KEY_PREFIX
-            )));
-        }
+        crate::keys::refuse_key_properties(&properties)?;
         for (constraint, expr) in &definition.constraints {
             properties.insert(format!("{CONSTRAINT_PREFIX}{constraint}"), expr.clone());
         }
@@ -680,7 +667,7 @@ impl QueryContext {
             AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. } => {
                 let columns = key_columns(&pk.columns)?;
                 let key_name = pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{}_pkey", name.name));
-                let def = KeyDef { name: key_name, primary: true, columns };
+                let def = KeyDef::primary_key(key_name, columns);
                 self.add_key(object, &entry, &table, def).await?;
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::Unique(unique), .. } => {
@@ -690,7 +677,7 @@ impl QueryContext {
                     .as_ref()
                     .map(normalize)
                     .unwrap_or_else(|| format!("{}_{}_key", name.name, columns.join("_")));
-                let def = KeyDef { name: key_name, primary: false, columns };
+                let def = KeyDef::unique_key(key_name, columns);
                 self.add_key(object, &entry, &table, def).await?;
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::ForeignKey(_), .. } => {
@@ -756,6 +743,7 @@ impl QueryContext {
             AlterTableOperation::SetTblProperties { table_properties } => {
                 let properties = table_properties.iter().map(option_pair).collect::<Result<HashMap<_, _>>>()?;
                 crate::rights::check_table_properties(&properties, self.privileges())?;
+                crate::keys::refuse_key_properties(&properties)?;
                 self.metadata_committed(&entry, table.set_properties(properties, &[]).await.map_err(plan_error)?)
                     .await?;
             }
@@ -905,7 +893,13 @@ impl QueryContext {
 
     /// ADD PRIMARY KEY / ADD UNIQUE: refused while two rows share a key (or, for a primary key,
     /// a key column holds NULL); key columns of a primary key become NOT NULL.
-    async fn add_key(&self, object: &ObjectName, entry: &TableEntry, table: &Arc<Table>, def: KeyDef) -> Result<()> {
+    pub(crate) async fn add_key(
+        &self,
+        object: &ObjectName,
+        entry: &TableEntry,
+        table: &Arc<Table>,
+        def: KeyDef,
+    ) -> Result<()> {
         let guard = self.db.keys.lock(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
         let existing = crate::keys::key_defs(snapshot.configuration());
@@ -931,7 +925,7 @@ impl QueryContext {
         let list = quoted.join(", ");
         let not_null = quoted.iter().map(|c| format!("{c} IS NOT NULL")).collect::<Vec<_>>().join(" AND ");
         let sql = format!("SELECT {list} FROM {object} WHERE {not_null} GROUP BY {list} HAVING count(*) > 1 LIMIT 1");
-        let result = self.run_sql_text(&sql).await?;
+        let result = if def.unique { self.run_sql_text(&sql).await? } else { vec![] };
         if let Some(batch) = result.iter().find(|b| b.num_rows() > 0) {
             let columns: Vec<usize> = (0..batch.num_columns()).collect();
             let detail = crate::keys::key_text(&def, batch, &columns, 0);

@@ -304,7 +304,7 @@ impl QueryContext {
         deleted: Option<&HashMap<String, RoaringTreemap>>,
         inserted: &[RecordBatch],
     ) -> Result<Option<KeyGuard>> {
-        if crate::keys::key_defs(target.snapshot.configuration()).is_empty()
+        if crate::keys::unique_defs(target.snapshot.configuration()).is_empty()
             && crate::identity::identity_columns(target.snapshot.schema()).is_empty()
         {
             return Ok(None);

@@ -6,6 +6,7 @@ pub mod context;
 pub mod copy_in;
 pub mod ddl;
 pub mod dml;
+pub mod indexes;
 pub mod params;
 pub mod quality;
 pub mod query;

@@ -409,6 +409,6 @@ fn arbiters(
             "ON CONFLICT DO UPDATE requires inference specification or constraint name (for example, ON CONFLICT \
              (column_name))",
         )),
-        None => Ok((0..guard.defs().count()).collect()),
+        None => Ok(guard.unique_indexes()),
     }
 }

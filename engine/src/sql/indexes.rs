@@ -1,0 +1,182 @@
+//! CREATE INDEX and DROP INDEX.
+//!
+//! An index is a table property `sluice.index.<name>` = `INDEX (a, b)` or `UNIQUE INDEX (a)`,
+//! kept in memory by the table's key index ([`crate::keys`]) like a key: key → rows. Scans that
+//! filter on every column of an index with `=` or `IN` read only the rows it finds. A unique
+//! index is enforced as a UNIQUE constraint is (23505), and ON CONFLICT (cols) may infer it.
+//!
+//! Index names share a schema's namespace with its tables, as in PostgreSQL: `DROP INDEX name`
+//! finds the index's table among the schema's tables.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::sql::sqlparser::ast::{CreateIndex, Expr as SqlExpr, IndexType, ObjectName};
+use sluice_storage::snapshot::Snapshot;
+use sluice_storage::table::Table;
+
+use super::context::StatementResult;
+use super::context::QueryContext;
+use crate::catalog::{TableEntry, TableKind};
+use crate::error::{Error, Result};
+use crate::keys::{KeyDef, INDEX_PREFIX, KEY_PREFIX};
+use crate::names::{normalize, table_name};
+
+/// Where an index (or a key, whose index a constraint owns) is.
+struct Owner {
+    entry: TableEntry,
+    table: Arc<Table>,
+    /// A key's property (`sluice.key.`) rather than an index's.
+    constraint: bool,
+}
+
+impl QueryContext {
+    /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING btree | hash] (col, ...)`.
+    pub(crate) async fn create_index(&self, create: CreateIndex) -> Result<StatementResult> {
+        let refuse = |what: &str| Err(Error::NotSupported(format!("CREATE INDEX with {what}")));
+        if !create.include.is_empty() {
+            return refuse("INCLUDE");
+        }
+        if create.predicate.is_some() {
+            return refuse("WHERE (partial indexes)");
+        }
+        if create.nulls_distinct == Some(false) {
+            return refuse("NULLS NOT DISTINCT");
+        }
+        if !create.with.is_empty() || !create.index_options.is_empty() || !create.alter_options.is_empty() {
+            return refuse("storage parameters or index options");
+        }
+        match &create.using {
+            None | Some(IndexType::BTree) | Some(IndexType::Hash) => {}
+            Some(other) => return refuse(&format!("USING {other} (Sluice's indexes answer equality lookups)")),
+        }
+        let (entry, table, snapshot) = self.resolve_table(&create.table_name).await?;
+        if entry.kind == TableKind::MaterializedView {
+            return Err(Error::data("42809", format!("\"{}\" is a materialized view", entry.name)));
+        }
+        let mut columns = Vec::with_capacity(create.columns.len());
+        for column in &create.columns {
+            if column.operator_class.is_some() {
+                return refuse("an operator class");
+            }
+            let name = match &column.column.expr {
+                SqlExpr::Identifier(ident) => normalize(ident),
+                SqlExpr::CompoundIdentifier(parts) if parts.len() == 1 => normalize(&parts[0]),
+                other => return refuse(&format!("an expression ({other}); index columns only")),
+            };
+            if snapshot.schema().field(&name).is_none() {
+                return Err(Error::UndefinedColumn(name));
+            }
+            if columns.contains(&name) {
+                return Err(Error::data("42701", format!("column \"{name}\" appears twice in index")));
+            }
+            columns.push(name);
+        }
+        if columns.is_empty() {
+            return refuse("no columns");
+        }
+        let name = match &create.name {
+            Some(name) => {
+                let given = table_name(name)?;
+                if name.0.len() > 1 && given.schema != entry.schema {
+                    return Err(Error::data(
+                        "42P16",
+                        "an index must be in the schema of its table (CREATE INDEX name ON schema.table)",
+                    ));
+                }
+                given.name
+            }
+            None => self.free_index_name(&entry, &format!("{}_{}_idx", entry.name, columns.join("_"))).await?,
+        };
+        if self.relation_exists(&entry.schema, &name).await? {
+            return if create.if_not_exists {
+                Ok(StatementResult::command("CREATE INDEX"))
+            } else {
+                Err(Error::DuplicateTable(name))
+            };
+        }
+        let def = KeyDef::index(name, columns, create.unique);
+        let object = crate::names::object_name(&entry.schema, &entry.name);
+        drop(snapshot);
+        self.add_key(&object, &entry, &table, def).await?;
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(StatementResult::command("CREATE INDEX"))
+    }
+
+    /// `DROP INDEX [IF EXISTS] name [, ...]`: an index made by CREATE INDEX (a key's index goes
+    /// with its constraint: ALTER TABLE ... DROP CONSTRAINT).
+    pub(crate) async fn drop_indexes(&self, names: &[ObjectName], if_exists: bool) -> Result<StatementResult> {
+        for name in names {
+            let name = table_name(name)?;
+            let Some(owner) = self.index_owner(&name.schema, &name.name).await? else {
+                if if_exists {
+                    continue;
+                }
+                return Err(Error::UndefinedObject { kind: "index", name: name.name });
+            };
+            if owner.constraint {
+                return Err(Error::data(
+                    "2BP01",
+                    format!(
+                        "cannot drop index {0} because constraint {0} on table {1} requires it",
+                        name.name, owner.entry.name
+                    ),
+                ));
+            }
+            let _lock = self.db.keys.lock(&owner.entry.id, &owner.table).await?;
+            let property = format!("{INDEX_PREFIX}{}", name.name);
+            let outcome = owner.table.set_properties(HashMap::new(), &[property]).await?;
+            self.db
+                .writer
+                .commit(&owner.entry.qualified_name(), crate::change::Operation::Metadata, None, outcome)
+                .await?;
+        }
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(StatementResult::command("DROP INDEX"))
+    }
+
+    /// The table of schema `schema` with an index or key named `name`.
+    async fn index_owner(&self, schema: &str, name: &str) -> Result<Option<Owner>> {
+        let state = self.db.catalog.current();
+        let entries: Vec<TableEntry> =
+            state.tables_in(schema).filter(|t| t.kind != TableKind::MaterializedView).cloned().collect();
+        for entry in entries {
+            let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
+            if let Some(constraint) = names_index(&snapshot, name) {
+                return Ok(Some(Owner { entry, table, constraint }));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Whether a table, view or index of `schema` is named `name`.
+    async fn relation_exists(&self, schema: &str, name: &str) -> Result<bool> {
+        if self.db.catalog.current().table(schema, name).is_some() {
+            return Ok(true);
+        }
+        Ok(self.index_owner(schema, name).await?.is_some())
+    }
+
+    /// `base`, or `base1`, `base2`, ...: the first name no relation of the table's schema has
+    /// (as PostgreSQL names indexes).
+    async fn free_index_name(&self, entry: &TableEntry, base: &str) -> Result<String> {
+        let mut candidate = base.to_string();
+        for n in 1.. {
+            if !self.relation_exists(&entry.schema, &candidate).await? {
+                break;
+            }
+            candidate = format!("{base}{n}");
+        }
+        Ok(candidate)
+    }
+}
+
+/// Whether a snapshot's table has an index named `name`: `Some(true)` for a key's (a
+/// constraint's), `Some(false)` for one made by CREATE INDEX.
+fn names_index(snapshot: &Snapshot, name: &str) -> Option<bool> {
+    let configuration = snapshot.configuration();
+    if configuration.contains_key(&format!("{KEY_PREFIX}{name}")) {
+        return Some(true);
+    }
+    configuration.contains_key(&format!("{INDEX_PREFIX}{name}")).then_some(false)
+}
