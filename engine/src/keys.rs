@@ -110,7 +110,11 @@ impl KeyDef {
             (false, strip_prefix_ci(text, "UNIQUE")?)
         };
         let columns = parse_column_list(rest)?;
-        Some(if primary { Self::primary_key(name.to_string(), columns) } else { Self::unique_key(name.to_string(), columns) })
+        Some(if primary {
+            Self::primary_key(name.to_string(), columns)
+        } else {
+            Self::unique_key(name.to_string(), columns)
+        })
     }
 
     /// `(a, b)`, as PostgreSQL names a key's columns in messages.
@@ -404,14 +408,20 @@ impl TableKeys {
     }
 
     fn build_for(snapshot: &Snapshot, defs: Vec<KeyDef>) -> Result<Self> {
-        let arrow_schema = snapshot.arrow_schema();
-        let mut indexes = Vec::new();
         let shape = shape_of(snapshot, &defs);
+        Ok(Self { shape, ..Self::for_schema(snapshot.schema(), defs)? })
+    }
+
+    /// An empty index of `defs` over rows of `schema`: [`TableKeys::check`] with no deleted
+    /// rows then checks that rows hold no key twice.
+    pub fn for_schema(schema: &sluice_storage::schema::StructType, defs: Vec<KeyDef>) -> Result<Self> {
+        let arrow_schema = schema.to_arrow();
+        let mut indexes = Vec::new();
         for def in defs {
             let mut columns = Vec::new();
             let mut fields = Vec::new();
             for name in &def.columns {
-                let i = snapshot.schema().index_of(name).ok_or_else(|| {
+                let i = schema.index_of(name).ok_or_else(|| {
                     Error::Internal(format!("key {} names column {name}, which the table lacks", def.name))
                 })?;
                 columns.push(i);
@@ -420,7 +430,7 @@ impl TableKeys {
             let converter = RowConverter::new(fields)?;
             indexes.push(Index { def, columns, converter, map: KeyMap::new(), postings: Postings::default() });
         }
-        Ok(Self { shape, indexes, ..Self::empty() })
+        Ok(Self { indexes, ..Self::empty() })
     }
 
     pub fn defs(&self) -> impl Iterator<Item = &KeyDef> + '_ {

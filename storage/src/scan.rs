@@ -202,12 +202,12 @@ pub async fn read_file(
         move |e: parquet::errors::ParquetError| corrupt_or_missing(&relative, e)
     };
     let reader = crate::store::ParquetFile::new(store, location, file.size);
-    // A few rows of a file (found by a key index): the page index leads to their pages alone.
-    let page_index = match file.mask {
+    // A few rows of a file (found by a key index): the offset index leads to their pages alone.
+    let offset_index = match file.mask {
         RowMask::Only(_) => PageIndexPolicy::Optional,
         _ => PageIndexPolicy::Skip,
     };
-    let reader_options = ArrowReaderOptions::new().with_page_index_policy(page_index);
+    let reader_options = ArrowReaderOptions::new().with_offset_index_policy(offset_index);
     let builder = ParquetRecordBatchStreamBuilder::new_with_options(reader, reader_options).await.map_err(&corrupt)?;
     let file_schema = builder.schema().clone();
     let total_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;

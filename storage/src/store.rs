@@ -240,10 +240,15 @@ impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
 
     fn get_metadata<'a>(
         &'a mut self,
-        _options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
+        options: Option<&'a parquet::arrow::arrow_reader::ArrowReaderOptions>,
     ) -> futures::future::BoxFuture<'a, parquet::errors::Result<Arc<parquet::file::metadata::ParquetMetaData>>> {
         Box::pin(async move {
+            // The page index only when the reader asks for it (a read of a few rows).
+            let skip = parquet::file::metadata::PageIndexPolicy::Skip;
             let reader = parquet::file::metadata::ParquetMetaDataReader::new()
+                .with_metadata_options(options.map(|o| o.metadata_options().clone()))
+                .with_column_index_policy(options.map_or(skip, |o| o.column_index_policy()))
+                .with_offset_index_policy(options.map_or(skip, |o| o.offset_index_policy()))
                 .with_prefetch_hint(Some(PARQUET_FOOTER_PREFETCH_BYTES));
             let size = match self.size {
                 Some(size) => size,

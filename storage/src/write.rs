@@ -48,7 +48,8 @@ pub struct WriteRequest {
     /// The operation recorded in history (default WRITE).
     pub operation: Option<String>,
     pub parameters: Map<String, Value>,
-    /// A new schema committed with the rows (identity columns' high-water marks).
+    /// A new schema committed with the rows (identity columns' high-water marks; for an
+    /// overwrite, also new column types, which the files are written in).
     pub schema: Option<StructType>,
     /// The writer checked the rows against the table's (keys): a concurrent data commit
     /// conflicts instead of being rebased over.
@@ -99,7 +100,13 @@ impl Table {
 
     /// Writes on a given snapshot (the caller checked it, e.g. a streaming writer's txn version).
     pub async fn write_on(&self, snapshot: &Snapshot, request: WriteRequest) -> Result<CommitOutcome> {
-        let adds = self.write_files(snapshot, &request.batches, true).await?;
+        let adds = match (&request.schema, request.mode) {
+            // An overwrite may change column types (ALTER COLUMN ... TYPE): files take the new schema.
+            (Some(schema), SaveMode::Overwrite) => {
+                self.write_files_as(snapshot, schema, &request.batches, true).await?
+            }
+            _ => self.write_files(snapshot, &request.batches, true).await?,
+        };
         let operation = request.operation.unwrap_or_else(|| "WRITE".to_string());
         let mut transaction = Transaction::new(Some(snapshot), operation);
         transaction.parameter("mode", if request.mode == SaveMode::Overwrite { "Overwrite" } else { "Append" });
@@ -132,6 +139,21 @@ impl Table {
         let layout = TableLayout::from_snapshot(snapshot);
         let conformed =
             batches.iter().map(|b| conform_batch(b, snapshot.schema(), self.location())).collect::<Result<Vec<_>>>()?;
+        let groups = split_partitions(&conformed, &layout)?;
+        write_groups(self.store(), &layout, groups, self.write_options(), data_change).await
+    }
+
+    /// Writes rows as new data files of `schema` (the table's columns, with other types).
+    pub async fn write_files_as(
+        &self,
+        snapshot: &Snapshot,
+        schema: &StructType,
+        batches: &[RecordBatch],
+        data_change: bool,
+    ) -> Result<Vec<Add>> {
+        let layout = TableLayout { schema: Arc::new(schema.clone()), ..TableLayout::from_snapshot(snapshot) };
+        let conformed =
+            batches.iter().map(|b| conform_batch(b, schema, self.location())).collect::<Result<Vec<_>>>()?;
         let groups = split_partitions(&conformed, &layout)?;
         write_groups(self.store(), &layout, groups, self.write_options(), data_change).await
     }

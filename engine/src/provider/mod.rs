@@ -414,11 +414,8 @@ impl TableProvider for SluiceTable {
                     return Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema)));
                 }
                 if let Some(batch) = located.as_batch(&schema) {
-                    let source = datafusion::datasource::memory::MemorySourceConfig::try_new(
-                        &[vec![batch]],
-                        schema,
-                        None,
-                    )?;
+                    let source =
+                        datafusion::datasource::memory::MemorySourceConfig::try_new(&[vec![batch]], schema, None)?;
                     return Ok(DataSourceExec::from_data_source(source));
                 }
                 let files: Vec<Arc<Add>> =

@@ -661,6 +661,9 @@ impl QueryContext {
                         })
                         .await?
                     }
+                    AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                        self.set_column_type(object, &entry, &table, &column, &data_type, using.as_ref()).await?
+                    }
                     other => return Err(Error::NotSupported(format!("ALTER COLUMN ... {other}"))),
                 }
             }
@@ -959,7 +962,7 @@ impl QueryContext {
         Ok(())
     }
 
-    async fn run_sql_text(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+    pub(crate) async fn run_sql_text(&self, sql: &str) -> Result<Vec<RecordBatch>> {
         self.clear_statement_state();
         let crate::syntax::parser::SluiceStatement::Standard(statement) =
             crate::syntax::parser::parse_statement_text(sql)?

@@ -15,8 +15,8 @@ use datafusion::sql::sqlparser::ast::{CreateIndex, Expr as SqlExpr, IndexType, O
 use sluice_storage::snapshot::Snapshot;
 use sluice_storage::table::Table;
 
-use super::context::StatementResult;
 use super::context::QueryContext;
+use super::context::StatementResult;
 use crate::catalog::{TableEntry, TableKind};
 use crate::error::{Error, Result};
 use crate::keys::{KeyDef, INDEX_PREFIX, KEY_PREFIX};
@@ -141,7 +141,8 @@ impl QueryContext {
         let entries: Vec<TableEntry> =
             state.tables_in(schema).filter(|t| t.kind != TableKind::MaterializedView).cloned().collect();
         for entry in entries {
-            let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
+            let (table, snapshot) =
+                super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
             if let Some(constraint) = names_index(&snapshot, name) {
                 return Ok(Some(Owner { entry, table, constraint }));
             }

@@ -2,6 +2,7 @@
 //! and maintenance on the table log). The statements themselves are parsed by [`crate::syntax`].
 
 pub mod catalog_provider;
+pub mod column_type;
 pub mod context;
 pub mod copy_in;
 pub mod ddl;

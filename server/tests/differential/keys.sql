@@ -322,6 +322,32 @@ CREATE TABLE child_of_non_unique (name text REFERENCES parent (name));
 CREATE TABLE child_of_nothing (pid int REFERENCES no_such_parent (id));
 DROP TABLE parent;
 
+-- ALTER COLUMN TYPE: rewrites, USING, lengths, keys
+CREATE TABLE alt2 (id int PRIMARY KEY, n int, s text, d date, f double precision);
+INSERT INTO alt2 VALUES (1, 10, '7', '2024-01-02', 1.5), (2, 20, 'x', '2024-03-04', 2.5), (3, 30, '9', NULL, -0.5);
+ALTER TABLE alt2 ALTER COLUMN n TYPE bigint;
+INSERT INTO alt2 VALUES (4, 3000000000, '9', '2024-05-06', 3.5);
+SELECT id, n FROM alt2 ORDER BY id;
+ALTER TABLE alt2 ALTER COLUMN s TYPE int USING s::int;
+UPDATE alt2 SET s = '8' WHERE id = 2;
+ALTER TABLE alt2 ALTER COLUMN s TYPE int USING s::int;
+SELECT id, s + 1 AS next FROM alt2 ORDER BY id;
+ALTER TABLE alt2 ALTER COLUMN d TYPE timestamp;
+SELECT id, d FROM alt2 ORDER BY id;
+ALTER TABLE alt2 ALTER COLUMN f TYPE int;
+SELECT id, f FROM alt2 ORDER BY id;
+ALTER TABLE alt2 ALTER COLUMN f TYPE boolean;
+ALTER TABLE alt2 ALTER COLUMN n TYPE int;
+ALTER TABLE alt2 ALTER COLUMN n TYPE varchar(5);
+ALTER TABLE alt2 ALTER COLUMN n TYPE varchar(12);
+SELECT id, n FROM alt2 ORDER BY id;
+ALTER TABLE alt2 ALTER COLUMN id TYPE bigint;
+INSERT INTO alt2 (id) VALUES (1);
+INSERT INTO alt2 (id) VALUES (5);
+ALTER TABLE alt2 ALTER COLUMN id TYPE int USING id % 2;
+SELECT count(*) AS alt2_rows FROM alt2;
+ALTER TABLE alt2 ALTER COLUMN missing TYPE int;
+
 -- CREATE INDEX, CREATE UNIQUE INDEX, DROP INDEX
 CREATE TABLE idx (id int, email text, n int);
 INSERT INTO idx VALUES (1, 'a@x', 1), (2, 'b@x', 1), (3, 'a@x', 2);
