@@ -327,10 +327,10 @@ CREATE TABLE alt2 (id int PRIMARY KEY, n int, s text, d date, f double precision
 INSERT INTO alt2 VALUES (1, 10, '7', '2024-01-02', 1.5), (2, 20, 'x', '2024-03-04', 2.5), (3, 30, '9', NULL, -0.5);
 ALTER TABLE alt2 ALTER COLUMN n TYPE bigint;
 INSERT INTO alt2 VALUES (4, 3000000000, '9', '2024-05-06', 3.5);
-SELECT id, n FROM alt2 ORDER BY id;
+SELECT id, n AS widened FROM alt2 ORDER BY id;
 ALTER TABLE alt2 ALTER COLUMN s TYPE int USING s::int;
 UPDATE alt2 SET s = '8' WHERE id = 2;
-ALTER TABLE alt2 ALTER COLUMN s TYPE int USING s::int;
+ALTER TABLE alt2 ALTER COLUMN s TYPE int USING CAST(s AS int);
 SELECT id, s + 1 AS next FROM alt2 ORDER BY id;
 ALTER TABLE alt2 ALTER COLUMN d TYPE timestamp;
 SELECT id, d FROM alt2 ORDER BY id;
