@@ -655,7 +655,7 @@ impl TableKeys {
 
     /// Every unique key and unique index.
     pub fn unique_indexes(&self) -> Vec<usize> {
-        (0..self.indexes.len()).filter(|&i| self.indexes[i].def.unique).collect()
+        self.indexes.iter().enumerate().filter(|(_, index)| index.def.unique).map(|(i, _)| i).collect()
     }
 
     pub fn def(&self, index: usize) -> Option<&KeyDef> {
@@ -707,7 +707,7 @@ impl TableKeys {
         let mut stride = combinations;
         for (values, &at) in columns.iter().zip(&index.columns) {
             stride /= values.len().max(1);
-            let column = (0..combinations).map(|n| values[(n / stride) % values.len()].clone());
+            let column = (0..combinations).filter_map(|n| values.get((n / stride) % values.len()).cloned());
             arrays.push(if combinations == 0 {
                 arrow::array::new_empty_array(schema.fields().get(at)?.data_type())
             } else {

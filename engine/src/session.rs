@@ -160,6 +160,10 @@ impl Session {
             SluiceStatement::InsertByName { table, query, overwrite } => {
                 self.query.insert_by_name(&table, *query, overwrite).await
             }
+            SluiceStatement::InsertOverriding { insert, overriding } => match *insert {
+                Statement::Insert(insert) => self.query.insert_overriding(insert, Some(overriding)).await,
+                other => self.dispatch_standard(other).await,
+            },
             SluiceStatement::Streaming(statement) => self.streaming(*statement).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
         }

@@ -37,7 +37,7 @@ use crate::names::{normalize, table_name, TableName};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
 use crate::provider::SluiceTable;
 use crate::sql::context::{QueryContext, StatementResult};
-use crate::syntax::parser::{parse_statement_text, SluiceStatement};
+use crate::syntax::parser::{parse_statement_text, Overriding, SluiceStatement};
 
 /// A target table of DML with its statement snapshot.
 pub(crate) struct Target {
@@ -68,6 +68,15 @@ impl QueryContext {
     }
 
     pub(crate) async fn insert_statement(&self, insert: Insert) -> Result<StatementResult> {
+        self.insert_overriding(insert, None).await
+    }
+
+    /// An INSERT, with its OVERRIDING clause if it has one.
+    pub(crate) async fn insert_overriding(
+        &self,
+        insert: Insert,
+        overriding: Option<Overriding>,
+    ) -> Result<StatementResult> {
         let on = match insert.on {
             None => None,
             Some(ast::OnInsert::OnConflict(on)) => Some(on),
@@ -100,7 +109,18 @@ impl QueryContext {
             columns
         };
         let implicit = insert.columns.is_empty();
-        let (batches, list) = self.insert_source(&target, insert.source, list, implicit).await?;
+        let (mut batches, mut list) = self.insert_source(&target, insert.source, list, implicit, overriding).await?;
+        if overriding == Some(Overriding::User) {
+            // The values given for identity columns are dropped: the columns are generated.
+            let is_identity =
+                |name: &String| target.snapshot.schema().field(name).and_then(crate::identity::Identity::of).is_some();
+            if list.iter().any(is_identity) {
+                let kept: Vec<usize> =
+                    list.iter().enumerate().filter(|(_, name)| !is_identity(name)).map(|(i, _)| i).collect();
+                list.retain(|name| !is_identity(name));
+                batches = batches.iter().map(|b| b.project(&kept)).collect::<std::result::Result<_, _>>()?;
+            }
+        }
         if on.is_some() || insert.returning.is_some() {
             if insert.overwrite {
                 return Err(Error::NotSupported("INSERT OVERWRITE with ON CONFLICT or RETURNING".into()));
@@ -125,6 +145,7 @@ impl QueryContext {
         source: Option<Box<Query>>,
         list: Vec<String>,
         implicit: bool,
+        overriding: Option<Overriding>,
     ) -> Result<(Vec<RecordBatch>, Vec<String>)> {
         let all: Vec<String> = target.snapshot.schema().fields.iter().map(|f| f.name.clone()).collect();
         let always: Vec<&str> = target
@@ -132,6 +153,7 @@ impl QueryContext {
             .schema()
             .fields
             .iter()
+            .filter(|_| overriding.is_none())
             .filter(|f| crate::identity::Identity::of(f).is_some_and(|i| !i.allow_explicit_insert))
             .map(|f| f.name.as_str())
             .collect();

@@ -61,7 +61,7 @@ impl QueryContext {
             }
             let name = match &column.column.expr {
                 SqlExpr::Identifier(ident) => normalize(ident),
-                SqlExpr::CompoundIdentifier(parts) if parts.len() == 1 => normalize(&parts[0]),
+                SqlExpr::CompoundIdentifier(parts) if parts.len() == 1 => parts.iter().map(normalize).collect(),
                 other => return refuse(&format!("an expression ({other}); index columns only")),
             };
             if snapshot.schema().field(&name).is_none() {

@@ -57,6 +57,10 @@ pub fn bind(statement: SluiceStatement, parameters: &[ScalarValue]) -> Result<Sl
             let _ = s.visit(&mut binder);
             SluiceStatement::Standard(s)
         }
+        SluiceStatement::InsertOverriding { mut insert, overriding } => {
+            let _ = insert.visit(&mut binder);
+            SluiceStatement::InsertOverriding { insert, overriding }
+        }
         SluiceStatement::CreateTable(mut create) => {
             if let Some(query) = create.query.as_mut() {
                 let _ = query.visit(&mut binder);

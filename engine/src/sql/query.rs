@@ -214,6 +214,9 @@ impl QueryContext {
     /// running it: queries and other statements DataFusion plans give both; INSERT, UPDATE and
     /// DELETE give their parameter types; Sluice's own statements give their fixed columns.
     pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
+        if let SluiceStatement::InsertOverriding { insert, .. } = statement {
+            return Box::pin(self.describe_statement(&SluiceStatement::Standard(insert.clone()))).await;
+        }
         match statement {
             SluiceStatement::DescribeHistory { .. } => {
                 Described { result_schema: Some(crate::provider::history::history_schema()), ..Default::default() }

@@ -46,6 +46,21 @@ pub enum SluiceStatement {
         query: Box<Query>,
         overwrite: bool,
     },
+    /// `INSERT ... OVERRIDING {SYSTEM | USER} VALUE ...` (sqlparser has no such clause): the
+    /// INSERT without it.
+    InsertOverriding {
+        insert: Box<Statement>,
+        overriding: Overriding,
+    },
+}
+
+/// What an INSERT's OVERRIDING clause asks of identity columns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Overriding {
+    /// Values given for GENERATED ALWAYS columns are stored.
+    System,
+    /// Values given for identity columns are ignored: the columns are generated.
+    User,
 }
 
 /// `VERSION AS OF n` or `TIMESTAMP AS OF expr`.
@@ -170,6 +185,9 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
                 let query = parser.parse_query()?;
                 return Ok(SluiceStatement::InsertByName { table, query, overwrite });
             }
+            if let Some(statement) = parse_insert_overriding(parser)? {
+                return Ok(statement);
+            }
         }
         Some("OPTIMIZE") => {
             parser.next_token();
@@ -208,6 +226,68 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
         _ => {}
     }
     Ok(SluiceStatement::Standard(Box::new(parser.parse_statement()?)))
+}
+
+/// Tokens at most between INSERT and its OVERRIDING clause that are looked at.
+const OVERRIDING_LOOKAHEAD_TOKENS: usize = 64;
+
+/// `INSERT ... OVERRIDING {SYSTEM | USER} VALUE <source>`: the clause comes between the target
+/// (with its column list) and the source; taken out, the rest parses as an INSERT.
+fn parse_insert_overriding(parser: &mut Parser) -> Result<Option<SluiceStatement>, ParserError> {
+    let mut depth = 0usize;
+    let mut found = None;
+    for n in 1..OVERRIDING_LOOKAHEAD_TOKENS {
+        match parser.peek_nth_token_ref(n).token {
+            Token::EOF | Token::SemiColon => break,
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > 0 {
+            continue;
+        }
+        match word(parser, n).as_deref() {
+            Some("VALUES" | "SELECT" | "WITH" | "TABLE" | "DEFAULT") => break,
+            Some("OVERRIDING") => {
+                let overriding = match word(parser, n + 1).as_deref() {
+                    Some("SYSTEM") => Overriding::System,
+                    Some("USER") => Overriding::User,
+                    _ => return parser.expected("SYSTEM VALUE or USER VALUE", parser.peek_nth_token(n + 1)),
+                };
+                if word(parser, n + 2).as_deref() != Some("VALUE") {
+                    return parser.expected("VALUE", parser.peek_nth_token(n + 2));
+                }
+                found = Some((n, overriding));
+                break;
+            }
+            _ => {}
+        }
+    }
+    let Some((at, overriding)) = found else { return Ok(None) };
+    // The statement's tokens (to its end), without the clause's three.
+    let mut tokens = Vec::new();
+    let mut depth = 0usize;
+    loop {
+        match parser.peek_token_ref().token {
+            Token::EOF => break,
+            Token::SemiColon if depth == 0 => break,
+            Token::LParen => depth += 1,
+            Token::RParen => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        tokens.push(parser.next_token());
+    }
+    tokens.drain(at..at + 3);
+    let dialect = SluiceDialect::default();
+    let mut inner = Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens);
+    let insert = inner.parse_statement()?;
+    if !matches!(insert, Statement::Insert(_)) {
+        return parser.expected("an INSERT statement", parser.peek_token());
+    }
+    if inner.peek_token_ref().token != Token::EOF {
+        return inner.expected("end of statement", inner.peek_token());
+    }
+    Ok(Some(SluiceStatement::InsertOverriding { insert: Box::new(insert), overriding }))
 }
 
 fn parse_time_travel(parser: &mut Parser) -> Result<TimeTravel, ParserError> {

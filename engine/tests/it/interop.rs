@@ -107,3 +107,55 @@ async fn deltalake_reads_a_materialized_view_after_refresh() {
     let (_, theirs) = read_with_delta_rs(folder);
     assert_eq!(theirs, ours, "delta-rs reads the view's second checkpoint");
 }
+
+/// Prints the table's writer features, its identity column's metadata and key properties, then
+/// its rows sorted (NULL as `NULL`).
+const READ_KEYED: &str = r#"
+import sys, json
+from deltalake import DeltaTable
+table = DeltaTable(sys.argv[1])
+protocol = table.protocol()
+print(",".join(sorted(protocol.writer_features or [])))
+field = [f for f in table.schema().fields if f.name == "id"][0]
+print(",".join(sorted(k for k in field.metadata if k.startswith("delta.identity"))))
+config = table.metadata().configuration
+print(",".join(sorted(f"{k}={v}" for k, v in config.items() if k.startswith("sluice.key.") or k.startswith("sluice.index."))))
+import pyarrow as pa
+from deltalake import QueryBuilder
+data = pa.table(QueryBuilder().register("t", table).execute("SELECT id, code, n FROM t").read_all())
+columns = [data.column(c).to_pylist() for c in data.column_names]
+for row in sorted("|".join("NULL" if x is None else str(x) for x in row) for row in zip(*columns)):
+    print(row)
+"#;
+
+/// delta-rs reads a table with an identity column, keys and an index: the identityColumns writer
+/// feature, the column's identity metadata (start, step, high-water mark), the keys as table
+/// properties, and the rows.
+#[tokio::test]
+async fn deltalake_reads_a_table_with_an_identity_column_and_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    let db = Database::open(warehouse.to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE ident (id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, code text UNIQUE, n int)")
+        .await
+        .unwrap();
+    db.execute("INSERT INTO ident (code, n) VALUES ('a', 1), ('b', 2), ('c', 3)").await.unwrap();
+    db.execute("CREATE INDEX ON ident (n)").await.unwrap();
+    db.execute("DELETE FROM ident WHERE code = 'b'").await.unwrap();
+    db.execute("INSERT INTO ident (code, n) VALUES ('d', 4)").await.unwrap();
+    let location = rows(&db.query("SELECT location FROM sluice.tables WHERE name = 'ident'").await.unwrap());
+    let location = std::path::Path::new(&location[0]);
+    let folder = if location.is_absolute() { location.to_path_buf() } else { warehouse.join(location) };
+    let output = run_python(READ_KEYED, &[folder.to_str().unwrap()]);
+    let lines: Vec<&str> = output.lines().collect();
+    assert!(lines[0].split(',').any(|f| f == "identityColumns"), "writer features: {}", lines[0]);
+    assert_eq!(
+        lines[1],
+        "delta.identity.allowExplicitInsert,delta.identity.highWaterMark,delta.identity.start,delta.identity.step"
+    );
+    assert_eq!(
+        lines[2],
+        "sluice.index.ident_n_idx=INDEX (n),sluice.key.ident_code_key=UNIQUE (code),sluice.key.ident_pkey=PRIMARY KEY (id)"
+    );
+    assert_eq!(&lines[3..], ["1|a|1", "3|c|3", "4|d|4"]);
+}

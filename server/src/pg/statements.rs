@@ -105,7 +105,11 @@ pub fn show_column(name: &str) -> String {
 /// The highest `$n` in a statement (0 for none); `None` where Sluice's own statements cannot be
 /// walked.
 pub fn placeholder_count(statement: &sluice::sql::parser::SluiceStatement) -> Option<usize> {
-    let sluice::sql::parser::SluiceStatement::Standard(statement) = statement else { return None };
+    let statement = match statement {
+        sluice::sql::parser::SluiceStatement::Standard(statement) => statement,
+        sluice::sql::parser::SluiceStatement::InsertOverriding { insert, .. } => insert,
+        _ => return None,
+    };
     let mut highest = 0;
     let _ = datafusion::sql::sqlparser::ast::visit_expressions(&**statement, |expr| {
         if let Expr::Value(value) = expr {
