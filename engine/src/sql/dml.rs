@@ -615,11 +615,14 @@ impl QueryContext {
             };
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
+            // Keys checked: a concurrent data commit (another process's) conflicts (40001).
+            let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
             let mutation = Mutation {
                 deleted,
                 inserted: inserted.clone(),
                 operation: "UPDATE".into(),
                 schema,
+                reads_data,
                 ..Default::default()
             };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
@@ -844,7 +847,9 @@ impl QueryContext {
         if affected > 0 {
             let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
-            let mutation = Mutation { deleted, inserted, operation: "MERGE".into(), schema, ..Default::default() };
+            let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
+            let mutation =
+                Mutation { deleted, inserted, operation: "MERGE".into(), schema, reads_data, ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
             keys_committed(keys).await;

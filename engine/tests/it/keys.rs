@@ -126,6 +126,22 @@ async fn two_handles_on_one_folder_never_store_a_key_twice() {
     }
     let counts = rows(&a, "SELECT count(DISTINCT k), count(*) FROM kv").await;
     assert_eq!(counts[0][0], counts[0][1], "a key is there twice");
+    // Updates from both handles that move different rows to one new key: one of them fails.
+    a.execute("INSERT INTO kv SELECT k + 100, 'moved' FROM kv").await.unwrap();
+    for round in 0..20 {
+        let (first, second) = (
+            format!("UPDATE kv SET k = {} WHERE k = {round}", 1000 + round),
+            format!("UPDATE kv SET k = {} WHERE k = {}", 1000 + round, round + 100),
+        );
+        let (x, y) = tokio::join!(a.execute(&first), b.execute(&second));
+        for result in [&x, &y] {
+            if let Err(e) = result {
+                assert!(["23505", "40001"].contains(&e.sqlstate()), "update round {round}: {e}");
+            }
+        }
+    }
+    let counts = rows(&a, "SELECT count(DISTINCT k), count(*) FROM kv").await;
+    assert_eq!(counts[0][0], counts[0][1], "an update put a key there twice");
 }
 
 /// Random inserts, updates and deletes on a table with a composite primary key and a UNIQUE
