@@ -214,6 +214,14 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
         match option {
             SequenceOptions::StartWith(expr, _) => start = Some(number(expr)?),
             SequenceOptions::IncrementBy(expr, _) => identity.step = number(expr)?,
+            // What PostgreSQL does without them (pg_dump writes them out): bounds of the column's
+            // type, no cycling. CACHE only sets how many values a session takes at once.
+            SequenceOptions::MinValue(None) | SequenceOptions::MaxValue(None) | SequenceOptions::Cycle(true) => {}
+            SequenceOptions::Cache(expr) => {
+                if number(expr)? < 1 {
+                    return Err(Error::data("22023", format!("CACHE ({expr}) must be greater than zero")));
+                }
+            }
             other => return Err(Error::NotSupported(format!("identity option{other}"))),
         }
     }

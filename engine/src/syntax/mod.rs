@@ -5,3 +5,4 @@
 pub mod dialect;
 pub mod parser;
 pub mod streaming;
+pub mod tokens;

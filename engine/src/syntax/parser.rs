@@ -108,7 +108,13 @@ impl CreateTable {
 /// Parses one or more statements separated by `;`.
 pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
     let dialect = SluiceDialect::default();
-    let mut parser = Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).try_with_sql(sql)?;
+    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(ParserError::from)?;
+    let tokens = super::tokens::canonical(tokens);
+    let mut parser =
+        Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens);
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}

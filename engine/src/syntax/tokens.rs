@@ -1,0 +1,143 @@
+//! Rewrites of a statement's tokens before sqlparser parses them, for PostgreSQL syntax that
+//! sqlparser reads only in part.
+//!
+//! - The options of `GENERATED ... AS IDENTITY ( ... )`: PostgreSQL takes them in any order
+//!   (pg_dump writes `START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1`); sqlparser
+//!   takes them only in the order INCREMENT, MINVALUE, MAXVALUE, START, CACHE, CYCLE. They are put
+//!   in that order (an option sqlparser does not know leaves the list as written, for its error).
+
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
+
+/// The tokens with each identity option list in the order sqlparser reads.
+pub fn canonical(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let mut out = Vec::with_capacity(tokens.len());
+    let mut rest = tokens.into_iter().peekable();
+    while let Some(token) = rest.next() {
+        let is_identity = is_word(&token.token, "IDENTITY");
+        out.push(token);
+        if !is_identity {
+            continue;
+        }
+        // Whitespace, then `(`: the option list follows.
+        while rest.peek().is_some_and(|t| matches!(t.token, Token::Whitespace(_))) {
+            out.extend(rest.next());
+        }
+        if rest.peek().is_none_or(|t| t.token != Token::LParen) {
+            continue;
+        }
+        out.extend(rest.next());
+        let mut inner = Vec::new();
+        let mut depth = 0usize;
+        while let Some(next) = rest.peek() {
+            match next.token {
+                Token::RParen if depth == 0 => break,
+                Token::LParen => depth += 1,
+                Token::RParen => depth -= 1,
+                Token::EOF => break,
+                _ => {}
+            }
+            inner.extend(rest.next());
+        }
+        out.extend(reordered(inner));
+    }
+    out
+}
+
+fn is_word(token: &Token, word: &str) -> bool {
+    matches!(token, Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word))
+}
+
+/// Where sqlparser reads an option that starts with `first` (and `second`, after NO).
+fn rank(first: &Token, second: Option<&Token>) -> Option<u8> {
+    let word = |w: &str| is_word(first, w);
+    if word("NO") {
+        let second = second?;
+        return [("MINVALUE", 1), ("MAXVALUE", 2), ("CYCLE", 5)]
+            .iter()
+            .find(|(w, _)| is_word(second, w))
+            .map(|(_, rank)| *rank);
+    }
+    [("INCREMENT", 0), ("MINVALUE", 1), ("MAXVALUE", 2), ("START", 3), ("CACHE", 4), ("CYCLE", 5)]
+        .iter()
+        .find(|(w, _)| word(w))
+        .map(|(_, rank)| *rank)
+}
+
+/// The options (the tokens inside the parentheses) in sqlparser's order, or as they were.
+fn reordered(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    let words: Vec<&TokenWithSpan> = tokens.iter().filter(|t| !matches!(t.token, Token::Whitespace(_))).collect();
+    // Each option: its rank and its tokens (from its first word to the next option's).
+    let mut options: Vec<(u8, Vec<TokenWithSpan>)> = Vec::new();
+    let mut i = 0;
+    while let Some(first) = words.get(i) {
+        let second = words.get(i + 1);
+        match rank(&first.token, second.map(|t| &t.token)) {
+            Some(r) => {
+                let mut option = vec![(*first).clone()];
+                if is_word(&first.token, "NO") {
+                    option.extend(second.map(|t| (*t).clone()));
+                    i += 1;
+                }
+                options.push((r, option));
+            }
+            // A value, or BY / WITH, of the option before.
+            None => match options.last_mut() {
+                Some(last) => last.1.push((*first).clone()),
+                None => return tokens,
+            },
+        }
+        i += 1;
+    }
+    // An option given twice stays as written: sqlparser reports it.
+    let mut ranks: Vec<u8> = options.iter().map(|(r, _)| *r).collect();
+    ranks.sort_unstable();
+    ranks.dedup();
+    if ranks.len() != options.len() {
+        return tokens;
+    }
+    options.sort_by_key(|(r, _)| *r);
+    let mut out = Vec::with_capacity(tokens.len());
+    for (_, option) in options {
+        for token in option {
+            out.push(token);
+            out.push(TokenWithSpan::wrap(Token::Whitespace(Whitespace::Space)));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::tokenizer::Tokenizer;
+
+    use super::*;
+    use crate::syntax::dialect::SluiceDialect;
+
+    fn rewritten(sql: &str) -> String {
+        let tokens = Tokenizer::new(&SluiceDialect::default(), sql).tokenize_with_location().unwrap();
+        canonical(tokens)
+            .iter()
+            .map(|t| t.token.to_string())
+            .collect::<String>()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn identity_options_take_sqlparsers_order() {
+        assert_eq!(
+            rewritten(
+                "CREATE TABLE t (id int GENERATED BY DEFAULT AS IDENTITY (START WITH 100 INCREMENT BY 10), v int)"
+            ),
+            "CREATE TABLE t (id int GENERATED BY DEFAULT AS IDENTITY (INCREMENT BY 10 START WITH 100 ), v int)"
+        );
+        assert_eq!(
+            rewritten("x IDENTITY (START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1)"),
+            "x IDENTITY (INCREMENT BY 1 NO MINVALUE NO MAXVALUE START WITH 1 CACHE 1 )"
+        );
+        // Unknown options are left for sqlparser to report.
+        assert_eq!(rewritten("x IDENTITY (SEQUENCE NAME s START WITH 1)"), "x IDENTITY (SEQUENCE NAME s START WITH 1)");
+        assert_eq!(rewritten("x IDENTITY, y"), "x IDENTITY, y");
+    }
+}
