@@ -46,6 +46,10 @@ pub const INDEX_PREFIX: &str = "sluice.index.";
 const FILE_READS_CONCURRENT_MAX: usize = 4;
 /// Keys a scan looks up in an index one by one at most (more: it reads the files).
 const LOOKUP_KEYS_MAX: usize = 65_536;
+/// Of a table of at least this many rows, a scan reads at most 1/[`LOOKUP_TABLE_FRACTION`]
+/// through an index (more: it reads the files).
+const LOOKUP_ROWS_MIN_TABLE: u64 = 100_000;
+const LOOKUP_TABLE_FRACTION: u64 = 8;
 /// Rows a scan reads one by one through an index at most (more: it reads the files).
 const LOOKUP_ROWS_MAX: usize = 1 << 20;
 
@@ -949,7 +953,14 @@ impl RowLocator for KeyLocator {
                 }
             }
         }
-        keys.locate(&snapshot.arrow_schema(), &equal)
+        let located = keys.locate(&snapshot.arrow_schema(), &equal)?;
+        // A good part of the table (a non-unique index on a column of few values): reading the
+        // files in parallel, with their statistics, does better than row by row.
+        let rows: u64 = snapshot.files().filter_map(|f| f.num_records()).map(|n| n.max(0) as u64).sum();
+        if rows >= LOOKUP_ROWS_MIN_TABLE && located.paths.len() as u64 * LOOKUP_TABLE_FRACTION > rows {
+            return None;
+        }
+        Some(located)
     }
 }
 
