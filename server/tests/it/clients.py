@@ -133,7 +133,9 @@ def sqlalchemy_orm():
         __tablename__ = "orm_users"
         id: Mapped[int] = mapped_column(primary_key=True)
         email: Mapped[str] = mapped_column(sqlalchemy.String(50), unique=True)
-        name: Mapped[str | None]
+        # index=True and Index(...): create_all sends CREATE INDEX for each.
+        name: Mapped[str | None] = mapped_column(index=True)
+        __table_args__ = (sqlalchemy.Index("ix_orm_users_email_name", "email", "name"),)
 
     engine = sqlalchemy.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/sluice")
     Base.metadata.create_all(engine)
@@ -163,6 +165,10 @@ def sqlalchemy_orm():
         check("sqlalchemy orm id after the violation", c.id > 2, True)
         rows = [(u.email, u.name) for u in session.scalars(sqlalchemy.select(User).order_by(User.id))]
         check("sqlalchemy orm rows", rows, [("a@x", "A2"), ("c@x", "C")])
+        by_name = [u.email for u in session.scalars(sqlalchemy.select(User).where(User.name == "C"))]
+        check("sqlalchemy orm lookup through the name index", by_name, ["c@x"])
+        plan = session.execute(sqlalchemy.text("EXPLAIN SELECT * FROM orm_users WHERE name = 'C'")).all()
+        check("sqlalchemy orm lookup plan uses the index", "rows_by_key" in str(plan), True)
     engine.dispose()
     # Django's form: INSERT ... RETURNING "table"."id".
     import psycopg
