@@ -75,6 +75,27 @@ impl Identity {
     }
 }
 
+/// Field metadata marking an identity column made by SERIAL (whose identity is a DEFAULT).
+pub const SERIAL_KEY: &str = "sluice.serial";
+
+/// Whether an identity column was declared SERIAL.
+pub fn is_serial(field: &StructField) -> bool {
+    matches!(field.metadata.get(SERIAL_KEY), Some(Value::Bool(true)))
+}
+
+/// Makes a column a plain one: no identity (its values so far stay).
+pub fn forget_identity(field: &mut StructField) {
+    for key in [
+        IDENTITY_START_KEY,
+        IDENTITY_STEP_KEY,
+        IDENTITY_HIGH_WATER_MARK_KEY,
+        IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
+        SERIAL_KEY,
+    ] {
+        field.metadata.remove(key);
+    }
+}
+
 /// The identity columns of a schema: position and sequence.
 pub fn identity_columns(schema: &StructType) -> Vec<(usize, Identity)> {
     schema.fields.iter().enumerate().filter_map(|(i, f)| Some((i, Identity::of(f)?))).collect()

@@ -130,6 +130,10 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
             nullable = false;
             let mut field = column(&name, declared, nullable);
             identity.declare(&mut field);
+            if serial_identity(&def.data_type).is_some() && identity.allow_explicit_insert {
+                // A serial's identity is its DEFAULT (DROP DEFAULT ends it, as in PostgreSQL).
+                field.metadata.insert(crate::identity::SERIAL_KEY.into(), serde_json::Value::Bool(true));
+            }
             fields.push(field);
             continue;
         }
@@ -662,6 +666,25 @@ impl QueryContext {
                             e.defaults.insert(column.clone(), text.clone());
                         })
                         .await?
+                    }
+                    AlterColumnOperation::DropDefault
+                        if schema.field(&column).and_then(crate::identity::Identity::of).is_some() =>
+                    {
+                        let serial = schema.field(&column).is_some_and(crate::identity::is_serial);
+                        if !serial {
+                            return Err(Error::data(
+                                "42601",
+                                format!(
+                                    "column \"{column}\" of relation \"{name}\" is an identity column (ALTER COLUMN ... \
+                                     DROP IDENTITY is not supported)"
+                                ),
+                            ));
+                        }
+                        // The serial's values stop: the column stays NOT NULL, without a default.
+                        self.change_column(&entry, &table, &snapshot, &column, "DROP DEFAULT", |field| {
+                            crate::identity::forget_identity(field)
+                        })
+                        .await?;
                     }
                     AlterColumnOperation::DropDefault => {
                         self.update_entry(&entry, |e| {
