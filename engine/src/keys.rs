@@ -63,19 +63,22 @@ pub struct KeyDef {
     pub unique: bool,
     /// Made by CREATE INDEX (not a constraint: DROP INDEX removes it).
     pub index: bool,
+    /// Whether rows with a NULL in the key never collide (PostgreSQL's default); `false`: NULLS
+    /// NOT DISTINCT, a NULL is a value like another.
+    pub nulls_distinct: bool,
 }
 
 impl KeyDef {
     pub fn primary_key(name: String, columns: Vec<String>) -> Self {
-        Self { name, primary: true, columns, unique: true, index: false }
+        Self { name, primary: true, columns, unique: true, index: false, nulls_distinct: true }
     }
 
     pub fn unique_key(name: String, columns: Vec<String>) -> Self {
-        Self { name, primary: false, columns, unique: true, index: false }
+        Self { name, primary: false, columns, unique: true, index: false, nulls_distinct: true }
     }
 
     pub fn index(name: String, columns: Vec<String>, unique: bool) -> Self {
-        Self { name, primary: false, columns, unique, index: true }
+        Self { name, primary: false, columns, unique, index: true, nulls_distinct: true }
     }
 
     /// The table property that records it.
@@ -87,7 +90,8 @@ impl KeyDef {
             (false, true, _) => (KEY_PREFIX, "PRIMARY KEY"),
             (false, false, _) => (KEY_PREFIX, "UNIQUE"),
         };
-        (format!("{prefix}{}", self.name), format!("{kind} ({})", columns.join(", ")))
+        let nulls = if self.nulls_distinct { "" } else { " NULLS NOT DISTINCT" };
+        (format!("{prefix}{}", self.name), format!("{kind}{nulls} ({})", columns.join(", ")))
     }
 
     /// Reads a key back from its property (`sluice.key.<name>` or `sluice.index.<name>`);
@@ -102,7 +106,8 @@ impl KeyDef {
             Some(rest) => (true, rest),
             None => (false, strip_prefix_ci(text, "INDEX")?),
         };
-        Some(Self::index(name.to_string(), parse_column_list(rest)?, unique))
+        let (nulls_distinct, rest) = nulls_option(rest);
+        Some(Self { nulls_distinct, ..Self::index(name.to_string(), parse_column_list(rest)?, unique) })
     }
 
     /// Reads a key back from the text of its `sluice.key.` property; `None` if the text is not one.
@@ -113,12 +118,14 @@ impl KeyDef {
         } else {
             (false, strip_prefix_ci(text, "UNIQUE")?)
         };
+        let (nulls_distinct, rest) = nulls_option(rest);
         let columns = parse_column_list(rest)?;
-        Some(if primary {
+        let def = if primary {
             Self::primary_key(name.to_string(), columns)
         } else {
             Self::unique_key(name.to_string(), columns)
-        })
+        };
+        Some(Self { nulls_distinct, ..def })
     }
 
     /// `(a, b)`, as PostgreSQL names a key's columns in messages.
@@ -131,6 +138,14 @@ impl KeyDef {
         let mine: HashSet<&str> = self.columns.iter().map(String::as_str).collect();
         let theirs: HashSet<&str> = columns.iter().map(String::as_str).collect();
         mine == theirs && columns.len() == self.columns.len()
+    }
+}
+
+/// ` NULLS NOT DISTINCT (a)`: false and the rest; otherwise true and the text as it was.
+fn nulls_option(text: &str) -> (bool, &str) {
+    match strip_prefix_ci(text.trim_start(), "NULLS NOT DISTINCT") {
+        Some(rest) => (false, rest),
+        None => (true, text),
     }
 }
 
@@ -583,8 +598,9 @@ impl TableKeys {
                     })
                     .collect();
                 let keys = index.converter.convert_columns(&arrays)?;
+                let nulls_distinct = index.def.nulls_distinct;
                 for i in 0..batch.num_rows() {
-                    if arrays.iter().any(|a| a.is_null(i)) {
+                    if nulls_distinct && arrays.iter().any(|a| a.is_null(i)) {
                         continue;
                     }
                     let row = row_index.value(i);
@@ -850,7 +866,8 @@ fn one_of(term: &Expr) -> Option<(String, Vec<ScalarValue>)> {
 fn key_rows<'a>(index: &Index, batch: &'a RecordBatch) -> Result<(Rows, impl Fn(usize) -> bool + 'a)> {
     let arrays: Vec<ArrayRef> = index.columns.iter().map(|&c| batch.column(c).clone()).collect();
     let keys = index.converter.convert_columns(&arrays)?;
-    Ok((keys, move |row| arrays.iter().any(|a| a.is_null(row))))
+    let nulls_distinct = index.def.nulls_distinct;
+    Ok((keys, move |row| nulls_distinct && arrays.iter().any(|a| a.is_null(row))))
 }
 
 /// 23505 for the key of row `row` of `batch`.

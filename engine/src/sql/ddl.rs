@@ -173,9 +173,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         return Err(Error::UndefinedColumn(format!("{name} named in key")));
                     }
                 }
-                let key_name =
-                    unique.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{}_key", columns.join("_")));
-                keys.push(KeyDef::unique_key(key_name, columns));
+                keys.push(unique_def(table, unique, columns)?);
             }
             TableConstraint::ForeignKey(_) => {
                 return Err(Error::NotSupported(
@@ -234,6 +232,26 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
     }
     identity.start = start.unwrap_or(if identity.step > 0 { 1 } else { -1 });
     Ok(identity)
+}
+
+/// A table's UNIQUE constraint on `columns`: PostgreSQL's default name, NULLS [NOT] DISTINCT.
+/// What Sluice's keys cannot do is refused (deferred checks, index methods and options).
+fn unique_def(
+    table: &str,
+    unique: &datafusion::sql::sqlparser::ast::UniqueConstraint,
+    columns: Vec<String>,
+) -> Result<KeyDef> {
+    use datafusion::sql::sqlparser::ast::NullsDistinctOption;
+    if unique.characteristics.as_ref().is_some_and(|c| c.deferrable == Some(true) || c.initially.is_some()) {
+        return Err(Error::NotSupported("DEFERRABLE keys (Sluice checks keys at each statement)".into()));
+    }
+    if unique.index_type.is_some() || !unique.index_options.is_empty() || unique.index_name.is_some() {
+        return Err(Error::NotSupported("index methods or options on a UNIQUE constraint".into()));
+    }
+    let name = unique.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{}_key", columns.join("_")));
+    let mut def = KeyDef::unique_key(name, columns);
+    def.nulls_distinct = unique.nulls_distinct != NullsDistinctOption::NotDistinct;
+    Ok(def)
 }
 
 /// The column names of a key (plain columns only, as PostgreSQL's constraints take them).
@@ -706,12 +724,7 @@ impl QueryContext {
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::Unique(unique), .. } => {
                 let columns = key_columns(&unique.columns)?;
-                let key_name = unique
-                    .name
-                    .as_ref()
-                    .map(normalize)
-                    .unwrap_or_else(|| format!("{}_{}_key", name.name, columns.join("_")));
-                let def = KeyDef::unique_key(key_name, columns);
+                let def = unique_def(&name.name, &unique, columns)?;
                 self.add_key(object, &entry, &table, def).await?;
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::ForeignKey(_), .. } => {
@@ -957,7 +970,11 @@ impl QueryContext {
             .map(|c| datafusion::sql::sqlparser::ast::Ident::with_quote('"', c).to_string())
             .collect();
         let list = quoted.join(", ");
-        let not_null = quoted.iter().map(|c| format!("{c} IS NOT NULL")).collect::<Vec<_>>().join(" AND ");
+        // NULLs never collide, unless the key says NULLS NOT DISTINCT.
+        let not_null = match def.nulls_distinct {
+            true => quoted.iter().map(|c| format!("{c} IS NOT NULL")).collect::<Vec<_>>().join(" AND "),
+            false => "true".to_string(),
+        };
         let sql = format!("SELECT {list} FROM {object} WHERE {not_null} GROUP BY {list} HAVING count(*) > 1 LIMIT 1");
         let result = if def.unique { self.run_sql_text(&sql).await? } else { vec![] };
         if let Some(batch) = result.iter().find(|b| b.num_rows() > 0) {

@@ -40,9 +40,6 @@ impl QueryContext {
         if create.predicate.is_some() {
             return refuse("WHERE (partial indexes)");
         }
-        if create.nulls_distinct == Some(false) {
-            return refuse("NULLS NOT DISTINCT");
-        }
         if !create.with.is_empty() || !create.index_options.is_empty() || !create.alter_options.is_empty() {
             return refuse("storage parameters or index options");
         }
@@ -95,7 +92,10 @@ impl QueryContext {
                 Err(Error::DuplicateTable(name))
             };
         }
-        let def = KeyDef::index(name, columns, create.unique);
+        let def = KeyDef {
+            nulls_distinct: create.nulls_distinct != Some(false),
+            ..KeyDef::index(name, columns, create.unique)
+        };
         let object = crate::names::object_name(&entry.schema, &entry.name);
         drop(snapshot);
         self.add_key(&object, &entry, &table, def).await?;

@@ -83,6 +83,12 @@ INSERT INTO uq_and_pk VALUES (3, 'three');
 CREATE TABLE uq_nulls_not_distinct (a int UNIQUE NULLS NOT DISTINCT);
 INSERT INTO uq_nulls_not_distinct VALUES (NULL);
 INSERT INTO uq_nulls_not_distinct VALUES (NULL), (1);
+CREATE TABLE uq_nnd_table (a int, b int, UNIQUE NULLS NOT DISTINCT (a));
+INSERT INTO uq_nnd_table VALUES (NULL, 1);
+INSERT INTO uq_nnd_table VALUES (NULL, 2);
+INSERT INTO uq_nnd_table VALUES (NULL, 3) ON CONFLICT (a) DO UPDATE SET b = excluded.b;
+SELECT a, b FROM uq_nnd_table;
+CREATE TABLE uq_deferred (a int, UNIQUE (a) DEFERRABLE INITIALLY DEFERRED);
 
 -- Constraints added to and dropped from existing tables
 CREATE TABLE later (id int, code text);
