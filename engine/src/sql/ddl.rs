@@ -59,6 +59,10 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 ColumnOption::Null => nullable = true,
                 ColumnOption::NotNull => nullable = false,
                 ColumnOption::PrimaryKey(pk) => {
+                    refuse_key_options(
+                        pk.characteristics.as_ref(),
+                        pk.index_type.is_some() || !pk.index_options.is_empty(),
+                    )?;
                     nullable = false;
                     let name_given = constraint_name.clone().or_else(|| pk.name.as_ref().map(normalize));
                     keys.push(KeyDef::primary_key(
@@ -67,6 +71,10 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                     ));
                 }
                 ColumnOption::Unique(unique) => {
+                    refuse_key_options(
+                        unique.characteristics.as_ref(),
+                        unique.index_type.is_some() || !unique.index_options.is_empty(),
+                    )?;
                     let name_given = constraint_name.clone().or_else(|| unique.name.as_ref().map(normalize));
                     keys.push(KeyDef::unique_key(
                         name_given.unwrap_or_else(|| format!("{table}_{name}_key")),
@@ -152,6 +160,10 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 checks.push((name, check.expr.to_string()));
             }
             TableConstraint::PrimaryKey(pk) => {
+                refuse_key_options(
+                    pk.characteristics.as_ref(),
+                    pk.index_type.is_some() || !pk.index_options.is_empty() || pk.index_name.is_some(),
+                )?;
                 let columns = key_columns(&pk.columns)?;
                 for name in &columns {
                     let field = schema
@@ -234,6 +246,21 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
     Ok(identity)
 }
 
+/// Refuses what Sluice's keys cannot do: deferred checks, index methods and options.
+fn refuse_key_options(
+    characteristics: Option<&datafusion::sql::sqlparser::ast::ConstraintCharacteristics>,
+    index: bool,
+) -> Result<()> {
+    use datafusion::sql::sqlparser::ast::DeferrableInitial;
+    if characteristics.is_some_and(|c| c.deferrable == Some(true) || c.initially == Some(DeferrableInitial::Deferred)) {
+        return Err(Error::NotSupported("DEFERRABLE keys (Sluice checks keys at each statement)".into()));
+    }
+    if index {
+        return Err(Error::NotSupported("index methods or options on a key constraint".into()));
+    }
+    Ok(())
+}
+
 /// A table's UNIQUE constraint on `columns`: PostgreSQL's default name, NULLS [NOT] DISTINCT.
 /// What Sluice's keys cannot do is refused (deferred checks, index methods and options).
 fn unique_def(
@@ -242,12 +269,8 @@ fn unique_def(
     columns: Vec<String>,
 ) -> Result<KeyDef> {
     use datafusion::sql::sqlparser::ast::NullsDistinctOption;
-    if unique.characteristics.as_ref().is_some_and(|c| c.deferrable == Some(true) || c.initially.is_some()) {
-        return Err(Error::NotSupported("DEFERRABLE keys (Sluice checks keys at each statement)".into()));
-    }
-    if unique.index_type.is_some() || !unique.index_options.is_empty() || unique.index_name.is_some() {
-        return Err(Error::NotSupported("index methods or options on a UNIQUE constraint".into()));
-    }
+    let index = unique.index_type.is_some() || !unique.index_options.is_empty() || unique.index_name.is_some();
+    refuse_key_options(unique.characteristics.as_ref(), index)?;
     let name = unique.name.as_ref().map(normalize).unwrap_or_else(|| format!("{table}_{}_key", columns.join("_")));
     let mut def = KeyDef::unique_key(name, columns);
     def.nulls_distinct = unique.nulls_distinct != NullsDistinctOption::NotDistinct;
@@ -717,6 +740,10 @@ impl QueryContext {
                 }
             }
             AlterTableOperation::AddConstraint { constraint: TableConstraint::PrimaryKey(pk), .. } => {
+                refuse_key_options(
+                    pk.characteristics.as_ref(),
+                    pk.index_type.is_some() || !pk.index_options.is_empty() || pk.index_name.is_some(),
+                )?;
                 let columns = key_columns(&pk.columns)?;
                 let key_name = pk.name.as_ref().map(normalize).unwrap_or_else(|| format!("{}_pkey", name.name));
                 let def = KeyDef::primary_key(key_name, columns);
