@@ -132,6 +132,11 @@ impl Database {
         self.inner.warehouse.roles.privileges(&self.inner.warehouse.catalog, name)
     }
 
+    /// The keys and indexes of every table, by schema, table and name.
+    pub async fn indexes(&self) -> Vec<crate::keys::IndexInfo> {
+        crate::keys::all_indexes(&self.inner.warehouse).await
+    }
+
     /// Every login role's name, sorted.
     pub fn role_names(&self) -> Vec<String> {
         self.inner.warehouse.roles.names(&self.inner.warehouse.catalog)

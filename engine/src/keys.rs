@@ -232,6 +232,63 @@ pub fn refuse_key_properties(properties: &HashMap<String, String>) -> Result<()>
     }
 }
 
+/// One key or index of a table, as the catalogs show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct IndexInfo {
+    pub schema: String,
+    pub table: String,
+    pub def: KeyDef,
+}
+
+impl IndexInfo {
+    /// `primary key`, `unique`, `unique index` or `index`.
+    pub fn kind(&self) -> &'static str {
+        match (self.def.index, self.def.primary, self.def.unique) {
+            (false, true, _) => "primary key",
+            (false, false, _) => "unique",
+            (true, _, true) => "unique index",
+            (true, _, false) => "index",
+        }
+    }
+
+    /// The index as PostgreSQL's `pg_indexes.indexdef` shows it.
+    pub fn definition(&self) -> String {
+        let columns: Vec<String> = self.def.columns.iter().map(|c| quote(c)).collect();
+        let nulls = if self.def.nulls_distinct { "" } else { " NULLS NOT DISTINCT" };
+        format!(
+            "CREATE {}INDEX {} ON {}.{} USING btree ({}){nulls}",
+            if self.def.unique { "UNIQUE " } else { "" },
+            quote(&self.def.name),
+            quote(&self.schema),
+            quote(&self.table),
+            columns.join(", ")
+        )
+    }
+}
+
+/// The keys and indexes of every table of the warehouse (a table that does not open is left out,
+/// and said so in the log).
+pub async fn all_indexes(db: &crate::warehouse::Warehouse) -> Vec<IndexInfo> {
+    let state = db.catalog.current();
+    let mut out = Vec::new();
+    for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
+        let snapshot = match db.open_table(entry).await {
+            Ok(table) => table.snapshot().await.map_err(Error::from),
+            Err(e) => Err(e),
+        };
+        match snapshot {
+            Ok(snapshot) => out.extend(key_defs(snapshot.configuration()).into_iter().map(|def| IndexInfo {
+                schema: entry.schema.clone(),
+                table: entry.name.clone(),
+                def,
+            })),
+            Err(e) => tracing::warn!(table = %entry.qualified_name(), "its keys are not listed: {e}"),
+        }
+    }
+    out.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
+    out
+}
+
 /// The keys a table's properties record that hold a value once (constraints and unique indexes).
 pub fn unique_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
     key_defs(configuration).into_iter().filter(|d| d.unique).collect()

@@ -1,5 +1,5 @@
-//! The `sluice` system schema: `tables`, `flows`, `lineage`, `events`, `expectations`, `sources`
-//! and `kafka_offsets`, built
+//! The `sluice` system schema: `tables`, `flows`, `lineage`, `events`, `expectations`, `sources`,
+//! `kafka_offsets`, `views` and `indexes`, built
 //! from the catalog and the flow runtime each time a statement reads them.
 
 use std::collections::BTreeMap;
@@ -20,7 +20,8 @@ use crate::warehouse::Warehouse;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
-const TABLES: [&str; 8] = ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets", "views"];
+const TABLES: [&str; 9] =
+    ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets", "views", "indexes"];
 
 #[derive(Debug)]
 pub struct SystemSchema {
@@ -116,6 +117,29 @@ impl SystemSchema {
                 int(entries.iter().map(|t| Some(state.flows_into(&t.qualified_name()).count() as i64)).collect()),
                 int(entries.iter().map(|t| Some(state.flows_from(&t.qualified_name()).count() as i64)).collect()),
                 int(entries.iter().map(|t| Some(t.expectations.len() as i64)).collect()),
+            ],
+        )
+    }
+
+    /// Keys and indexes: kind, columns, and PostgreSQL's definition.
+    async fn indexes(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let indexes = crate::keys::all_indexes(&self.db).await;
+        table(
+            vec![
+                ("schema", DataType::Utf8),
+                ("table", DataType::Utf8),
+                ("name", DataType::Utf8),
+                ("kind", DataType::Utf8),
+                ("columns", DataType::Utf8),
+                ("definition", DataType::Utf8),
+            ],
+            vec![
+                text(indexes.iter().map(|i| Some(i.schema.clone())).collect()),
+                text(indexes.iter().map(|i| Some(i.table.clone())).collect()),
+                text(indexes.iter().map(|i| Some(i.def.name.clone())).collect()),
+                text(indexes.iter().map(|i| Some(i.kind().to_string())).collect()),
+                text(indexes.iter().map(|i| Some(i.def.columns.join(", "))).collect()),
+                text(indexes.iter().map(|i| Some(i.definition())).collect()),
             ],
         )
     }
@@ -520,6 +544,7 @@ impl SchemaProvider for SystemSchema {
             "sources" => self.sources()?,
             "kafka_offsets" => self.kafka_offsets().await?,
             "views" => self.views().await?,
+            "indexes" => self.indexes().await?,
             _ => return Ok(None),
         }))
     }

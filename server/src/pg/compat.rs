@@ -123,10 +123,32 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
 
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
+    qualify_sluice_catalogs(statement);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
     }
+}
+
+/// The catalogs Sluice adds to `pg_catalog` (see `catalog.rs`), found without the schema as
+/// PostgreSQL finds them (pg_catalog is first on every search path).
+const SLUICE_PG_CATALOGS: &[&str] = &["pg_indexes"];
+
+fn qualify_sluice_catalogs(statement: &mut Statement) {
+    let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
+        if let [datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(ident)] = name.0.as_slice() {
+            if ident.quote_style.is_none() && SLUICE_PG_CATALOGS.contains(&ident.value.to_lowercase().as_str()) {
+                let table = ident.clone();
+                name.0 = vec![
+                    datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(
+                        datafusion::sql::sqlparser::ast::Ident::new("pg_catalog"),
+                    ),
+                    datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(table),
+                ];
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is
