@@ -134,7 +134,7 @@ impl Database {
 
     /// The keys and indexes of every table, by schema, table and name.
     pub async fn indexes(&self) -> Vec<crate::keys::IndexInfo> {
-        crate::keys::all_indexes(&self.inner.warehouse).await
+        crate::system::all_indexes(&self.inner.warehouse).await
     }
 
     /// Every login role's name, sorted.

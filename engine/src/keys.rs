@@ -266,29 +266,6 @@ impl IndexInfo {
     }
 }
 
-/// The keys and indexes of every table of the warehouse (a table that does not open is left out,
-/// and said so in the log).
-pub async fn all_indexes(db: &crate::warehouse::Warehouse) -> Vec<IndexInfo> {
-    let state = db.catalog.current();
-    let mut out = Vec::new();
-    for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
-        let snapshot = match db.open_table(entry).await {
-            Ok(table) => table.snapshot().await.map_err(Error::from),
-            Err(e) => Err(e),
-        };
-        match snapshot {
-            Ok(snapshot) => out.extend(key_defs(snapshot.configuration()).into_iter().map(|def| IndexInfo {
-                schema: entry.schema.clone(),
-                table: entry.name.clone(),
-                def,
-            })),
-            Err(e) => tracing::warn!(table = %entry.qualified_name(), "its keys are not listed: {e}"),
-        }
-    }
-    out.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
-    out
-}
-
 /// The keys a table's properties record that hold a value once (constraints and unique indexes).
 pub fn unique_defs(configuration: &HashMap<String, String>) -> Vec<KeyDef> {
     key_defs(configuration).into_iter().filter(|d| d.unique).collect()

@@ -123,7 +123,7 @@ impl SystemSchema {
 
     /// Keys and indexes: kind, columns, and PostgreSQL's definition.
     async fn indexes(&self) -> DfResult<Arc<dyn TableProvider>> {
-        let indexes = crate::keys::all_indexes(&self.db).await;
+        let indexes = all_indexes(&self.db).await;
         table(
             vec![
                 ("schema", DataType::Utf8),
@@ -556,4 +556,29 @@ impl SchemaProvider for SystemSchema {
     async fn table_type(&self, name: &str) -> DfResult<Option<TableType>> {
         Ok(TABLES.contains(&name).then_some(TableType::View))
     }
+}
+
+/// The keys and indexes of every table of the warehouse (a table that does not open is left out,
+/// and said so in the log).
+pub async fn all_indexes(db: &Warehouse) -> Vec<crate::keys::IndexInfo> {
+    let state = db.catalog.current();
+    let mut out = Vec::new();
+    for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
+        let snapshot = match db.open_table(entry).await {
+            Ok(table) => table.snapshot().await.map_err(crate::error::Error::from),
+            Err(e) => Err(e),
+        };
+        match snapshot {
+            Ok(snapshot) => out.extend(
+                crate::keys::key_defs(snapshot.configuration()).into_iter().map(|def| crate::keys::IndexInfo {
+                    schema: entry.schema.clone(),
+                    table: entry.name.clone(),
+                    def,
+                }),
+            ),
+            Err(e) => tracing::warn!(table = %entry.qualified_name(), "its keys are not listed: {e}"),
+        }
+    }
+    out.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
+    out
 }
