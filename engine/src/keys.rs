@@ -1007,9 +1007,13 @@ impl RowLocator for KeyLocator {
         let located = keys.locate(&snapshot.arrow_schema(), &equal)?;
         // A good part of the table (a non-unique index on a column of few values): reading the
         // files in parallel, with their statistics, does better than row by row.
-        let rows: u64 = snapshot.files().filter_map(|f| f.num_records()).map(|n| n.max(0) as u64).sum();
-        if rows >= LOOKUP_ROWS_MIN_TABLE && located.paths.len() as u64 * LOOKUP_TABLE_FRACTION > rows {
-            return None;
+        // (Counting the table's rows only when the rows found could be that many.)
+        let found = located.paths.len() as u64 * LOOKUP_TABLE_FRACTION;
+        if found > LOOKUP_ROWS_MIN_TABLE {
+            let rows: u64 = snapshot.files().filter_map(|f| f.num_records()).map(|n| n.max(0) as u64).sum();
+            if rows >= LOOKUP_ROWS_MIN_TABLE && found > rows {
+                return None;
+            }
         }
         Some(located)
     }

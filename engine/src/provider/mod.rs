@@ -419,7 +419,7 @@ impl TableProvider for SluiceTable {
                     return Ok(DataSourceExec::from_data_source(source));
                 }
                 let files: Vec<Arc<Add>> =
-                    self.snapshot.files_sorted().into_iter().filter(|f| located.rows.contains_key(&f.path)).collect();
+                    self.snapshot.files().filter(|f| located.rows.contains_key(&f.path)).cloned().collect();
                 return self.storage_scan(state, &projection, files, Some(located.rows));
             }
         }

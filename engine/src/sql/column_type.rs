@@ -82,7 +82,7 @@ impl QueryContext {
             let partitions = snapshot.partition_columns().to_vec();
             let configuration = snapshot.configuration().clone();
             let outcome = table.update_metadata(&snapshot, schema, partitions, configuration, "CHANGE COLUMN").await?;
-            self.db.writer.commit(&entry.qualified_name(), crate::change::Operation::Metadata, None, outcome).await?;
+            self.metadata_committed(entry, outcome).await?;
             return guard.committed().await;
         }
         let expression = using.map(|e| e.to_string()).unwrap_or_else(|| quoted.clone());

@@ -1052,7 +1052,7 @@ impl QueryContext {
         Ok(result.batches().to_vec())
     }
 
-    async fn metadata_committed(&self, entry: &TableEntry, outcome: CommitOutcome) -> Result<u64> {
+    pub(crate) async fn metadata_committed(&self, entry: &TableEntry, outcome: CommitOutcome) -> Result<u64> {
         self.db.writer.commit(&entry.qualified_name(), Operation::Metadata, None, outcome).await
     }
 

@@ -97,7 +97,6 @@ impl QueryContext {
             ..KeyDef::index(name, columns, create.unique)
         };
         let object = crate::names::object_name(&entry.schema, &entry.name);
-        drop(snapshot);
         self.add_key(&object, &entry, &table, def).await?;
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
         Ok(StatementResult::command("CREATE INDEX"))
@@ -126,10 +125,7 @@ impl QueryContext {
             let _lock = self.db.keys.lock(&owner.entry.id, &owner.table).await?;
             let property = format!("{INDEX_PREFIX}{}", name.name);
             let outcome = owner.table.set_properties(HashMap::new(), &[property]).await?;
-            self.db
-                .writer
-                .commit(&owner.entry.qualified_name(), crate::change::Operation::Metadata, None, outcome)
-                .await?;
+            self.metadata_committed(&owner.entry, outcome).await?;
         }
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
         Ok(StatementResult::command("DROP INDEX"))

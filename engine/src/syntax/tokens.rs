@@ -10,6 +10,9 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
 /// The tokens with each identity option list in the order sqlparser reads.
 pub fn canonical(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    if !tokens.iter().any(|t| is_word(&t.token, "IDENTITY")) {
+        return tokens;
+    }
     let mut out = Vec::with_capacity(tokens.len());
     let mut rest = tokens.into_iter().peekable();
     while let Some(token) = rest.next() {

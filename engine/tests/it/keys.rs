@@ -104,6 +104,16 @@ async fn concurrent_upserts_keep_each_key_once_with_the_last_acknowledged_value(
     assert_eq!(count[0][0], (table.len() + 1).to_string());
 }
 
+/// Runs `first` on `a` and `second` on `b` at once: each succeeds, or fails with 23505 or 40001.
+async fn race(a: &Database, b: &Database, first: &str, second: &str, what: &str) {
+    let (x, y) = tokio::join!(a.execute(first), b.execute(second));
+    for result in [&x, &y] {
+        if let Err(e) = result {
+            assert!(["23505", "40001"].contains(&e.sqlstate()), "{what}: {e}");
+        }
+    }
+}
+
 /// Two handles on one warehouse folder (as two processes would be) share no lock: a commit that
 /// checked its keys conflicts with the other's concurrent append (40001) rather than leaving a
 /// duplicate.
@@ -117,12 +127,7 @@ async fn two_handles_on_one_folder_never_store_a_key_twice() {
     for round in 0..20 {
         let (first, second) =
             (format!("INSERT INTO kv VALUES ({round}, 'a')"), format!("INSERT INTO kv VALUES ({round}, 'b')"));
-        let (x, y) = tokio::join!(a.execute(&first), b.execute(&second));
-        for result in [&x, &y] {
-            if let Err(e) = result {
-                assert!(["23505", "40001"].contains(&e.sqlstate()), "round {round}: {e}");
-            }
-        }
+        race(&a, &b, &first, &second, &format!("round {round}")).await;
     }
     let counts = rows(&a, "SELECT count(DISTINCT k), count(*) FROM kv").await;
     assert_eq!(counts[0][0], counts[0][1], "a key is there twice");
@@ -133,12 +138,7 @@ async fn two_handles_on_one_folder_never_store_a_key_twice() {
             format!("UPDATE kv SET k = {} WHERE k = {round}", 1000 + round),
             format!("UPDATE kv SET k = {} WHERE k = {}", 1000 + round, round + 100),
         );
-        let (x, y) = tokio::join!(a.execute(&first), b.execute(&second));
-        for result in [&x, &y] {
-            if let Err(e) = result {
-                assert!(["23505", "40001"].contains(&e.sqlstate()), "update round {round}: {e}");
-            }
-        }
+        race(&a, &b, &first, &second, &format!("update round {round}")).await;
     }
     let counts = rows(&a, "SELECT count(DISTINCT k), count(*) FROM kv").await;
     assert_eq!(counts[0][0], counts[0][1], "an update put a key there twice");

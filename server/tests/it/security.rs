@@ -187,6 +187,10 @@ async fn read_only_roles_write_by_no_path() {
         "UPDATE r SET x = 6 RETURNING x",
         "DELETE FROM r RETURNING x",
         "ALTER TABLE r ADD PRIMARY KEY (x)",
+        "CREATE INDEX r_x ON r (x)",
+        "DROP INDEX q_pkey",
+        "ALTER TABLE r ALTER COLUMN x TYPE bigint",
+        "INSERT INTO q (id, x) OVERRIDING SYSTEM VALUE VALUES (50, 1)",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
