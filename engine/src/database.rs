@@ -137,6 +137,11 @@ impl Database {
         crate::system::all_indexes(&self.inner.warehouse).await
     }
 
+    /// Every table's columns (defaults, identity) and keys, for the Postgres catalogs.
+    pub async fn relations(&self) -> Vec<crate::system::RelationInfo> {
+        crate::system::all_relations(&self.inner.warehouse).await
+    }
+
     /// Every login role's name, sorted.
     pub fn role_names(&self) -> Vec<String> {
         self.inner.warehouse.roles.names(&self.inner.warehouse.catalog)

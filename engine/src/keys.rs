@@ -161,13 +161,7 @@ fn strip_prefix_ci<'a>(text: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 fn quote(name: &str) -> String {
-    let plain = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
-        && name.chars().next().is_some_and(|c| !c.is_ascii_digit());
-    if plain {
-        name.to_string()
-    } else {
-        format!("\"{}\"", name.replace('"', "\"\""))
-    }
+    crate::names::quoted_if_needed(name)
 }
 
 /// Splits `a, "b c", d` into names.
@@ -249,6 +243,21 @@ impl IndexInfo {
             (true, _, true) => "unique index",
             (true, _, false) => "index",
         }
+    }
+
+    /// The constraint as PostgreSQL's `pg_get_constraintdef` shows it (`PRIMARY KEY (k)`,
+    /// `UNIQUE NULLS NOT DISTINCT (a, b)`); None for an index made by CREATE INDEX.
+    pub fn constraint_definition(&self) -> Option<String> {
+        if self.def.index {
+            return None;
+        }
+        let columns: Vec<String> = self.def.columns.iter().map(|c| quote(c)).collect();
+        let kind = match (self.def.primary, self.def.nulls_distinct) {
+            (true, _) => "PRIMARY KEY",
+            (false, true) => "UNIQUE",
+            (false, false) => "UNIQUE NULLS NOT DISTINCT",
+        };
+        Some(format!("{kind} ({})", columns.join(", ")))
     }
 
     /// The index as PostgreSQL's `pg_indexes.indexdef` shows it.

@@ -79,12 +79,24 @@ pub fn parse_table_name(text: &str) -> Result<TableName> {
     table_name(&name)
 }
 
-/// An object name for a table (used when building statements).
 /// An identifier as quoted SQL: `"name"` (inner quotes doubled).
 pub fn quoted(name: &str) -> String {
     format!("\"{}\"", name.replace('"', "\"\""))
 }
 
+/// An identifier as PostgreSQL prints it in a definition: as it is when it is a plain lowercase
+/// name, else quoted.
+pub fn quoted_if_needed(name: &str) -> String {
+    let plain = name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && name.chars().next().is_some_and(|c| !c.is_ascii_digit());
+    if plain {
+        name.to_string()
+    } else {
+        quoted(name)
+    }
+}
+
+/// An object name for a table (used when building statements).
 pub fn object_name(schema: &str, name: &str) -> ObjectName {
     ObjectName(vec![
         ObjectNamePart::Identifier(Ident::with_quote('"', CATALOG_NAME)),

@@ -561,6 +561,45 @@ impl SchemaProvider for SystemSchema {
 /// The keys and indexes of every table of the warehouse (a table that does not open is left out,
 /// and said so in the log).
 pub async fn all_indexes(db: &Warehouse) -> Vec<crate::keys::IndexInfo> {
+    let mut out: Vec<crate::keys::IndexInfo> = all_relations(db)
+        .await
+        .into_iter()
+        .flat_map(|r| {
+            let (schema, table) = (r.schema, r.table);
+            r.indexes.into_iter().map(move |def| crate::keys::IndexInfo {
+                schema: schema.clone(),
+                table: table.clone(),
+                def,
+            })
+        })
+        .collect();
+    out.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
+    out
+}
+
+/// A table's columns and keys as the Postgres catalogs describe them (`pg_attribute`,
+/// `pg_attrdef`, `pg_index`, `pg_constraint`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelationInfo {
+    pub schema: String,
+    pub table: String,
+    pub columns: Vec<ColumnInfo>,
+    pub indexes: Vec<crate::keys::KeyDef>,
+}
+
+/// A column's default and identity, as PostgreSQL shows them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ColumnInfo {
+    pub name: String,
+    /// The DEFAULT expression (a SERIAL's is `nextval('<table>_<column>_seq'::regclass)`).
+    pub default: Option<String>,
+    /// `a` (GENERATED ALWAYS AS IDENTITY), `d` (BY DEFAULT) or None, as `pg_attribute.attidentity`.
+    pub identity: Option<char>,
+}
+
+/// The columns and keys of every table of the warehouse (not materialized views), sorted by
+/// schema and name; a table that does not open is left out, and said so in the log.
+pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
     let state = db.catalog.current();
     let mut out = Vec::new();
     for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
@@ -568,17 +607,40 @@ pub async fn all_indexes(db: &Warehouse) -> Vec<crate::keys::IndexInfo> {
             Ok(table) => table.snapshot().await.map_err(crate::error::Error::from),
             Err(e) => Err(e),
         };
-        match snapshot {
-            Ok(snapshot) => out.extend(
-                crate::keys::key_defs(snapshot.configuration()).into_iter().map(|def| crate::keys::IndexInfo {
-                    schema: entry.schema.clone(),
-                    table: entry.name.clone(),
-                    def,
-                }),
-            ),
-            Err(e) => tracing::warn!(table = %entry.qualified_name(), "its keys are not listed: {e}"),
-        }
+        let snapshot = match snapshot {
+            Ok(snapshot) => snapshot,
+            Err(e) => {
+                tracing::warn!(table = %entry.qualified_name(), "it is left out of the catalogs: {e}");
+                continue;
+            }
+        };
+        let columns = snapshot
+            .schema()
+            .fields
+            .iter()
+            .map(|field| {
+                let identity = crate::identity::Identity::of(field);
+                let serial = identity.is_some() && crate::identity::is_serial(field);
+                let default = if serial {
+                    let sequence = format!("{}_{}_seq", entry.name, field.name);
+                    Some(format!("nextval('{}'::regclass)", sequence.replace('\'', "''")))
+                } else {
+                    entry.defaults.get(&field.name).cloned()
+                };
+                let identity = match identity {
+                    Some(identity) if !serial => Some(if identity.allow_explicit_insert { 'd' } else { 'a' }),
+                    _ => None,
+                };
+                ColumnInfo { name: field.name.clone(), default, identity }
+            })
+            .collect();
+        out.push(RelationInfo {
+            schema: entry.schema.clone(),
+            table: entry.name.clone(),
+            columns,
+            indexes: crate::keys::key_defs(snapshot.configuration()),
+        });
     }
-    out.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
+    out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
     out
 }

@@ -1,5 +1,6 @@
 //! `nextval`, `currval` and `setval` on the sequence of a `SERIAL` or identity column, named as
-//! PostgreSQL names it (`<table>_<column>_seq`, optionally schema-qualified).
+//! PostgreSQL names it (`<table>_<column>_seq`, optionally schema-qualified), and
+//! `pg_get_serial_sequence(table, column)`, which gives that name.
 //!
 //! A query's calls are resolved before it is planned: each call with a constant name becomes the
 //! value it gives (so a call gives one value per statement, not one per row). `nextval` and
@@ -19,18 +20,20 @@ use crate::error::{Error, Result};
 use crate::identity::Identity;
 use crate::sql::context::QueryContext;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 enum Call {
     Next,
     Current,
     Set(i64),
+    /// `pg_get_serial_sequence(table, column)`: the name is the table's, this the column.
+    SerialName(String),
 }
 
 /// A call found in a query: which, on which sequence name; the value replaces it.
 struct Found {
     call: Call,
     name: String,
-    value: Option<i64>,
+    value: Option<Value>,
 }
 
 fn call_of(expr: &Expr) -> Option<(Call, String)> {
@@ -78,6 +81,7 @@ fn call_of(expr: &Expr) -> Option<(Call, String)> {
         ("nextval", [seq]) => Some((Call::Next, text(seq)?)),
         ("currval", [seq]) => Some((Call::Current, text(seq)?)),
         ("setval", [seq, value]) => Some((Call::Set(number(value)?), text(seq)?)),
+        ("pg_get_serial_sequence", [table, column]) => Some((Call::SerialName(text(column)?), text(table)?)),
         _ => None,
     }
 }
@@ -106,8 +110,8 @@ impl VisitorMut for Replace<'_> {
 
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         if call_of(expr).is_some() {
-            if let Some(value) = self.found.next().and_then(|f| f.value) {
-                *expr = Expr::value(Value::Number(value.to_string(), false));
+            if let Some(value) = self.found.next().and_then(|f| f.value.clone()) {
+                *expr = Expr::value(value);
             }
         }
         ControlFlow::Continue(())
@@ -119,28 +123,39 @@ pub(crate) fn sequence_key(schema: &str, table: &str, column: &str) -> String {
     format!("{schema}.{table}_{column}_seq")
 }
 
-/// A statement with its sequence calls replaced by a bigint zero: its shape, for Describe, which
-/// must not advance a sequence.
+/// A statement with its sequence calls replaced by constants of their types: its shape, for
+/// Describe, which must not advance a sequence.
 pub(crate) fn without_sequence_calls(
     mut statement: datafusion::sql::sqlparser::ast::Statement,
 ) -> datafusion::sql::sqlparser::ast::Statement {
-    struct Mask;
+    // Each call becomes a different constant of its type, so that the select items keep
+    // distinct names.
+    struct Mask(usize);
     impl VisitorMut for Mask {
         type Break = ();
         fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-            if call_of(expr).is_some() {
-                *expr = Expr::Cast {
-                    kind: datafusion::sql::sqlparser::ast::CastKind::DoubleColon,
-                    expr: Box::new(Expr::value(Value::Number("0".into(), false))),
-                    data_type: datafusion::sql::sqlparser::ast::DataType::BigInt(None),
-                    format: None,
-                    array: false,
-                };
-            }
+            let n = self.0;
+            let (value, data_type) = match call_of(expr) {
+                Some((Call::SerialName(_), _)) => {
+                    (Value::SingleQuotedString(n.to_string()), datafusion::sql::sqlparser::ast::DataType::Text)
+                }
+                Some(_) => {
+                    (Value::Number(n.to_string(), false), datafusion::sql::sqlparser::ast::DataType::BigInt(None))
+                }
+                None => return ControlFlow::Continue(()),
+            };
+            self.0 += 1;
+            *expr = Expr::Cast {
+                kind: datafusion::sql::sqlparser::ast::CastKind::DoubleColon,
+                expr: Box::new(Expr::value(value)),
+                data_type,
+                format: None,
+                array: false,
+            };
             ControlFlow::Continue(())
         }
     }
-    let _ = statement.visit(&mut Mask);
+    let _ = statement.visit(&mut Mask(0));
     statement
 }
 
@@ -153,10 +168,18 @@ impl QueryContext {
             return Ok(query);
         }
         for found in &mut collect.found {
-            found.value = Some(self.sequence_call(found.call, &found.name).await?);
+            found.value = Some(match &found.call {
+                Call::SerialName(column) => match self.serial_sequence(&found.name, column).await? {
+                    Some(name) => Value::SingleQuotedString(name),
+                    None => Value::Null,
+                },
+                call => Value::Number(self.sequence_call(call.clone(), &found.name).await?.to_string(), false),
+            });
         }
-        // A call that is a whole select item keeps its name (`nextval`), as PostgreSQL names it.
+        // A call that is a whole select item keeps its name (`nextval`), as PostgreSQL names it;
+        // only the first of a name does (DataFusion's columns need distinct names).
         if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = query.body.as_mut() {
+            let mut named = std::collections::HashSet::new();
             for item in &mut select.projection {
                 if let datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(expr) = item {
                     if let Some((call, _)) = call_of(expr) {
@@ -164,7 +187,11 @@ impl QueryContext {
                             Call::Next => "nextval",
                             Call::Current => "currval",
                             Call::Set(_) => "setval",
+                            Call::SerialName(_) => "pg_get_serial_sequence",
                         };
+                        if !named.insert(name) {
+                            continue;
+                        }
                         *item = datafusion::sql::sqlparser::ast::SelectItem::ExprWithAlias {
                             expr: expr.clone(),
                             alias: datafusion::sql::sqlparser::ast::Ident::new(name),
@@ -209,6 +236,18 @@ impl QueryContext {
         drop(guard);
         self.sequences.lock().unwrap_or_else(|p| p.into_inner()).insert(key, value);
         Ok(value)
+    }
+
+    /// `pg_get_serial_sequence`: `schema.<table>_<column>_seq` when the column is a SERIAL or
+    /// identity column, None when it is another column.
+    async fn serial_sequence(&self, table_name: &str, column: &str) -> Result<Option<String>> {
+        let name = crate::names::parse_table_name(table_name)?;
+        let (entry, _, snapshot) = self.resolve_table(&crate::names::object_name(&name.schema, &name.name)).await?;
+        let column = column.trim_matches('"');
+        let field = snapshot.schema().field(column).ok_or_else(|| {
+            Error::data("42703", format!("column \"{column}\" of relation \"{}\" does not exist", entry.name))
+        })?;
+        Ok(Identity::of(field).map(|_| sequence_key(&entry.schema, &entry.name, column)))
     }
 
     /// The table and identity column of a sequence name (`[schema.]<table>_<column>_seq`).

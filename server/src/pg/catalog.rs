@@ -193,14 +193,23 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     ) {
         tracing::warn!("pg_catalog is unavailable in this session: {e}");
     }
-    // pg_indexes, which datafusion-pg-catalog lacks: pg_catalog again, with it.
+    // Keys, indexes and defaults, which datafusion-pg-catalog lacks: pg_catalog again, with them.
+    let objects = Arc::new(super::relations::Objects::default());
     if let Some(catalog) = context.catalog(sluice::session::CATALOG_NAME) {
         if let Some(inner) = catalog.schema("pg_catalog") {
-            let with_indexes = Arc::new(PgCatalogWithIndexes { inner, server: server.clone() });
-            if let Err(e) = catalog.register_schema("pg_catalog", with_indexes) {
-                tracing::warn!("pg_indexes is unavailable in this session: {e}");
+            let overlay = super::relations::PgCatalogOverlay::new(inner, server.clone(), objects.clone());
+            if let Err(e) = catalog.register_schema("pg_catalog", Arc::new(overlay)) {
+                tracing::warn!("pg_catalog lacks keys and defaults in this session: {e}");
             }
         }
+    }
+    for printer in [
+        super::relations::Printer::IndexDef,
+        super::relations::Printer::ConstraintDef,
+        super::relations::Printer::Expr,
+        super::relations::Printer::AttributeDefault,
+    ] {
+        context.register_udf(ScalarUDF::from(super::relations::DefinitionFunction::new(printer, objects.clone())));
     }
     for (kind, signature) in [
         (Kind::Version, Signature::nullary(Volatility::Stable)),
@@ -215,7 +224,8 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),
         // Comments: Sluice keeps none in the Postgres catalog.
         (Kind::NoFunction("col_description"), Signature::any(2, Volatility::Stable)),
-        // Sequences: Sluice has none.
+        // A call with constant names is answered by the engine before planning (a SERIAL's or
+        // identity column's sequence name); one that reads them from rows gives NULL.
         (Kind::NoFunction("pg_get_serial_sequence"), Signature::any(2, Volatility::Stable)),
         // Advisory locks: Sluice takes none, so releasing them all does nothing.
         (Kind::NoFunction("pg_advisory_unlock_all"), Signature::nullary(Volatility::Volatile)),
@@ -271,67 +281,6 @@ fn size_pretty(bytes: i64) -> String {
         value /= 1024.0;
     }
     format!("{bytes} bytes")
-}
-
-/// `pg_catalog` plus `pg_indexes`: the keys and indexes of Sluice's tables, as PostgreSQL lists
-/// them (each key is backed by a unique index there).
-struct PgCatalogWithIndexes {
-    inner: Arc<dyn datafusion::catalog::SchemaProvider>,
-    server: Arc<ServerState>,
-}
-
-impl std::fmt::Debug for PgCatalogWithIndexes {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("PgCatalogWithIndexes")
-    }
-}
-
-const PG_INDEXES: &str = "pg_indexes";
-
-#[async_trait]
-impl datafusion::catalog::SchemaProvider for PgCatalogWithIndexes {
-    fn table_names(&self) -> Vec<String> {
-        let mut names = self.inner.table_names();
-        names.push(PG_INDEXES.into());
-        names
-    }
-
-    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn datafusion::catalog::TableProvider>>> {
-        if name != PG_INDEXES {
-            return self.inner.table(name).await;
-        }
-        let indexes = self.server.db.indexes().await;
-        let text = |f: &dyn Fn(&sluice::keys::IndexInfo) -> String| -> ArrayRef {
-            Arc::new(StringArray::from_iter_values(indexes.iter().map(f)))
-        };
-        let schema = Arc::new(arrow::datatypes::Schema::new(vec![
-            arrow::datatypes::Field::new("schemaname", DataType::Utf8, false),
-            arrow::datatypes::Field::new("tablename", DataType::Utf8, false),
-            arrow::datatypes::Field::new("indexname", DataType::Utf8, false),
-            arrow::datatypes::Field::new("tablespace", DataType::Utf8, true),
-            arrow::datatypes::Field::new("indexdef", DataType::Utf8, false),
-        ]));
-        let columns = vec![
-            text(&|i| i.schema.clone()),
-            text(&|i| i.table.clone()),
-            text(&|i| i.def.name.clone()),
-            Arc::new(StringArray::new_null(indexes.len())) as ArrayRef,
-            text(&|i| i.definition()),
-        ];
-        let batch = arrow::array::RecordBatch::try_new(schema.clone(), columns)?;
-        Ok(Some(Arc::new(datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]])?)))
-    }
-
-    fn table_exist(&self, name: &str) -> bool {
-        name == PG_INDEXES || self.inner.table_exist(name)
-    }
-
-    async fn table_type(&self, name: &str) -> DfResult<Option<datafusion::datasource::TableType>> {
-        if name == PG_INDEXES {
-            return Ok(Some(datafusion::datasource::TableType::View));
-        }
-        self.inner.table_type(name).await
-    }
 }
 
 #[cfg(test)]

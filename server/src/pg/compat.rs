@@ -67,8 +67,6 @@ const EMPTY_CATALOGS: &[&str] = &[
     "pg_foreign_table",
     "pg_partitioned_table",
     "pg_subscription",
-    // Sluice has no indexes (so no primary or unique keys behind them).
-    "pg_index",
 ];
 
 /// Replaces the known unplannable fragments of client queries.
@@ -124,6 +122,8 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     qualify_sluice_catalogs(statement);
+    let _ = statement.visit(&mut AttrdefSubquery);
+    let _ = statement.visit(&mut GenerateSubscripts);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
@@ -149,6 +149,99 @@ fn qualify_sluice_catalogs(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// The correlated subquery psql's `\d t` and SQLAlchemy's `get_columns` read a column's default
+/// with, `(SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d WHERE d.adrelid = a.attrelid
+/// AND d.adnum = a.attnum [AND ...])`, becomes `sluice_attribute_default(a.attrelid, a.attnum)`:
+/// DataFusion does not plan it, and datafusion-pg-catalog's rules would make it NULL.
+struct AttrdefSubquery;
+
+impl VisitorMut for AttrdefSubquery {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(call) = attrdef_subquery(expr) {
+            *expr = call;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn attrdef_subquery(expr: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, TableFactor};
+    let Expr::Subquery(query) = expr else { return None };
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    let [from] = select.from.as_slice() else { return None };
+    let TableFactor::Table { name, alias, .. } = &from.relation else { return None };
+    if !from.joins.is_empty() || !name.to_string().to_lowercase().ends_with("pg_attrdef") {
+        return None;
+    }
+    let reference = alias.as_ref().map(|a| a.name.value.to_lowercase());
+    // Whether an expression is the column `column` of pg_attrdef.
+    let is_attrdef_column = |e: &Expr, column: &str| -> bool {
+        match e {
+            Expr::Identifier(ident) => ident.value.eq_ignore_ascii_case(column),
+            Expr::CompoundIdentifier(parts) => match parts.split_last() {
+                Some((last, [.., table])) => {
+                    let table = table.value.to_lowercase();
+                    last.value.eq_ignore_ascii_case(column)
+                        && (reference.as_deref() == Some(table.as_str()) || table == "pg_attrdef")
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    };
+    let mut conjuncts = vec![select.selection.as_ref()?];
+    let (mut relation, mut number) = (None, None);
+    while let Some(e) = conjuncts.pop() {
+        match e {
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                conjuncts.extend([left.as_ref(), right.as_ref()])
+            }
+            Expr::Nested(inner) => conjuncts.push(inner),
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+                for (ours, theirs) in [(left, right), (right, left)] {
+                    if is_attrdef_column(ours, "adrelid") && !is_attrdef_column(theirs, "adrelid") {
+                        relation = Some(theirs.as_ref().clone());
+                    } else if is_attrdef_column(ours, "adnum") && !is_attrdef_column(theirs, "adnum") {
+                        number = Some(theirs.as_ref().clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    let sql = format!("pg_catalog.sluice_attribute_default({}, {})", relation?, number?);
+    Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()).ok()
+}
+
+/// `generate_subscripts(a, d)` (SQLAlchemy's key reflection numbers `conkey` with it) is
+/// `unnest(generate_series(1, cardinality(a)))` for the first dimension (none for another), which DataFusion plans, and which pairs with an
+/// `unnest(a)` beside it row by row as in PostgreSQL.
+struct GenerateSubscripts;
+
+impl VisitorMut for GenerateSubscripts {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+        let named = function.name.0.last().is_some_and(|n| n.to_string().eq_ignore_ascii_case("generate_subscripts"));
+        let FunctionArguments::List(list) = &function.args else { return ControlFlow::Continue(()) };
+        let [array, dimension] = list.args.as_slice() else { return ControlFlow::Continue(()) };
+        if !named {
+            return ControlFlow::Continue(());
+        }
+        // Sluice's arrays have one dimension: any other has no subscripts.
+        let sql = format!(
+            "unnest(generate_series(1, CAST(CASE WHEN {dimension} = 1 THEN cardinality({array}) ELSE 0 END AS BIGINT)))"
+        );
+        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
 }
 
 /// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is

@@ -22,6 +22,7 @@ pub mod copy_out;
 pub mod encode;
 pub mod framing;
 pub mod handler;
+pub mod relations;
 pub mod scram;
 pub mod settings;
 pub mod socket;

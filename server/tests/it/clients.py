@@ -169,6 +169,25 @@ def sqlalchemy_orm():
         check("sqlalchemy orm lookup through the name index", by_name, ["c@x"])
         plan = session.execute(sqlalchemy.text("EXPLAIN SELECT * FROM orm_users WHERE name = 'C'")).all()
         check("sqlalchemy orm lookup plan uses the index", "rows_by_key" in str(plan), True)
+    # Reflection (Alembic's autogenerate compares models with it): keys, indexes and defaults
+    # from pg_constraint, pg_index and pg_attrdef, as PostgreSQL 15 answers.
+    inspector = sqlalchemy.inspect(engine)
+    pk = inspector.get_pk_constraint("orm_users")
+    check("sqlalchemy reflects the primary key", (pk["name"], pk["constrained_columns"]), ("orm_users_pkey", ["id"]))
+    unique = [(u["name"], u["column_names"]) for u in inspector.get_unique_constraints("orm_users")]
+    check("sqlalchemy reflects the unique constraint", unique, [("orm_users_email_key", ["email"])])
+    indexes = sorted((i["name"], i["column_names"], i["unique"]) for i in inspector.get_indexes("orm_users"))
+    check(
+        "sqlalchemy reflects the indexes",
+        indexes,
+        [
+            ("ix_orm_users_email_name", ["email", "name"], False),
+            ("ix_orm_users_name", ["name"], False),
+            ("orm_users_email_key", ["email"], True),
+        ],
+    )
+    columns = {c["name"]: (c["default"], c["autoincrement"]) for c in inspector.get_columns("orm_users")}
+    check("sqlalchemy reflects the serial key", columns["id"], ("nextval('orm_users_id_seq'::regclass)", True))
     engine.dispose()
     # Django's form: INSERT ... RETURNING "table"."id".
     import psycopg

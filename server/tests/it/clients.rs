@@ -102,6 +102,41 @@ fn psql_meta_commands_and_copy() {
     }
     let out = run(&["-c", "\\d+ sales.orders"]);
     assert!(out.contains("Storage") && out.contains(" customer |"), "{out}");
+    // Keys, indexes, defaults and identity columns, as psql 15 prints them from PostgreSQL 15.
+    run(&[
+        "-c",
+        "CREATE TABLE kv (k int PRIMARY KEY, v text UNIQUE, n int NOT NULL DEFAULT 7, s serial, \
+         g bigint GENERATED ALWAYS AS IDENTITY)",
+        "-c",
+        "CREATE INDEX kv_n ON kv (n)",
+        "-c",
+        "CREATE UNIQUE INDEX kv_vn ON kv (v, n) NULLS NOT DISTINCT",
+    ]);
+    let out = run(&["-c", "\\d kv"]);
+    for line in [
+        " k      | integer |           | not null | \n",
+        " v      | text    |           |          | \n",
+        " n      | integer |           | not null | 7\n",
+        " s      | bigint  |           | not null | nextval('kv_s_seq'::regclass)\n",
+        " g      | bigint  |           | not null | generated always as identity\n",
+        "Indexes:\n    \"kv_pkey\" PRIMARY KEY, btree (k)\n    \"kv_n\" btree (n)\n    \"kv_v_key\" UNIQUE CONSTRAINT, btree (v)\n    \"kv_vn\" UNIQUE, btree (v, n) NULLS NOT DISTINCT\n",
+    ] {
+        assert!(out.contains(line), "missing {line:?} in\n{out}");
+    }
+    let out = run(&["-c", "\\di"]);
+    for line in [" public | kv_n     | index |", " public | kv_pkey  | index |", "(4 rows)"] {
+        assert!(out.contains(line), "missing {line:?} in\n{out}");
+    }
+    let out = run(&[
+        "-A",
+        "-t",
+        "-c",
+        "SELECT conname, contype, pg_get_constraintdef(oid), conkey FROM pg_constraint ORDER BY 1",
+    ]);
+    assert_eq!(out, "kv_pkey|p|PRIMARY KEY (k)|{1}\nkv_v_key|u|UNIQUE (v)|{2}\n");
+    run(&["-c", "DROP INDEX kv_n"]);
+    let out = run(&["-c", "\\d kv"]);
+    assert!(!out.contains("kv_n") && out.contains("\"kv_pkey\" PRIMARY KEY, btree (k)"), "{out}");
     let out = run(&["-c", "\\dn"]);
     assert!(out.contains(" sales ") && out.contains(" public "), "{out}");
     let out = run(&["-c", "\\l"]);

@@ -1,0 +1,819 @@
+//! What `pg_catalog` says about Sluice's tables beyond their Arrow schemas: keys and indexes
+//! (`pg_index`, `pg_constraint`, `pg_indexes`, and each index's own `pg_class` row), column
+//! defaults and identity (`pg_attrdef`, `pg_attribute.atthasdef` and `attidentity`), and the
+//! functions that print them (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_expr`). This is
+//! what psql's `\d t` and `\di`, and the drivers' reflection of keys, read.
+//!
+//! Tables keep the OIDs datafusion-pg-catalog gives them (read from its own `pg_class` and
+//! `pg_namespace` in the same query); indexes, constraints and defaults get OIDs of their own,
+//! stable for the session, counted from [`OBJECT_OID_FIRST`] so that they never meet the crate's
+//! (which counts up from 16384).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{
+    new_null_array, Array, ArrayRef, AsArray, BooleanArray, Int16Array, Int32Array, ListArray, RecordBatch,
+    StringArray, StringViewArray,
+};
+use arrow::datatypes::{DataType, Field, Int16Type, Int32Type, Schema, SchemaRef};
+use async_trait::async_trait;
+use datafusion::catalog::{SchemaProvider, Session as CatalogSession, TableProvider};
+use datafusion::common::{DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::datasource::{MemTable, TableType};
+use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDFImpl, Signature, Volatility};
+use datafusion::physical_plan::ExecutionPlan;
+use parking_lot::Mutex;
+use sluice::keys::{IndexInfo, KeyDef};
+use sluice::system::RelationInfo;
+
+use super::ServerState;
+
+/// The first OID given to an index, a constraint or a default (2^30).
+const OBJECT_OID_FIRST: i32 = 1 << 30;
+
+/// The OID of the btree access method (`pg_am`), which every Sluice index reports.
+const BTREE_AM_OID: i32 = 403;
+
+/// The catalogs this module answers.
+const PG_CLASS: &str = "pg_class";
+const PG_ATTRIBUTE: &str = "pg_attribute";
+const PG_ATTRDEF: &str = "pg_attrdef";
+const PG_INDEX: &str = "pg_index";
+const PG_CONSTRAINT: &str = "pg_constraint";
+const PG_INDEXES: &str = "pg_indexes";
+
+/// What kind of object an OID of this module stands for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum ObjectKind {
+    Index,
+    Constraint,
+    Default,
+}
+
+/// An index's definition, for `pg_get_indexdef`.
+#[derive(Debug, Clone)]
+struct IndexText {
+    definition: String,
+    /// With `pretty`: the table named without its schema where the search path finds it.
+    pretty: String,
+    columns: Vec<String>,
+}
+
+/// The session's OIDs of indexes, constraints and defaults, and what they define.
+#[derive(Debug, Default)]
+pub struct Objects {
+    state: Mutex<ObjectsState>,
+}
+
+#[derive(Debug, Default)]
+struct ObjectsState {
+    next: i32,
+    oids: HashMap<(ObjectKind, String, String, String), i32>,
+    indexes: HashMap<i32, IndexText>,
+    constraints: HashMap<i32, String>,
+    /// Column defaults by table OID and `attnum`.
+    defaults: HashMap<(i32, i64), String>,
+}
+
+impl Objects {
+    /// The OID of an object of `table` (in `schema`) named `name`, the same every time it is asked.
+    fn oid(&self, kind: ObjectKind, schema: &str, table: &str, name: &str) -> i32 {
+        let mut state = self.state.lock();
+        let key = (kind, schema.to_string(), table.to_string(), name.to_string());
+        if let Some(oid) = state.oids.get(&key) {
+            return *oid;
+        }
+        let oid = OBJECT_OID_FIRST.saturating_add(state.next);
+        state.next = state.next.saturating_add(1);
+        state.oids.insert(key, oid);
+        oid
+    }
+
+    fn remember_default(&self, relation: i32, number: i16, default: &str) {
+        self.state.lock().defaults.insert((relation, i64::from(number)), default.to_string());
+    }
+
+    fn remember(&self, index: &IndexInfo, index_oid: i32, constraint_oid: Option<i32>) {
+        let mut state = self.state.lock();
+        let definition = index.definition();
+        let pretty = match index.schema.as_str() {
+            "public" => {
+                let qualified = format!(" ON public.{} USING ", sluice::names::quoted_if_needed(&index.table));
+                definition.replacen(
+                    &qualified,
+                    &format!(" ON {} USING ", sluice::names::quoted_if_needed(&index.table)),
+                    1,
+                )
+            }
+            _ => definition.clone(),
+        };
+        let text = IndexText { definition, pretty, columns: index.def.columns.clone() };
+        state.indexes.insert(index_oid, text);
+        if let (Some(oid), Some(definition)) = (constraint_oid, index.constraint_definition()) {
+            state.constraints.insert(oid, definition);
+        }
+    }
+}
+
+/// `pg_catalog` with this module's catalogs in place of datafusion-pg-catalog's (which has no
+/// keys, indexes or defaults), and `pg_indexes`, which it lacks.
+pub struct PgCatalogOverlay {
+    inner: Arc<dyn SchemaProvider>,
+    server: Arc<ServerState>,
+    objects: Arc<Objects>,
+}
+
+impl PgCatalogOverlay {
+    pub fn new(inner: Arc<dyn SchemaProvider>, server: Arc<ServerState>, objects: Arc<Objects>) -> Self {
+        Self { inner, server, objects }
+    }
+}
+
+impl std::fmt::Debug for PgCatalogOverlay {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PgCatalogOverlay")
+    }
+}
+
+#[async_trait]
+impl SchemaProvider for PgCatalogOverlay {
+    fn table_names(&self) -> Vec<String> {
+        let mut names = self.inner.table_names();
+        if !names.iter().any(|n| n == PG_INDEXES) {
+            names.push(PG_INDEXES.into());
+        }
+        names
+    }
+
+    async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
+        let name = name.to_ascii_lowercase();
+        let catalog = match name.as_str() {
+            PG_CLASS | PG_ATTRIBUTE => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Extended(table),
+                None => return Ok(None),
+            },
+            PG_ATTRDEF => Catalog::Attrdef,
+            PG_INDEX => Catalog::Index,
+            PG_CONSTRAINT => Catalog::Constraint,
+            PG_INDEXES => Catalog::Indexes,
+            _ => return self.inner.table(&name).await,
+        };
+        let schema = match &catalog {
+            Catalog::Extended(table) if name == PG_CLASS => with_class_options(&table.schema()),
+            Catalog::Extended(table) => table.schema(),
+            Catalog::Attrdef => attrdef_schema(),
+            Catalog::Index => index_schema(),
+            Catalog::Constraint => constraint_schema(),
+            Catalog::Indexes => indexes_schema(),
+        };
+        Ok(Some(Arc::new(Described {
+            name,
+            catalog,
+            schema,
+            pg_catalog: self.inner.clone(),
+            server: self.server.clone(),
+            objects: self.objects.clone(),
+        })))
+    }
+
+    fn table_exist(&self, name: &str) -> bool {
+        name.eq_ignore_ascii_case(PG_INDEXES) || self.inner.table_exist(name)
+    }
+
+    async fn table_type(&self, name: &str) -> DfResult<Option<TableType>> {
+        if name.eq_ignore_ascii_case(PG_INDEXES) {
+            return Ok(Some(TableType::View));
+        }
+        self.inner.table_type(name).await
+    }
+}
+
+enum Catalog {
+    /// datafusion-pg-catalog's table with this module's rows or columns added (pg_class,
+    /// pg_attribute).
+    Extended(Arc<dyn TableProvider>),
+    Attrdef,
+    Index,
+    Constraint,
+    Indexes,
+}
+
+/// One of this module's catalogs: its rows are made when it is scanned.
+struct Described {
+    name: String,
+    catalog: Catalog,
+    schema: SchemaRef,
+    pg_catalog: Arc<dyn SchemaProvider>,
+    server: Arc<ServerState>,
+    objects: Arc<Objects>,
+}
+
+impl std::fmt::Debug for Described {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Described({})", self.name)
+    }
+}
+
+#[async_trait]
+impl TableProvider for Described {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> TableType {
+        TableType::View
+    }
+
+    async fn scan(
+        &self,
+        state: &dyn CatalogSession,
+        projection: Option<&Vec<usize>>,
+        filters: &[Expr],
+        limit: Option<usize>,
+    ) -> DfResult<Arc<dyn ExecutionPlan>> {
+        let tables = Tables::read(state, &self.pg_catalog, &self.server, &self.objects).await?;
+        let batches = match &self.catalog {
+            Catalog::Extended(inner) if self.name == PG_CLASS => {
+                let mut batches = rows(state, inner).await?;
+                for batch in &mut batches {
+                    *batch = with_null_columns(&self.schema, &tables.mark_indexed(batch)?)?;
+                }
+                batches.push(tables.index_classes(&self.schema, &self.objects)?);
+                batches
+            }
+            Catalog::Extended(inner) => {
+                let mut batches = rows(state, inner).await?;
+                for batch in &mut batches {
+                    *batch = tables.mark_defaults(batch)?;
+                }
+                batches
+            }
+            Catalog::Attrdef => vec![tables.attrdef(&self.schema, &self.objects)?],
+            Catalog::Index => vec![tables.index(&self.schema, &self.objects)?],
+            Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
+            Catalog::Indexes => vec![tables.indexes(&self.schema)?],
+        };
+        MemTable::try_new(self.schema.clone(), vec![batches])?.scan(state, projection, filters, limit).await
+    }
+}
+
+/// `pg_class` with the columns datafusion-pg-catalog leaves out that clients read
+/// (SQLAlchemy's index reflection reads `reloptions`); they are NULL, as PostgreSQL has them for
+/// a table without storage options.
+fn with_class_options(schema: &SchemaRef) -> SchemaRef {
+    let text_array = DataType::List(Arc::new(Field::new("item", DataType::Utf8, true)));
+    let mut fields: Vec<Field> = schema.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for name in ["reloptions", "relacl"] {
+        if schema.field_with_name(name).is_err() {
+            fields.push(nullable(name, text_array.clone()));
+        }
+    }
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// `batch` with NULL columns for the fields of `schema` that it lacks (at the end).
+fn with_null_columns(schema: &SchemaRef, batch: &RecordBatch) -> DfResult<RecordBatch> {
+    let mut columns = batch.columns().to_vec();
+    for field in schema.fields().iter().skip(columns.len()) {
+        columns.push(new_null_array(field.data_type(), batch.num_rows()));
+    }
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+/// Every row of a table provider.
+async fn rows(state: &dyn CatalogSession, table: &Arc<dyn TableProvider>) -> DfResult<Vec<RecordBatch>> {
+    let plan = table.scan(state, None, &[], None).await?;
+    datafusion::physical_plan::collect(plan, state.task_ctx()).await
+}
+
+fn column<'a>(batch: &'a RecordBatch, name: &str) -> DfResult<&'a ArrayRef> {
+    batch.column_by_name(name).ok_or_else(|| DataFusionError::Internal(format!("pg_catalog lacks the column {name}")))
+}
+
+fn int32_column<'a>(batch: &'a RecordBatch, name: &str) -> DfResult<&'a Int32Array> {
+    column(batch, name)?
+        .as_primitive_opt::<Int32Type>()
+        .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog's {name} is not an int4")))
+}
+
+fn text_column<'a>(batch: &'a RecordBatch, name: &str) -> DfResult<&'a StringArray> {
+    column(batch, name)?
+        .as_string_opt::<i32>()
+        .ok_or_else(|| DataFusionError::Internal(format!("pg_catalog's {name} is not text")))
+}
+
+/// Sluice's tables with the OIDs this session's catalog gives them.
+struct Tables {
+    /// Each table's description, its OID and its schema's OID.
+    described: Vec<(RelationInfo, i32, i32)>,
+    /// Table OID to its place in `described`.
+    by_oid: HashMap<i32, usize>,
+}
+
+impl Tables {
+    async fn read(
+        state: &dyn CatalogSession,
+        pg_catalog: &Arc<dyn SchemaProvider>,
+        server: &ServerState,
+        objects: &Objects,
+    ) -> DfResult<Self> {
+        let table = |name: &'static str| async move {
+            pg_catalog.table(name).await?.ok_or_else(|| DataFusionError::Internal(format!("pg_catalog lacks {name}")))
+        };
+        // pg_namespace first: reading pg_class gives OIDs to the schemas it names.
+        let namespaces = rows(state, &table("pg_namespace").await?).await?;
+        let classes = rows(state, &table(PG_CLASS).await?).await?;
+        let mut schema_oids = HashMap::new();
+        for batch in &namespaces {
+            let (oids, names) = (int32_column(batch, "oid")?, text_column(batch, "nspname")?);
+            for row in 0..batch.num_rows() {
+                schema_oids.insert(oids.value(row), names.value(row).to_string());
+            }
+        }
+        let mut table_oids = HashMap::new();
+        for batch in &classes {
+            let oids = int32_column(batch, "oid")?;
+            let (names, namespaces) = (text_column(batch, "relname")?, int32_column(batch, "relnamespace")?);
+            for row in 0..batch.num_rows() {
+                if let Some(schema) = schema_oids.get(&namespaces.value(row)) {
+                    let key = (schema.clone(), names.value(row).to_string());
+                    table_oids.insert(key, (oids.value(row), namespaces.value(row)));
+                }
+            }
+        }
+        let mut described = Vec::new();
+        for relation in server.db.relations().await {
+            if let Some((oid, namespace)) = table_oids.get(&(relation.schema.clone(), relation.table.clone())) {
+                described.push((relation, *oid, *namespace));
+            }
+        }
+        let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
+        // What `sluice_attribute_default` answers in this query (see compat.rs).
+        for (relation, oid, _) in &described {
+            for (position, column) in relation.columns.iter().enumerate() {
+                if let Some(default) = &column.default {
+                    objects.remember_default(*oid, attribute_number(position), default);
+                }
+            }
+        }
+        Ok(Self { described, by_oid })
+    }
+
+    fn indexes_of(&self) -> impl Iterator<Item = (&RelationInfo, i32, i32, IndexInfo)> {
+        self.described.iter().flat_map(|(relation, oid, namespace)| {
+            relation.indexes.iter().map(move |def| (relation, *oid, *namespace, index_info(relation, def)))
+        })
+    }
+
+    /// `relhasindex` set on the tables that have keys or indexes.
+    fn mark_indexed(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
+        let indexed: HashSet<i32> = self
+            .described
+            .iter()
+            .filter(|(relation, _, _)| !relation.indexes.is_empty())
+            .map(|(_, oid, _)| *oid)
+            .collect();
+        let oids = int32_column(batch, "oid")?;
+        let before = column(batch, "relhasindex")?.as_boolean_opt().cloned();
+        let after: BooleanArray = (0..batch.num_rows())
+            .map(|row| Some(indexed.contains(&oids.value(row)) || before.as_ref().is_some_and(|b| b.value(row))))
+            .collect();
+        replace_column(batch, "relhasindex", Arc::new(after))
+    }
+
+    /// `atthasdef` and `attidentity` from the columns' defaults and identities.
+    fn mark_defaults(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
+        let (relids, names) = (int32_column(batch, "attrelid")?, text_column(batch, "attname")?);
+        let column_of = |row: usize| {
+            let (relation, _, _) = self.described.get(*self.by_oid.get(&relids.value(row))?)?;
+            relation.columns.iter().find(|c| c.name == names.value(row))
+        };
+        let has_default: BooleanArray =
+            (0..batch.num_rows()).map(|row| Some(column_of(row).is_some_and(|c| c.default.is_some()))).collect();
+        let identity: StringArray = (0..batch.num_rows())
+            .map(|row| Some(column_of(row).and_then(|c| c.identity).map(String::from).unwrap_or_default()))
+            .collect();
+        let batch = replace_column(batch, "atthasdef", Arc::new(has_default))?;
+        replace_column(&batch, "attidentity", Arc::new(identity))
+    }
+
+    /// One `pg_class` row per index (relkind `i`), named as the index.
+    fn index_classes(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let indexes: Vec<_> = self.indexes_of().collect();
+        let oid = |(r, _, _, i): &(&RelationInfo, i32, i32, IndexInfo)| {
+            objects.oid(ObjectKind::Index, &r.schema, &r.table, &i.def.name)
+        };
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("oid", Arc::new(indexes.iter().map(|i| Some(oid(i))).collect::<Int32Array>())),
+            ("relname", Arc::new(StringArray::from_iter_values(indexes.iter().map(|i| i.3.def.name.clone())))),
+            ("relnamespace", Arc::new(indexes.iter().map(|i| Some(i.2)).collect::<Int32Array>())),
+            ("relam", Arc::new(Int32Array::from(vec![BTREE_AM_OID; indexes.len()]))),
+            ("relkind", Arc::new(StringArray::from(vec!["i"; indexes.len()]))),
+            ("relpersistence", Arc::new(StringArray::from(vec!["p"; indexes.len()]))),
+            ("relreplident", Arc::new(StringArray::from(vec!["n"; indexes.len()]))),
+            ("relispopulated", Arc::new(BooleanArray::from(vec![true; indexes.len()]))),
+            ("relnatts", Arc::new(indexes.iter().map(|i| Some(i.3.def.columns.len() as i16)).collect::<Int16Array>())),
+        ];
+        batch_by_name(schema, indexes.len(), values)
+    }
+
+    /// `pg_attrdef`: one row per column default (a SERIAL's `nextval(...)` among them).
+    fn attrdef(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let mut oids = Vec::new();
+        let mut relids = Vec::new();
+        let mut numbers = Vec::new();
+        let mut expressions = Vec::new();
+        for (relation, oid, _) in &self.described {
+            for (position, column) in relation.columns.iter().enumerate() {
+                let Some(default) = &column.default else { continue };
+                oids.push(objects.oid(ObjectKind::Default, &relation.schema, &relation.table, &column.name));
+                relids.push(*oid);
+                numbers.push(attribute_number(position));
+                expressions.push(default.clone());
+            }
+        }
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("oid", Arc::new(Int32Array::from(oids))),
+            ("adrelid", Arc::new(Int32Array::from(relids))),
+            ("adnum", Arc::new(Int16Array::from(numbers))),
+            ("adbin", Arc::new(StringArray::from(expressions))),
+        ];
+        let len = values.first().map_or(0, |(_, array)| array.len());
+        batch_by_name(schema, len, values)
+    }
+
+    /// `pg_index`: one row per key or index.
+    fn index(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let indexes: Vec<_> = self.indexes_of().collect();
+        let mut index_oids = Vec::new();
+        for (relation, _, _, info) in &indexes {
+            let oid = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &info.def.name);
+            let constraint = (!info.def.index)
+                .then(|| objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, &info.def.name));
+            objects.remember(info, oid, constraint);
+            index_oids.push(oid);
+        }
+        let flag = |f: &dyn Fn(&KeyDef) -> bool| -> ArrayRef {
+            Arc::new(indexes.iter().map(|i| Some(f(&i.3.def))).collect::<BooleanArray>())
+        };
+        let count = || -> ArrayRef {
+            Arc::new(indexes.iter().map(|i| Some(i.3.def.columns.len() as i16)).collect::<Int16Array>())
+        };
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("indexrelid", Arc::new(Int32Array::from(index_oids))),
+            ("indrelid", Arc::new(indexes.iter().map(|i| Some(i.1)).collect::<Int32Array>())),
+            ("indnatts", count()),
+            ("indnkeyatts", count()),
+            ("indisunique", flag(&|d| d.unique)),
+            ("indnullsnotdistinct", flag(&|d| !d.nulls_distinct)),
+            ("indisprimary", flag(&|d| d.primary)),
+            ("indisexclusion", flag(&|_| false)),
+            ("indimmediate", flag(&|_| true)),
+            ("indisclustered", flag(&|_| false)),
+            ("indisvalid", flag(&|_| true)),
+            ("indcheckxmin", flag(&|_| false)),
+            ("indisready", flag(&|_| true)),
+            ("indislive", flag(&|_| true)),
+            ("indisreplident", flag(&|_| false)),
+            ("indkey", attribute_numbers(indexes.iter().map(|i| (i.0, &i.3.def)))),
+            // No collations, operator classes or options (ASC, NULLS LAST) of their own: zeros.
+            ("indcollation", zeros::<Int32Type>(indexes.iter().map(|i| i.3.def.columns.len()))),
+            ("indclass", zeros::<Int32Type>(indexes.iter().map(|i| i.3.def.columns.len()))),
+            // int2vector's text form, which SQLAlchemy splits.
+            (
+                "indoption",
+                Arc::new(StringArray::from_iter_values(
+                    indexes.iter().map(|i| vec!["0"; i.3.def.columns.len()].join(" ")),
+                )),
+            ),
+        ];
+        batch_by_name(schema, indexes.len(), values)
+    }
+
+    /// `pg_constraint`: one row per PRIMARY KEY or UNIQUE constraint.
+    fn constraint(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let keys: Vec<_> = self.indexes_of().filter(|i| !i.3.def.index).collect();
+        let mut oids = Vec::new();
+        let mut index_oids = Vec::new();
+        for (relation, _, _, info) in &keys {
+            let oid = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, &info.def.name);
+            let index = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &info.def.name);
+            objects.remember(info, index, Some(oid));
+            oids.push(oid);
+            index_oids.push(index);
+        }
+        let flag = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; keys.len()])) };
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("oid", Arc::new(Int32Array::from(oids))),
+            ("conname", Arc::new(StringArray::from_iter_values(keys.iter().map(|k| k.3.def.name.clone())))),
+            ("connamespace", Arc::new(keys.iter().map(|k| Some(k.2)).collect::<Int32Array>())),
+            (
+                "contype",
+                Arc::new(StringArray::from_iter_values(keys.iter().map(|k| if k.3.def.primary { "p" } else { "u" }))),
+            ),
+            ("condeferrable", flag(false)),
+            ("condeferred", flag(false)),
+            ("convalidated", flag(true)),
+            ("conrelid", Arc::new(keys.iter().map(|k| Some(k.1)).collect::<Int32Array>())),
+            ("conindid", Arc::new(Int32Array::from(index_oids))),
+            ("conislocal", flag(true)),
+            ("connoinherit", flag(true)),
+            ("confupdtype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
+            ("confdeltype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
+            ("confmatchtype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
+            ("conkey", attribute_numbers(keys.iter().map(|k| (k.0, &k.3.def)))),
+        ];
+        batch_by_name(schema, keys.len(), values)
+    }
+
+    /// `pg_indexes`: schema, table, index name and `CREATE INDEX` text.
+    fn indexes(&self, schema: &SchemaRef) -> DfResult<RecordBatch> {
+        let mut indexes: Vec<IndexInfo> = self.indexes_of().map(|i| i.3).collect();
+        indexes.sort_by(|a, b| (&a.schema, &a.table, &a.def.name).cmp(&(&b.schema, &b.table, &b.def.name)));
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("schemaname", Arc::new(StringArray::from_iter_values(indexes.iter().map(|i| i.schema.clone())))),
+            ("tablename", Arc::new(StringArray::from_iter_values(indexes.iter().map(|i| i.table.clone())))),
+            ("indexname", Arc::new(StringArray::from_iter_values(indexes.iter().map(|i| i.def.name.clone())))),
+            ("indexdef", Arc::new(StringArray::from_iter_values(indexes.iter().map(IndexInfo::definition)))),
+        ];
+        batch_by_name(schema, indexes.len(), values)
+    }
+}
+
+fn index_info(relation: &RelationInfo, def: &KeyDef) -> IndexInfo {
+    IndexInfo { schema: relation.schema.clone(), table: relation.table.clone(), def: def.clone() }
+}
+
+/// PostgreSQL's `attnum` of the column at `position` (from 1).
+fn attribute_number(position: usize) -> i16 {
+    i16::try_from(position + 1).unwrap_or(i16::MAX)
+}
+
+/// The `attnum`s of each key's columns (`indkey`, `conkey`), as `int2[]`.
+fn attribute_numbers<'a>(keys: impl Iterator<Item = (&'a RelationInfo, &'a KeyDef)>) -> ArrayRef {
+    let lists = keys.map(|(relation, def)| {
+        Some(
+            def.columns
+                .iter()
+                .map(|c| relation.columns.iter().position(|col| &col.name == c).map(attribute_number))
+                .collect::<Vec<_>>(),
+        )
+    });
+    Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(lists))
+}
+
+/// Lists of `len` zeros, one per length.
+fn zeros<T: arrow::datatypes::ArrowPrimitiveType>(lengths: impl Iterator<Item = usize>) -> ArrayRef {
+    let lists = lengths.map(|len| Some(vec![Some(T::Native::default()); len]));
+    Arc::new(ListArray::from_iter_primitive::<T, _, _>(lists))
+}
+
+/// A batch of `schema` with `values` in the columns they name, every other column NULL where
+/// it is nullable, else at its type's default (zero, false, empty).
+fn batch_by_name(schema: &SchemaRef, len: usize, values: Vec<(&str, ArrayRef)>) -> DfResult<RecordBatch> {
+    let values: HashMap<&str, ArrayRef> = values.into_iter().collect();
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|field| match values.get(field.name().as_str()) {
+            Some(array) if array.data_type() == field.data_type() => Ok(array.clone()),
+            Some(array) => Ok(arrow::compute::cast(array, field.data_type())?),
+            None if field.is_nullable() => Ok(new_null_array(field.data_type(), len)),
+            None => ScalarValue::new_default(field.data_type())?.to_array_of_size(len),
+        })
+        .collect::<DfResult<Vec<_>>>()?;
+    Ok(RecordBatch::try_new(schema.clone(), columns)?)
+}
+
+fn replace_column(batch: &RecordBatch, name: &str, array: ArrayRef) -> DfResult<RecordBatch> {
+    let schema = batch.schema();
+    let index = schema.index_of(name)?;
+    let mut columns = batch.columns().to_vec();
+    let array = if array.data_type() == schema.field(index).data_type() {
+        array
+    } else {
+        arrow::compute::cast(&array, schema.field(index).data_type())?
+    };
+    if let Some(slot) = columns.get_mut(index) {
+        *slot = array;
+    }
+    Ok(RecordBatch::try_new(schema, columns)?)
+}
+
+fn nullable(name: &str, data_type: DataType) -> Field {
+    Field::new(name, data_type, true)
+}
+
+fn required(name: &str, data_type: DataType) -> Field {
+    Field::new(name, data_type, false)
+}
+
+fn int2_list(name: &str, nullable: bool) -> Field {
+    Field::new(name, DataType::List(Arc::new(Field::new("item", DataType::Int16, true))), nullable)
+}
+
+/// PostgreSQL 15's `pg_attrdef`.
+fn attrdef_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        required("oid", DataType::Int32),
+        required("adrelid", DataType::Int32),
+        required("adnum", DataType::Int16),
+        required("adbin", DataType::Utf8),
+    ]))
+}
+
+/// PostgreSQL 15's `pg_index` (`indexprs` and `indpred` as text; `indkey`, `indclass` and
+/// `indcollation` as arrays, which clients unnest; `indoption` in int2vector's text form, which
+/// clients split).
+fn index_schema() -> SchemaRef {
+    let mut fields = vec![
+        required("indexrelid", DataType::Int32),
+        required("indrelid", DataType::Int32),
+        required("indnatts", DataType::Int16),
+        required("indnkeyatts", DataType::Int16),
+    ];
+    for flag in [
+        "indisunique",
+        "indnullsnotdistinct",
+        "indisprimary",
+        "indisexclusion",
+        "indimmediate",
+        "indisclustered",
+        "indisvalid",
+        "indcheckxmin",
+        "indisready",
+        "indislive",
+        "indisreplident",
+    ] {
+        fields.push(required(flag, DataType::Boolean));
+    }
+    fields.extend([
+        int2_list("indkey", false),
+        nullable("indcollation", DataType::List(Arc::new(Field::new("item", DataType::Int32, true)))),
+        nullable("indclass", DataType::List(Arc::new(Field::new("item", DataType::Int32, true)))),
+        nullable("indoption", DataType::Utf8),
+        nullable("indexprs", DataType::Utf8),
+        nullable("indpred", DataType::Utf8),
+    ]);
+    Arc::new(Schema::new(fields))
+}
+
+/// PostgreSQL 15's `pg_constraint` (`conbin` as text).
+fn constraint_schema() -> SchemaRef {
+    let oid_list = |name: &str| nullable(name, DataType::List(Arc::new(Field::new("item", DataType::Int32, true))));
+    Arc::new(Schema::new(vec![
+        required("oid", DataType::Int32),
+        required("conname", DataType::Utf8),
+        required("connamespace", DataType::Int32),
+        required("contype", DataType::Utf8),
+        required("condeferrable", DataType::Boolean),
+        required("condeferred", DataType::Boolean),
+        required("convalidated", DataType::Boolean),
+        required("conrelid", DataType::Int32),
+        required("contypid", DataType::Int32),
+        required("conindid", DataType::Int32),
+        required("conparentid", DataType::Int32),
+        required("confrelid", DataType::Int32),
+        required("confupdtype", DataType::Utf8),
+        required("confdeltype", DataType::Utf8),
+        required("confmatchtype", DataType::Utf8),
+        required("conislocal", DataType::Boolean),
+        required("coninhcount", DataType::Int16),
+        required("connoinherit", DataType::Boolean),
+        int2_list("conkey", false),
+        int2_list("confkey", true),
+        oid_list("conpfeqop"),
+        oid_list("conppeqop"),
+        oid_list("conffeqop"),
+        int2_list("confdelsetcols", true),
+        oid_list("conexclop"),
+        nullable("conbin", DataType::Utf8),
+    ]))
+}
+
+/// PostgreSQL's `pg_indexes` view.
+fn indexes_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        required("schemaname", DataType::Utf8),
+        required("tablename", DataType::Utf8),
+        required("indexname", DataType::Utf8),
+        nullable("tablespace", DataType::Utf8),
+        required("indexdef", DataType::Utf8),
+    ]))
+}
+
+/// Which printing function a [`DefinitionFunction`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Printer {
+    /// `pg_get_indexdef(oid [, column, pretty])`: the CREATE INDEX text, or its column's name.
+    IndexDef,
+    /// `pg_get_constraintdef(oid [, pretty])`.
+    ConstraintDef,
+    /// `pg_get_expr(expression, relation [, pretty])`: Sluice keeps expressions as text.
+    Expr,
+    /// `sluice_attribute_default(relation, attnum)`: a column's default (what compat.rs makes
+    /// of the subqueries on `pg_attrdef`).
+    AttributeDefault,
+}
+
+/// The functions that print a catalog object's definition, from this session's [`Objects`].
+#[derive(Debug)]
+pub struct DefinitionFunction {
+    printer: Printer,
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl DefinitionFunction {
+    pub fn new(printer: Printer, objects: Arc<Objects>) -> Self {
+        Self { printer, objects, signature: Signature::variadic_any(Volatility::Stable) }
+    }
+}
+
+impl PartialEq for DefinitionFunction {
+    fn eq(&self, other: &Self) -> bool {
+        self.printer == other.printer && Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for DefinitionFunction {}
+
+impl std::hash::Hash for DefinitionFunction {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.printer.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for DefinitionFunction {
+    fn name(&self) -> &str {
+        match self.printer {
+            Printer::IndexDef => "pg_get_indexdef",
+            Printer::ConstraintDef => "pg_get_constraintdef",
+            Printer::Expr => "pg_get_expr",
+            Printer::AttributeDefault => "sluice_attribute_default",
+        }
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        // Text as DataFusion types SQL's TEXT (a CASE between this and `CAST(x AS TEXT)` must
+        // have one type for array_agg, as in SQLAlchemy's index reflection).
+        Ok(DataType::Utf8View)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan(format!("{} needs an argument", self.name())));
+        };
+        if self.printer == Printer::Expr {
+            let text = arrow::compute::cast(first, &DataType::Utf8View)?;
+            return Ok(ColumnarValue::Array(text));
+        }
+        let oids = arrow::compute::cast(first, &DataType::Int64)?;
+        let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
+        let columns = match (self.printer, arrays.get(1)) {
+            (Printer::IndexDef | Printer::AttributeDefault, Some(column)) => {
+                Some(arrow::compute::cast(column, &DataType::Int64)?)
+            }
+            _ => None,
+        };
+        let columns = columns.as_ref().map(|c| c.as_primitive::<arrow::datatypes::Int64Type>());
+        let pretty = match (self.printer, arrays.get(2)) {
+            (Printer::IndexDef, Some(pretty)) => Some(arrow::compute::cast(pretty, &DataType::Boolean)?),
+            _ => None,
+        };
+        let pretty = pretty.as_ref().map(|p| p.as_boolean());
+        let state = self.objects.state.lock();
+        let out: StringViewArray = (0..rows.max(oids.len()).min(oids.len()))
+            .map(|row| {
+                if oids.is_null(row) {
+                    return None;
+                }
+                let oid = i32::try_from(oids.value(row)).ok()?;
+                match self.printer {
+                    Printer::IndexDef => {
+                        let index = state.indexes.get(&oid)?;
+                        match columns.filter(|c| !c.is_null(row)).map(|c| c.value(row)).unwrap_or(0) {
+                            0 if pretty.is_some_and(|p| !p.is_null(row) && p.value(row)) => Some(index.pretty.clone()),
+                            0 => Some(index.definition.clone()),
+                            n => index.columns.get(usize::try_from(n - 1).ok()?).cloned(),
+                        }
+                    }
+                    Printer::ConstraintDef => state.constraints.get(&oid).cloned(),
+                    Printer::AttributeDefault => {
+                        let number = columns.filter(|c| !c.is_null(row))?.value(row);
+                        state.defaults.get(&(oid, number)).cloned()
+                    }
+                    Printer::Expr => None,
+                }
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
