@@ -77,6 +77,7 @@ pub mod source;
 pub mod sql;
 pub mod syntax;
 pub mod system;
+pub mod transaction;
 pub mod types;
 pub mod util;
 pub mod warehouse;

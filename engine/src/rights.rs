@@ -197,6 +197,20 @@ pub fn check_table_properties<'a>(
     Ok(())
 }
 
+/// The command a statement runs, as PostgreSQL names it in errors (`INSERT`, `CREATE TABLE`,
+/// `COPY FROM`, `TRUNCATE TABLE`).
+pub fn command_name(statement: &SluiceStatement) -> String {
+    let kind = statement_kind(statement);
+    let mut words = kind.split(' ');
+    let first = words.next().unwrap_or_default();
+    match (first, words.next()) {
+        ("CREATE" | "DROP" | "ALTER", Some(second)) => format!("{first} {second}"),
+        ("TRUNCATE", _) => "TRUNCATE TABLE".into(),
+        ("COPY", _) => "COPY FROM".into(),
+        _ => first.to_string(),
+    }
+}
+
 fn statement_kind(statement: &SluiceStatement) -> String {
     let text = match statement {
         SluiceStatement::Standard(s) => s.to_string(),

@@ -26,6 +26,8 @@ pub use crate::names::CATALOG_NAME;
 /// One client's session: its query context (settings, rights) and the statements it runs.
 pub struct Session {
     query: QueryContext,
+    /// The transaction block the session is in (see [`crate::transaction`]).
+    block: crate::transaction::TransactionBlock,
     /// The runtimes the statements of streaming tables, views and sources act on.
     runtimes: Arc<Runtimes>,
 }
@@ -38,7 +40,7 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
-        Self { query: QueryContext::new(runtimes.warehouse.clone()), runtimes }
+        Self { query: QueryContext::new(runtimes.warehouse.clone()), block: Default::default(), runtimes }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
@@ -49,6 +51,23 @@ impl Session {
     /// The rights of the role this session runs as.
     pub fn privileges(&self) -> crate::privileges::Privileges {
         self.query.privileges()
+    }
+
+    /// Whether a statement may run in the session's transaction block now (see
+    /// [`crate::transaction::TransactionBlock::admit`]); for statements that a caller answers
+    /// without [`Session::run_with`] (the server's SET and SHOW).
+    pub fn admit(&self, statement: &SluiceStatement) -> Result<()> {
+        self.block.admit(statement)
+    }
+
+    /// A statement failed outside [`Session::run_with`]: the transaction block, if any, is aborted.
+    pub fn statement_failed(&self) {
+        self.block.finished(false, false);
+    }
+
+    /// Whether the session is inside a transaction block (BEGIN ... COMMIT / ROLLBACK).
+    pub fn in_transaction_block(&self) -> bool {
+        self.block.in_block()
     }
 
     /// The DataFusion context (for planning by the server).
@@ -63,7 +82,12 @@ impl Session {
 
     /// Starts a COPY ... FROM into `table` (see [`crate::sql::copy_in`]).
     pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
-        self.query.copy_begin(table, control).await
+        self.block.admit_write("COPY FROM")?;
+        let begun = self.query.copy_begin(table, control).await;
+        if begun.is_err() {
+            self.block.finished(true, false);
+        }
+        begun
     }
 
     /// Adds rows to a COPY.
@@ -73,12 +97,15 @@ impl Session {
 
     /// Commits a COPY's rows in one commit; returns the rows written.
     pub async fn copy_commit(&self, copy: StagedCopy) -> Result<u64> {
-        self.query.copy_commit(copy).await
+        let committed = self.query.copy_commit(copy).await;
+        self.block.finished(true, committed.is_ok());
+        committed
     }
 
     /// Drops a COPY: deletes the data files it wrote.
     pub async fn copy_abort(&self, copy: StagedCopy) {
-        self.query.copy_abort(copy).await
+        self.query.copy_abort(copy).await;
+        self.block.finished(true, false);
     }
 
     /// Runs one or more statements separated by `;`.
@@ -132,6 +159,23 @@ impl Session {
     /// the plan that runs and at every commit, and [`StatementControl::cancel`] stops it before
     /// its first commit (see [`crate::control`]).
     pub async fn run_with(
+        &self,
+        statement: SluiceStatement,
+        parameters: &[ScalarValue],
+        control: Arc<StatementControl>,
+    ) -> Result<StatementResult> {
+        if let Some(result) = self.block.control(&statement) {
+            return result;
+        }
+        self.block.admit(&statement)?;
+        let wrote = !crate::rights::reads_only(&statement);
+        let result = self.run_admitted(statement, parameters, control).await;
+        self.block.finished(wrote, result.is_ok());
+        result
+    }
+
+    /// Runs a statement the transaction block admitted.
+    async fn run_admitted(
         &self,
         statement: SluiceStatement,
         parameters: &[ScalarValue],
@@ -197,12 +241,6 @@ impl Session {
             }
             Statement::AlterTable(alter) => self.query.alter_table(alter).await,
             Statement::CreateIndex(create) => self.query.create_index(create).await,
-            Statement::StartTransaction { .. } => Ok(StatementResult::command("BEGIN")),
-            Statement::Commit { .. } => Ok(StatementResult::command("COMMIT")),
-            Statement::Rollback { .. } => Ok(StatementResult::command("ROLLBACK")),
-            // Savepoints are accepted like BEGIN: every statement is atomic on its own.
-            Statement::Savepoint { .. } => Ok(StatementResult::command("SAVEPOINT")),
-            Statement::ReleaseSavepoint { .. } => Ok(StatementResult::command("RELEASE")),
             // Rights come from the role's kind (owner, normal, read-only; see crate::privileges),
             // not from grants on objects.
             Statement::Grant(_) | Statement::Revoke(_) => Err(Error::NotSupported(
@@ -229,11 +267,17 @@ impl Session {
         if control.privileges().read_only {
             return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
         }
-        self.query.db.catalog.refresh().await?;
-        self.query.clear_statement_state();
-        let name = crate::names::parse_table_name(table)?;
-        let result = sluice_storage::gate::gated(control, self.query.insert_batches(&name, batches, None)).await;
-        self.query.clear_statement_state();
+        self.block.admit_write("INSERT")?;
+        let result = async {
+            self.query.db.catalog.refresh().await?;
+            self.query.clear_statement_state();
+            let name = crate::names::parse_table_name(table)?;
+            let result = sluice_storage::gate::gated(control, self.query.insert_batches(&name, batches, None)).await;
+            self.query.clear_statement_state();
+            result
+        }
+        .await;
+        self.block.finished(true, result.is_ok());
         result
     }
 

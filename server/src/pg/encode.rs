@@ -79,7 +79,7 @@ pub fn response(
             Ok(response)
         }
         StatementResult::Command { tag: text, .. } => Ok(match text.as_str() {
-            "BEGIN" => Response::TransactionStart(Tag::new("BEGIN")),
+            "BEGIN" | "START TRANSACTION" => Response::TransactionStart(Tag::new(&text)),
             "COMMIT" => Response::TransactionEnd(Tag::new("COMMIT")),
             "ROLLBACK" => Response::TransactionEnd(Tag::new("ROLLBACK")),
             _ => Response::Execution(tag(&text)),

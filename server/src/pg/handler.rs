@@ -189,8 +189,28 @@ impl Connection {
         running.await
     }
 
-    /// Runs one statement and builds its response.
+    /// Runs one statement and builds its response; an error aborts the session's transaction
+    /// block, if it is in one, as in PostgreSQL.
     async fn run<C>(
+        &self,
+        client: &mut C,
+        statement: SluiceStatement,
+        parameters: &[ScalarValue],
+        format: &Format,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let response = self.run_statement(client, statement, parameters, format).await;
+        if response.is_err() {
+            self.session.statement_failed();
+        }
+        response
+    }
+
+    async fn run_statement<C>(
         &self,
         client: &mut C,
         statement: SluiceStatement,
@@ -205,11 +225,17 @@ impl Connection {
         let privileges = self.authorize(client);
         sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
         if let SluiceStatement::Standard(standard) = &statement {
+            // The statements the server answers itself (SET, SHOW, ...) wait for ROLLBACK in an
+            // aborted transaction block like any other.
+            if super::statements::is_server_statement(standard) {
+                self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+            }
             if let Some(response) = self.server_statement(client, standard, format).await? {
                 return Ok(response);
             }
         }
         let statement = self.rewrite(statement);
+        let block_stays = super::statements::keeps_transaction_block(&statement);
         let empty_columns = match &statement {
             SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
             _ => None,
@@ -222,7 +248,11 @@ impl Connection {
             }
             (result, _) => result.map_err(|e| encode::error(&e))?,
         };
-        encode::response(result, format, Some(self.format_options(client)))
+        match (block_stays, result) {
+            // ROLLBACK TO SAVEPOINT and COMMIT / ROLLBACK AND CHAIN leave the client in a block.
+            (true, StatementResult::Command { tag, .. }) => Ok(Response::TransactionStart(Tag::new(&tag))),
+            (_, result) => encode::response(result, format, Some(self.format_options(client))),
+        }
     }
 
     fn format_options<C: ClientInfo>(&self, client: &C) -> Arc<FormatOptions> {
@@ -248,6 +278,7 @@ impl Connection {
                 super::statements::check_role_switch(set, &user)?;
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
                 for (name, value) in &changes {
+                    super::statements::check_supported(name, value)?;
                     super::settings::check(name, value).map_err(|message| user_error("22023", message))?;
                 }
                 for (name, value) in changes {

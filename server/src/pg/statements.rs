@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use arrow::datatypes::DataType;
 use datafusion::common::{ParamValues, ScalarValue};
-use datafusion::sql::sqlparser::ast::{Expr, ResetStatement, Set, Value};
+use datafusion::sql::sqlparser::ast::{Expr, ResetStatement, Set, Statement, Value};
 use pgwire::api::Type;
 use pgwire::error::PgWireResult;
 
@@ -31,7 +31,7 @@ fn expr_text(expr: &Expr) -> String {
 }
 
 /// The settings a SET changes, as (name, value); `None` for SETs the engine handles
-/// (DataFusion's `datafusion.*` options).
+/// (DataFusion's `datafusion.*` options, SET TRANSACTION).
 pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
     match set {
         Set::SingleAssignment { variable, values, .. } => {
@@ -45,16 +45,34 @@ pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
         Set::SetTimeZone { value, .. } => Some(vec![("TimeZone".into(), expr_text(value))]),
         Set::SetNames { charset_name, .. } => Some(vec![("client_encoding".into(), charset_name.to_string())]),
         Set::SetSessionParam(_) | Set::SetRole { .. } | Set::SetSessionAuthorization(_) => Some(vec![]),
+        // The transaction block's own mode (sluice::transaction).
+        Set::SetTransaction { session: false, .. } => None,
         other => {
             let text = other.to_string().to_uppercase();
+            let mut changes = vec![];
             if text.contains("ISOLATION LEVEL") {
                 let level = text.split("ISOLATION LEVEL").nth(1).unwrap_or("").trim().to_lowercase();
-                Some(vec![("default_transaction_isolation".into(), level)])
-            } else {
-                Some(vec![])
+                let level = level.split(',').next().unwrap_or_default().trim().to_string();
+                changes.push(("default_transaction_isolation".into(), level));
             }
+            if text.contains("READ ONLY") {
+                changes.push(("default_transaction_read_only".into(), "on".into()));
+            }
+            Some(changes)
         }
     }
+}
+
+/// Refuses settings Sluice would otherwise accept and not apply (0A000).
+pub fn check_supported(name: &str, value: &str) -> PgWireResult<()> {
+    let on = matches!(value.trim().trim_matches('\'').to_lowercase().as_str(), "on" | "true" | "1" | "yes");
+    if name.eq_ignore_ascii_case("default_transaction_read_only") && on {
+        return Err(user_error(
+            "0A000",
+            "default_transaction_read_only = on is not supported: start a read-only block with START TRANSACTION READ ONLY",
+        ));
+    }
+    Ok(())
 }
 
 /// Refuses `SET ROLE` / `SET SESSION AUTHORIZATION` to a role other than the one the connection
@@ -207,4 +225,33 @@ pub fn oid_array_parameter(raw: Option<bytes::Bytes>) -> PgWireResult<ScalarValu
     }
     let values: Vec<ScalarValue> = oids.into_iter().map(ScalarValue::Int32).collect();
     Ok(ScalarValue::List(ScalarValue::new_list_nullable(&values, &arrow::datatypes::DataType::Int32)))
+}
+
+/// Whether the server may answer a statement itself (settings, cursors, notifications) rather
+/// than the engine.
+pub fn is_server_statement(statement: &Statement) -> bool {
+    matches!(
+        statement,
+        Statement::Set(_)
+            | Statement::Reset(_)
+            | Statement::ShowVariable { .. }
+            | Statement::Discard { .. }
+            | Statement::Declare { .. }
+            | Statement::Fetch { .. }
+            | Statement::Close { .. }
+            | Statement::LISTEN { .. }
+            | Statement::UNLISTEN { .. }
+    )
+}
+
+/// Whether a statement that ends with ROLLBACK's or COMMIT's tag leaves the client inside a
+/// transaction block: ROLLBACK TO SAVEPOINT, and COMMIT or ROLLBACK AND CHAIN.
+pub fn keeps_transaction_block(statement: &sluice::sql::parser::SluiceStatement) -> bool {
+    let sluice::sql::parser::SluiceStatement::Standard(statement) = statement else { return false };
+    matches!(
+        **statement,
+        Statement::Rollback { savepoint: Some(_), .. }
+            | Statement::Rollback { chain: true, .. }
+            | Statement::Commit { chain: true, .. }
+    )
 }

@@ -53,7 +53,8 @@ def psycopg3():
         check("psycopg3 after error", conn.execute("SELECT 1").fetchone(), (1,))
         check("psycopg3 server version", conn.info.server_version // 10000, 16)
 
-    # Autocommit off: psycopg opens a transaction with BEGIN; COMMIT and ROLLBACK are accepted.
+    # Autocommit off: psycopg opens a transaction with BEGIN; COMMIT ends it, ROLLBACK of a block that
+    # wrote nothing too.
     with psycopg.connect(DSN) as conn:
         conn.execute("INSERT INTO p3 (id, name) VALUES (20, 'in a transaction')")
         conn.commit()
@@ -62,6 +63,16 @@ def psycopg3():
         with conn.transaction():
             conn.execute("INSERT INTO p3 (id, name) VALUES (21, 'in a block')")
         check("psycopg3 transactions", conn.execute("SELECT count(*) FROM p3 WHERE id >= 20").fetchone()[0], 2)
+        # A rollback that would have to undo a committed write is refused, never silently kept.
+        conn.execute("INSERT INTO p3 (id, name) VALUES (22, 'committed when it ran')")
+        try:
+            conn.rollback()
+            refused = None
+        except psycopg.errors.FeatureNotSupported as e:
+            refused = e.sqlstate
+        check("psycopg3 rollback of a committed write is refused", refused, "0A000")
+        conn.rollback()
+        check("psycopg3 after the refused rollback", conn.execute("SELECT count(*) FROM p3 WHERE id >= 20").fetchone()[0], 3)
 
 
 def psycopg2_client():

@@ -30,6 +30,11 @@ fn keys() {
     run_case("keys");
 }
 
+#[test]
+fn transactions() {
+    run_case("transactions");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

@@ -209,7 +209,7 @@ async fn ddl_has_no_data_and_errors_carry_sqlstates() {
     assert_eq!(code(&err.unwrap_err()), "22012");
     let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
     assert_eq!(n, 1);
-    // BEGIN / COMMIT / ROLLBACK are accepted; each statement is atomic on its own.
+    // BEGIN ... COMMIT: each statement commits when it returns (writes are not staged yet).
     client.batch_execute("BEGIN; INSERT INTO e VALUES (3, 'c'); COMMIT").await.unwrap();
     let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
     assert_eq!(n, 2);

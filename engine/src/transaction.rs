@@ -1,0 +1,260 @@
+//! A session's transaction block (`BEGIN` ... `COMMIT` / `ROLLBACK`, savepoints), with
+//! PostgreSQL's states and errors: a statement that fails inside a block aborts it (every later
+//! statement is refused with 25P02 until ROLLBACK); `START TRANSACTION READ ONLY` refuses writes
+//! with 25006; `SAVEPOINT` and `RELEASE` outside a block are 25P01, an unknown savepoint 3B001.
+//!
+//! What a block does not do yet: stage its writes. Every statement still commits when it
+//! returns, so a `ROLLBACK` (or `ROLLBACK TO SAVEPOINT`) that would have to undo a write that
+//! committed is refused with 0A000 saying so, never answered as if it had undone it. The refusal
+//! aborts the block; the next ROLLBACK ends it.
+
+use std::sync::Mutex;
+
+use datafusion::sql::sqlparser::ast::{Ident, Set, Statement, TransactionAccessMode, TransactionMode};
+
+use crate::error::{Error, Result};
+use crate::sql::context::StatementResult;
+use crate::syntax::parser::SluiceStatement;
+
+/// The block a session is in, if any.
+#[derive(Debug, Default)]
+pub struct TransactionBlock {
+    state: Mutex<Option<Block>>,
+}
+
+#[derive(Debug, Default)]
+struct Block {
+    read_only: bool,
+    /// A statement failed: everything but ROLLBACK is refused.
+    failed: bool,
+    /// Statements that wrote (each committed when it returned).
+    writes: usize,
+    /// Savepoints, oldest first, with the writes made before each.
+    savepoints: Vec<(String, usize)>,
+}
+
+/// A transaction-control statement.
+enum Control {
+    /// `tag`: BEGIN or START TRANSACTION, as the statement was spelled.
+    Begin {
+        read_only: bool,
+        tag: &'static str,
+    },
+    Commit {
+        chain: bool,
+    },
+    Rollback {
+        chain: bool,
+    },
+    Savepoint(String),
+    Release(String),
+    RollbackTo(String),
+    /// SET TRANSACTION READ ONLY | READ WRITE (isolation levels are what Sluice provides).
+    SetTransaction {
+        read_only: Option<bool>,
+    },
+}
+
+fn read_only_mode(modes: &[TransactionMode]) -> Option<bool> {
+    modes.iter().rev().find_map(|mode| match mode {
+        TransactionMode::AccessMode(TransactionAccessMode::ReadOnly) => Some(true),
+        TransactionMode::AccessMode(TransactionAccessMode::ReadWrite) => Some(false),
+        TransactionMode::IsolationLevel(_) => None,
+    })
+}
+
+/// A savepoint's name as PostgreSQL compares it (unquoted names fold to lower case).
+fn savepoint_name(ident: &Ident) -> String {
+    match ident.quote_style {
+        Some(_) => ident.value.clone(),
+        None => ident.value.to_lowercase(),
+    }
+}
+
+fn control_of(statement: &SluiceStatement) -> Option<Control> {
+    let SluiceStatement::Standard(statement) = statement else { return None };
+    Some(match &**statement {
+        Statement::StartTransaction { modes, begin, .. } => Control::Begin {
+            read_only: read_only_mode(modes) == Some(true),
+            tag: if *begin { "BEGIN" } else { "START TRANSACTION" },
+        },
+        Statement::Commit { chain, .. } => Control::Commit { chain: *chain },
+        Statement::Rollback { chain, savepoint: None } => Control::Rollback { chain: *chain },
+        Statement::Rollback { savepoint: Some(name), .. } => Control::RollbackTo(savepoint_name(name)),
+        Statement::Savepoint { name } => Control::Savepoint(savepoint_name(name)),
+        Statement::ReleaseSavepoint { name } => Control::Release(savepoint_name(name)),
+        Statement::Set(Set::SetTransaction { modes, session: false, .. }) => {
+            Control::SetTransaction { read_only: read_only_mode(modes) }
+        }
+        _ => return None,
+    })
+}
+
+fn aborted() -> Error {
+    Error::data("25P02", "current transaction is aborted, commands ignored until end of transaction block")
+}
+
+fn outside_block(what: &str) -> Error {
+    Error::data("25P01", format!("{what} can only be used in transaction blocks"))
+}
+
+fn missing_savepoint(name: &str) -> Error {
+    Error::data("3B001", format!("savepoint \"{name}\" does not exist"))
+}
+
+/// The refusal of a rollback that would have to undo `writes` committed statements.
+fn cannot_undo(what: &str, writes: usize) -> Error {
+    let statements = if writes == 1 { "statement" } else { "statements" };
+    Error::NotSupported(format!(
+        "{what} cannot undo the {writes} {statements} of this transaction that wrote: Sluice commits each \
+         statement when it returns (transactions that hold their writes until COMMIT are not supported yet); \
+         the transaction is aborted, ROLLBACK ends it"
+    ))
+}
+
+impl TransactionBlock {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Option<Block>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether a transaction block is open (failed or not).
+    pub fn in_block(&self) -> bool {
+        self.lock().is_some()
+    }
+
+    /// Runs a transaction-control statement; None for any other statement.
+    pub fn control(&self, statement: &SluiceStatement) -> Option<Result<StatementResult>> {
+        let control = control_of(statement)?;
+        let mut state = self.lock();
+        Some(match control {
+            Control::Begin { read_only, tag } => {
+                match state.as_mut() {
+                    Some(block) if block.failed => return Some(Err(aborted())),
+                    // PostgreSQL warns (25001) and stays in the block it is in.
+                    Some(_) => tracing::debug!("BEGIN inside a transaction block: there is already one in progress"),
+                    None => *state = Some(Block { read_only, ..Block::default() }),
+                }
+                Ok(StatementResult::command(tag))
+            }
+            Control::Commit { chain } => {
+                // COMMIT of an aborted block rolls it back, as PostgreSQL does.
+                let tag = if state.as_ref().is_some_and(|b| b.failed) { "ROLLBACK" } else { "COMMIT" };
+                let read_only = state.take().is_some_and(|b| b.read_only);
+                if chain {
+                    *state = Some(Block { read_only, ..Block::default() });
+                }
+                Ok(StatementResult::command(tag))
+            }
+            Control::Rollback { chain } => match state.as_mut() {
+                Some(block) if block.writes > 0 => {
+                    let writes = std::mem::take(&mut block.writes);
+                    block.failed = true;
+                    block.savepoints.clear();
+                    Err(cannot_undo("ROLLBACK", writes))
+                }
+                _ => {
+                    let read_only = state.take().is_some_and(|b| b.read_only);
+                    if chain {
+                        *state = Some(Block { read_only, ..Block::default() });
+                    }
+                    Ok(StatementResult::command("ROLLBACK"))
+                }
+            },
+            Control::Savepoint(name) => match state.as_mut() {
+                None => Err(outside_block("SAVEPOINT")),
+                Some(block) if block.failed => Err(aborted()),
+                Some(block) => {
+                    block.savepoints.push((name, block.writes));
+                    Ok(StatementResult::command("SAVEPOINT"))
+                }
+            },
+            Control::Release(name) => match state.as_mut() {
+                None => Err(outside_block("RELEASE SAVEPOINT")),
+                Some(block) if block.failed => Err(aborted()),
+                Some(block) => match block.savepoints.iter().rposition(|(n, _)| *n == name) {
+                    Some(at) => {
+                        block.savepoints.truncate(at);
+                        Ok(StatementResult::command("RELEASE"))
+                    }
+                    None => {
+                        block.failed = true;
+                        Err(missing_savepoint(&name))
+                    }
+                },
+            },
+            Control::RollbackTo(name) => match state.as_mut() {
+                None => Err(outside_block("ROLLBACK TO SAVEPOINT")),
+                Some(block) => match block.savepoints.iter().rposition(|(n, _)| *n == name) {
+                    None => {
+                        block.failed = true;
+                        Err(missing_savepoint(&name))
+                    }
+                    Some(at) => {
+                        let before = block.savepoints.get(at).map_or(0, |(_, writes)| *writes);
+                        if block.writes > before {
+                            let writes = block.writes - before;
+                            block.writes = 0;
+                            block.failed = true;
+                            block.savepoints.clear();
+                            Err(cannot_undo("ROLLBACK TO SAVEPOINT", writes))
+                        } else {
+                            // The savepoint stays (PostgreSQL keeps it); the ones after it go.
+                            block.savepoints.truncate(at + 1);
+                            block.failed = false;
+                            Ok(StatementResult::command("ROLLBACK"))
+                        }
+                    }
+                },
+            },
+            Control::SetTransaction { read_only } => match state.as_mut() {
+                Some(block) if block.failed => Err(aborted()),
+                Some(block) => {
+                    if let Some(read_only) = read_only {
+                        block.read_only = read_only;
+                    }
+                    Ok(StatementResult::command("SET"))
+                }
+                // PostgreSQL warns and does nothing outside a block.
+                None => Ok(StatementResult::command("SET")),
+            },
+        })
+    }
+
+    /// Whether a statement may run in the block: none but ROLLBACK in an aborted block (25P02),
+    /// no write in a READ ONLY one (25006, which aborts the block).
+    pub fn admit(&self, statement: &SluiceStatement) -> Result<()> {
+        let writes = !crate::rights::reads_only(statement);
+        self.admit_kind(writes, || crate::rights::command_name(statement))
+    }
+
+    /// [`Self::admit`] for a write that is not a statement of its own (COPY's rows, the Rust
+    /// API's insert), named `what`.
+    pub fn admit_write(&self, what: &str) -> Result<()> {
+        self.admit_kind(true, || what.to_string())
+    }
+
+    fn admit_kind(&self, writes: bool, what: impl FnOnce() -> String) -> Result<()> {
+        let mut state = self.lock();
+        let Some(block) = state.as_mut() else { return Ok(()) };
+        if block.failed {
+            return Err(aborted());
+        }
+        if writes && block.read_only {
+            block.failed = true;
+            return Err(Error::data("25006", format!("cannot execute {} in a read-only transaction", what())));
+        }
+        Ok(())
+    }
+
+    /// Records how a statement admitted by [`Self::admit`] ended: a failure aborts the block;
+    /// a write that succeeded is one more that a rollback cannot undo.
+    pub fn finished(&self, wrote: bool, succeeded: bool) {
+        if let Some(block) = self.lock().as_mut() {
+            if !succeeded {
+                block.failed = true;
+            } else if wrote {
+                block.writes += 1;
+            }
+        }
+    }
+}
