@@ -585,6 +585,8 @@ pub struct RelationInfo {
     pub table: String,
     pub columns: Vec<ColumnInfo>,
     pub indexes: Vec<crate::keys::KeyDef>,
+    /// CHECK constraints (`delta.constraints.<name>`): name and SQL expression, by name.
+    pub checks: Vec<(String, String)>,
 }
 
 /// A column's default and identity, as PostgreSQL shows them.
@@ -634,11 +636,18 @@ pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
                 ColumnInfo { name: field.name.clone(), default, identity }
             })
             .collect();
+        let mut checks: Vec<(String, String)> = snapshot
+            .configuration()
+            .iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix(crate::sql::ddl::CONSTRAINT_PREFIX)?.to_string(), v.clone())))
+            .collect();
+        checks.sort();
         out.push(RelationInfo {
             schema: entry.schema.clone(),
             table: entry.name.clone(),
             columns,
             indexes: crate::keys::key_defs(snapshot.configuration()),
+            checks,
         });
     }
     out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));

@@ -90,6 +90,10 @@ impl Objects {
         oid
     }
 
+    fn remember_check(&self, oid: i32, expression: &str) {
+        self.state.lock().constraints.insert(oid, format!("CHECK ({expression})"));
+    }
+
     fn remember_default(&self, relation: i32, number: i16, default: &str) {
         self.state.lock().defaults.insert((relation, i64::from(number)), default.to_string());
     }
@@ -366,8 +370,10 @@ impl Tables {
         })
     }
 
-    /// `relhasindex` set on the tables that have keys or indexes.
+    /// `relhasindex` set on the tables that have keys or indexes, `relchecks` counted.
     fn mark_indexed(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
+        let batch = self.count_checks(batch)?;
+        let batch = &batch;
         let indexed: HashSet<i32> = self
             .described
             .iter()
@@ -380,6 +386,22 @@ impl Tables {
             .map(|row| Some(indexed.contains(&oids.value(row)) || before.as_ref().is_some_and(|b| b.value(row))))
             .collect();
         replace_column(batch, "relhasindex", Arc::new(after))
+    }
+
+    /// `relchecks`: the table's CHECK constraints.
+    fn count_checks(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
+        let oids = int32_column(batch, "oid")?;
+        let before = column(batch, "relchecks")?.as_primitive_opt::<Int16Type>().cloned();
+        let counts: Int16Array = (0..batch.num_rows())
+            .map(|row| {
+                let ours = self.by_oid.get(&oids.value(row)).and_then(|i| self.described.get(*i));
+                Some(match ours {
+                    Some((relation, _, _)) => i16::try_from(relation.checks.len()).unwrap_or(i16::MAX),
+                    None => before.as_ref().map_or(0, |b| b.value(row)),
+                })
+            })
+            .collect();
+        replace_column(batch, "relchecks", Arc::new(counts))
     }
 
     /// `atthasdef` and `attidentity` from the columns' defaults and identities.
@@ -491,40 +513,45 @@ impl Tables {
         batch_by_name(schema, indexes.len(), values)
     }
 
-    /// `pg_constraint`: one row per PRIMARY KEY or UNIQUE constraint.
+    /// `pg_constraint`: one row per PRIMARY KEY, UNIQUE or CHECK constraint.
     fn constraint(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
-        let keys: Vec<_> = self.indexes_of().filter(|i| !i.3.def.index).collect();
-        let mut oids = Vec::new();
-        let mut index_oids = Vec::new();
-        for (relation, _, _, info) in &keys {
-            let oid = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, &info.def.name);
-            let index = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &info.def.name);
-            objects.remember(info, index, Some(oid));
-            oids.push(oid);
-            index_oids.push(index);
+        let mut rows = Vec::new();
+        for (relation, oid, namespace) in &self.described {
+            for def in relation.indexes.iter().filter(|d| !d.index) {
+                let info = index_info(relation, def);
+                let own = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, &def.name);
+                let index = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &def.name);
+                objects.remember(&info, index, Some(own));
+                let numbers: Vec<Option<i16>> = def.columns.iter().map(|c| column_number(relation, c)).collect();
+                let kind = if def.primary { "p" } else { "u" };
+                rows.push((own, def.name.clone(), *namespace, kind, *oid, index, Some(numbers), None));
+            }
+            for (name, expression) in &relation.checks {
+                let own = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, name);
+                objects.remember_check(own, expression);
+                rows.push((own, name.clone(), *namespace, "c", *oid, 0, None, Some(expression.clone())));
+            }
         }
-        let flag = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; keys.len()])) };
+        let flag = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; rows.len()])) };
         let values: Vec<(&str, ArrayRef)> = vec![
-            ("oid", Arc::new(Int32Array::from(oids))),
-            ("conname", Arc::new(StringArray::from_iter_values(keys.iter().map(|k| k.3.def.name.clone())))),
-            ("connamespace", Arc::new(keys.iter().map(|k| Some(k.2)).collect::<Int32Array>())),
-            (
-                "contype",
-                Arc::new(StringArray::from_iter_values(keys.iter().map(|k| if k.3.def.primary { "p" } else { "u" }))),
-            ),
+            ("oid", Arc::new(rows.iter().map(|r| Some(r.0)).collect::<Int32Array>())),
+            ("conname", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1.clone())))),
+            ("connamespace", Arc::new(rows.iter().map(|r| Some(r.2)).collect::<Int32Array>())),
+            ("contype", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.3)))),
             ("condeferrable", flag(false)),
             ("condeferred", flag(false)),
             ("convalidated", flag(true)),
-            ("conrelid", Arc::new(keys.iter().map(|k| Some(k.1)).collect::<Int32Array>())),
-            ("conindid", Arc::new(Int32Array::from(index_oids))),
+            ("conrelid", Arc::new(rows.iter().map(|r| Some(r.4)).collect::<Int32Array>())),
+            ("conindid", Arc::new(rows.iter().map(|r| Some(r.5)).collect::<Int32Array>())),
             ("conislocal", flag(true)),
             ("connoinherit", flag(true)),
-            ("confupdtype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
-            ("confdeltype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
-            ("confmatchtype", Arc::new(StringArray::from(vec![" "; keys.len()]))),
-            ("conkey", attribute_numbers(keys.iter().map(|k| (k.0, &k.3.def)))),
+            ("confupdtype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
+            ("confdeltype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
+            ("confmatchtype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
+            ("conkey", Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(rows.iter().map(|r| r.6.clone())))),
+            ("conbin", Arc::new(rows.iter().map(|r| r.7.clone()).collect::<StringArray>())),
         ];
-        batch_by_name(schema, keys.len(), values)
+        batch_by_name(schema, rows.len(), values)
     }
 
     /// `pg_indexes`: schema, table, index name and `CREATE INDEX` text.
@@ -550,16 +577,15 @@ fn attribute_number(position: usize) -> i16 {
     i16::try_from(position + 1).unwrap_or(i16::MAX)
 }
 
-/// The `attnum`s of each key's columns (`indkey`, `conkey`), as `int2[]`.
+/// The `attnum` of a column of `relation`.
+fn column_number(relation: &RelationInfo, column: &str) -> Option<i16> {
+    relation.columns.iter().position(|c| c.name == column).map(attribute_number)
+}
+
+/// The `attnum`s of each key's columns (`indkey`), as `int2[]`.
 fn attribute_numbers<'a>(keys: impl Iterator<Item = (&'a RelationInfo, &'a KeyDef)>) -> ArrayRef {
-    let lists = keys.map(|(relation, def)| {
-        Some(
-            def.columns
-                .iter()
-                .map(|c| relation.columns.iter().position(|col| &col.name == c).map(attribute_number))
-                .collect::<Vec<_>>(),
-        )
-    });
+    let lists =
+        keys.map(|(relation, def)| Some(def.columns.iter().map(|c| column_number(relation, c)).collect::<Vec<_>>()));
     Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(lists))
 }
 
@@ -681,7 +707,7 @@ fn constraint_schema() -> SchemaRef {
         required("conislocal", DataType::Boolean),
         required("coninhcount", DataType::Int16),
         required("connoinherit", DataType::Boolean),
-        int2_list("conkey", false),
+        int2_list("conkey", true),
         int2_list("confkey", true),
         oid_list("conpfeqop"),
         oid_list("conppeqop"),

@@ -397,3 +397,6 @@ ALTER TABLE cat ALTER COLUMN n DROP DEFAULT;
 DROP INDEX cat_n;
 SELECT c.relname FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid JOIN pg_class t ON t.oid = i.indrelid WHERE t.relname = 'cat' ORDER BY 1;
 SELECT count(*) AS defaults FROM pg_attrdef d JOIN pg_class t ON t.oid = d.adrelid WHERE t.relname = 'cat';
+CREATE TABLE catc (a int CHECK (a > 0), b int, CONSTRAINT b_small CHECK (b < 10));
+SELECT con.conname, con.contype, pg_get_constraintdef(con.oid, true) FROM pg_constraint con JOIN pg_class t ON t.oid = con.conrelid WHERE t.relname = 'catc' ORDER BY con.conname;
+SELECT relchecks FROM pg_class WHERE relname = 'catc';

@@ -134,6 +134,10 @@ fn psql_meta_commands_and_copy() {
         "SELECT conname, contype, pg_get_constraintdef(oid), conkey FROM pg_constraint ORDER BY 1",
     ]);
     assert_eq!(out, "kv_pkey|p|PRIMARY KEY (k)|{1}\nkv_v_key|u|UNIQUE (v)|{2}\n");
+    run(&["-c", "CREATE TABLE catc (a int CHECK (a > 0), b int, CONSTRAINT b_small CHECK (b < 10))"]);
+    let out = run(&["-c", "\\d catc"]);
+    let checks = "Check constraints:\n    \"b_small\" CHECK (b < 10)\n    \"catc_a_check\" CHECK (a > 0)\n";
+    assert!(out.contains(checks), "{out}");
     run(&["-c", "DROP INDEX kv_n"]);
     let out = run(&["-c", "\\d kv"]);
     assert!(!out.contains("kv_n") && out.contains("\"kv_pkey\" PRIMARY KEY, btree (k)"), "{out}");
