@@ -258,3 +258,90 @@ impl TransactionBlock {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::syntax::parser::parse_statement_text;
+
+    /// Runs `sql` through the block as a session would: a control statement is handled, another
+    /// is admitted and ends as `succeeds` says. Returns the SQLSTATE of a refusal, or the tag.
+    fn run(block: &TransactionBlock, sql: &str, succeeds: bool) -> String {
+        let statement = parse_statement_text(sql).unwrap();
+        let outcome = match block.control(&statement) {
+            Some(result) => result,
+            None => block.admit(&statement).map(|()| {
+                block.finished(!crate::rights::reads_only(&statement), succeeds);
+                StatementResult::command("RAN")
+            }),
+        };
+        match outcome {
+            Ok(StatementResult::Command { tag, .. }) => tag,
+            Ok(_) => "ROWS".into(),
+            Err(e) => e.sqlstate().to_string(),
+        }
+    }
+
+    #[test]
+    fn an_error_aborts_the_block_until_rollback() {
+        let block = TransactionBlock::default();
+        assert_eq!(run(&block, "BEGIN", true), "BEGIN");
+        assert_eq!(run(&block, "SELECT 1 / 0", false), "RAN");
+        assert_eq!(run(&block, "SELECT 1", true), "25P02");
+        assert_eq!(run(&block, "SAVEPOINT a", true), "25P02");
+        assert_eq!(run(&block, "COMMIT", true), "ROLLBACK");
+        assert!(!block.in_block());
+        assert_eq!(run(&block, "SELECT 1", true), "RAN");
+    }
+
+    #[test]
+    fn a_rollback_that_would_undo_a_write_is_refused_once() {
+        let block = TransactionBlock::default();
+        run(&block, "START TRANSACTION", true);
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
+        assert_eq!(run(&block, "ROLLBACK", true), "0A000");
+        assert_eq!(run(&block, "SELECT 1", true), "25P02");
+        assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+        assert!(!block.in_block());
+        // Nothing written: the rollback succeeds.
+        run(&block, "BEGIN", true);
+        run(&block, "SELECT 1", true);
+        assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+    }
+
+    #[test]
+    fn savepoints_roll_back_errors_but_not_writes() {
+        let block = TransactionBlock::default();
+        assert_eq!(run(&block, "SAVEPOINT a", true), "25P01");
+        run(&block, "BEGIN", true);
+        run(&block, "SAVEPOINT a", true);
+        run(&block, "SAVEPOINT B", true);
+        assert_eq!(run(&block, "SELECT 1 / 0", false), "RAN");
+        assert_eq!(run(&block, "ROLLBACK TO SAVEPOINT b", true), "ROLLBACK");
+        assert_eq!(run(&block, "SELECT 1", true), "RAN");
+        assert_eq!(run(&block, "RELEASE SAVEPOINT a", true), "RELEASE");
+        assert_eq!(run(&block, "ROLLBACK TO SAVEPOINT a", true), "3B001");
+        assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+        run(&block, "BEGIN", true);
+        run(&block, "SAVEPOINT a", true);
+        run(&block, "DELETE FROM t", true);
+        assert_eq!(run(&block, "ROLLBACK TO a", true), "0A000");
+        assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+    }
+
+    #[test]
+    fn read_only_blocks_refuse_writes() {
+        let block = TransactionBlock::default();
+        assert_eq!(run(&block, "START TRANSACTION READ ONLY", true), "START TRANSACTION");
+        assert_eq!(run(&block, "SELECT 1", true), "RAN");
+        assert_eq!(run(&block, "CREATE TABLE t (a int)", true), "25006");
+        assert_eq!(run(&block, "SELECT 1", true), "25P02");
+        run(&block, "ROLLBACK", true);
+        run(&block, "BEGIN", true);
+        assert_eq!(run(&block, "SET TRANSACTION READ ONLY", true), "SET");
+        assert_eq!(run(&block, "UPDATE t SET a = 1", true), "25006");
+        assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+        // A write outside any block is not the block's business.
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
+    }
+}
