@@ -14,8 +14,8 @@ use std::borrow::Cow;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, Expr, FunctionArguments, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, Value,
-    VisitMut, VisitorMut,
+    visit_relations, Expr, FunctionArguments, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, TableFactor,
+    Value, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -122,6 +122,7 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     qualify_sluice_catalogs(statement);
+    let _ = statement.visit(&mut InformationSchemaViews);
     let _ = statement.visit(&mut AttrdefSubquery);
     let _ = statement.visit(&mut GenerateSubscripts);
     let _ = statement.visit(&mut ArraySubquery);
@@ -149,6 +150,85 @@ fn qualify_sluice_catalogs(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// `information_schema` views on constraints that DataFusion's `information_schema` lacks, as
+/// queries over `pg_catalog` (whose rows come from `relations.rs`), with PostgreSQL 15's columns.
+/// NOT NULL columns are listed as CHECK constraints named `<schema oid>_<table oid>_<attnum>_not_null`,
+/// as PostgreSQL lists them.
+const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
+    (
+        "table_constraints",
+        "SELECT CAST(current_database() AS TEXT) AS constraint_catalog, CAST(n.nspname AS TEXT) AS constraint_schema,
+           CAST(c.conname AS TEXT) AS constraint_name, CAST(current_database() AS TEXT) AS table_catalog,
+           CAST(n.nspname AS TEXT) AS table_schema, CAST(r.relname AS TEXT) AS table_name,
+           CAST(CASE c.contype WHEN 'p' THEN 'PRIMARY KEY' WHEN 'u' THEN 'UNIQUE' WHEN 'f' THEN 'FOREIGN KEY'
+             ELSE 'CHECK' END AS TEXT) AS constraint_type,
+           CAST('NO' AS TEXT) AS is_deferrable, CAST('NO' AS TEXT) AS initially_deferred,
+           CAST('YES' AS TEXT) AS enforced,
+           CAST(CASE WHEN c.contype = 'u' THEN CASE WHEN i.indnullsnotdistinct THEN 'NO' ELSE 'YES' END END AS TEXT)
+             AS nulls_distinct
+         FROM pg_catalog.pg_constraint c JOIN pg_catalog.pg_class r ON r.oid = c.conrelid
+           JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+           LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = c.conindid
+         UNION ALL
+         SELECT CAST(current_database() AS TEXT) AS constraint_catalog, CAST(n.nspname AS TEXT) AS constraint_schema,
+           CAST(CAST(n.oid AS TEXT) || '_' || CAST(r.oid AS TEXT) || '_' || CAST(a.attnum AS TEXT) || '_not_null' AS TEXT)
+             AS constraint_name,
+           CAST(current_database() AS TEXT) AS table_catalog, CAST(n.nspname AS TEXT) AS table_schema,
+           CAST(r.relname AS TEXT) AS table_name, CAST('CHECK' AS TEXT) AS constraint_type,
+           CAST('NO' AS TEXT) AS is_deferrable, CAST('NO' AS TEXT) AS initially_deferred,
+           CAST('YES' AS TEXT) AS enforced, CAST(NULL AS TEXT) AS nulls_distinct
+         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class r ON r.oid = a.attrelid
+           JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+         WHERE a.attnotnull AND a.attnum > 0 AND r.relkind IN ('r', 'p')
+           AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+    ),
+    (
+        "key_column_usage",
+        "SELECT current_database() AS constraint_catalog, k.nspname AS constraint_schema, k.conname AS constraint_name,
+           current_database() AS table_catalog, k.nspname AS table_schema, k.relname AS table_name,
+           a.attname AS column_name, CAST(k.ordinal_position AS INT) AS ordinal_position,
+           CAST(NULL AS INT) AS position_in_unique_constraint
+         FROM (SELECT n.nspname, c.conname, r.relname, c.conrelid, unnest(c.conkey) AS attnum,
+                 unnest(generate_series(1, CAST(cardinality(c.conkey) AS BIGINT))) AS ordinal_position
+               FROM pg_catalog.pg_constraint c JOIN pg_catalog.pg_class r ON r.oid = c.conrelid
+                 JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+               WHERE c.contype IN ('p', 'u', 'f')) k
+           JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.attnum",
+    ),
+];
+
+/// A reference to one of [`INFORMATION_SCHEMA_VIEWS`] becomes its query, under the reference's
+/// alias (or the view's name).
+struct InformationSchemaViews;
+
+impl VisitorMut for InformationSchemaViews {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let Some(derived) = information_schema_view(factor) {
+            *factor = derived;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn information_schema_view(factor: &TableFactor) -> Option<TableFactor> {
+    let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
+    let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
+    let [.., schema, table] = parts.as_slice() else { return None };
+    if schema != "information_schema" {
+        return None;
+    }
+    let (_, sql) = INFORMATION_SCHEMA_VIEWS.iter().find(|(view, _)| view == table)?;
+    let alias = alias.as_ref().map_or_else(|| table.clone(), |a| a.name.to_string());
+    let text = format!("SELECT * FROM ({sql}) AS {alias}");
+    let statement =
+        Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_statement()).ok()?;
+    let Statement::Query(query) = statement else { return None };
+    let SetExpr::Select(select) = *query.body else { return None };
+    select.from.into_iter().next().map(|from| from.relation)
 }
 
 /// The correlated subquery psql's `\d t` and SQLAlchemy's `get_columns` read a column's default

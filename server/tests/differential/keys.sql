@@ -400,3 +400,6 @@ SELECT count(*) AS defaults FROM pg_attrdef d JOIN pg_class t ON t.oid = d.adrel
 CREATE TABLE catc (a int CHECK (a > 0), b int, CONSTRAINT b_small CHECK (b < 10));
 SELECT con.conname, con.contype, pg_get_constraintdef(con.oid, true) FROM pg_constraint con JOIN pg_class t ON t.oid = con.conrelid WHERE t.relname = 'catc' ORDER BY con.conname;
 SELECT relchecks FROM pg_class WHERE relname = 'catc';
+SELECT constraint_name, constraint_type, is_deferrable, initially_deferred, enforced, nulls_distinct FROM information_schema.table_constraints WHERE table_name IN ('cat', 'catc') AND constraint_name NOT LIKE '%not_null' ORDER BY constraint_name;
+SELECT table_name, count(*) AS not_null_constraints FROM information_schema.table_constraints WHERE table_name IN ('cat', 'catc') AND constraint_type = 'CHECK' AND constraint_name LIKE '%_not_null' GROUP BY table_name ORDER BY table_name;
+SELECT kcu.constraint_name, kcu.table_schema, kcu.column_name, kcu.ordinal_position, kcu.position_in_unique_constraint FROM information_schema.key_column_usage kcu WHERE kcu.table_name = 'cat' ORDER BY 1, 4;
