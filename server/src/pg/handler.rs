@@ -612,7 +612,11 @@ impl SimpleQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let statements = parse_statements(&super::compat::substitute(query)).map_err(|e| encode::error(&e))?;
+        let statements = parse_statements(&super::compat::substitute(query)).map_err(|e| {
+            // A statement that does not parse aborts the transaction block too.
+            self.session.statement_failed();
+            encode::error(&e)
+        })?;
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
@@ -653,8 +657,12 @@ impl QueryParser for SluiceQueryParser {
         let connection = self.connection.upgrade().ok_or_else(|| user_error("08006", "the connection is closing"))?;
         let introspection = super::compat::is_asyncpg_introspection(sql);
         let sql = if introspection { super::compat::ASYNCPG_TYPES } else { sql };
-        let mut statements = parse_statements(&super::compat::substitute(sql)).map_err(|e| encode::error(&e))?;
+        let mut statements = parse_statements(&super::compat::substitute(sql)).map_err(|e| {
+            connection.session.statement_failed();
+            encode::error(&e)
+        })?;
         if statements.len() > 1 {
+            connection.session.statement_failed();
             return Err(user_error("42601", "cannot insert multiple commands into a prepared statement"));
         }
         let Some(statement) = statements.pop() else {

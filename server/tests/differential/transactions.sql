@@ -38,6 +38,12 @@ SELECT * FROM no_such_table;
 /* 2 */ COMMIT;
 SELECT count(*) AS after_commit_of_failed FROM tx;
 
+-- A statement that does not parse aborts the block too.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELEC 1;
+SELECT 5 AS refused_after_syntax_error;
+ROLLBACK AND NO CHAIN;
+
 -- READ ONLY refuses writes with 25006, and the refusal aborts the block.
 START TRANSACTION READ ONLY;
 SELECT count(*) AS read_only_reads FROM tx;
