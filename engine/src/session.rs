@@ -65,6 +65,11 @@ impl Session {
         self.block.finished(false, false);
     }
 
+    /// Sets `default_transaction_read_only` (see [`crate::transaction`]).
+    pub fn set_default_read_only(&self, read_only: bool) {
+        self.block.set_default_read_only(read_only)
+    }
+
     /// Whether the session is inside a transaction block (BEGIN ... COMMIT / ROLLBACK).
     pub fn in_transaction_block(&self) -> bool {
         self.block.in_block()

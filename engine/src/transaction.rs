@@ -1,6 +1,7 @@
 //! A session's transaction block (`BEGIN` ... `COMMIT` / `ROLLBACK`, savepoints), with
 //! PostgreSQL's states and errors: a statement that fails inside a block aborts it (every later
-//! statement is refused with 25P02 until ROLLBACK); `START TRANSACTION READ ONLY` refuses writes
+//! statement is refused with 25P02 until ROLLBACK); `START TRANSACTION READ ONLY` (or
+//! `default_transaction_read_only`, which also covers statements outside a block) refuses writes
 //! with 25006; `SAVEPOINT` and `RELEASE` outside a block are 25P01, an unknown savepoint 3B001.
 //!
 //! What a block does not do yet: stage its writes. Every statement still commits when it
@@ -20,6 +21,9 @@ use crate::syntax::parser::SluiceStatement;
 #[derive(Debug, Default)]
 pub struct TransactionBlock {
     state: Mutex<Option<Block>>,
+    /// `default_transaction_read_only`: blocks begin READ ONLY unless they say READ WRITE, and a
+    /// write outside a block is refused too (its implicit transaction is read-only).
+    default_read_only: std::sync::atomic::AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -35,9 +39,9 @@ struct Block {
 
 /// A transaction-control statement.
 enum Control {
-    /// `tag`: BEGIN or START TRANSACTION, as the statement was spelled.
+    /// `read_only`: as the statement says, if it does; `tag`: BEGIN or START TRANSACTION.
     Begin {
-        read_only: bool,
+        read_only: Option<bool>,
         tag: &'static str,
     },
     Commit {
@@ -74,10 +78,9 @@ fn savepoint_name(ident: &Ident) -> String {
 fn control_of(statement: &SluiceStatement) -> Option<Control> {
     let SluiceStatement::Standard(statement) = statement else { return None };
     Some(match &**statement {
-        Statement::StartTransaction { modes, begin, .. } => Control::Begin {
-            read_only: read_only_mode(modes) == Some(true),
-            tag: if *begin { "BEGIN" } else { "START TRANSACTION" },
-        },
+        Statement::StartTransaction { modes, begin, .. } => {
+            Control::Begin { read_only: read_only_mode(modes), tag: if *begin { "BEGIN" } else { "START TRANSACTION" } }
+        }
         Statement::Commit { chain, .. } => Control::Commit { chain: *chain },
         Statement::Rollback { chain, savepoint: None } => Control::Rollback { chain: *chain },
         Statement::Rollback { savepoint: Some(name), .. } => Control::RollbackTo(savepoint_name(name)),
@@ -92,6 +95,10 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
 
 fn aborted() -> Error {
     Error::data("25P02", "current transaction is aborted, commands ignored until end of transaction block")
+}
+
+fn read_only_refusal(what: &str) -> Error {
+    Error::data("25006", format!("cannot execute {what} in a read-only transaction"))
 }
 
 fn outside_block(what: &str) -> Error {
@@ -117,6 +124,15 @@ impl TransactionBlock {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Sets `default_transaction_read_only`.
+    pub fn set_default_read_only(&self, read_only: bool) {
+        self.default_read_only.store(read_only, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn default_read_only(&self) -> bool {
+        self.default_read_only.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Whether a transaction block is open (failed or not).
     pub fn in_block(&self) -> bool {
         self.lock().is_some()
@@ -128,6 +144,7 @@ impl TransactionBlock {
         let mut state = self.lock();
         Some(match control {
             Control::Begin { read_only, tag } => {
+                let read_only = read_only.unwrap_or_else(|| self.default_read_only());
                 match state.as_mut() {
                     Some(block) if block.failed => return Some(Err(aborted())),
                     // PostgreSQL warns (25001) and stays in the block it is in.
@@ -235,13 +252,18 @@ impl TransactionBlock {
 
     fn admit_kind(&self, writes: bool, what: impl FnOnce() -> String) -> Result<()> {
         let mut state = self.lock();
-        let Some(block) = state.as_mut() else { return Ok(()) };
+        let Some(block) = state.as_mut() else {
+            if writes && self.default_read_only() {
+                return Err(read_only_refusal(&what()));
+            }
+            return Ok(());
+        };
         if block.failed {
             return Err(aborted());
         }
         if writes && block.read_only {
             block.failed = true;
-            return Err(Error::data("25006", format!("cannot execute {} in a read-only transaction", what())));
+            return Err(read_only_refusal(&what()));
         }
         Ok(())
     }
@@ -341,7 +363,16 @@ mod tests {
         assert_eq!(run(&block, "SET TRANSACTION READ ONLY", true), "SET");
         assert_eq!(run(&block, "UPDATE t SET a = 1", true), "25006");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
-        // A write outside any block is not the block's business.
+        // A write outside any block is not the block's business...
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
+        // ... unless the session is read-only by default.
+        block.set_default_read_only(true);
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "25006");
+        assert_eq!(run(&block, "SELECT 1", true), "RAN");
+        run(&block, "BEGIN", true);
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "25006");
+        run(&block, "ROLLBACK", true);
+        run(&block, "START TRANSACTION READ WRITE", true);
         assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
     }
 }

@@ -255,6 +255,13 @@ impl Connection {
         }
     }
 
+    /// Hands `default_transaction_read_only` to the engine, which applies it.
+    fn apply_transaction_defaults(&self) {
+        let read_only =
+            self.settings.lock().get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
+        self.session.set_default_read_only(read_only);
+    }
+
     fn format_options<C: ClientInfo>(&self, client: &C) -> Arc<FormatOptions> {
         Arc::new(FormatOptions::from_client_metadata(client.metadata()))
     }
@@ -278,7 +285,6 @@ impl Connection {
                 super::statements::check_role_switch(set, &user)?;
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
                 for (name, value) in &changes {
-                    super::statements::check_supported(name, value)?;
                     super::settings::check(name, value).map_err(|message| user_error("22023", message))?;
                 }
                 for (name, value) in changes {
@@ -294,6 +300,7 @@ impl Connection {
                         client.metadata_mut().insert(name, value);
                     }
                 }
+                self.apply_transaction_defaults();
                 Response::Execution(Tag::new("SET"))
             }
             Statement::Reset(reset) => {
@@ -303,6 +310,7 @@ impl Connection {
                     }
                     None => self.settings.lock().reset_all(),
                 }
+                self.apply_transaction_defaults();
                 Response::Execution(Tag::new("RESET"))
             }
             Statement::ShowVariable { variable } => {

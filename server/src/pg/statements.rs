@@ -57,22 +57,17 @@ pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
             }
             if text.contains("READ ONLY") {
                 changes.push(("default_transaction_read_only".into(), "on".into()));
+            } else if text.contains("READ WRITE") {
+                changes.push(("default_transaction_read_only".into(), "off".into()));
             }
             Some(changes)
         }
     }
 }
 
-/// Refuses settings Sluice would otherwise accept and not apply (0A000).
-pub fn check_supported(name: &str, value: &str) -> PgWireResult<()> {
-    let on = matches!(value.trim().trim_matches('\'').to_lowercase().as_str(), "on" | "true" | "1" | "yes");
-    if name.eq_ignore_ascii_case("default_transaction_read_only") && on {
-        return Err(user_error(
-            "0A000",
-            "default_transaction_read_only = on is not supported: start a read-only block with START TRANSACTION READ ONLY",
-        ));
-    }
-    Ok(())
+/// Whether a boolean setting's value is on, as PostgreSQL reads booleans.
+pub fn setting_is_on(value: &str) -> bool {
+    matches!(value.trim().trim_matches('\'').to_lowercase().as_str(), "on" | "true" | "1" | "yes" | "t" | "y")
 }
 
 /// Refuses `SET ROLE` / `SET SESSION AUTHORIZATION` to a role other than the one the connection

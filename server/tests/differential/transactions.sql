@@ -134,7 +134,21 @@ INSERT INTO tx VALUES (7, 'after savepoint');
 /* 16 */ ROLLBACK;
 SELECT id FROM tx WHERE id >= 6 ORDER BY id;
 
--- Session defaults for blocks.
+-- Session defaults: default_transaction_read_only makes blocks and single statements read-only.
 SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL READ COMMITTED;
 SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY;
+INSERT INTO tx VALUES (20, 'read-only session');
+SELECT count(*) AS read_only_session_reads FROM tx WHERE id < 6;
+BEGIN ISOLATION LEVEL READ COMMITTED;
+INSERT INTO tx VALUES (21, 'read-only session block');
+ROLLBACK WORK;
+START TRANSACTION ISOLATION LEVEL READ COMMITTED, READ WRITE;
+INSERT INTO tx VALUES (22, 'read write block');
+COMMIT TRANSACTION;
+SET SESSION CHARACTERISTICS AS TRANSACTION READ WRITE;
+INSERT INTO tx VALUES (23, 'read write session');
 SET default_transaction_read_only = on;
+DELETE FROM tx WHERE id = 23;
+RESET default_transaction_read_only;
+DELETE FROM tx WHERE id = 22;
+SELECT id FROM tx WHERE id >= 20 ORDER BY id;
