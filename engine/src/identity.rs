@@ -75,6 +75,11 @@ impl Identity {
     }
 }
 
+/// The name PostgreSQL gives the sequence of a SERIAL or identity column: `<table>_<column>_seq`.
+pub fn sequence_name(table: &str, column: &str) -> String {
+    format!("{table}_{column}_seq")
+}
+
 /// Field metadata marking an identity column made by SERIAL (whose identity is a DEFAULT).
 pub const SERIAL_KEY: &str = "sluice.serial";
 

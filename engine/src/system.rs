@@ -585,7 +585,8 @@ pub struct RelationInfo {
     pub table: String,
     pub columns: Vec<ColumnInfo>,
     pub indexes: Vec<crate::keys::KeyDef>,
-    /// CHECK constraints (`delta.constraints.<name>`): name and SQL expression, by name.
+    /// The CHECK constraints the engine enforces (`delta.constraints.<name>` and column
+    /// invariants): name and SQL expression, by name.
     pub checks: Vec<(String, String)>,
 }
 
@@ -624,7 +625,7 @@ pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
                 let identity = crate::identity::Identity::of(field);
                 let serial = identity.is_some() && crate::identity::is_serial(field);
                 let default = if serial {
-                    let sequence = format!("{}_{}_seq", entry.name, field.name);
+                    let sequence = crate::identity::sequence_name(&entry.name, &field.name);
                     Some(format!("nextval('{}'::regclass)", sequence.replace('\'', "''")))
                 } else {
                     entry.defaults.get(&field.name).cloned()
@@ -636,18 +637,12 @@ pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
                 ColumnInfo { name: field.name.clone(), default, identity }
             })
             .collect();
-        let mut checks: Vec<(String, String)> = snapshot
-            .configuration()
-            .iter()
-            .filter_map(|(k, v)| Some((k.strip_prefix(crate::sql::ddl::CONSTRAINT_PREFIX)?.to_string(), v.clone())))
-            .collect();
-        checks.sort();
         out.push(RelationInfo {
             schema: entry.schema.clone(),
             table: entry.name.clone(),
             columns,
             indexes: crate::keys::key_defs(snapshot.configuration()),
-            checks,
+            checks: snapshot.constraints(),
         });
     }
     out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));

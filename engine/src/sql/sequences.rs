@@ -120,7 +120,7 @@ impl VisitorMut for Replace<'_> {
 
 /// The session's key of a sequence (for `currval`): `schema.table_column_seq`.
 pub(crate) fn sequence_key(schema: &str, table: &str, column: &str) -> String {
-    format!("{schema}.{table}_{column}_seq")
+    format!("{schema}.{}", crate::identity::sequence_name(table, column))
 }
 
 /// A statement with its sequence calls replaced by constants of their types: its shape, for

@@ -215,14 +215,17 @@ impl VisitorMut for InformationSchemaViews {
 }
 
 fn information_schema_view(factor: &TableFactor) -> Option<TableFactor> {
+    use datafusion::sql::sqlparser::ast::ObjectNamePart;
+    // Every relation of every statement passes here: names are compared without allocating.
     let TableFactor::Table { name, alias, args: None, .. } = factor else { return None };
-    let parts: Vec<String> = name.0.iter().map(|p| p.to_string().to_lowercase()).collect();
-    let [.., schema, table] = parts.as_slice() else { return None };
-    if schema != "information_schema" {
+    let [.., ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(table)] = name.0.as_slice() else {
+        return None;
+    };
+    if !schema.value.eq_ignore_ascii_case("information_schema") {
         return None;
     }
-    let (_, sql) = INFORMATION_SCHEMA_VIEWS.iter().find(|(view, _)| view == table)?;
-    let alias = alias.as_ref().map_or_else(|| table.clone(), |a| a.name.to_string());
+    let (view, sql) = INFORMATION_SCHEMA_VIEWS.iter().find(|(view, _)| table.value.eq_ignore_ascii_case(view))?;
+    let alias = alias.as_ref().map_or_else(|| (*view).to_string(), |a| a.name.to_string());
     let text = format!("SELECT * FROM ({sql}) AS {alias}");
     let statement =
         Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_statement()).ok()?;
@@ -307,7 +310,11 @@ impl VisitorMut for GenerateSubscripts {
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
-        let named = function.name.0.last().is_some_and(|n| n.to_string().eq_ignore_ascii_case("generate_subscripts"));
+        let named = matches!(
+            function.name.0.last(),
+            Some(datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(n))
+                if n.value.eq_ignore_ascii_case("generate_subscripts")
+        );
         let FunctionArguments::List(list) = &function.args else { return ControlFlow::Continue(()) };
         let [array, dimension] = list.args.as_slice() else { return ControlFlow::Continue(()) };
         if !named {

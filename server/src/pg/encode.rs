@@ -60,11 +60,13 @@ pub fn tag(text: &str) -> Tag {
     }
 }
 
-/// The response to a statement's result.
+/// The response to a statement's result; `in_block`: whether the session is in a transaction
+/// block after it (a transaction-control statement's response tells pgwire the client's state).
 pub fn response(
     result: StatementResult,
     format: &Format,
     options: Option<Arc<FormatOptions>>,
+    in_block: bool,
 ) -> Result<Response, PgWireError> {
     match result {
         StatementResult::Rows { schema, batches } => rows(&schema, batches, format, options),
@@ -79,9 +81,12 @@ pub fn response(
             Ok(response)
         }
         StatementResult::Command { tag: text, .. } => Ok(match text.as_str() {
-            "BEGIN" | "START TRANSACTION" => Response::TransactionStart(Tag::new(&text)),
-            "COMMIT" => Response::TransactionEnd(Tag::new("COMMIT")),
-            "ROLLBACK" => Response::TransactionEnd(Tag::new("ROLLBACK")),
+            // ROLLBACK TO SAVEPOINT, COMMIT AND CHAIN and a BEGIN inside a block leave the
+            // client in one.
+            "BEGIN" | "START TRANSACTION" | "COMMIT" | "ROLLBACK" if in_block => {
+                Response::TransactionStart(Tag::new(&text))
+            }
+            "BEGIN" | "START TRANSACTION" | "COMMIT" | "ROLLBACK" => Response::TransactionEnd(Tag::new(&text)),
             _ => Response::Execution(tag(&text)),
         }),
     }

@@ -235,7 +235,6 @@ impl Connection {
             }
         }
         let statement = self.rewrite(statement);
-        let block_stays = super::statements::keeps_transaction_block(&statement);
         let empty_columns = match &statement {
             SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
             _ => None,
@@ -248,11 +247,8 @@ impl Connection {
             }
             (result, _) => result.map_err(|e| encode::error(&e))?,
         };
-        match (block_stays, result) {
-            // ROLLBACK TO SAVEPOINT and COMMIT / ROLLBACK AND CHAIN leave the client in a block.
-            (true, StatementResult::Command { tag, .. }) => Ok(Response::TransactionStart(Tag::new(&tag))),
-            (_, result) => encode::response(result, format, Some(self.format_options(client))),
-        }
+        let in_block = self.session.in_transaction_block();
+        encode::response(result, format, Some(self.format_options(client)), in_block)
     }
 
     /// Hands `default_transaction_read_only` to the engine, which applies it.

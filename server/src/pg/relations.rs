@@ -236,12 +236,23 @@ impl TableProvider for Described {
         filters: &[Expr],
         limit: Option<usize>,
     ) -> DfResult<Arc<dyn ExecutionPlan>> {
-        let tables = Tables::read(state, &self.pg_catalog, &self.server, &self.objects).await?;
+        let catalog_table = |name: &'static str| async move {
+            let table = self.pg_catalog.table(name).await?;
+            table.ok_or_else(|| DataFusionError::Internal(format!("pg_catalog lacks {name}")))
+        };
+        // pg_namespace first: reading pg_class gives OIDs to the schemas it names. A scan of
+        // pg_class reads the crate's rows once, for the OIDs and for its own rows.
+        let namespaces = rows(state, &catalog_table("pg_namespace").await?).await?;
+        let classes = match &self.catalog {
+            Catalog::Extended(inner) if self.name == PG_CLASS => rows(state, inner).await?,
+            _ => rows(state, &catalog_table(PG_CLASS).await?).await?,
+        };
+        let tables = Tables::read(&namespaces, &classes, &self.server, &self.objects).await?;
         let batches = match &self.catalog {
-            Catalog::Extended(inner) if self.name == PG_CLASS => {
-                let mut batches = rows(state, inner).await?;
-                for batch in &mut batches {
-                    *batch = with_null_columns(&self.schema, &tables.mark_indexed(batch)?)?;
+            Catalog::Extended(_) if self.name == PG_CLASS => {
+                let mut batches = Vec::with_capacity(classes.len() + 1);
+                for batch in &classes {
+                    batches.push(with_null_columns(&self.schema, &tables.mark_indexed(batch)?)?);
                 }
                 batches.push(tables.index_classes(&self.schema, &self.objects)?);
                 batches
@@ -316,27 +327,23 @@ struct Tables {
 }
 
 impl Tables {
+    /// Sluice's tables, matched by schema and name to the rows of datafusion-pg-catalog's
+    /// `pg_namespace` and `pg_class`.
     async fn read(
-        state: &dyn CatalogSession,
-        pg_catalog: &Arc<dyn SchemaProvider>,
+        namespaces: &[RecordBatch],
+        classes: &[RecordBatch],
         server: &ServerState,
         objects: &Objects,
     ) -> DfResult<Self> {
-        let table = |name: &'static str| async move {
-            pg_catalog.table(name).await?.ok_or_else(|| DataFusionError::Internal(format!("pg_catalog lacks {name}")))
-        };
-        // pg_namespace first: reading pg_class gives OIDs to the schemas it names.
-        let namespaces = rows(state, &table("pg_namespace").await?).await?;
-        let classes = rows(state, &table(PG_CLASS).await?).await?;
         let mut schema_oids = HashMap::new();
-        for batch in &namespaces {
+        for batch in namespaces {
             let (oids, names) = (int32_column(batch, "oid")?, text_column(batch, "nspname")?);
             for row in 0..batch.num_rows() {
                 schema_oids.insert(oids.value(row), names.value(row).to_string());
             }
         }
         let mut table_oids = HashMap::new();
-        for batch in &classes {
+        for batch in classes {
             let oids = int32_column(batch, "oid")?;
             let (names, namespaces) = (text_column(batch, "relname")?, int32_column(batch, "relnamespace")?);
             for row in 0..batch.num_rows() {

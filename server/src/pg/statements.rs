@@ -238,15 +238,3 @@ pub fn is_server_statement(statement: &Statement) -> bool {
             | Statement::UNLISTEN { .. }
     )
 }
-
-/// Whether a statement that ends with ROLLBACK's or COMMIT's tag leaves the client inside a
-/// transaction block: ROLLBACK TO SAVEPOINT, and COMMIT or ROLLBACK AND CHAIN.
-pub fn keeps_transaction_block(statement: &sluice::sql::parser::SluiceStatement) -> bool {
-    let sluice::sql::parser::SluiceStatement::Standard(statement) = statement else { return false };
-    matches!(
-        **statement,
-        Statement::Rollback { savepoint: Some(_), .. }
-            | Statement::Rollback { chain: true, .. }
-            | Statement::Commit { chain: true, .. }
-    )
-}
