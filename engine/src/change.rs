@@ -138,13 +138,19 @@ impl Writer {
         rows: Option<ChangedRows>,
         outcome: CommitOutcome,
     ) -> Result<u64> {
+        if let CommitOutcome::Committed(c) = &outcome {
+            if c.staged {
+                // Held by a transaction block: its COMMIT tells the listeners (crate::staging).
+                return Ok(c.version);
+            }
+        }
         let version = committed(outcome)?;
         self.publish(Change { table: table.to_string(), version, operation, rows }).await?;
         Ok(version)
     }
 
     /// Tells every listener about a commit; returns the first error after all have run.
-    async fn publish(&self, change: Change) -> Result<()> {
+    pub(crate) async fn publish(&self, change: Change) -> Result<()> {
         let mut first_error = None;
         for listener in self.listeners() {
             if let Err(e) = listener.committed(&change).await {

@@ -37,7 +37,7 @@ pub fn prefetch(at: *const u8) {
     let _ = at;
 }
 
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Slot<V> {
     /// The key's hash with [`OCCUPIED`] set, or 0.
     hash: u64,
@@ -59,6 +59,7 @@ fn key_of<'a, V>(arena: &'a [u8], slot: &'a Slot<V>) -> &'a [u8] {
     }
 }
 
+#[derive(Clone)]
 pub struct KeyMap<V> {
     /// A power of two of them, or none before the first insert.
     slots: Vec<Slot<V>>,

@@ -309,6 +309,7 @@ impl Loc {
 }
 
 /// One file of the log, as the index saw it.
+#[derive(Clone)]
 struct FileKeys {
     path: String,
     /// The deletion vector's identity, if it has one.
@@ -324,6 +325,8 @@ struct Index {
     /// Positions of the key columns in the table schema.
     columns: Vec<usize>,
     converter: RowConverter,
+    /// The converter's fields (to make another: converters do not clone).
+    fields: Vec<SortField>,
     /// Each key's row; for a key of a non-unique index in several rows, [`Loc::many`] naming
     /// its entry in `postings`.
     map: KeyMap<Loc>,
@@ -332,7 +335,7 @@ struct Index {
 
 /// The rows of the keys of a non-unique index that are in more than one row: sets of packed
 /// locations ([`Loc::packed`]).
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Postings {
     sets: Vec<Option<BTreeSet<u64>>>,
     free: Vec<u32>,
@@ -457,6 +460,31 @@ fn shape_of(snapshot: &Snapshot, defs: &[KeyDef]) -> String {
 }
 
 impl TableKeys {
+    /// A copy that forgets the version it is at (a transaction's own index, caught up with its
+    /// staged snapshots by comparing files, whatever their version numbers).
+    fn private_copy(&self) -> Result<Self> {
+        let mut indexes = Vec::with_capacity(self.indexes.len());
+        for index in &self.indexes {
+            indexes.push(Index {
+                def: index.def.clone(),
+                columns: index.columns.clone(),
+                converter: RowConverter::new(index.fields.clone())?,
+                fields: index.fields.clone(),
+                map: index.map.clone(),
+                postings: index.postings.clone(),
+            });
+        }
+        Ok(Self {
+            shape: self.shape.clone(),
+            version: None,
+            indexes,
+            files: self.files.clone(),
+            by_path: self.by_path.clone(),
+            free: self.free.clone(),
+            duplicates: self.duplicates,
+        })
+    }
+
     fn empty() -> Self {
         Self {
             shape: String::new(),
@@ -489,8 +517,8 @@ impl TableKeys {
                 columns.push(i);
                 fields.push(SortField::new(arrow_schema.field(i).data_type().clone()));
             }
-            let converter = RowConverter::new(fields)?;
-            indexes.push(Index { def, columns, converter, map: KeyMap::new(), postings: Postings::default() });
+            let converter = RowConverter::new(fields.clone())?;
+            indexes.push(Index { def, columns, converter, fields, map: KeyMap::new(), postings: Postings::default() });
         }
         Ok(Self { indexes, ..Self::empty() })
     }
@@ -1037,10 +1065,11 @@ impl KeyIndexes {
     /// Locks a table's index, caught up with the table's latest version (the table may have no
     /// key yet: DDL that adds one, identity columns).
     pub async fn lock(&self, id: &str, table: &Arc<Table>) -> Result<KeyGuard> {
-        let mut keys = self.cell(id).lock_owned().await;
-        let snapshot = table.snapshot().await?;
-        keys.catch_up(&snapshot).await?;
-        Ok(KeyGuard { keys, table: table.clone(), snapshot })
+        if table.is_staged() {
+            // Its versions are not the log's: the shared index must never see them.
+            return Err(Error::Internal(format!("the shared key index of {id} was asked to lock a staged handle")));
+        }
+        lock_cell(self.cell(id), table).await
     }
 
     /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).
@@ -1048,10 +1077,32 @@ impl KeyIndexes {
         Arc::new(KeyLocator { cell: self.cell(id) })
     }
 
+    /// A transaction's own copy of a table's index (see [`crate::staging`]), for
+    /// [`lock_cell`] and [`locator_of`] with its staged handle.
+    pub async fn private_copy(&self, id: &str) -> Result<Arc<tokio::sync::Mutex<TableKeys>>> {
+        let cell = self.cell(id);
+        let copy = cell.lock().await.private_copy()?;
+        Ok(Arc::new(tokio::sync::Mutex::new(copy)))
+    }
+
     /// Forgets a dropped table's index.
     pub fn forget(&self, id: &str) {
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
+}
+
+/// Locks an index (a table's shared one, or a transaction's copy), caught up with the latest
+/// snapshot of `table` (a staged handle's: its staged snapshot).
+pub async fn lock_cell(cell: Arc<tokio::sync::Mutex<TableKeys>>, table: &Arc<Table>) -> Result<KeyGuard> {
+    let mut keys = cell.lock_owned().await;
+    let snapshot = table.snapshot().await?;
+    keys.catch_up(&snapshot).await?;
+    Ok(KeyGuard { keys, table: table.clone(), snapshot })
+}
+
+/// What finds rows by key through `cell` (see [`KeyIndexes::locator`]).
+pub fn locator_of(cell: Arc<tokio::sync::Mutex<TableKeys>>) -> Arc<dyn RowLocator> {
+    Arc::new(KeyLocator { cell })
 }
 
 #[cfg(test)]

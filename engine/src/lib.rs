@@ -75,6 +75,7 @@ pub mod runtimes;
 pub mod session;
 pub mod source;
 pub mod sql;
+pub mod staging;
 pub mod syntax;
 pub mod system;
 pub mod transaction;

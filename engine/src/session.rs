@@ -40,7 +40,9 @@ impl std::fmt::Debug for Session {
 
 impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
-        Self { query: QueryContext::new(runtimes.warehouse.clone()), block: Default::default(), runtimes }
+        let block = crate::transaction::TransactionBlock::default();
+        let query = QueryContext::with_staging(runtimes.warehouse.clone(), block.staging().clone());
+        Self { query, block, runtimes }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
@@ -88,9 +90,11 @@ impl Session {
     /// Starts a COPY ... FROM into `table` (see [`crate::sql::copy_in`]).
     pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
         self.block.admit_write("COPY FROM")?;
+        self.set_staging_mode(true);
         let begun = self.query.copy_begin(table, control).await;
+        self.block.staging().set_mode(crate::staging::Mode::Off);
         if begun.is_err() {
-            self.block.finished(true, false);
+            self.block.finished(false, false);
         }
         begun
     }
@@ -102,15 +106,17 @@ impl Session {
 
     /// Commits a COPY's rows in one commit; returns the rows written.
     pub async fn copy_commit(&self, copy: StagedCopy) -> Result<u64> {
+        self.set_staging_mode(true);
         let committed = self.query.copy_commit(copy).await;
-        self.block.finished(true, committed.is_ok());
+        self.block.staging().set_mode(crate::staging::Mode::Off);
+        self.block.finished(false, committed.is_ok());
         committed
     }
 
     /// Drops a COPY: deletes the data files it wrote.
     pub async fn copy_abort(&self, copy: StagedCopy) {
         self.query.copy_abort(copy).await;
-        self.block.finished(true, false);
+        self.block.finished(false, false);
     }
 
     /// Runs one or more statements separated by `;`.
@@ -169,14 +175,27 @@ impl Session {
         parameters: &[ScalarValue],
         control: Arc<StatementControl>,
     ) -> Result<StatementResult> {
-        if let Some(result) = self.block.control(&statement) {
-            return result;
+        if let Some((result, then)) = self.block.control(&statement) {
+            return self.block.complete(&self.query.db, result, then).await;
         }
         self.block.admit(&statement)?;
-        let wrote = !crate::rights::reads_only(&statement);
+        let staged = crate::transaction::stages(&statement);
+        let wrote = !crate::rights::reads_only(&statement) && !staged;
+        self.set_staging_mode(staged);
         let result = self.run_admitted(statement, parameters, control).await;
+        self.block.staging().set_mode(crate::staging::Mode::Off);
         self.block.finished(wrote, result.is_ok());
         result
+    }
+
+    /// How the next statement uses the block's staged tables (`staged`: it is a query or DML).
+    fn set_staging_mode(&self, staged: bool) {
+        let mode = match (self.block.in_block(), staged) {
+            (false, _) => crate::staging::Mode::Off,
+            (true, true) => crate::staging::Mode::Stage,
+            (true, false) => crate::staging::Mode::Immediate,
+        };
+        self.block.staging().set_mode(mode);
     }
 
     /// Runs a statement the transaction block admitted.
@@ -273,6 +292,7 @@ impl Session {
             return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
         }
         self.block.admit_write("INSERT")?;
+        self.set_staging_mode(true);
         let result = async {
             self.query.db.catalog.refresh().await?;
             self.query.clear_statement_state();
@@ -282,7 +302,8 @@ impl Session {
             result
         }
         .await;
-        self.block.finished(true, result.is_ok());
+        self.block.staging().set_mode(crate::staging::Mode::Off);
+        self.block.finished(false, result.is_ok());
         result
     }
 

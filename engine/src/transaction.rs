@@ -4,18 +4,21 @@
 //! `default_transaction_read_only`, which also covers statements outside a block) refuses writes
 //! with 25006; `SAVEPOINT` and `RELEASE` outside a block are 25P01, an unknown savepoint 3B001.
 //!
-//! What a block does not do yet: stage its writes. Every statement still commits when it
-//! returns, so a `ROLLBACK` (or `ROLLBACK TO SAVEPOINT`) that would have to undo a write that
-//! committed is refused with 0A000 saying so, never answered as if it had undone it. The refusal
-//! aborts the block; the next ROLLBACK ends it.
+//! A block's queries and DML stage their writes ([`crate::staging`]): COMMIT commits them, ROLLBACK
+//! and ROLLBACK TO SAVEPOINT drop them. Its other writes (DDL, maintenance, streaming statements)
+//! still commit when they return, so a ROLLBACK (or ROLLBACK TO SAVEPOINT) that would have to undo
+//! one of those is refused with 0A000 saying so, never answered as if it had undone it. The
+//! refusal aborts the block; the next ROLLBACK ends it (dropping the staged writes).
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use datafusion::sql::sqlparser::ast::{Ident, Set, Statement, TransactionAccessMode, TransactionMode};
 
 use crate::error::{Error, Result};
 use crate::sql::context::StatementResult;
+use crate::staging::{Mark, Staging};
 use crate::syntax::parser::SluiceStatement;
+use crate::warehouse::Warehouse;
 
 /// The block a session is in, if any.
 #[derive(Debug, Default)]
@@ -24,6 +27,8 @@ pub struct TransactionBlock {
     /// `default_transaction_read_only`: blocks begin READ ONLY unless they say READ WRITE, and a
     /// write outside a block is refused too (its implicit transaction is read-only).
     default_read_only: std::sync::atomic::AtomicBool,
+    /// The tables the block read and wrote, through staged handles.
+    staging: Arc<Staging>,
 }
 
 #[derive(Debug, Default)]
@@ -31,10 +36,11 @@ struct Block {
     read_only: bool,
     /// A statement failed: everything but ROLLBACK is refused.
     failed: bool,
-    /// Statements that wrote (each committed when it returned).
+    /// Statements that wrote without staging (each committed when it returned).
     writes: usize,
-    /// Savepoints, oldest first, with the writes made before each.
-    savepoints: Vec<(String, usize)>,
+    /// Savepoints, oldest first, with the unstaged writes made before each and the staged
+    /// tables' marks.
+    savepoints: Vec<(String, usize, Mark)>,
 }
 
 /// A transaction-control statement.
@@ -93,6 +99,27 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
     })
 }
 
+/// Whether a statement in a block goes through the block's staged tables: queries, DML and
+/// every statement that only reads (the others commit when they return; see the module docs).
+pub fn stages(statement: &SluiceStatement) -> bool {
+    if crate::rights::reads_only(statement) {
+        return true;
+    }
+    match statement {
+        SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => true,
+        SluiceStatement::Standard(statement) => matches!(
+            **statement,
+            Statement::Query(_)
+                | Statement::Insert(_)
+                | Statement::Update(_)
+                | Statement::Delete(_)
+                | Statement::Merge(_)
+                | Statement::Truncate(_)
+        ),
+        _ => false,
+    }
+}
+
 fn aborted() -> Error {
     Error::data("25P02", "current transaction is aborted, commands ignored until end of transaction block")
 }
@@ -113,10 +140,19 @@ fn missing_savepoint(name: &str) -> Error {
 fn cannot_undo(what: &str, writes: usize) -> Error {
     let statements = if writes == 1 { "statement" } else { "statements" };
     Error::NotSupported(format!(
-        "{what} cannot undo the {writes} {statements} of this transaction that wrote: Sluice commits each \
-         statement when it returns (transactions that hold their writes until COMMIT are not supported yet); \
-         the transaction is aborted, ROLLBACK ends it"
+        "{what} cannot undo the {writes} {statements} of this transaction that committed when they returned: \
+         inside a transaction block Sluice holds the writes of queries and DML (INSERT, UPDATE, DELETE, MERGE, \
+         TRUNCATE, COPY) until COMMIT, but DDL and other statements commit at once; the transaction is \
+         aborted, ROLLBACK ends it (dropping its held writes)"
     ))
+}
+
+/// What a control statement leaves to do once the block's state is updated.
+pub enum Then {
+    Nothing,
+    Commit,
+    Discard,
+    RollbackTo(Mark),
 }
 
 impl TransactionBlock {
@@ -138,15 +174,56 @@ impl TransactionBlock {
         self.lock().is_some()
     }
 
-    /// Runs a transaction-control statement; None for any other statement.
-    pub fn control(&self, statement: &SluiceStatement) -> Option<Result<StatementResult>> {
+    /// The block's staged tables.
+    pub fn staging(&self) -> &Arc<Staging> {
+        &self.staging
+    }
+
+    /// Runs a transaction-control statement (None for any other statement): updates the block
+    /// and answers; what is left to do with the staged tables goes to [`Self::complete`].
+    pub fn control(&self, statement: &SluiceStatement) -> Option<(Result<StatementResult>, Then)> {
         let control = control_of(statement)?;
+        Some(self.decide(control))
+    }
+
+    /// Does what a control statement left to do ([`Self::control`]) and gives its answer.
+    pub async fn complete(
+        &self,
+        db: &Warehouse,
+        result: Result<StatementResult>,
+        then: Then,
+    ) -> Result<StatementResult> {
+        let done = match then {
+            Then::Nothing => Ok(()),
+            Then::Commit => self.staging.commit(db).await,
+            Then::Discard => {
+                self.staging.discard().await;
+                Ok(())
+            }
+            Then::RollbackTo(mark) => self.staging.rollback_to(&mark).await,
+        };
+        match (result, done) {
+            (Ok(_), Err(e)) => {
+                // A COMMIT that failed ended the block all the same (as in PostgreSQL); a failed
+                // ROLLBACK TO aborts it.
+                if let Some(block) = self.lock().as_mut() {
+                    block.failed = true;
+                }
+                Err(e)
+            }
+            (result, _) => result,
+        }
+    }
+
+    /// Updates the block's state for a control statement: its answer, and what to do then.
+    fn decide(&self, control: Control) -> (Result<StatementResult>, Then) {
         let mut state = self.lock();
-        Some(match control {
+        let mut then = Then::Nothing;
+        let result = match control {
             Control::Begin { read_only, tag } => {
                 let read_only = read_only.unwrap_or_else(|| self.default_read_only());
                 match state.as_mut() {
-                    Some(block) if block.failed => return Some(Err(aborted())),
+                    Some(block) if block.failed => return (Err(aborted()), Then::Nothing),
                     // PostgreSQL warns (25001) and stays in the block it is in.
                     Some(_) => tracing::debug!("BEGIN inside a transaction block: there is already one in progress"),
                     None => *state = Some(Block { read_only, ..Block::default() }),
@@ -155,7 +232,9 @@ impl TransactionBlock {
             }
             Control::Commit { chain } => {
                 // COMMIT of an aborted block rolls it back, as PostgreSQL does.
-                let tag = if state.as_ref().is_some_and(|b| b.failed) { "ROLLBACK" } else { "COMMIT" };
+                let failed = state.as_ref().is_some_and(|b| b.failed);
+                let tag = if failed { "ROLLBACK" } else { "COMMIT" };
+                then = if failed { Then::Discard } else { Then::Commit };
                 let read_only = state.take().is_some_and(|b| b.read_only);
                 if chain {
                     *state = Some(Block { read_only, ..Block::default() });
@@ -174,6 +253,7 @@ impl TransactionBlock {
                     if chain {
                         *state = Some(Block { read_only, ..Block::default() });
                     }
+                    then = Then::Discard;
                     Ok(StatementResult::command("ROLLBACK"))
                 }
             },
@@ -181,14 +261,14 @@ impl TransactionBlock {
                 None => Err(outside_block("SAVEPOINT")),
                 Some(block) if block.failed => Err(aborted()),
                 Some(block) => {
-                    block.savepoints.push((name, block.writes));
+                    block.savepoints.push((name, block.writes, self.staging.mark()));
                     Ok(StatementResult::command("SAVEPOINT"))
                 }
             },
             Control::Release(name) => match state.as_mut() {
                 None => Err(outside_block("RELEASE SAVEPOINT")),
                 Some(block) if block.failed => Err(aborted()),
-                Some(block) => match block.savepoints.iter().rposition(|(n, _)| *n == name) {
+                Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
                     Some(at) => {
                         block.savepoints.truncate(at);
                         Ok(StatementResult::command("RELEASE"))
@@ -201,13 +281,13 @@ impl TransactionBlock {
             },
             Control::RollbackTo(name) => match state.as_mut() {
                 None => Err(outside_block("ROLLBACK TO SAVEPOINT")),
-                Some(block) => match block.savepoints.iter().rposition(|(n, _)| *n == name) {
+                Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
                     None => {
                         block.failed = true;
                         Err(missing_savepoint(&name))
                     }
                     Some(at) => {
-                        let before = block.savepoints.get(at).map_or(0, |(_, writes)| *writes);
+                        let before = block.savepoints.get(at).map_or(0, |(_, writes, _)| *writes);
                         if block.writes > before {
                             let writes = block.writes - before;
                             block.writes = 0;
@@ -218,6 +298,9 @@ impl TransactionBlock {
                             // The savepoint stays (PostgreSQL keeps it); the ones after it go.
                             block.savepoints.truncate(at + 1);
                             block.failed = false;
+                            if let Some((_, _, mark)) = block.savepoints.get(at) {
+                                then = Then::RollbackTo(mark.clone());
+                            }
                             Ok(StatementResult::command("ROLLBACK"))
                         }
                     }
@@ -234,7 +317,8 @@ impl TransactionBlock {
                 // PostgreSQL warns and does nothing outside a block.
                 None => Ok(StatementResult::command("SET")),
             },
-        })
+        };
+        (result, then)
     }
 
     /// Whether a statement may run in the block: none but ROLLBACK in an aborted block (25P02),
@@ -291,9 +375,9 @@ mod tests {
     fn run(block: &TransactionBlock, sql: &str, succeeds: bool) -> String {
         let statement = parse_statement_text(sql).unwrap();
         let outcome = match block.control(&statement) {
-            Some(result) => result,
+            Some((result, _)) => result,
             None => block.admit(&statement).map(|()| {
-                block.finished(!crate::rights::reads_only(&statement), succeeds);
+                block.finished(!stages(&statement), succeeds);
                 StatementResult::command("RAN")
             }),
         };
@@ -320,7 +404,9 @@ mod tests {
     fn a_rollback_that_would_undo_a_write_is_refused_once() {
         let block = TransactionBlock::default();
         run(&block, "START TRANSACTION", true);
+        // Staged: a rollback drops it.
         assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
+        assert_eq!(run(&block, "CREATE TABLE u (a int)", true), "RAN");
         assert_eq!(run(&block, "ROLLBACK", true), "0A000");
         assert_eq!(run(&block, "SELECT 1", true), "25P02");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
@@ -332,7 +418,7 @@ mod tests {
     }
 
     #[test]
-    fn savepoints_roll_back_errors_but_not_writes() {
+    fn savepoints_roll_back_errors_and_staged_writes_but_not_ddl() {
         let block = TransactionBlock::default();
         assert_eq!(run(&block, "SAVEPOINT a", true), "25P01");
         run(&block, "BEGIN", true);
@@ -347,6 +433,8 @@ mod tests {
         run(&block, "BEGIN", true);
         run(&block, "SAVEPOINT a", true);
         run(&block, "DELETE FROM t", true);
+        assert_eq!(run(&block, "ROLLBACK TO a", true), "ROLLBACK");
+        run(&block, "DROP TABLE t", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "0A000");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
     }

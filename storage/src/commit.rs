@@ -43,6 +43,8 @@ pub struct Committed {
     pub version: u64,
     /// The commits after the read version, this one last: `(version, modified_ms, actions)`.
     pub commits: Vec<(u64, i64, Vec<Action>)>,
+    /// The commit went to a staged handle (see [`crate::stage`]): held, not in the log.
+    pub staged: bool,
 }
 
 /// Why a commit lost.
@@ -164,6 +166,20 @@ impl Transaction {
         self.read_version
     }
 
+    pub fn operation(&self) -> &str {
+        &self.operation
+    }
+
+    /// Whether the commit replaces the table's rows (an overwrite).
+    pub fn is_replacing_data(&self) -> bool {
+        self.replaces_data
+    }
+
+    /// Whether the commit read the table's rows (see [`Transaction::reads_data`]).
+    pub fn is_reading_data(&self) -> bool {
+        self.reads_data
+    }
+
     fn is_blind_append(&self) -> bool {
         !self.replaces_data
             && !self.reads_data
@@ -192,7 +208,7 @@ impl Transaction {
     }
 
     /// Checks the transaction against the rules of the table it commits to.
-    fn validate(&self, snapshot: Option<&Snapshot>, location: &str) -> Result<()> {
+    pub(crate) fn validate(&self, snapshot: Option<&Snapshot>, location: &str) -> Result<()> {
         let mut paths = HashSet::new();
         for action in &self.actions {
             if let Action::Add(add) = action {
@@ -219,7 +235,7 @@ impl Transaction {
     }
 
     /// Why `winning` (version `version`) conflicts with this transaction, if it does.
-    fn conflict_with(&self, version: u64, winning: &[Action]) -> Option<Conflict> {
+    pub(crate) fn conflict_with(&self, version: u64, winning: &[Action]) -> Option<Conflict> {
         let conflict = |reason| Some(Conflict { winning_version: version, reason });
         let removed: HashSet<&str> = self
             .actions
@@ -284,7 +300,7 @@ impl Transaction {
             match store.put_if_absent(&path, bytes).await? {
                 PutOutcome::Created => {
                     rebased_over.push((version, now_ms(), actions));
-                    return Ok(CommitOutcome::Committed(Committed { version, commits: rebased_over }));
+                    return Ok(CommitOutcome::Committed(Committed { version, commits: rebased_over, staged: false }));
                 }
                 PutOutcome::AlreadyExists => {
                     if self.read_version.is_none() {

@@ -46,6 +46,7 @@ pub mod protocol;
 pub mod scan;
 pub mod schema;
 pub mod snapshot;
+pub mod stage;
 pub mod store;
 pub mod table;
 pub mod write;

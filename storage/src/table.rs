@@ -48,6 +48,8 @@ pub struct Table {
     store: TableStore,
     latest: RwLock<Arc<Snapshot>>,
     write_options: WriteOptions,
+    /// A staged handle's commits (see [`crate::stage`]); `None` for a handle that commits.
+    stage: Option<std::sync::Mutex<crate::stage::Stage>>,
 }
 
 impl Table {
@@ -63,7 +65,26 @@ impl Table {
     }
 
     fn with_snapshot(store: TableStore, snapshot: Snapshot) -> Self {
-        Self { store, latest: RwLock::new(Arc::new(snapshot)), write_options: WriteOptions::default() }
+        Self { store, latest: RwLock::new(Arc::new(snapshot)), write_options: WriteOptions::default(), stage: None }
+    }
+
+    /// A handle on the same table that stages its commits on `base` (see [`crate::stage`]).
+    pub(crate) fn staged_handle(&self, base: Arc<Snapshot>) -> Self {
+        Self {
+            store: self.store.clone(),
+            latest: RwLock::new(base.clone()),
+            write_options: self.write_options.clone(),
+            stage: Some(crate::stage::Stage::new(base)),
+        }
+    }
+
+    pub(crate) fn stage(&self) -> Option<&std::sync::Mutex<crate::stage::Stage>> {
+        self.stage.as_ref()
+    }
+
+    /// Sets the handle's snapshot, older or not (a staged handle rolled back).
+    pub(crate) fn replace_snapshot(&self, snapshot: Arc<Snapshot>) {
+        *self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = snapshot;
     }
 
     /// Sets the options of this handle's writers.
@@ -145,9 +166,13 @@ impl Table {
         }
     }
 
-    /// The latest snapshot, after reading any commits other writers made.
+    /// The latest snapshot, after reading any commits other writers made (a staged handle's:
+    /// its base and its staged commits, whatever others committed since).
     pub async fn snapshot(&self) -> Result<Arc<Snapshot>> {
         let cached = self.cached_snapshot();
+        if self.stage.is_some() {
+            return Ok(cached);
+        }
         match cached.advance().await? {
             Some(newer) => {
                 let newer = Arc::new(newer);
@@ -163,6 +188,13 @@ impl Table {
         let cached = self.cached_snapshot();
         if cached.version() == version {
             return Ok(cached);
+        }
+        if self.stage.is_some() && version > cached.version() {
+            return Err(Error::InvalidArgument(format!(
+                "version {version} of {} is not there (the latest is {})",
+                self.location(),
+                cached.version()
+            )));
         }
         Ok(Arc::new(Snapshot::load_version(&self.store, version).await?))
     }
@@ -247,6 +279,9 @@ impl Table {
 
     /// Commits a transaction built on `snapshot`, then advances the cache and checkpoints when due.
     pub async fn commit(&self, snapshot: &Snapshot, transaction: Transaction) -> Result<CommitOutcome> {
+        if let Some(stage) = &self.stage {
+            return self.commit_to_stage(stage, snapshot, transaction);
+        }
         let outcome = transaction.commit(&self.store, Some(snapshot)).await?;
         if let CommitOutcome::Committed(committed) = &outcome {
             let commits = committed

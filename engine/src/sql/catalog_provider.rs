@@ -13,6 +13,7 @@ use sluice_storage::table::Table;
 
 use crate::catalog::TableEntry;
 use crate::provider::SluiceTable;
+use crate::staging::Staging;
 use crate::warehouse::Warehouse;
 
 /// The schema name of statement-local relations.
@@ -23,6 +24,7 @@ pub struct SluiceCatalogProvider {
     db: Arc<Warehouse>,
     temp: Arc<TempSchema>,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    staging: Arc<Staging>,
     /// Schemas a session adds for itself (Sluice's `sluice` system schema, the server's
     /// `pg_catalog`); never persisted.
     system: Mutex<std::collections::BTreeMap<String, Arc<dyn SchemaProvider>>>,
@@ -33,8 +35,9 @@ impl SluiceCatalogProvider {
         db: Arc<Warehouse>,
         temp: Arc<TempSchema>,
         snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+        staging: Arc<Staging>,
     ) -> Self {
-        Self { db, temp, snapshots, system: Mutex::new(Default::default()) }
+        Self { db, temp, snapshots, staging, system: Mutex::new(Default::default()) }
     }
 
     /// Adds a schema of the session's own (the layers above planning add theirs: the `sluice`
@@ -63,8 +66,12 @@ impl CatalogProvider for SluiceCatalogProvider {
         }
         let state = self.db.catalog.current();
         state.schemas.contains_key(name).then(|| {
-            Arc::new(SluiceSchema { db: self.db.clone(), name: name.to_string(), snapshots: self.snapshots.clone() })
-                as Arc<dyn SchemaProvider>
+            Arc::new(SluiceSchema {
+                db: self.db.clone(),
+                name: name.to_string(),
+                snapshots: self.snapshots.clone(),
+                staging: self.staging.clone(),
+            }) as Arc<dyn SchemaProvider>
         })
     }
 
@@ -89,15 +96,18 @@ pub struct SluiceSchema {
     db: Arc<Warehouse>,
     name: String,
     snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    staging: Arc<Staging>,
 }
 
-/// The table handle and its snapshot for the running statement.
+/// The table handle and its snapshot for the running statement (in a transaction block, the
+/// block's staged handle: see [`crate::staging`]).
 pub async fn statement_snapshot(
     db: &Warehouse,
     snapshots: &Mutex<HashMap<String, Arc<Snapshot>>>,
+    staging: &Staging,
     entry: &TableEntry,
 ) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
-    let table = db.open_table(entry).await?;
+    let table = staging.table_for(entry, db.open_table(entry).await?).await?;
     let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
     let snapshot = match cached {
         Some(snapshot) => snapshot,
@@ -123,9 +133,19 @@ impl SchemaProvider for SluiceSchema {
             let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.as_ref().clone()])?;
             return Ok(Some(Arc::new(table)));
         }
-        let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, entry).await?;
-        let provider =
-            SluiceTable::new(table, snapshot, self.db.scan_options()).with_locator(self.db.keys.locator(&entry.id));
+        let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, &self.staging, entry).await?;
+        // A staged handle's versions are its own: the shared index finds rows only at a version
+        // of the log (nothing staged yet), the block's copy at the staged ones.
+        let locator = match self.staging.existing_keys(&entry.id) {
+            Some(cell) if table.is_staged() => Some(crate::keys::locator_of(cell)),
+            None if table.is_staged() && table.has_staged_commits() => None,
+            _ => Some(self.db.keys.locator(&entry.id)),
+        };
+        let provider = SluiceTable::new(table, snapshot, self.db.scan_options());
+        let provider = match locator {
+            Some(locator) => provider.with_locator(locator),
+            None => provider,
+        };
         Ok(Some(Arc::new(provider)))
     }
 

@@ -73,6 +73,8 @@ pub struct QueryContext {
     pub(crate) temp: Arc<TempSchema>,
     /// The snapshot each table is read at in the running statement.
     pub(crate) snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>,
+    /// The session's transaction block's staged tables (see [`crate::staging`]).
+    pub(crate) staging: Arc<crate::staging::Staging>,
     temp_counter: std::sync::atomic::AtomicU64,
     /// The rights of the role this session runs as (the owner's unless the server says otherwise).
     privileges: Mutex<crate::privileges::Privileges>,
@@ -87,7 +89,13 @@ impl std::fmt::Debug for QueryContext {
 }
 
 impl QueryContext {
+    /// A context whose statements never stage (flows', views', sources').
     pub fn new(db: Arc<Warehouse>) -> Self {
+        Self::with_staging(db, Default::default())
+    }
+
+    /// A context whose statements use `staging` (a session's transaction block's).
+    pub fn with_staging(db: Arc<Warehouse>, staging: Arc<crate::staging::Staging>) -> Self {
         let config = SessionConfig::new()
             .with_default_catalog_and_schema(CATALOG_NAME, DEFAULT_SCHEMA)
             .with_create_default_catalog_and_schema(false)
@@ -109,7 +117,7 @@ impl QueryContext {
         let ctx = SessionContext::new_with_state(builder.build());
         let temp = Arc::new(TempSchema::default());
         let snapshots = Arc::new(Mutex::new(HashMap::new()));
-        let mut provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone());
+        let mut provider = SluiceCatalogProvider::new(db.clone(), temp.clone(), snapshots.clone(), staging.clone());
         for (name, schema) in db.hooks.schemas() {
             provider = provider.with_schema(&name, schema);
         }
@@ -120,6 +128,7 @@ impl QueryContext {
             ctx,
             temp,
             snapshots,
+            staging,
             temp_counter: Default::default(),
             privileges: Mutex::new(Default::default()),
             sequences: Default::default(),

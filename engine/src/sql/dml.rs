@@ -331,9 +331,19 @@ impl QueryContext {
         {
             return Ok(None);
         }
-        let guard = self.db.keys.lock(&target.entry.id, &target.table).await?;
+        let guard = self.lock_keys(target).await?;
         guard.check(&target.name.name, deleted, inserted)?;
         Ok(Some(guard))
+    }
+
+    /// Locks the key index a write to `target` checks against: the table's, or for a staged
+    /// handle the transaction block's copy (see [`crate::staging`]).
+    pub(crate) async fn lock_keys(&self, target: &Target) -> Result<KeyGuard> {
+        if target.table.is_staged() {
+            let cell = self.staging.keys_of(&self.db, &target.entry.id).await?;
+            return crate::keys::lock_cell(cell, &target.table).await;
+        }
+        self.db.keys.lock(&target.entry.id, &target.table).await
     }
 
     /// Builds rows of the table's schema from a source batch: matched columns cast to the column

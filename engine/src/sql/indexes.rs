@@ -138,7 +138,7 @@ impl QueryContext {
             state.tables_in(schema).filter(|t| t.kind != TableKind::MaterializedView).cloned().collect();
         for entry in entries {
             let (table, snapshot) =
-                super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
+                super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &self.staging, &entry).await?;
             if let Some(constraint) = names_index(&snapshot, name) {
                 return Ok(Some(Owner { entry, table, constraint }));
             }

@@ -312,7 +312,8 @@ impl QueryContext {
         let state = self.db.catalog.current();
         let entry =
             state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
-        let (table, snapshot) = super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &entry).await?;
+        let (table, snapshot) =
+            super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &self.staging, &entry).await?;
         Ok((entry, table, snapshot))
     }
 }

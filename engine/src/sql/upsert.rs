@@ -72,7 +72,7 @@ impl QueryContext {
         let inserted = match on {
             None => self.insert_checked(target, proposed).await?,
             Some(OnConflict { conflict_target, action }) => {
-                let guard = self.db.keys.lock(&target.entry.id, &target.table).await?;
+                let guard = self.lock_keys(target).await?;
                 let update = match action {
                     OnConflictAction::DoNothing => None,
                     OnConflictAction::DoUpdate(update) => Some(update),

@@ -1,0 +1,281 @@
+//! The tables a transaction block has touched, each through a staged handle (see
+//! [`sluice_storage::stage`]): the block's statements read the table at the snapshot they first
+//! saw it at plus the block's own writes, and write by staging. COMMIT commits each written
+//! table's staged changes as one commit and tells the writer's listeners once per table; ROLLBACK
+//! deletes the files the block wrote and forgets the handles.
+//!
+//! Which statements stage: queries and DML (INSERT, UPDATE, DELETE, MERGE, TRUNCATE, COPY,
+//! `Database::insert`). Other statements in a block (DDL, OPTIMIZE, streaming statements) commit
+//! when they return, as outside a block, and [`crate::transaction`] refuses a ROLLBACK that would
+//! have to undo one. Such a statement may not touch a table the block has written (it would not
+//! see the staged rows, and its commit would make the block's conflict at COMMIT): 0A000.
+//!
+//! Keys: a keyed table written in a block gets the block's own copy of its key index, caught up
+//! with the staged snapshot, so a duplicate is refused (23505) by the statement that makes it and
+//! ON CONFLICT sees the block's rows. Every keyed write reads the table's rows, so any data commit
+//! another writer makes to the table between the block's first read and its COMMIT makes the
+//! COMMIT fail with 40001, nothing applied.
+//!
+//! Several tables: COMMIT validates every table's staged commit against what was committed since
+//! the block read it, then commits them one by one under the tables' key locks; should a later
+//! table still lose a race, the earlier tables' commits are undone by compensating commits
+//! before COMMIT reports 40001 (outside readers may see the first commit for that moment).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use sluice_storage::commit::CommitOutcome;
+use sluice_storage::table::Table;
+
+use crate::catalog::TableEntry;
+use crate::change::Operation;
+use crate::error::{Error, Result};
+use crate::keys::TableKeys;
+use crate::warehouse::Warehouse;
+
+/// How the running statement uses the block's staged tables.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// No block: tables are read and written directly.
+    #[default]
+    Off,
+    /// A query or DML in a block: through the staged handles.
+    Stage,
+    /// Another statement in a block: directly, but not on a table the block wrote.
+    Immediate,
+}
+
+/// A session's staged tables.
+#[derive(Debug, Default)]
+pub struct Staging {
+    state: Mutex<State>,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    mode: Mode,
+    /// By table id.
+    tables: BTreeMap<String, StagedTable>,
+}
+
+struct StagedTable {
+    /// The table's qualified name, for the writer's listeners.
+    key: String,
+    real: Arc<Table>,
+    staged: Arc<Table>,
+    /// The block's copy of the table's key index, once it used one.
+    keys: Option<Arc<tokio::sync::Mutex<TableKeys>>>,
+}
+
+impl std::fmt::Debug for StagedTable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StagedTable").field("key", &self.key).field("keys", &self.keys.is_some()).finish()
+    }
+}
+
+/// The staged commits each table held at a savepoint.
+#[derive(Debug, Clone, Default)]
+pub struct Mark {
+    tables: BTreeMap<String, usize>,
+}
+
+fn lock(staging: &Staging) -> std::sync::MutexGuard<'_, State> {
+    staging.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The change a table's staged operations make, for the listeners.
+fn operation_of(operations: &[String]) -> Operation {
+    let all = |name: &str| operations.iter().all(|o| o == name);
+    if all("WRITE") {
+        Operation::Write
+    } else if all("COPY") || operations.iter().all(|o| o == "WRITE" || o == "COPY") {
+        Operation::Copy
+    } else if all("DELETE") {
+        Operation::Delete
+    } else if all("UPDATE") {
+        Operation::Update
+    } else if all("TRUNCATE") {
+        Operation::Truncate
+    } else {
+        Operation::Merge
+    }
+}
+
+impl Staging {
+    /// Sets how the next statement uses the staged tables.
+    pub fn set_mode(&self, mode: Mode) {
+        lock(self).mode = mode;
+    }
+
+    pub fn mode(&self) -> Mode {
+        lock(self).mode
+    }
+
+    /// The handle the running statement uses for `entry`'s table (`real`: the shared one).
+    pub async fn table_for(&self, entry: &TableEntry, real: Arc<Table>) -> Result<Arc<Table>> {
+        {
+            let state = lock(self);
+            match state.mode {
+                Mode::Off => return Ok(real),
+                Mode::Immediate => {
+                    return match state.tables.get(&entry.id) {
+                        Some(t) if t.staged.has_staged_commits() => Err(Error::NotSupported(format!(
+                            "this statement inside a transaction block on {}, which the block has written to \
+                             (DDL and maintenance commit at once and would not see the block's rows; run it \
+                             before the writes or after COMMIT)",
+                            entry.qualified_name()
+                        ))),
+                        _ => Ok(real),
+                    };
+                }
+                Mode::Stage => {
+                    if let Some(t) = state.tables.get(&entry.id) {
+                        return Ok(t.staged.clone());
+                    }
+                }
+            }
+        }
+        let staged = Arc::new(real.staged().await?);
+        let mut state = lock(self);
+        let table = state.tables.entry(entry.id.clone()).or_insert(StagedTable {
+            key: entry.qualified_name(),
+            real,
+            staged,
+            keys: None,
+        });
+        Ok(table.staged.clone())
+    }
+
+    /// The block's copy of the key index of a staged table (made from the shared one).
+    pub async fn keys_of(&self, db: &Warehouse, id: &str) -> Result<Arc<tokio::sync::Mutex<TableKeys>>> {
+        if let Some(cell) = lock(self).tables.get(id).and_then(|t| t.keys.clone()) {
+            return Ok(cell);
+        }
+        let copy = db.keys.private_copy(id).await?;
+        let mut state = lock(self);
+        match state.tables.get_mut(id) {
+            Some(table) => Ok(table.keys.get_or_insert(copy).clone()),
+            None => Err(Error::Internal(format!("table {id} is not staged in this transaction"))),
+        }
+    }
+
+    /// The block's copy of a table's key index, if it made one.
+    pub fn existing_keys(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<TableKeys>>> {
+        lock(self).tables.get(id).and_then(|t| t.keys.clone())
+    }
+
+    /// Whether the block holds writes.
+    pub fn has_writes(&self) -> bool {
+        lock(self).tables.values().any(|t| t.staged.has_staged_commits())
+    }
+
+    /// A savepoint's mark.
+    pub fn mark(&self) -> Mark {
+        Mark { tables: lock(self).tables.iter().map(|(id, t)| (id.clone(), t.staged.stage_mark())).collect() }
+    }
+
+    /// Undoes what the block staged after `mark` (ROLLBACK TO SAVEPOINT).
+    pub async fn rollback_to(&self, mark: &Mark) -> Result<()> {
+        let (dropped, kept): (Vec<StagedTable>, Vec<(Arc<Table>, usize)>) = {
+            let mut state = lock(self);
+            let tables = std::mem::take(&mut state.tables);
+            let mut dropped = Vec::new();
+            let mut kept = Vec::new();
+            for (id, mut table) in tables {
+                match mark.tables.get(&id) {
+                    Some(&at) => {
+                        // The copy of the index may be past the mark: the next use makes another.
+                        table.keys = None;
+                        kept.push((table.staged.clone(), at));
+                        state.tables.insert(id, table);
+                    }
+                    None => dropped.push(table),
+                }
+            }
+            (dropped, kept)
+        };
+        for table in dropped {
+            table.staged.discard_stage().await;
+        }
+        for (staged, at) in kept {
+            staged.rollback_stage_to(at).await?;
+        }
+        Ok(())
+    }
+
+    /// Forgets every staged table, deleting the files the block wrote (ROLLBACK, or a session
+    /// that ends in a block).
+    pub async fn discard(&self) {
+        let tables = std::mem::take(&mut lock(self).tables);
+        for table in tables.into_values() {
+            table.staged.discard_stage().await;
+        }
+    }
+
+    /// Commits the block's writes (see the module docs); the staged tables are forgotten
+    /// whatever the outcome.
+    pub async fn commit(&self, db: &Warehouse) -> Result<()> {
+        let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
+        let written: Vec<(String, StagedTable)> =
+            tables.into_iter().filter(|(_, t)| t.staged.has_staged_commits()).collect();
+        if written.is_empty() {
+            return Ok(());
+        }
+        // The key locks of the keyed tables, in id order (as every writer takes one at a time,
+        // no cycle), held until each index has caught up with its commit.
+        let mut guards = Vec::new();
+        for (id, table) in &written {
+            if table.keys.is_some() {
+                guards.push(db.keys.lock(id, &table.real).await?);
+            }
+        }
+        let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
+        let mut failure = None;
+        for (_, table) in &written {
+            match table.real.commit_staged(&table.staged).await {
+                Ok(Some(CommitOutcome::Committed(c))) => committed.push((table, c.version)),
+                Ok(None) => {}
+                Ok(Some(CommitOutcome::Conflict(conflict))) => {
+                    failure = Some(Error::SerializationFailure(format!(
+                        "could not serialize access due to a concurrent update of {}: {conflict}",
+                        table.key
+                    )));
+                    break;
+                }
+                Err(e) => {
+                    failure = Some(e.into());
+                    break;
+                }
+            }
+        }
+        if let Some(error) = failure {
+            for (table, version) in &committed {
+                if let Err(e) = table.real.revert_staged(&table.staged).await {
+                    tracing::error!(
+                        table = table.key,
+                        version,
+                        "a partly committed transaction could not be undone: {e}"
+                    );
+                }
+            }
+            for (_, table) in &written {
+                table.staged.discard_stage().await;
+            }
+            return Err(error);
+        }
+        for guard in guards {
+            if let Err(e) = guard.committed().await {
+                tracing::warn!("a key index did not catch up with a transaction's commit: {e}");
+            }
+        }
+        let mut first_error = None;
+        for (table, version) in committed {
+            let operation = operation_of(&table.staged.staged_operations());
+            let change = crate::change::Change { table: table.key.clone(), version, operation, rows: None };
+            if let Err(e) = db.writer.publish(change).await {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}

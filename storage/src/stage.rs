@@ -1,0 +1,263 @@
+//! Staged commits: a transaction's writes, held until it commits.
+//!
+//! [`Table::staged`] makes a handle on a table that commits nowhere: its writers write their data
+//! files as usual (they are unreferenced until a commit names them), and each [`Table::commit`]
+//! through it is validated, checked against the staged commits made since the snapshot it was
+//! built on, and applied to the handle's own snapshot (the base it was made at plus every staged
+//! commit), which its readers then see. Nothing reaches the log.
+//!
+//! [`Table::commit_staged`] commits what the handle holds to the real table as one commit built
+//! on the base: the files the base had and the staged snapshot has not are removed, the files the
+//! staged snapshot added are added, with the metadata, protocol, streaming txns and domains it
+//! changed and the change data files the staged commits wrote; the conflict rules of
+//! [`crate::commit`] then judge it against whatever was committed since the base (a staged
+//! commit that read the table's rows, as a key check or an UPDATE does, conflicts with any
+//! concurrent data change). [`Table::discard_stage`] deletes the files a rolled-back stage wrote;
+//! [`Table::stage_mark`] and [`Table::rollback_stage_to`] serve savepoints.
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+
+use crate::actions::{now_ms, Action};
+use crate::commit::{CommitOutcome, Committed, Transaction};
+use crate::error::{Error, Result};
+use crate::log::{self, LogFile, LogFileKind};
+use crate::snapshot::Snapshot;
+use crate::table::Table;
+
+/// What a staged handle holds.
+#[derive(Debug)]
+pub(crate) struct Stage {
+    base: Arc<Snapshot>,
+    commits: Vec<StagedCommit>,
+}
+
+#[derive(Debug)]
+struct StagedCommit {
+    transaction: Transaction,
+    /// The handle's snapshot after this commit.
+    after: Arc<Snapshot>,
+}
+
+impl Stage {
+    pub(crate) fn new(base: Arc<Snapshot>) -> Mutex<Self> {
+        Mutex::new(Self { base, commits: Vec::new() })
+    }
+}
+
+fn lock(stage: &Mutex<Stage>) -> std::sync::MutexGuard<'_, Stage> {
+    stage.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Table {
+    /// A handle that stages its commits on the table's latest snapshot (see the module docs).
+    pub async fn staged(&self) -> Result<Table> {
+        let base = self.snapshot().await?;
+        Ok(self.staged_handle(base))
+    }
+
+    /// Whether this handle stages its commits.
+    pub fn is_staged(&self) -> bool {
+        self.stage().is_some()
+    }
+
+    /// Whether a staged handle holds any commit.
+    pub fn has_staged_commits(&self) -> bool {
+        self.stage().is_some_and(|s| !lock(s).commits.is_empty())
+    }
+
+    /// The operations of the staged commits, in order (WRITE, DELETE, ...).
+    pub fn staged_operations(&self) -> Vec<String> {
+        match self.stage() {
+            Some(stage) => lock(stage).commits.iter().map(|c| c.transaction.operation().to_string()).collect(),
+            None => Vec::new(),
+        }
+    }
+
+    /// How many commits a staged handle holds (a savepoint's mark).
+    pub fn stage_mark(&self) -> usize {
+        self.stage().map_or(0, |s| lock(s).commits.len())
+    }
+
+    /// Drops the staged commits after the first `mark` (ROLLBACK TO SAVEPOINT), deleting the
+    /// files only they wrote.
+    pub async fn rollback_stage_to(&self, mark: usize) -> Result<()> {
+        let Some(stage) = self.stage() else { return Ok(()) };
+        let (dropped, kept_files, snapshot) = {
+            let mut stage = lock(stage);
+            let from = mark.min(stage.commits.len());
+            let dropped: Vec<StagedCommit> = stage.commits.drain(from..).collect();
+            let snapshot = stage.commits.last().map(|c| c.after.clone()).unwrap_or_else(|| stage.base.clone());
+            (dropped, referenced_paths(&snapshot), snapshot)
+        };
+        self.replace_snapshot(snapshot);
+        delete_written(self, dropped.iter().map(|c| &c.transaction), &kept_files).await;
+        Ok(())
+    }
+
+    /// Deletes the files a staged handle wrote and forgets its commits (ROLLBACK).
+    pub async fn discard_stage(&self) {
+        let Some(stage) = self.stage() else { return };
+        let (dropped, base) = {
+            let mut stage = lock(stage);
+            (std::mem::take(&mut stage.commits), stage.base.clone())
+        };
+        self.replace_snapshot(base.clone());
+        delete_written(self, dropped.iter().map(|c| &c.transaction), &referenced_paths(&base)).await;
+    }
+
+    /// Applies a transaction to a staged handle's snapshot (called by [`Table::commit`]).
+    pub(crate) fn commit_to_stage(
+        &self,
+        stage: &Mutex<Stage>,
+        snapshot: &Snapshot,
+        transaction: Transaction,
+    ) -> Result<CommitOutcome> {
+        transaction.validate(Some(snapshot), self.location())?;
+        let mut stage = lock(stage);
+        let current = stage.commits.last().map(|c| c.after.clone()).unwrap_or_else(|| stage.base.clone());
+        // Built on an older staged snapshot: the staged commits since then are its winners.
+        for (i, commit) in stage.commits.iter().enumerate() {
+            let version = stage.base.version() + i as u64 + 1;
+            if version > snapshot.version() {
+                if let Some(conflict) = transaction.conflict_with(version, commit.transaction.actions()) {
+                    return Ok(CommitOutcome::Conflict(conflict));
+                }
+            }
+        }
+        let version = current.version() + 1;
+        let modified = now_ms();
+        let file = LogFile {
+            version,
+            kind: LogFileKind::Commit,
+            path: self.store().log_path(&log::commit_file_name(version)),
+            size: 0,
+            modified_ms: modified,
+        };
+        let actions = transaction.actions().to_vec();
+        let after = Arc::new(current.apply_commits(vec![(file, actions.clone())])?);
+        stage.commits.push(StagedCommit { transaction, after: after.clone() });
+        drop(stage);
+        self.replace_snapshot(after);
+        Ok(CommitOutcome::Committed(Committed { version, commits: vec![(version, modified, actions)], staged: true }))
+    }
+
+    /// Commits what `staged` (a staged handle on this table) holds, as one commit on its base.
+    /// `None`: it holds nothing.
+    pub async fn commit_staged(&self, staged: &Table) -> Result<Option<CommitOutcome>> {
+        let Some(stage) = staged.stage() else {
+            return Err(Error::Internal("commit_staged of a handle that stages nothing".into()));
+        };
+        let (base, transaction) = {
+            let stage = lock(stage);
+            let Some(last) = stage.commits.last() else { return Ok(None) };
+            (stage.base.clone(), net_transaction(&stage.base, &last.after, &stage.commits))
+        };
+        self.commit(&base, transaction).await.map(Some)
+    }
+}
+
+impl Table {
+    /// Undoes, by a new commit on the latest snapshot, what [`Table::commit_staged`] committed
+    /// from `staged`: the files it added are removed, the files it removed are added back and
+    /// the metadata it changed is restored (a transaction that committed to one table and lost
+    /// on the next).
+    pub async fn revert_staged(&self, staged: &Table) -> Result<CommitOutcome> {
+        let Some(stage) = staged.stage() else {
+            return Err(Error::Internal("revert_staged of a handle that stages nothing".into()));
+        };
+        let (base, after) = {
+            let stage = lock(stage);
+            let after = stage.commits.last().map(|c| c.after.clone()).unwrap_or_else(|| stage.base.clone());
+            (stage.base.clone(), after)
+        };
+        let latest = self.snapshot().await?;
+        let mut transaction = Transaction::new(Some(&latest), "TRANSACTION ROLLBACK");
+        if after.metadata() != base.metadata() {
+            transaction.add_action(Action::Metadata(base.metadata().clone()));
+        }
+        let now = now_ms();
+        let base_keys: HashSet<_> = base.files().map(|f| f.key()).collect();
+        let after_keys: HashSet<_> = after.files().map(|f| f.key()).collect();
+        transaction.add_actions(
+            after.files().filter(|f| !base_keys.contains(&f.key())).map(|f| Action::Remove(f.to_remove(now, true))),
+        );
+        transaction
+            .add_actions(base.files().filter(|f| !after_keys.contains(&f.key())).map(|f| Action::Add((**f).clone())));
+        self.commit(&latest, transaction).await
+    }
+}
+
+/// One transaction that takes `base` to `after`, with the flags of the staged commits.
+fn net_transaction(base: &Snapshot, after: &Snapshot, commits: &[StagedCommit]) -> Transaction {
+    let operations: Vec<&str> = commits.iter().map(|c| c.transaction.operation()).collect();
+    let operation = match operations.first() {
+        Some(first) if operations.iter().all(|o| o == first) => first.to_string(),
+        _ => "TRANSACTION".to_string(),
+    };
+    let mut transaction = Transaction::new(Some(base), operation);
+    transaction.parameter("statements", commits.len());
+    if commits.iter().any(|c| c.transaction.is_replacing_data()) {
+        transaction.replaces_data();
+    }
+    if commits.iter().any(|c| c.transaction.is_reading_data()) {
+        transaction.reads_data();
+    }
+    if after.protocol() != base.protocol() {
+        transaction.add_action(Action::Protocol(after.protocol().clone()));
+    }
+    if after.metadata() != base.metadata() {
+        transaction.add_action(Action::Metadata(after.metadata().clone()));
+    }
+    let now = now_ms();
+    let after_keys: HashSet<_> = after.files().map(|f| f.key()).collect();
+    let base_keys: HashSet<_> = base.files().map(|f| f.key()).collect();
+    let mut removed: Vec<_> = base.files().filter(|f| !after_keys.contains(&f.key())).collect();
+    removed.sort_by(|a, b| a.path.cmp(&b.path));
+    transaction.add_actions(removed.into_iter().map(|f| Action::Remove(f.to_remove(now, true))));
+    let mut added: Vec<_> = after.files().filter(|f| !base_keys.contains(&f.key())).collect();
+    added.sort_by(|a, b| a.path.cmp(&b.path));
+    transaction.add_actions(added.into_iter().map(|f| Action::Add((**f).clone())));
+    for commit in commits {
+        transaction.add_actions(commit.transaction.actions().iter().filter(|a| matches!(a, Action::Cdc(_))).cloned());
+    }
+    let mut txns: Vec<_> = after.txns().values().filter(|t| base.txns().get(&t.app_id) != Some(*t)).collect();
+    txns.sort_by(|a, b| a.app_id.cmp(&b.app_id));
+    transaction.add_actions(txns.into_iter().map(|t| Action::Txn(t.clone())));
+    let mut domains: Vec<_> = after.domains().values().filter(|d| base.domains().get(&d.domain) != Some(*d)).collect();
+    domains.sort_by(|a, b| a.domain.cmp(&b.domain));
+    transaction.add_actions(domains.into_iter().map(|d| Action::DomainMetadata(d.clone())));
+    transaction
+}
+
+/// The data file paths a snapshot references.
+fn referenced_paths(snapshot: &Snapshot) -> HashSet<String> {
+    snapshot.files().map(|f| f.path.clone()).collect()
+}
+
+/// Deletes the data and change files that `transactions` added and `kept` does not reference
+/// (best effort: a file left behind is unreferenced, and VACUUM's concern).
+async fn delete_written<'a>(
+    table: &Table,
+    transactions: impl Iterator<Item = &'a Transaction>,
+    kept: &HashSet<String>,
+) {
+    let mut paths = Vec::new();
+    for transaction in transactions {
+        for action in transaction.actions() {
+            match action {
+                Action::Add(add) if add.deletion_vector.is_none() && !kept.contains(&add.path) => {
+                    paths.push(add.path.clone())
+                }
+                Action::Cdc(cdc) => paths.push(cdc.path.clone()),
+                _ => {}
+            }
+        }
+    }
+    for path in paths {
+        let relative = crate::store::decode_path(table.store(), &path);
+        if let Err(e) = table.store().delete(&table.store().path(&relative)).await {
+            tracing::debug!(table = table.location(), path, "a rolled-back file was not deleted: {e}");
+        }
+    }
+}
