@@ -40,6 +40,7 @@ impl Database {
 
     pub async fn open_with(url: &str, options: DatabaseOptions) -> Result<Self> {
         let warehouse = Warehouse::open(url, options).await?;
+        crate::staging::recover(&warehouse).await?;
         let inner = Runtimes::start(warehouse);
         let session = Arc::new(Session::new(inner.clone()));
         Ok(Self { inner, session })

@@ -38,6 +38,24 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// A session that ends inside a transaction block leaves nothing behind: the block's staged
+/// writes are dropped and the files they wrote deleted.
+impl Drop for Session {
+    fn drop(&mut self) {
+        if !self.block.staging().has_writes() {
+            return;
+        }
+        let staging = self.block.staging().clone();
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(async move { staging.discard().await });
+            }
+            // Without a runtime the files stay, unreferenced by any log (VACUUM's concern).
+            Err(_) => tracing::debug!("a session ended in a transaction block outside a runtime"),
+        }
+    }
+}
+
 impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
         let block = crate::transaction::TransactionBlock::default();
@@ -209,6 +227,7 @@ impl Session {
         crate::rights::check_statement(&statement, control.privileges())?;
         self.query.db.catalog.refresh().await?;
         self.query.clear_statement_state();
+        Box::pin(self.query.pin_tables(&statement)).await?;
         // Boxed: the future of a statement is large (every kind of statement, DataFusion's
         // planning), and callers should not carry it on their stacks.
         let result = sluice_storage::gate::gated(control, Box::pin(self.dispatch(statement))).await;

@@ -221,53 +221,7 @@ impl Staging {
         if written.is_empty() {
             return Ok(());
         }
-        // The key locks of the keyed tables, in id order (as every writer takes one at a time,
-        // no cycle), held until each index has caught up with its commit.
-        let mut guards = Vec::new();
-        for (id, table) in &written {
-            if table.keys.is_some() {
-                guards.push(db.keys.lock(id, &table.real).await?);
-            }
-        }
-        let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
-        let mut failure = None;
-        for (_, table) in &written {
-            match table.real.commit_staged(&table.staged).await {
-                Ok(Some(CommitOutcome::Committed(c))) => committed.push((table, c.version)),
-                Ok(None) => {}
-                Ok(Some(CommitOutcome::Conflict(conflict))) => {
-                    failure = Some(Error::SerializationFailure(format!(
-                        "could not serialize access due to a concurrent update of {}: {conflict}",
-                        table.key
-                    )));
-                    break;
-                }
-                Err(e) => {
-                    failure = Some(e.into());
-                    break;
-                }
-            }
-        }
-        if let Some(error) = failure {
-            for (table, version) in &committed {
-                if let Err(e) = table.real.revert_staged(&table.staged).await {
-                    tracing::error!(
-                        table = table.key,
-                        version,
-                        "a partly committed transaction could not be undone: {e}"
-                    );
-                }
-            }
-            for (_, table) in &written {
-                table.staged.discard_stage().await;
-            }
-            return Err(error);
-        }
-        for guard in guards {
-            if let Err(e) = guard.committed().await {
-                tracing::warn!("a key index did not catch up with a transaction's commit: {e}");
-            }
-        }
+        let committed = commit_tables(db, &written).await?;
         let mut first_error = None;
         for (table, version) in committed {
             let operation = operation_of(&table.staged.staged_operations());
@@ -278,4 +232,170 @@ impl Staging {
         }
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// Commits each written table's staged changes (under the key locks of the keyed ones, and for
+/// several tables under the commit gate with a warehouse record); returns the versions.
+async fn commit_tables<'a>(
+    db: &Warehouse,
+    written: &'a [(String, StagedTable)],
+) -> Result<Vec<(&'a StagedTable, u64)>> {
+    // The key locks of the keyed tables, in id order (every other writer takes one at a time:
+    // no cycle), held until each index has caught up with its commit.
+    let mut guards = Vec::new();
+    for (id, table) in written {
+        if table.keys.is_some() {
+            guards.push(db.keys.lock(id, &table.real).await?);
+        }
+    }
+    let record = Record {
+        id: uuid::Uuid::new_v4().to_string(),
+        tables: written
+            .iter()
+            .map(|(id, t)| RecordTable {
+                id: id.clone(),
+                name: t.key.clone(),
+                base: t.staged.stage_base_version().unwrap_or(0),
+            })
+            .collect(),
+    };
+    let several = written.len() > 1;
+    let gate = if several { Some(db.commit_gate.write().await) } else { None };
+    if several {
+        record.write(db).await?;
+    }
+    let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
+    let mut failure = None;
+    for (_, table) in written {
+        match table.real.commit_staged(&table.staged, &record.id).await {
+            Ok(Some(CommitOutcome::Committed(c))) => committed.push((table, c.version)),
+            Ok(None) => {}
+            Ok(Some(CommitOutcome::Conflict(conflict))) => {
+                failure = Some(Error::SerializationFailure(format!(
+                    "could not serialize access due to a concurrent update of {}: {conflict}",
+                    table.key
+                )));
+                break;
+            }
+            Err(e) => {
+                failure = Some(e.into());
+                break;
+            }
+        }
+    }
+    if let Some(error) = failure {
+        // The files of a commit that was undone stay (the log's history names them; VACUUM
+        // deletes them in time); the others' are deleted.
+        for (_, table) in written {
+            if !committed.iter().any(|(c, _)| std::ptr::eq(*c, table)) {
+                table.staged.discard_stage().await;
+            }
+        }
+        for (table, version) in &committed {
+            if let Err(e) = table.real.revert_version(*version).await {
+                tracing::error!(table = table.key, version, "a partly committed transaction could not be undone: {e}");
+                return Err(error);
+            }
+        }
+        if several {
+            record.delete(db).await;
+        }
+        return Err(error);
+    }
+    if several {
+        record.delete(db).await;
+    }
+    drop(gate);
+    for guard in guards {
+        if let Err(e) = guard.committed().await {
+            tracing::warn!("a key index did not catch up with a transaction's commit: {e}");
+        }
+    }
+    Ok(committed)
+}
+
+/// The folder of the records of transactions committing to several tables.
+const RECORDS: &str = "_sluice/transactions";
+
+/// A transaction committing to several tables, written before its first table commit and
+/// deleted after its last: one found on open was cut short, and is undone.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Record {
+    id: String,
+    tables: Vec<RecordTable>,
+}
+
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct RecordTable {
+    id: String,
+    name: String,
+    /// The version the transaction's commit is built on (it is a later one).
+    base: u64,
+}
+
+impl Record {
+    fn path(db: &Warehouse, id: &str) -> object_store::path::Path {
+        db.root.path(&format!("{RECORDS}/{id}.json"))
+    }
+
+    async fn write(&self, db: &Warehouse) -> Result<()> {
+        let bytes = serde_json::to_vec(self).map_err(|e| Error::Internal(format!("a transaction record: {e}")))?;
+        db.root.put(&Self::path(db, &self.id), bytes.into()).await?;
+        Ok(())
+    }
+
+    async fn delete(&self, db: &Warehouse) {
+        if let Err(e) = db.root.delete(&Self::path(db, &self.id)).await {
+            tracing::warn!(transaction = self.id, "a transaction record was not deleted (the next open will): {e}");
+        }
+    }
+}
+
+/// Completes what transactions cut short by a crash left (when a warehouse opens): a record
+/// whose transaction reached every table is deleted; otherwise the tables it reached get their
+/// commit undone, then the record is deleted.
+pub async fn recover(db: &Warehouse) -> Result<()> {
+    let listed = db.root.list(&db.root.path(RECORDS), None).await?;
+    for meta in listed {
+        let bytes = db.root.get(&meta.location).await?;
+        let record: Record = match serde_json::from_slice(&bytes) {
+            Ok(record) => record,
+            Err(e) => {
+                // Written whole or not at all by put; unreadable means not ours to act on.
+                tracing::warn!(path = %meta.location, "an unreadable transaction record is left alone: {e}");
+                continue;
+            }
+        };
+        let state = db.catalog.current();
+        let mut reached = Vec::new();
+        let mut missing = false;
+        for table in &record.tables {
+            let Some(entry) = state.tables.values().find(|t| t.id == table.id) else { continue };
+            let handle = db.open_table(entry).await?;
+            match handle.find_transaction(table.base, &record.id).await? {
+                Some(version) => reached.push((table, handle, version)),
+                None => missing = true,
+            }
+        }
+        if missing {
+            for (table, handle, version) in reached {
+                match handle.revert_version(version).await? {
+                    CommitOutcome::Committed(_) => tracing::warn!(
+                        transaction = record.id,
+                        table = table.name,
+                        version,
+                        "undid the commit of a transaction that a crash cut short"
+                    ),
+                    CommitOutcome::Conflict(c) => {
+                        return Err(Error::Internal(format!(
+                            "the commit {version} of {} by a transaction cut short could not be undone: {c}",
+                            table.name
+                        )))
+                    }
+                }
+            }
+        }
+        db.root.delete(&meta.location).await?;
+    }
+    Ok(())
 }

@@ -68,6 +68,10 @@ pub struct Warehouse {
     pub events: crate::events::EventLog,
     /// Wakes the background worker (an async flow's or view's input moved).
     pub(crate) wake: Arc<tokio::sync::Notify>,
+    /// Held for writing while a transaction commits to several tables, for reading while a
+    /// statement takes the snapshots of the tables it names: a statement sees such a
+    /// transaction in all its tables or in none (see [`crate::staging`]).
+    pub(crate) commit_gate: tokio::sync::RwLock<()>,
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
@@ -117,6 +121,7 @@ impl Warehouse {
             hooks: Default::default(),
             events: Default::default(),
             wake: Default::default(),
+            commit_gate: Default::default(),
         }))
     }
 

@@ -25,6 +25,9 @@ use crate::log::{self, LogFile, LogFileKind};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 
+/// The commitInfo operation parameter naming the warehouse transaction a commit belongs to.
+pub const TRANSACTION_ID_PARAMETER: &str = "transactionId";
+
 /// What a staged handle holds.
 #[derive(Debug)]
 pub(crate) struct Stage {
@@ -72,6 +75,11 @@ impl Table {
             Some(stage) => lock(stage).commits.iter().map(|c| c.transaction.operation().to_string()).collect(),
             None => Vec::new(),
         }
+    }
+
+    /// The version a staged handle's commits are built on.
+    pub fn stage_base_version(&self) -> Option<u64> {
+        self.stage().map(|s| lock(s).base.version())
     }
 
     /// How many commits a staged handle holds (a savepoint's mark).
@@ -142,9 +150,10 @@ impl Table {
         Ok(CommitOutcome::Committed(Committed { version, commits: vec![(version, modified, actions)], staged: true }))
     }
 
-    /// Commits what `staged` (a staged handle on this table) holds, as one commit on its base.
-    /// `None`: it holds nothing.
-    pub async fn commit_staged(&self, staged: &Table) -> Result<Option<CommitOutcome>> {
+    /// Commits what `staged` (a staged handle on this table) holds, as one commit on its base,
+    /// with `transaction_id` (a warehouse's id of the transaction) among its commitInfo's
+    /// operation parameters. `None`: it holds nothing.
+    pub async fn commit_staged(&self, staged: &Table, transaction_id: &str) -> Result<Option<CommitOutcome>> {
         let Some(stage) = staged.stage() else {
             return Err(Error::Internal("commit_staged of a handle that stages nothing".into()));
         };
@@ -153,37 +162,66 @@ impl Table {
             let Some(last) = stage.commits.last() else { return Ok(None) };
             (stage.base.clone(), net_transaction(&stage.base, &last.after, &stage.commits))
         };
+        let mut transaction = transaction;
+        transaction.parameter(TRANSACTION_ID_PARAMETER, transaction_id);
         self.commit(&base, transaction).await.map(Some)
     }
 }
 
 impl Table {
-    /// Undoes, by a new commit on the latest snapshot, what [`Table::commit_staged`] committed
-    /// from `staged`: the files it added are removed, the files it removed are added back and
-    /// the metadata it changed is restored (a transaction that committed to one table and lost
-    /// on the next).
-    pub async fn revert_staged(&self, staged: &Table) -> Result<CommitOutcome> {
-        let Some(stage) = staged.stage() else {
-            return Err(Error::Internal("revert_staged of a handle that stages nothing".into()));
-        };
-        let (base, after) = {
-            let stage = lock(stage);
-            let after = stage.commits.last().map(|c| c.after.clone()).unwrap_or_else(|| stage.base.clone());
-            (stage.base.clone(), after)
-        };
+    /// The version after `after` whose commitInfo names `transaction_id` (see
+    /// [`Table::commit_staged`]), if one does.
+    pub async fn find_transaction(&self, after: u64, transaction_id: &str) -> Result<Option<u64>> {
+        let files = log::list_log(self.store(), Some(after + 1)).await?;
+        let commits: Vec<LogFile> =
+            files.into_iter().filter(|f| f.kind == LogFileKind::Commit && f.version > after).collect();
+        for (file, actions) in log::read_commits(self.store(), &commits).await? {
+            let named = actions.iter().any(|a| match a {
+                Action::CommitInfo(info) => info
+                    .get("operationParameters")
+                    .and_then(|p| p.get(TRANSACTION_ID_PARAMETER))
+                    .and_then(|v| v.as_str())
+                    .is_some_and(|id| id == transaction_id),
+                _ => false,
+            });
+            if named {
+                return Ok(Some(file.version));
+            }
+        }
+        Ok(None)
+    }
+
+    /// Undoes commit `version` by a new commit on the latest snapshot: the files it added that
+    /// are still live are removed, the files it removed are added back (as the version before
+    /// it had them), and the metadata it changed is restored. For a transaction that committed
+    /// to one table and then lost on the next, or was cut short by a crash.
+    pub async fn revert_version(&self, version: u64) -> Result<CommitOutcome> {
+        if self.is_staged() {
+            return Err(Error::Internal("revert_version on a staged handle".into()));
+        }
+        let actions = log::read_commit(self.store(), version).await?;
+        let before = self.snapshot_at_version(version.saturating_sub(1)).await?;
         let latest = self.snapshot().await?;
         let mut transaction = Transaction::new(Some(&latest), "TRANSACTION ROLLBACK");
-        if after.metadata() != base.metadata() {
-            transaction.add_action(Action::Metadata(base.metadata().clone()));
+        transaction.parameter("revertedVersion", version);
+        if actions.iter().any(|a| matches!(a, Action::Metadata(_))) {
+            transaction.add_action(Action::Metadata(before.metadata().clone()));
         }
+        let live: HashSet<_> = latest.files().map(|f| f.key()).collect();
         let now = now_ms();
-        let base_keys: HashSet<_> = base.files().map(|f| f.key()).collect();
-        let after_keys: HashSet<_> = after.files().map(|f| f.key()).collect();
-        transaction.add_actions(
-            after.files().filter(|f| !base_keys.contains(&f.key())).map(|f| Action::Remove(f.to_remove(now, true))),
-        );
-        transaction
-            .add_actions(base.files().filter(|f| !after_keys.contains(&f.key())).map(|f| Action::Add((**f).clone())));
+        for action in &actions {
+            match action {
+                Action::Add(add) if live.contains(&add.key()) => {
+                    transaction.add_action(Action::Remove(add.to_remove(now, true)));
+                }
+                Action::Remove(remove) if !live.contains(&remove.key()) => {
+                    if let Some(add) = before.files().find(|f| f.key() == remove.key()) {
+                        transaction.add_action(Action::Add((**add).clone()));
+                    }
+                }
+                _ => {}
+            }
+        }
         self.commit(&latest, transaction).await
     }
 }

@@ -107,6 +107,22 @@ pub async fn statement_snapshot(
     staging: &Staging,
     entry: &TableEntry,
 ) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
+    let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
+    if cached.is_none() {
+        // Not while a transaction commits to several tables (see crate::staging).
+        let _gate = db.commit_gate.read().await;
+        return load_snapshot(db, snapshots, staging, entry).await;
+    }
+    load_snapshot(db, snapshots, staging, entry).await
+}
+
+/// [`statement_snapshot`] under the commit gate the caller holds (or with the snapshot taken).
+pub async fn load_snapshot(
+    db: &Warehouse,
+    snapshots: &Mutex<HashMap<String, Arc<Snapshot>>>,
+    staging: &Staging,
+    entry: &TableEntry,
+) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
     let table = staging.table_for(entry, db.open_table(entry).await?).await?;
     let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
     let snapshot = match cached {

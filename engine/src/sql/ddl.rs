@@ -915,7 +915,8 @@ impl QueryContext {
         let datafusion::sql::sqlparser::ast::Statement::Update(update) = *statement else {
             return Err(Error::Internal("the fill of a new column is not an UPDATE".into()));
         };
-        self.update_statement(update).await?;
+        // Boxed: an UPDATE's future is large, and this one runs inside ALTER TABLE's.
+        Box::pin(self.update_statement(update)).await?;
         self.clear_statement_state();
         Ok(())
     }

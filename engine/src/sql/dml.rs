@@ -331,7 +331,7 @@ impl QueryContext {
         {
             return Ok(None);
         }
-        let guard = self.lock_keys(target).await?;
+        let guard = Box::pin(self.lock_keys(target)).await?;
         guard.check(&target.name.name, deleted, inserted)?;
         Ok(Some(guard))
     }

@@ -303,6 +303,41 @@ impl QueryContext {
     }
 
     /// Finds a table by name: its catalog entry, handle and statement snapshot.
+    /// Takes the snapshots of the tables a statement names, together, while no transaction is
+    /// committing to several tables (see [`crate::staging`]): the statement sees such a
+    /// transaction in all of them or in none. One table needs nothing (its snapshot is one
+    /// version of its log).
+    pub(crate) async fn pin_tables(&self, statement: &SluiceStatement) -> Result<()> {
+        let SluiceStatement::Standard(statement) = statement else { return Ok(()) };
+        let mut names = Vec::new();
+        let _ = datafusion::sql::sqlparser::ast::visit_relations(&**statement, |name| {
+            names.push(name.clone());
+            ControlFlow::<()>::Continue(())
+        });
+        if names.len() < 2 {
+            return Ok(());
+        }
+        let state = self.db.catalog.current();
+        let mut entries: Vec<crate::catalog::TableEntry> = Vec::new();
+        for name in names.iter().filter_map(|n| table_name(n).ok()) {
+            if let Some(entry) = state.table(&name.schema, &name.name) {
+                if entry.kind != crate::catalog::TableKind::MaterializedView
+                    && !entries.iter().any(|e| e.id == entry.id)
+                {
+                    entries.push(entry.clone());
+                }
+            }
+        }
+        if entries.len() < 2 {
+            return Ok(());
+        }
+        let _gate = self.db.commit_gate.read().await;
+        for entry in &entries {
+            super::catalog_provider::load_snapshot(&self.db, &self.snapshots, &self.staging, entry).await?;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn resolve_table(
         &self,
         name: &ObjectName,

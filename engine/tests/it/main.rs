@@ -11,5 +11,6 @@ mod interop;
 mod kafka;
 mod keys;
 mod layout;
+mod transactions;
 mod view_crash;
 mod views;

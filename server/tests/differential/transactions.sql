@@ -3,7 +3,7 @@
 -- statements outside a block (25P01), unknown savepoints (3B001). Run by
 -- server/tests/it/differential.rs through run.py, one connection per server in autocommit mode
 -- (so BEGIN opens the block). Statements must be distinct: repeated ones carry a /* n */ mark.
--- minimum: 60
+-- minimum: 150
 
 -- A block that only reads, committed and rolled back.
 CREATE TABLE tx (id int, v text);
@@ -121,7 +121,7 @@ ROLLBACK TO SAVEPOINT folded;
 SELECT 3 AS nested_begin;
 /* 6 */ COMMIT;
 
--- Rolling back writes: PostgreSQL undoes them; Sluice commits each statement and says so.
+-- Rolling back writes undoes them; a savepoint undoes what was written after it.
 /* 13 */ BEGIN;
 INSERT INTO tx VALUES (6, 'rolled back');
 /* 14 */ ROLLBACK;
@@ -152,3 +152,117 @@ DELETE FROM tx WHERE id = 23;
 RESET default_transaction_read_only;
 DELETE FROM tx WHERE id = 22;
 SELECT id FROM tx WHERE id >= 20 ORDER BY id;
+
+-- Two and three tables in one block: both or neither.
+CREATE TABLE acct (id int PRIMARY KEY, balance int NOT NULL);
+CREATE TABLE ledger (id int PRIMARY KEY, amount int);
+CREATE TABLE audit (note text);
+INSERT INTO acct VALUES (1, 100), (2, 100);
+/* 15 */ BEGIN;
+UPDATE acct SET balance = balance - 30 WHERE id = 1;
+UPDATE acct SET balance = balance + 30 WHERE id = 2;
+INSERT INTO ledger VALUES (1, 30);
+SELECT id, balance FROM acct ORDER BY id;
+/* 7 */ COMMIT;
+SELECT sum(balance) AS total_after_commit FROM acct;
+SELECT count(*) AS ledger_after_commit FROM ledger;
+/* 16 */ BEGIN;
+UPDATE acct SET balance = balance - 50 WHERE id = 2;
+INSERT INTO ledger VALUES (2, 50);
+INSERT INTO audit VALUES ('moved 50');
+SELECT count(*) AS audit_in_block FROM audit;
+/* 17 */ ROLLBACK;
+SELECT id, balance AS after_rollback FROM acct ORDER BY id;
+SELECT count(*) AS ledger_after_rollback FROM ledger;
+SELECT count(*) AS audit_after_rollback FROM audit;
+
+-- Keys inside a block: the block's own rows count, and a duplicate aborts it.
+/* 17 */ BEGIN;
+INSERT INTO ledger VALUES (3, 1);
+INSERT INTO ledger VALUES (3, 2);
+SELECT count(*) AS refused_after_duplicate FROM ledger;
+/* 8 */ COMMIT;
+SELECT count(*) AS ledger_after_failed_commit FROM ledger;
+/* 18 */ BEGIN;
+DELETE FROM ledger WHERE id = 2;
+INSERT INTO ledger VALUES (2, 99);
+INSERT INTO ledger VALUES (4, 4) ON CONFLICT (id) DO NOTHING;
+INSERT INTO ledger VALUES (4, 5) ON CONFLICT (id) DO UPDATE SET amount = excluded.amount;
+SELECT id, amount FROM ledger ORDER BY id;
+/* 9 */ COMMIT;
+SELECT id, amount AS committed_amount FROM ledger ORDER BY id;
+
+-- Savepoints three deep with writes at each level.
+/* 19 */ BEGIN;
+INSERT INTO audit VALUES ('level 0');
+SAVEPOINT s1;
+INSERT INTO audit VALUES ('level 1');
+SAVEPOINT s2;
+UPDATE audit SET note = note || ' changed';
+SAVEPOINT s3;
+DELETE FROM audit;
+SELECT count(*) AS at_s3 FROM audit;
+ROLLBACK TO SAVEPOINT s3;
+SELECT note FROM audit ORDER BY note;
+ROLLBACK TO SAVEPOINT s2;
+SELECT note AS at_s2 FROM audit ORDER BY note;
+RELEASE SAVEPOINT s2;
+ROLLBACK TO SAVEPOINT s1;
+SELECT note AS at_s1 FROM audit ORDER BY note;
+INSERT INTO audit VALUES ('level 1 again');
+/* 10 */ COMMIT;
+SELECT note AS committed_notes FROM audit ORDER BY note;
+
+-- An error after writes: the block's writes go with it.
+/* 20 */ BEGIN;
+INSERT INTO audit VALUES ('lost with the error');
+UPDATE acct SET balance = balance / 0 WHERE id = 1;
+/* 6 */ SELECT 1 AS refused;
+/* 11 */ COMMIT;
+SELECT count(*) AS audit_after_error FROM audit;
+SELECT balance AS balance_after_error FROM acct WHERE id = 1;
+/* 21 */ BEGIN;
+/* 5 */ SAVEPOINT a;
+INSERT INTO audit VALUES ('kept after recovered error');
+/* 4 */ SAVEPOINT b;
+SELECT * FROM no_such_table_in_savepoint;
+/* 3 */ ROLLBACK TO SAVEPOINT b;
+SELECT count(*) AS recovered_reads FROM audit;
+/* 12 */ COMMIT;
+SELECT note FROM audit WHERE note LIKE 'kept%';
+
+-- TRUNCATE, DELETE and UPDATE rolled back.
+/* 22 */ BEGIN;
+TRUNCATE audit;
+SELECT count(*) AS truncated_in_block FROM audit;
+/* 18 */ ROLLBACK;
+SELECT count(*) AS audit_after_truncate_rollback FROM audit;
+/* 23 */ BEGIN;
+DELETE FROM acct;
+UPDATE ledger SET amount = 0;
+SELECT count(*) AS acct_in_block FROM acct;
+/* 19 */ ROLLBACK;
+SELECT count(*) AS acct_after_rollback FROM acct;
+SELECT sum(amount) AS ledger_sum_after_rollback FROM ledger;
+
+-- DDL in a block: a table created in it and written, then committed.
+/* 24 */ BEGIN;
+CREATE TABLE made_in_block (a int);
+INSERT INTO made_in_block VALUES (1), (2);
+SELECT count(*) AS made_rows_in_block FROM made_in_block;
+/* 13 */ COMMIT;
+SELECT count(*) AS made_rows FROM made_in_block;
+
+-- DDL rolled back: PostgreSQL undoes it; Sluice refuses the ROLLBACK (its DDL committed).
+/* 25 */ BEGIN;
+CREATE TABLE undone_in_block (a int);
+/* 20 */ ROLLBACK;
+/* 21 */ ROLLBACK;
+SELECT count(*) AS undone_table_exists FROM information_schema.tables WHERE table_name = 'undone_in_block';
+
+-- A READ ONLY block reads what others committed and writes nothing.
+START TRANSACTION READ ONLY, ISOLATION LEVEL REPEATABLE READ;
+SELECT sum(balance) AS read_only_total FROM acct;
+INSERT INTO audit VALUES ('read only');
+/* 22 */ ROLLBACK;
+SELECT count(*) AS audit_after_read_only FROM audit;

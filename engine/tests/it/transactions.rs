@@ -1,0 +1,184 @@
+//! Transaction blocks over several tables: killed in the middle of COMMITs, and run by concurrent
+//! clients moving money between two tables.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sluice::Database;
+
+use crate::common::rows;
+
+/// The tables every transaction of the crash test writes, one row each.
+const CRASH_TABLES: [&str; 3] = ["ta", "tb", "tc"];
+
+/// Transaction `n` of the crash child: the same row into each table, and a counter moved.
+fn crash_transaction(n: u64) -> String {
+    let inserts: Vec<String> = CRASH_TABLES.iter().map(|t| format!("INSERT INTO {t} VALUES ({n})")).collect();
+    format!("BEGIN; {}; UPDATE counter SET c = c + 1; COMMIT", inserts.join("; "))
+}
+
+#[test]
+#[ignore]
+fn crash_child() {
+    let Ok(path) = std::env::var("SLUICE_TXN_CRASH_WAREHOUSE") else { return };
+    let start: u64 = std::env::var("SLUICE_TXN_CRASH_START").unwrap().parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let db = Database::open(&path).await.unwrap();
+        let session = db.session();
+        for n in start.. {
+            session.execute(&crash_transaction(n)).await.unwrap_or_else(|e| panic!("transaction {n}: {e}"));
+            println!("ok {n}");
+        }
+    });
+}
+
+/// The rows of each crash table, and the counter.
+async fn crash_state(path: &str) -> (Vec<Vec<u64>>, u64) {
+    let db = Database::open(path).await.unwrap_or_else(|e| panic!("the warehouse does not open: {e}"));
+    let mut tables = Vec::new();
+    for table in CRASH_TABLES {
+        let values = rows(&db.query(&format!("SELECT a FROM {table} ORDER BY a")).await.unwrap());
+        let mut values: Vec<u64> = values.iter().map(|v| v.parse().unwrap()).collect();
+        values.sort_unstable();
+        tables.push(values);
+    }
+    let counter = rows(&db.query("SELECT c FROM counter").await.unwrap());
+    (tables, counter.first().and_then(|c| c.parse().ok()).unwrap_or(u64::MAX))
+}
+
+#[tokio::test]
+async fn killing_during_multi_table_commits_applies_each_transaction_wholly_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    {
+        let db = Database::open(&path).await.unwrap();
+        for table in CRASH_TABLES {
+            db.execute(&format!("CREATE TABLE {table} (a bigint PRIMARY KEY)")).await.unwrap();
+        }
+        db.execute("CREATE TABLE counter (c bigint); INSERT INTO counter VALUES (0)").await.unwrap();
+    }
+    let mut done = 0u64;
+    let mut rng = crate::common::rng_from(crate::common::seed("transactions crash"));
+    let kills = 30;
+    for round in 0..kills {
+        let child = crate::common::ChildTest::spawn(
+            "transactions::crash_child",
+            &[("SLUICE_TXN_CRASH_WAREHOUSE", path.clone()), ("SLUICE_TXN_CRASH_START", done.to_string())],
+        );
+        std::thread::sleep(Duration::from_millis(rng.random_range(150..900)));
+        let acknowledged = crate::common::last_ok(&child.kill()).map_or(done, |n| n + 1);
+        let (tables, counter) = crash_state(&path).await;
+        // Every transaction is in every table or in none, and the counter counts them.
+        let first = &tables[0];
+        for (table, values) in CRASH_TABLES.iter().zip(&tables) {
+            assert_eq!(values, first, "round {round}: {table} holds other transactions than {}", CRASH_TABLES[0]);
+        }
+        let expected: Vec<u64> = (0..first.len() as u64).collect();
+        assert_eq!(first, &expected, "round {round}: the transactions are not a prefix");
+        assert_eq!(counter, first.len() as u64, "round {round}: the counter disagrees with the rows");
+        let seen = first.len() as u64;
+        assert!(
+            seen == acknowledged || seen == acknowledged + 1,
+            "round {round}: {acknowledged} COMMITs acknowledged, {seen} transactions in the tables"
+        );
+        done = seen;
+    }
+    assert!(done > kills, "transactions ran between the kills ({done})");
+}
+
+/// Accounts per table, and the money each starts with.
+const ACCOUNTS: i64 = 10;
+const START: i64 = 1_000;
+
+/// 8 clients move money from an account of one table to an account of the other for a while
+/// (retrying on 40001); readers check the total at every look, and it holds after the run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_transfers_between_two_tables_conserve_the_total() {
+    let db = Database::open("memory://transfers").await.unwrap();
+    db.execute("CREATE TABLE checking (id int PRIMARY KEY, balance bigint)").await.unwrap();
+    db.execute("CREATE TABLE savings (id int PRIMARY KEY, balance bigint)").await.unwrap();
+    for id in 0..ACCOUNTS {
+        db.execute(&format!("INSERT INTO checking VALUES ({id}, {START}); INSERT INTO savings VALUES ({id}, {START})"))
+            .await
+            .unwrap();
+    }
+    let total = 2 * ACCOUNTS * START;
+    let seed = crate::common::seed("transfers");
+    let stop = Arc::new(AtomicBool::new(false));
+    let committed = Arc::new(AtomicU64::new(0));
+    let retried = Arc::new(AtomicU64::new(0));
+    let run_for = Duration::from_secs(10);
+    let mut clients = Vec::new();
+    for client in 0..8u64 {
+        let session = db.session();
+        let (stop, committed, retried) = (stop.clone(), committed.clone(), retried.clone());
+        clients.push(tokio::spawn(async move {
+            let mut rng = crate::common::rng_from(seed.wrapping_add(client));
+            while !stop.load(Ordering::Relaxed) {
+                let (from, to, amount) =
+                    (rng.random_range(0..ACCOUNTS), rng.random_range(0..ACCOUNTS), rng.random_range(1..50));
+                let (debit, credit) =
+                    if rng.random_bool(0.5) { ("checking", "savings") } else { ("savings", "checking") };
+                let script = format!(
+                    "BEGIN; UPDATE {debit} SET balance = balance - {amount} WHERE id = {from}; \
+                     UPDATE {credit} SET balance = balance + {amount} WHERE id = {to}; COMMIT"
+                );
+                match session.execute(&script).await {
+                    Ok(_) => {
+                        committed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(e) if e.sqlstate() == "40001" => {
+                        retried.fetch_add(1, Ordering::Relaxed);
+                        // The failed COMMIT ended the block; a failed UPDATE left it aborted.
+                        let _ = session.execute("ROLLBACK").await;
+                    }
+                    Err(e) => panic!("client {client} (seed {seed}): {e}"),
+                }
+            }
+        }));
+    }
+    let reader = {
+        let session = db.session();
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let mut looks = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let sum = rows(
+                    &session
+                        .query(
+                            "SELECT (SELECT sum(balance) FROM checking) + (SELECT sum(balance) FROM savings) AS total",
+                        )
+                        .await
+                        .unwrap(),
+                );
+                assert_eq!(sum, vec![total.to_string()], "a reader saw a transfer half done (seed {seed})");
+                looks += 1;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            looks
+        })
+    };
+    let started = Instant::now();
+    tokio::time::sleep(run_for).await;
+    stop.store(true, Ordering::Relaxed);
+    for client in clients {
+        client.await.unwrap();
+    }
+    let looks = reader.await.unwrap();
+    let sum = rows(
+        &db.query("SELECT (SELECT sum(balance) FROM checking) + (SELECT sum(balance) FROM savings) AS total")
+            .await
+            .unwrap(),
+    );
+    assert_eq!(sum, vec![total.to_string()]);
+    let committed = committed.load(Ordering::Relaxed);
+    println!(
+        "transfers: {committed} committed, {} retried on 40001, {looks} reads, in {:?}",
+        retried.load(Ordering::Relaxed),
+        started.elapsed()
+    );
+    assert!(committed > 0 && looks > 0);
+}
