@@ -127,6 +127,7 @@ impl Session {
         self.set_staging_mode(true);
         let committed = self.query.copy_commit(copy).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
+        let committed = committed.and_then(|rows| self.check_staged_size().map(|()| rows));
         self.block.finished(false, committed.is_ok());
         committed
     }
@@ -200,10 +201,23 @@ impl Session {
         let staged = crate::transaction::stages(&statement);
         let wrote = !crate::rights::reads_only(&statement) && !staged;
         self.set_staging_mode(staged);
-        let result = self.run_admitted(statement, parameters, control).await;
+        let mut result = self.run_admitted(statement, parameters, control).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
+        if result.is_ok() && staged {
+            if let Err(e) = self.check_staged_size() {
+                result = Err(e);
+            }
+        }
         self.block.finished(wrote, result.is_ok());
         result
+    }
+
+    /// Refuses a transaction block past its staging limit (see [`crate::staging::Staging::check_size`]).
+    fn check_staged_size(&self) -> Result<()> {
+        if !self.block.in_block() {
+            return Ok(());
+        }
+        self.block.staging().check_size(self.query.db.options.transaction_bytes_max)
     }
 
     /// How the next statement uses the block's staged tables (`staged`: it is a query or DML).
@@ -320,7 +334,8 @@ impl Session {
             self.query.clear_statement_state();
             result
         }
-        .await;
+        .await
+        .and_then(|rows| self.check_staged_size().map(|()| rows));
         self.block.staging().set_mode(crate::staging::Mode::Off);
         self.block.finished(false, result.is_ok());
         result

@@ -164,6 +164,22 @@ impl Staging {
         lock(self).tables.get(id).and_then(|t| t.keys.clone())
     }
 
+    /// Refuses a block that staged more than `limit` bytes of data files (54000): the statement
+    /// that went past it fails, which aborts the block; nothing is committed.
+    pub fn check_size(&self, limit: u64) -> Result<()> {
+        let staged: u64 = lock(self).tables.values().map(|t| t.staged.staged_bytes()).sum();
+        if staged > limit {
+            return Err(Error::data(
+                "54000",
+                format!(
+                    "the transaction holds {staged} bytes of staged data, more than the limit of {limit} bytes \
+                     (DatabaseOptions::transaction_bytes_max): commit in smaller transactions"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// Whether the block holds writes.
     pub fn has_writes(&self) -> bool {
         lock(self).tables.values().any(|t| t.staged.has_staged_commits())

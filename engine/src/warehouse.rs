@@ -29,7 +29,14 @@ pub struct DatabaseOptions {
     pub memory_limit_bytes: Option<usize>,
     /// Memory one query may hold (default: all of `memory_limit_bytes`).
     pub query_memory_limit_bytes: Option<usize>,
+    /// Bytes of data files a transaction block may stage before COMMIT (default
+    /// [`TRANSACTION_BYTES_MAX_DEFAULT`]); the statement that goes past it fails with 54000 and
+    /// aborts the block.
+    pub transaction_bytes_max: u64,
 }
+
+/// The default of [`DatabaseOptions::transaction_bytes_max`]: 4 GiB.
+pub const TRANSACTION_BYTES_MAX_DEFAULT: u64 = 4 << 30;
 
 impl Default for DatabaseOptions {
     fn default() -> Self {
@@ -38,6 +45,7 @@ impl Default for DatabaseOptions {
             partition_timezone: None,
             memory_limit_bytes: None,
             query_memory_limit_bytes: None,
+            transaction_bytes_max: TRANSACTION_BYTES_MAX_DEFAULT,
         }
     }
 }

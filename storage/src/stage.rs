@@ -77,6 +77,28 @@ impl Table {
         }
     }
 
+    /// The bytes of the data files the staged commits added (counted once per file).
+    pub fn staged_bytes(&self) -> u64 {
+        let Some(stage) = self.stage() else { return 0 };
+        let stage = lock(stage);
+        let mut seen = HashSet::new();
+        let mut bytes = 0u64;
+        for commit in &stage.commits {
+            for action in commit.transaction.actions() {
+                match action {
+                    Action::Add(add) if add.deletion_vector.is_none() && seen.insert(add.path.as_str()) => {
+                        bytes = bytes.saturating_add(add.size.max(0) as u64)
+                    }
+                    Action::Cdc(cdc) if seen.insert(cdc.path.as_str()) => {
+                        bytes = bytes.saturating_add(cdc.size.max(0) as u64)
+                    }
+                    _ => {}
+                }
+            }
+        }
+        bytes
+    }
+
     /// The version a staged handle's commits are built on.
     pub fn stage_base_version(&self) -> Option<u64> {
         self.stage().map(|s| lock(s).base.version())

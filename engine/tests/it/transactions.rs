@@ -182,3 +182,29 @@ async fn concurrent_transfers_between_two_tables_conserve_the_total() {
     );
     assert!(committed > 0 && looks > 0);
 }
+
+/// A block that stages more than the limit fails at the statement that goes past it, and
+/// nothing of it is committed; a session that ends inside a block leaves nothing behind.
+#[tokio::test]
+async fn a_block_past_its_staging_limit_fails_and_commits_nothing() {
+    let options = sluice::DatabaseOptions { transaction_bytes_max: 64 * 1024, ..Default::default() };
+    let db = Database::open_with("memory://staging-limit", options).await.unwrap();
+    db.execute("CREATE TABLE big (id bigint, payload text)").await.unwrap();
+    let session = db.session();
+    session.execute("BEGIN; INSERT INTO big VALUES (1, 'small')").await.unwrap();
+    let err = session
+        .execute("INSERT INTO big SELECT i, repeat('x', 100) || i FROM generate_series(1, 20000) AS t(i)")
+        .await
+        .unwrap_err();
+    assert_eq!(err.sqlstate(), "54000", "{err}");
+    let err = session.execute("SELECT 1").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "25P02", "{err}");
+    let tags = session.execute("COMMIT").await.unwrap();
+    assert!(format!("{tags:?}").contains("ROLLBACK"), "{tags:?}");
+    assert_eq!(rows(&db.query("SELECT count(*) FROM big").await.unwrap()), vec!["0"]);
+    // A session dropped in a block: its rows never appear.
+    let session = db.session();
+    session.execute("BEGIN; INSERT INTO big VALUES (2, 'dropped with the session')").await.unwrap();
+    drop(session);
+    assert_eq!(rows(&db.query("SELECT count(*) FROM big").await.unwrap()), vec!["0"]);
+}

@@ -105,6 +105,17 @@ impl Connection {
         })
     }
 
+    /// How long the client may now stay silent before the server closes the connection: its
+    /// `idle_in_transaction_session_timeout` while it is inside a transaction block (`None`:
+    /// outside one, or no limit). Closing it drops the block's staged writes.
+    pub fn idle_limit(&self) -> Option<std::time::Duration> {
+        if !self.session.in_transaction_block() {
+            return None;
+        }
+        let ms = self.settings.lock().idle_in_transaction_timeout_ms();
+        (ms > 0).then(|| std::time::Duration::from_millis(ms))
+    }
+
     /// Rewrites Postgres-only constructs (`OPERATOR(pg_catalog.~)`, `::regclass`, ...) that
     /// clients send in catalog queries into forms DataFusion plans.
     fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {

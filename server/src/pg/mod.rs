@@ -338,7 +338,9 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
                     startup: Arc::new(Startup::new(state.clone(), scram)),
                     cancel,
                 };
-                let _ = socket::serve_connection(socket, tls, handlers, limits, startup_slot).await;
+                let connection = handlers.connection.clone();
+                let idle_limit = move || connection.idle_limit();
+                let _ = socket::serve_connection(socket, tls, handlers, limits, idle_limit, startup_slot).await;
             });
         }
     });

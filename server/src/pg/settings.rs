@@ -137,6 +137,12 @@ impl Settings {
     pub fn statement_timeout_ms(&self) -> u64 {
         parse_duration_ms(self.get("statement_timeout").unwrap_or("0")).unwrap_or(0)
     }
+
+    /// How long a session may sit idle inside a transaction block before the server closes it
+    /// (0: forever), in milliseconds.
+    pub fn idle_in_transaction_timeout_ms(&self) -> u64 {
+        parse_duration_ms(self.get("idle_in_transaction_session_timeout").unwrap_or("0")).unwrap_or(0)
+    }
 }
 
 /// Refuses a value PostgreSQL would refuse for a setting (SQLSTATE 22023), with its message.
@@ -148,7 +154,7 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
     }
     let valid = match key.as_str() {
         "timezone" => valid_time_zone(&value),
-        "statement_timeout" => parse_duration_ms(&value).is_some(),
+        "statement_timeout" | "idle_in_transaction_session_timeout" => parse_duration_ms(&value).is_some(),
         _ => true,
     };
     if valid {

@@ -29,16 +29,20 @@ pub struct Limits {
 }
 use super::framing::{Broken, Framing};
 
-/// Serves one TCP connection until the client leaves or breaks the protocol.
-pub async fn serve_connection<H>(
+/// Serves one TCP connection until the client leaves or breaks the protocol; `idle_limit`
+/// says how long the client may stay silent now (`idle_in_transaction_session_timeout` inside a
+/// transaction block).
+pub async fn serve_connection<H, I>(
     tcp: TcpStream,
     tls: Option<pgwire::tokio::TlsAcceptor>,
     handlers: H,
     limits: Limits,
+    idle_limit: I,
     startup_slot: tokio::sync::OwnedSemaphorePermit,
 ) -> io::Result<()>
 where
     H: PgWireServerHandlers,
+    I: Fn() -> Option<Duration>,
 {
     let message_bytes_max = limits.message_bytes_max;
     // Held until the client is authenticated (then it holds a connection slot instead).
@@ -79,6 +83,19 @@ where
             tokio::select! {
                 _ = &mut startup_timeout => {
                     let error = ErrorInfo::new("FATAL".into(), "57014".into(), "canceling authentication due to timeout".into());
+                    let _ = socket.send(PgWireBackendMessage::ErrorResponse(error.into())).await;
+                    break;
+                }
+                message = socket.next() => message,
+            }
+        } else if let Some(limit) = idle_limit() {
+            tokio::select! {
+                _ = tokio::time::sleep(limit) => {
+                    let error = ErrorInfo::new(
+                        "FATAL".into(),
+                        "25P03".into(),
+                        "terminating connection due to idle-in-transaction timeout".into(),
+                    );
                     let _ = socket.send(PgWireBackendMessage::ErrorResponse(error.into())).await;
                     break;
                 }

@@ -738,3 +738,28 @@ async fn streaming_pipeline_reads_its_own_writes_over_pgwire() {
     let bronze: i64 = client.query_one("SELECT count(*) FROM bronze", &[]).await.unwrap().get(0);
     assert_eq!(bronze, 30);
 }
+
+/// `idle_in_transaction_session_timeout`: a client idle inside a block is disconnected with
+/// 25P03, its staged writes dropped; outside a block it may idle.
+#[tokio::test]
+async fn idle_in_transaction_sessions_are_closed_and_their_writes_dropped() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client
+        .batch_execute("CREATE TABLE idle_t (a int); SET idle_in_transaction_session_timeout = '300ms'")
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    client.batch_execute("BEGIN; INSERT INTO idle_t VALUES (1)").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let err = client.simple_query("COMMIT").await.unwrap_err();
+    assert!(
+        client.is_closed() || err.is_closed() || err.code() == Some(&SqlState::IDLE_IN_TRANSACTION_SESSION_TIMEOUT),
+        "{err:?}"
+    );
+    let other = server.connect().await;
+    let count = other.query_one("SELECT count(*) FROM idle_t", &[]).await.unwrap();
+    assert_eq!(count.get::<_, i64>(0), 0);
+    let bad = other.batch_execute("SET idle_in_transaction_session_timeout = 'soon'").await.unwrap_err();
+    assert_eq!(code(&bad), "22023");
+}
