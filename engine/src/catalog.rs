@@ -41,6 +41,26 @@ pub struct CatalogState {
     /// External sources (`CREATE SOURCE ... FROM KAFKA`) by name.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceEntry>,
+    /// Views (`CREATE VIEW`) by `schema.name` (see [`crate::sql::views`]).
+    #[serde(default)]
+    pub views: BTreeMap<String, ViewEntry>,
+}
+
+/// A view: a stored query that statements read as a relation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ViewEntry {
+    pub schema: String,
+    pub name: String,
+    /// The query, as SQL text.
+    pub query: String,
+    /// The column names the definition gave (empty: the query's own).
+    #[serde(default)]
+    pub columns: Vec<String>,
+    /// The relations (`schema.name`) the query reads, for DROP's dependency check.
+    #[serde(default)]
+    pub inputs: Vec<String>,
+    #[serde(default)]
+    pub created_ms: i64,
 }
 
 /// An external source of records that streaming tables ingest (`CREATE SOURCE`). Its progress is

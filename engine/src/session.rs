@@ -297,6 +297,7 @@ impl Session {
                 Ok(StatementResult::command("ALTER ROLE"))
             }
             Statement::AlterTable(alter) => self.query.alter_table(alter).await,
+            Statement::CreateView(create) if !create.materialized => self.query.create_view(create).await,
             Statement::CreateIndex(create) => self.query.create_index(create).await,
             // Rights come from the role's kind (owner, normal, read-only; see crate::privileges),
             // not from grants on objects.

@@ -330,6 +330,7 @@ impl QueryContext {
                 Ok(StatementResult::command("DROP SCHEMA"))
             }
             ObjectType::Index => self.drop_indexes(names, if_exists).await,
+            ObjectType::View => self.drop_views(names, if_exists, cascade).await,
             other => Err(Error::NotSupported(format!("DROP {other}"))),
         }
     }
@@ -375,6 +376,9 @@ impl QueryContext {
                             flows.join(", ")
                         ),
                     ));
+                }
+                if state.tables.contains_key(&table_key) {
+                    super::views::drop_dependents(state, &table_key, cascade)?;
                 }
                 match state.tables.remove(&table_key) {
                     Some(entry) => {
@@ -597,6 +601,18 @@ impl QueryContext {
 
     pub(crate) async fn alter_table(&self, alter: AlterTable) -> Result<StatementResult> {
         let name = table_name(&alter.name)?;
+        // ALTER TABLE works on views too in PostgreSQL (dbt renames its views this way).
+        if self.db.catalog.current().views.contains_key(&key(&name.schema, &name.name)) {
+            return match alter.operations.as_slice() {
+                [AlterTableOperation::RenameTable {
+                    table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
+                }] => {
+                    self.rename_view(&alter.name, new).await?;
+                    Ok(StatementResult::command("ALTER TABLE"))
+                }
+                _ => Err(Error::NotSupported(format!("ALTER TABLE on view {name} other than RENAME TO"))),
+            };
+        }
         if self.db.catalog.current().table(&name.schema, &name.name).is_none() {
             return if alter.if_exists {
                 Ok(StatementResult::command("ALTER TABLE"))

@@ -13,6 +13,7 @@ pub mod quality;
 pub mod query;
 pub mod sequences;
 pub mod upsert;
+pub mod views;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
 pub use crate::names;
 pub use crate::syntax::{dialect, parser, streaming};

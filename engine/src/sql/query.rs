@@ -138,6 +138,7 @@ impl QueryContext {
 
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
+        super::views::expand(&self.db.catalog.current().views, &mut statement)?;
         let mut bytea = ByteaLiterals { error: None };
         let _ = statement.visit(&mut bytea);
         if let Some(e) = bytea.error {

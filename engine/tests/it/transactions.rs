@@ -208,3 +208,24 @@ async fn a_block_past_its_staging_limit_fails_and_commits_nothing() {
     drop(session);
     assert_eq!(rows(&db.query("SELECT count(*) FROM big").await.unwrap()), vec!["0"]);
 }
+
+/// Views are kept in the catalog: they survive a restart, and a block reads its own rows
+/// through them.
+#[tokio::test]
+async fn views_survive_a_restart_and_show_a_blocks_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    {
+        let db = Database::open(&path).await.unwrap();
+        db.execute("CREATE TABLE base (a int); INSERT INTO base VALUES (1), (2)").await.unwrap();
+        db.execute("CREATE VIEW doubled AS SELECT a * 2 AS d FROM base").await.unwrap();
+    }
+    let db = Database::open(&path).await.unwrap();
+    assert_eq!(rows(&db.query("SELECT sum(d) FROM doubled").await.unwrap()), vec!["6"]);
+    let session = db.session();
+    session.execute("BEGIN; INSERT INTO base VALUES (10)").await.unwrap();
+    assert_eq!(rows(&session.query("SELECT sum(d) FROM doubled").await.unwrap()), vec!["26"]);
+    assert_eq!(rows(&db.query("SELECT sum(d) FROM doubled").await.unwrap()), vec!["6"]);
+    session.execute("ROLLBACK").await.unwrap();
+    assert_eq!(rows(&session.query("SELECT sum(d) FROM doubled").await.unwrap()), vec!["6"]);
+}

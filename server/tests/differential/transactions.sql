@@ -266,3 +266,22 @@ SELECT sum(balance) AS read_only_total FROM acct;
 INSERT INTO audit VALUES ('read only');
 /* 22 */ ROLLBACK;
 SELECT count(*) AS audit_after_read_only FROM audit;
+
+-- Views: read as their query, also inside a block; what they read cannot be dropped under them.
+CREATE TABLE vbase (a int);
+INSERT INTO vbase VALUES (1), (2);
+CREATE VIEW vdoubled AS SELECT a * 2 AS d FROM vbase;
+SELECT sum(d) AS view_sum FROM vdoubled;
+/* 26 */ BEGIN;
+INSERT INTO vbase VALUES (10);
+SELECT sum(d) AS view_sum_in_block FROM vdoubled;
+/* 23 */ ROLLBACK;
+SELECT sum(d) AS view_sum_after_rollback FROM vdoubled;
+DROP TABLE vbase;
+CREATE OR REPLACE VIEW vdoubled AS SELECT a * 3 AS d FROM vbase;
+SELECT sum(d) AS view_sum_replaced FROM vdoubled;
+CREATE VIEW vdoubled AS SELECT 1 AS d;
+DROP VIEW vdoubled;
+/* 2 */ DROP VIEW vdoubled;
+DROP VIEW IF EXISTS vdoubled;
+/* 2 */ DROP TABLE vbase;

@@ -1,0 +1,248 @@
+//! Views: `CREATE [OR REPLACE] VIEW`, `DROP VIEW`, `ALTER VIEW ... RENAME TO`, stored in the
+//! catalog (so they survive restarts and every session sees them). A statement that names a view
+//! reads it as its query: before planning, each reference becomes the view's query as a derived
+//! table under the view's name (views over views expand in turn, to a depth of
+//! [`VIEW_DEPTH_MAX`]). Dropping a relation a view reads is refused with 2BP01 unless CASCADE,
+//! which drops the views too; writing into a view is refused (0A000).
+
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    CreateView, Ident, ObjectName, Query, Statement, TableAlias, TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
+};
+
+use crate::catalog::{key, ViewEntry};
+use crate::error::{Error, Result};
+use crate::names::table_name;
+use crate::sql::context::{QueryContext, StatementResult};
+
+/// How deep views over views expand (deeper: a cycle, or a definition too deep to plan).
+pub const VIEW_DEPTH_MAX: usize = 32;
+
+fn parse_query(sql: &str) -> Result<Query> {
+    match crate::syntax::parser::parse_statement_text(sql)? {
+        crate::syntax::parser::SluiceStatement::Standard(statement) => match *statement {
+            Statement::Query(query) => Ok(*query),
+            _ => Err(Error::Internal(format!("a stored view is not a query: {sql}"))),
+        },
+        _ => Err(Error::Internal(format!("a stored view is not a query: {sql}"))),
+    }
+}
+
+/// The relations a query names, qualified (`schema.name`).
+fn inputs_of(query: &Query) -> Vec<String> {
+    let mut inputs = Vec::new();
+    let _ = datafusion::sql::sqlparser::ast::visit_relations(query, |name: &ObjectName| {
+        if let Ok(name) = table_name(name) {
+            let qualified = key(&name.schema, &name.name);
+            if !inputs.contains(&qualified) {
+                inputs.push(qualified);
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    inputs
+}
+
+/// Replaces references to views by their queries.
+struct Expand<'a> {
+    views: &'a std::collections::BTreeMap<String, ViewEntry>,
+    expanded: usize,
+    error: Option<Error>,
+}
+
+impl VisitorMut for Expand<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        let TableFactor::Table { name, alias, args: None, version: None, .. } = factor else {
+            return ControlFlow::Continue(());
+        };
+        let Ok(table) = table_name(name) else { return ControlFlow::Continue(()) };
+        let Some(view) = self.views.get(&key(&table.schema, &table.name)) else { return ControlFlow::Continue(()) };
+        let query = match parse_query(&view.query) {
+            Ok(query) => query,
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        };
+        let alias = alias.clone().unwrap_or_else(|| TableAlias {
+            explicit: true,
+            name: Ident::with_quote('"', &view.name),
+            columns: vec![],
+            at: None,
+        });
+        let alias = if alias.columns.is_empty() && !view.columns.is_empty() {
+            TableAlias {
+                columns: view
+                    .columns
+                    .iter()
+                    .map(|c| TableAliasColumnDef { name: Ident::with_quote('"', c), data_type: None })
+                    .collect(),
+                ..alias
+            }
+        } else {
+            alias
+        };
+        *factor = TableFactor::Derived { lateral: false, subquery: Box::new(query), alias: Some(alias), sample: None };
+        self.expanded += 1;
+        ControlFlow::Continue(())
+    }
+}
+
+/// Expands the views a statement reads (see the module docs).
+pub fn expand(views: &std::collections::BTreeMap<String, ViewEntry>, statement: &mut Statement) -> Result<()> {
+    if views.is_empty() {
+        return Ok(());
+    }
+    for _ in 0..VIEW_DEPTH_MAX {
+        let mut expand = Expand { views, expanded: 0, error: None };
+        let _ = statement.visit(&mut expand);
+        if let Some(e) = expand.error {
+            return Err(e);
+        }
+        if expand.expanded == 0 {
+            return Ok(());
+        }
+    }
+    Err(Error::data("54001", format!("views nest more than {VIEW_DEPTH_MAX} deep (or a view reads itself)")))
+}
+
+impl QueryContext {
+    pub(crate) async fn create_view(&self, create: CreateView) -> Result<StatementResult> {
+        if create.materialized {
+            return Err(Error::Internal("CREATE MATERIALIZED VIEW reached the view statement".into()));
+        }
+        if create.temporary {
+            return Err(Error::NotSupported("CREATE TEMPORARY VIEW (temporary objects)".into()));
+        }
+        let name = table_name(&create.name)?;
+        let columns: Vec<String> = create.columns.iter().map(|c| crate::names::normalize(&c.name)).collect();
+        // The query must plan (its relations exist, its columns resolve), and give as many
+        // columns as the definition names.
+        let plan = self.plan_statement(Statement::Query(create.query.clone())).await?;
+        let width = plan.schema().fields().len();
+        if !columns.is_empty() && columns.len() > width {
+            return Err(Error::data("42601", "CREATE VIEW specifies more column names than columns"));
+        }
+        let view_key = key(&name.schema, &name.name);
+        let entry = ViewEntry {
+            schema: name.schema.clone(),
+            name: name.name.clone(),
+            query: create.query.to_string(),
+            columns,
+            inputs: inputs_of(&create.query),
+            created_ms: sluice_storage::actions::now_ms(),
+        };
+        if entry.inputs.contains(&view_key) {
+            return Err(Error::data("42P17", format!("view \"{}\" cannot read itself", name.name)));
+        }
+        let (or_replace, if_not_exists) = (create.or_replace, create.if_not_exists);
+        self.db
+            .catalog
+            .update(|state| {
+                if !state.schemas.contains_key(&entry.schema) {
+                    return Err(Error::data("3F000", format!("schema \"{}\" does not exist", entry.schema)));
+                }
+                if state.tables.contains_key(&view_key) {
+                    return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)));
+                }
+                match state.views.get(&view_key) {
+                    Some(_) if if_not_exists => return Ok(()),
+                    Some(_) if !or_replace => {
+                        return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)))
+                    }
+                    _ => {}
+                }
+                state.views.insert(view_key.clone(), entry.clone());
+                Ok(())
+            })
+            .await?;
+        Ok(StatementResult::command("CREATE VIEW"))
+    }
+
+    pub(crate) async fn drop_views(
+        &self,
+        names: &[ObjectName],
+        if_exists: bool,
+        cascade: bool,
+    ) -> Result<StatementResult> {
+        let keys: Vec<(String, String)> =
+            names.iter().map(|n| table_name(n).map(|t| (key(&t.schema, &t.name), t.name))).collect::<Result<_>>()?;
+        self.db
+            .catalog
+            .update(|state| {
+                for (view_key, name) in &keys {
+                    if !state.views.contains_key(view_key) {
+                        if if_exists {
+                            continue;
+                        }
+                        if state.tables.contains_key(view_key) {
+                            return Err(Error::data("42809", format!("\"{name}\" is not a view")));
+                        }
+                        return Err(Error::data("42P01", format!("view \"{name}\" does not exist")));
+                    }
+                    drop_dependents(state, view_key, cascade)?;
+                    state.views.remove(view_key);
+                }
+                Ok(())
+            })
+            .await?;
+        Ok(StatementResult::command("DROP VIEW"))
+    }
+
+    /// ALTER VIEW ... RENAME TO.
+    pub(crate) async fn rename_view(&self, from: &ObjectName, to: &ObjectName) -> Result<StatementResult> {
+        let from = table_name(from)?;
+        let to_name = crate::names::normalize(
+            to.0.last()
+                .and_then(|p| p.as_ident())
+                .ok_or_else(|| Error::data("42601", "ALTER VIEW ... RENAME TO needs a name"))?,
+        );
+        let (from_key, to_key) = (key(&from.schema, &from.name), key(&from.schema, &to_name));
+        self.db
+            .catalog
+            .update(|state| {
+                if state.views.contains_key(&to_key) || state.tables.contains_key(&to_key) {
+                    return Err(Error::data("42P07", format!("relation \"{to_name}\" already exists")));
+                }
+                let Some(mut view) = state.views.remove(&from_key) else {
+                    return Err(Error::data("42P01", format!("view \"{}\" does not exist", from.name)));
+                };
+                view.name = to_name.clone();
+                state.views.insert(to_key.clone(), view);
+                Ok(())
+            })
+            .await?;
+        Ok(StatementResult::command("ALTER VIEW"))
+    }
+}
+
+/// Refuses to drop `relation` while views read it (2BP01), or with `cascade` drops them (and the
+/// views over them).
+pub fn drop_dependents(state: &mut crate::catalog::CatalogState, relation: &str, cascade: bool) -> Result<()> {
+    let dependents: Vec<String> = state
+        .views
+        .iter()
+        .filter(|(k, v)| *k != relation && v.inputs.iter().any(|i| i == relation))
+        .map(|(k, _)| k.clone())
+        .collect();
+    if dependents.is_empty() {
+        return Ok(());
+    }
+    if !cascade {
+        return Err(Error::data(
+            "2BP01",
+            format!(
+                "cannot drop {relation} because other objects depend on it: view {} (use CASCADE to drop them too)",
+                dependents.join(", view ")
+            ),
+        ));
+    }
+    for dependent in dependents {
+        state.views.remove(&dependent);
+        drop_dependents(state, &dependent, true)?;
+    }
+    Ok(())
+}
