@@ -138,6 +138,11 @@ impl Database {
         crate::system::all_indexes(&self.inner.warehouse).await
     }
 
+    /// The views of the warehouse (CREATE VIEW), for the Postgres catalogs.
+    pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
+        self.inner.warehouse.catalog.current().views.values().cloned().collect()
+    }
+
     /// Every table's columns (defaults, identity) and keys, for the Postgres catalogs.
     pub async fn relations(&self) -> Vec<crate::system::RelationInfo> {
         crate::system::all_relations(&self.inner.warehouse).await

@@ -42,6 +42,7 @@ const PG_ATTRDEF: &str = "pg_attrdef";
 const PG_INDEX: &str = "pg_index";
 const PG_CONSTRAINT: &str = "pg_constraint";
 const PG_INDEXES: &str = "pg_indexes";
+const PG_VIEWS: &str = "pg_views";
 
 /// What kind of object an OID of this module stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -144,8 +145,10 @@ impl std::fmt::Debug for PgCatalogOverlay {
 impl SchemaProvider for PgCatalogOverlay {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
-        if !names.iter().any(|n| n == PG_INDEXES) {
-            names.push(PG_INDEXES.into());
+        for own in [PG_INDEXES, PG_VIEWS] {
+            if !names.iter().any(|n| n == own) {
+                names.push(own.into());
+            }
         }
         names
     }
@@ -161,6 +164,7 @@ impl SchemaProvider for PgCatalogOverlay {
             PG_INDEX => Catalog::Index,
             PG_CONSTRAINT => Catalog::Constraint,
             PG_INDEXES => Catalog::Indexes,
+            PG_VIEWS => Catalog::Views,
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -170,6 +174,7 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Index => index_schema(),
             Catalog::Constraint => constraint_schema(),
             Catalog::Indexes => indexes_schema(),
+            Catalog::Views => views_schema(),
         };
         Ok(Some(Arc::new(Described {
             name,
@@ -182,11 +187,11 @@ impl SchemaProvider for PgCatalogOverlay {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        name.eq_ignore_ascii_case(PG_INDEXES) || self.inner.table_exist(name)
+        name.eq_ignore_ascii_case(PG_INDEXES) || name.eq_ignore_ascii_case(PG_VIEWS) || self.inner.table_exist(name)
     }
 
     async fn table_type(&self, name: &str) -> DfResult<Option<TableType>> {
-        if name.eq_ignore_ascii_case(PG_INDEXES) {
+        if name.eq_ignore_ascii_case(PG_INDEXES) || name.eq_ignore_ascii_case(PG_VIEWS) {
             return Ok(Some(TableType::View));
         }
         self.inner.table_type(name).await
@@ -201,6 +206,8 @@ enum Catalog {
     Index,
     Constraint,
     Indexes,
+    /// `pg_views`: the warehouse's views with their definitions.
+    Views,
 }
 
 /// One of this module's catalogs: its rows are made when it is scanned.
@@ -268,6 +275,7 @@ impl TableProvider for Described {
             Catalog::Index => vec![tables.index(&self.schema, &self.objects)?],
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
+            Catalog::Views => vec![views(&self.schema, &self.server)?],
         };
         MemTable::try_new(self.schema.clone(), vec![batches])?.scan(state, projection, filters, limit).await
     }
@@ -723,6 +731,30 @@ fn constraint_schema() -> SchemaRef {
         oid_list("conexclop"),
         nullable("conbin", DataType::Utf8),
     ]))
+}
+
+/// PostgreSQL's `pg_views` view.
+fn views_schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        required("schemaname", DataType::Utf8),
+        required("viewname", DataType::Utf8),
+        required("viewowner", DataType::Utf8),
+        required("definition", DataType::Utf8),
+    ]))
+}
+
+/// `pg_views`' rows: each view's schema, name and query (as PostgreSQL, `pg_get_viewdef`'s text
+/// ends with a semicolon).
+fn views(schema: &SchemaRef, server: &ServerState) -> DfResult<RecordBatch> {
+    let mut views = server.db.views();
+    views.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
+    let values: Vec<(&str, ArrayRef)> = vec![
+        ("schemaname", Arc::new(StringArray::from_iter_values(views.iter().map(|v| v.schema.clone())))),
+        ("viewname", Arc::new(StringArray::from_iter_values(views.iter().map(|v| v.name.clone())))),
+        ("viewowner", Arc::new(StringArray::from_iter_values(views.iter().map(|_| "sluice".to_string())))),
+        ("definition", Arc::new(StringArray::from_iter_values(views.iter().map(|v| format!(" {};", v.query))))),
+    ];
+    batch_by_name(schema, views.len(), values)
 }
 
 /// PostgreSQL's `pg_indexes` view.

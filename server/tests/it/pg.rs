@@ -763,3 +763,20 @@ async fn idle_in_transaction_sessions_are_closed_and_their_writes_dropped() {
     let bad = other.batch_execute("SET idle_in_transaction_session_timeout = 'soon'").await.unwrap_err();
     assert_eq!(code(&bad), "22023");
 }
+
+/// Views are listed in `pg_views` with their definitions (dbt lists relations there).
+#[tokio::test]
+async fn views_are_listed_in_pg_views() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client.batch_execute("CREATE TABLE vt (a int); CREATE VIEW vv AS SELECT a FROM vt WHERE a > 1").await.unwrap();
+    let rows = client
+        .query("SELECT schemaname, viewname, definition FROM pg_catalog.pg_views WHERE schemaname = 'public'", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, String>(1), "vv");
+    assert!(rows[0].get::<_, String>(2).contains("WHERE a > 1"), "{}", rows[0].get::<_, String>(2));
+    let rows = client.query("SELECT viewname FROM pg_views WHERE viewname = 'vv'", &[]).await.unwrap();
+    assert_eq!(rows.len(), 1);
+}
