@@ -566,6 +566,9 @@ impl QueryContext {
             .catalog
             .update(|state| {
                 let key = new_entry.qualified_name();
+                if state.views.contains_key(&key) {
+                    return Err(Error::DuplicateTable(name.to_string()));
+                }
                 match state.tables.get(&key) {
                     Some(_) if !replace => Err(Error::DuplicateTable(name.to_string())),
                     old => {
@@ -877,7 +880,9 @@ impl QueryContext {
                 self.db
                     .catalog
                     .update(|state| {
-                        if state.table(&new.schema, &new.name).is_some() {
+                        if state.table(&new.schema, &new.name).is_some()
+                            || state.views.contains_key(&key(&new.schema, &new.name))
+                        {
                             return Err(Error::DuplicateTable(new.to_string()));
                         }
                         let mut moved =
