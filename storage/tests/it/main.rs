@@ -7,4 +7,5 @@ mod interop;
 mod peers;
 mod processes;
 mod roundtrip;
+mod stage;
 mod vacuum;
