@@ -61,6 +61,21 @@ pub fn table_name(name: &ObjectName) -> Result<TableName> {
     }
 }
 
+/// The relations a statement or query names (as [`table_name`] resolves them), each once, in
+/// order; names that do not resolve (functions' `schema.catalog.x`) are left out.
+pub fn relations_in<V: datafusion::sql::sqlparser::ast::Visit>(node: &V) -> Vec<TableName> {
+    let mut names: Vec<TableName> = Vec::new();
+    let _ = datafusion::sql::sqlparser::ast::visit_relations(node, |name: &ObjectName| {
+        if let Ok(name) = table_name(name) {
+            if !names.iter().any(|n| n.schema == name.schema && n.name == name.name) {
+                names.push(name);
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    names
+}
+
 /// Resolves a schema name (`schema` or `sluice.schema`).
 pub fn schema_name(name: &ObjectName) -> Result<String> {
     let parts = parts(name)?;

@@ -195,7 +195,9 @@ impl Session {
         control: Arc<StatementControl>,
     ) -> Result<StatementResult> {
         if let Some((result, then)) = self.block.control(&statement) {
-            return self.block.complete(&self.query.db, result, then).await;
+            // COMMIT's table commits ask the statement's control, as every commit does.
+            let completed = self.block.complete(&self.query.db, result, then);
+            return sluice_storage::gate::gated(control, Box::pin(completed)).await;
         }
         self.block.admit(&statement)?;
         let staged = crate::transaction::stages(&statement);

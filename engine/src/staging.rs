@@ -16,10 +16,13 @@
 //! another writer makes to the table between the block's first read and its COMMIT makes the
 //! COMMIT fail with 40001, nothing applied.
 //!
-//! Several tables: COMMIT validates every table's staged commit against what was committed since
-//! the block read it, then commits them one by one under the tables' key locks; should a later
-//! table still lose a race, the earlier tables' commits are undone by compensating commits
-//! before COMMIT reports 40001 (outside readers may see the first commit for that moment).
+//! Several tables: COMMIT writes a record of the transaction under `_sluice/transactions/`, then
+//! commits the tables one by one (under their key locks and the warehouse's commit gate, so no
+//! statement of this process sees part of it), each commit naming the transaction; should a
+//! later table lose a conflict, the earlier tables' commits are undone by compensating commits
+//! before COMMIT reports 40001. A record found when the warehouse opens (a crash in between) is
+//! completed or undone the same way ([`recover`]). Outside readers of the Delta logs may see one
+//! table's commit without the other's until then.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -105,10 +108,6 @@ impl Staging {
     /// Sets how the next statement uses the staged tables.
     pub fn set_mode(&self, mode: Mode) {
         lock(self).mode = mode;
-    }
-
-    pub fn mode(&self) -> Mode {
-        lock(self).mode
     }
 
     /// The handle the running statement uses for `entry`'s table (`real`: the shared one).

@@ -144,6 +144,9 @@ impl Table {
         transaction: Transaction,
     ) -> Result<CommitOutcome> {
         transaction.validate(Some(snapshot), self.location())?;
+        // A staged commit is the statement's commit point: its gate decides (a read-only role,
+        // a cancelled statement) as for a commit to the log.
+        crate::gate::check()?;
         let mut stage = lock(stage);
         let current = stage.commits.last().map(|c| c.after.clone()).unwrap_or_else(|| stage.base.clone());
         // Built on an older staged snapshot: the staged commits since then are its winners.

@@ -107,12 +107,9 @@ pub async fn statement_snapshot(
     staging: &Staging,
     entry: &TableEntry,
 ) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
-    let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
-    if cached.is_none() {
-        // Not while a transaction commits to several tables (see crate::staging).
-        let _gate = db.commit_gate.read().await;
-        return load_snapshot(db, snapshots, staging, entry).await;
-    }
+    let taken = snapshots.lock().unwrap_or_else(|p| p.into_inner()).contains_key(&entry.id);
+    // A new snapshot is not taken while a transaction commits to several tables (crate::staging).
+    let _gate = if taken { None } else { Some(db.commit_gate.read().await) };
     load_snapshot(db, snapshots, staging, entry).await
 }
 

@@ -347,6 +347,12 @@ impl QueryContext {
                     .filter(|f| f.source == table_key || f.target == table_key)
                     .map(|f| f.name.clone())
                     .collect();
+                if state.views.contains_key(&table_key) {
+                    return Err(Error::data(
+                        "42809",
+                        format!("\"{}\" is not a table (use DROP VIEW to remove a view)", name.name),
+                    ));
+                }
                 if state.tables.get(&table_key).is_some_and(|t| t.kind == TableKind::MaterializedView) {
                     return Err(Error::data(
                         "42809",

@@ -310,25 +310,17 @@ impl QueryContext {
     /// version of its log).
     pub(crate) async fn pin_tables(&self, statement: &SluiceStatement) -> Result<()> {
         let SluiceStatement::Standard(statement) = statement else { return Ok(()) };
-        let mut names = Vec::new();
-        let _ = datafusion::sql::sqlparser::ast::visit_relations(&**statement, |name| {
-            names.push(name.clone());
-            ControlFlow::<()>::Continue(())
-        });
+        let names = crate::names::relations_in(&**statement);
         if names.len() < 2 {
             return Ok(());
         }
         let state = self.db.catalog.current();
-        let mut entries: Vec<crate::catalog::TableEntry> = Vec::new();
-        for name in names.iter().filter_map(|n| table_name(n).ok()) {
-            if let Some(entry) = state.table(&name.schema, &name.name) {
-                if entry.kind != crate::catalog::TableKind::MaterializedView
-                    && !entries.iter().any(|e| e.id == entry.id)
-                {
-                    entries.push(entry.clone());
-                }
-            }
-        }
+        let entries: Vec<crate::catalog::TableEntry> = names
+            .iter()
+            .filter_map(|name| state.table(&name.schema, &name.name))
+            .filter(|entry| entry.kind != crate::catalog::TableKind::MaterializedView)
+            .cloned()
+            .collect();
         if entries.len() < 2 {
             return Ok(());
         }

@@ -31,17 +31,7 @@ fn parse_query(sql: &str) -> Result<Query> {
 
 /// The relations a query names, qualified (`schema.name`).
 fn inputs_of(query: &Query) -> Vec<String> {
-    let mut inputs = Vec::new();
-    let _ = datafusion::sql::sqlparser::ast::visit_relations(query, |name: &ObjectName| {
-        if let Ok(name) = table_name(name) {
-            let qualified = key(&name.schema, &name.name);
-            if !inputs.contains(&qualified) {
-                inputs.push(qualified);
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
-    inputs
+    crate::names::relations_in(query).iter().map(|n| key(&n.schema, &n.name)).collect()
 }
 
 /// Replaces references to views by their queries.
@@ -127,6 +117,12 @@ impl QueryContext {
             return Err(Error::data("42601", "CREATE VIEW specifies more column names than columns"));
         }
         let view_key = key(&name.schema, &name.name);
+        if create.or_replace {
+            if let Some(old) = self.db.catalog.current().views.get(&view_key).cloned() {
+                let old_plan = self.plan_statement(Statement::Query(Box::new(parse_query(&old.query)?))).await?;
+                keeps_columns(&view_columns(old_plan.schema(), &old.columns), &view_columns(plan.schema(), &columns))?;
+            }
+        }
         let entry = ViewEntry {
             schema: name.schema.clone(),
             name: name.name.clone(),
@@ -217,6 +213,42 @@ impl QueryContext {
             .await?;
         Ok(StatementResult::command("ALTER VIEW"))
     }
+}
+
+/// A view's columns: the query's, under the names the definition gave.
+fn view_columns(schema: &datafusion::common::DFSchema, names: &[String]) -> Vec<(String, arrow::datatypes::DataType)> {
+    schema
+        .fields()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| (names.get(i).cloned().unwrap_or_else(|| f.name().clone()), f.data_type().clone()))
+        .collect()
+}
+
+/// CREATE OR REPLACE VIEW may add columns at the end, not drop, rename or retype one (42P16, as
+/// PostgreSQL).
+fn keeps_columns(
+    old: &[(String, arrow::datatypes::DataType)],
+    new: &[(String, arrow::datatypes::DataType)],
+) -> Result<()> {
+    if new.len() < old.len() {
+        return Err(Error::data("42P16", "cannot drop columns from view"));
+    }
+    for ((old_name, old_type), (new_name, new_type)) in old.iter().zip(new) {
+        if old_name != new_name {
+            return Err(Error::data(
+                "42P16",
+                format!("cannot change name of view column \"{old_name}\" to \"{new_name}\""),
+            ));
+        }
+        if old_type != new_type {
+            return Err(Error::data(
+                "42P16",
+                format!("cannot change data type of view column \"{old_name}\" from {old_type} to {new_type}"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses to drop `relation` while views read it (2BP01), or with `cascade` drops them (and the

@@ -281,6 +281,8 @@ DROP TABLE vbase;
 CREATE OR REPLACE VIEW vdoubled AS SELECT a * 3 AS d FROM vbase;
 SELECT sum(d) AS view_sum_replaced FROM vdoubled;
 CREATE VIEW vdoubled AS SELECT 1 AS d;
+CREATE OR REPLACE VIEW vdoubled AS SELECT 1 AS e;
+DROP TABLE vdoubled;
 DROP VIEW vdoubled;
 /* 2 */ DROP VIEW vdoubled;
 DROP VIEW IF EXISTS vdoubled;

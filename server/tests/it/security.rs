@@ -191,6 +191,8 @@ async fn read_only_roles_write_by_no_path() {
         "DROP INDEX q_pkey",
         "ALTER TABLE r ALTER COLUMN x TYPE bigint",
         "INSERT INTO q (id, x) OVERRIDING SYSTEM VALUE VALUES (50, 1)",
+        "CREATE VIEW rv AS SELECT * FROM r",
+        "DROP VIEW IF EXISTS rv",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
@@ -198,6 +200,11 @@ async fn read_only_roles_write_by_no_path() {
     }
     let err = reader.simple_query("COPY r FROM STDIN").await.unwrap_err();
     assert_eq!(code(&err), "25006", "{err}");
+    // Inside a transaction block too (its writes would be staged, then committed at COMMIT).
+    reader.simple_query("BEGIN").await.unwrap();
+    let err = reader.simple_query("INSERT INTO r VALUES (7)").await.unwrap_err();
+    assert!(code(&err) == "25006" || code(&err) == "42501", "{err}");
+    reader.simple_query("COMMIT").await.unwrap();
     // Reads still work, COPY TO STDOUT of a query included.
     assert_eq!(count(&reader, "r").await, 1);
     let out = reader.copy_out("COPY (SELECT * FROM r) TO STDOUT").await.unwrap();
