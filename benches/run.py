@@ -20,7 +20,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "benches" / "data"
 RESULTS = ROOT / "benches" / "RESULTS.md"
-SLUICE = ROOT / "target" / "release" / "sluice-bench"
+# SLUICE_BENCH_BINARY runs another build (a debug one, say); the figures then say which.
+SLUICE = Path(os.environ.get("SLUICE_BENCH_BINARY", ROOT / "target" / "release" / "sluice-bench"))
 PYTHON = os.environ.get("SLUICE_PYTHON", sys.executable)
 
 
@@ -517,6 +518,99 @@ def views() -> str:
     return "\n".join(lines) + note
 
 
+TPCB_SCALE = 10
+TPCB_SCRIPT = """\\set aid random(1, {accounts})
+\\set bid random(1, {branches})
+\\set tid random(1, {tellers})
+\\set delta random(-5000, 5000)
+BEGIN;
+UPDATE pgbench_accounts SET abalance = abalance + :delta WHERE aid = :aid;
+SELECT abalance FROM pgbench_accounts WHERE aid = :aid;
+UPDATE pgbench_tellers SET tbalance = tbalance + :delta WHERE tid = :tid;
+UPDATE pgbench_branches SET bbalance = bbalance + :delta WHERE bid = :bid;
+INSERT INTO pgbench_history (tid, bid, aid, delta, mtime) VALUES (:tid, :bid, :aid, :delta, CURRENT_TIMESTAMP);
+END;
+"""
+
+
+def tpcb_load(port: int, database: str) -> None:
+    """pgbench's TPC-B-like schema at TPCB_SCALE (what `pgbench -i` makes, with the keys it adds),
+    loaded the same way on both sides: CREATE TABLE and \\copy of the same CSV files."""
+    DATA.mkdir(parents=True, exist_ok=True)
+    accounts, tellers, branches = 100_000 * TPCB_SCALE, 10 * TPCB_SCALE, TPCB_SCALE
+    files = {}
+    for name, count, make in [
+        ("accounts", accounts, lambda i: f"{i},{(i - 1) // 100_000 + 1},0,\n"),
+        ("tellers", tellers, lambda i: f"{i},{(i - 1) // 10 + 1},0,\n"),
+        ("branches", branches, lambda i: f"{i},0,\n"),
+    ]:
+        path = DATA / f"tpcb-{TPCB_SCALE}-{name}.csv"
+        if not path.exists():
+            path.write_text("".join(make(i) for i in range(1, count + 1)))
+        files[name] = path
+    os.chmod(DATA, 0o755)
+    psql(port, database,
+         "DROP TABLE IF EXISTS pgbench_accounts, pgbench_tellers, pgbench_branches, pgbench_history",
+         "CREATE TABLE pgbench_history (tid int, bid int, aid int, delta int, mtime timestamp, filler char(22))",
+         "CREATE TABLE pgbench_tellers (tid int PRIMARY KEY, bid int, tbalance int, filler char(84))",
+         "CREATE TABLE pgbench_accounts (aid int PRIMARY KEY, bid int, abalance int, filler char(84))",
+         "CREATE TABLE pgbench_branches (bid int PRIMARY KEY, bbalance int, filler char(88))",
+         f"\\copy pgbench_accounts from '{files['accounts']}' csv",
+         f"\\copy pgbench_tellers from '{files['tellers']}' csv",
+         f"\\copy pgbench_branches from '{files['branches']}' csv")
+
+
+def tpcb_run(port: int, database: str, seconds: int = 10) -> dict:
+    path = DATA / "tpcb.sql"
+    path.write_text(TPCB_SCRIPT.format(accounts=100_000 * TPCB_SCALE, branches=TPCB_SCALE, tellers=10 * TPCB_SCALE))
+    out = subprocess.run(["pgbench", "-n", "-M", "prepared", "-c", "8", "-j", "2", "-T", str(seconds),
+                          "--max-tries=1000", "--failures-detailed", "-f", str(path),
+                          "-h", "127.0.0.1", "-p", str(port), "-U", "bench", database],
+                         check=True, capture_output=True, text=True).stdout
+    found = lambda pattern: re.search(pattern, out)
+    retried = found(r"number of transactions retried: ([0-9]+)")
+    failed = found(r"number of failed transactions: ([0-9]+)")
+    # The balances' invariant: every delta went to one account, one teller, one branch, one history row.
+    sums = subprocess.run(["psql", "-X", "-At", "-h", "127.0.0.1", "-p", str(port), "-U", "bench", "-d", database, "-c",
+                           "SELECT (SELECT sum(abalance) FROM pgbench_accounts), (SELECT sum(tbalance) FROM pgbench_tellers), "
+                           "(SELECT sum(bbalance) FROM pgbench_branches), (SELECT coalesce(sum(delta), 0) FROM pgbench_history), "
+                           "(SELECT count(*) FROM pgbench_history)"],
+                          check=True, capture_output=True, text=True).stdout.strip().split("|")
+    return {
+        "tps": float(found(r"tps = ([0-9.]+)").group(1)),
+        "latency_ms": float(found(r"latency average = ([0-9.]+) ms").group(1)),
+        "retried": int(retried.group(1)) if retried else 0,
+        "failed": int(failed.group(1)) if failed else 0,
+        "sums": sums,
+        "conserved": len(set(sums[:4])) == 1,
+        "history": int(sums[4]),
+    }
+
+
+def transactions() -> str:
+    with postgres_and_sluice() as (_, pg_port, sluice_port, _):
+        tpcb_load(pg_port, "postgres")
+        tpcb_load(sluice_port, "sluice")
+        theirs = tpcb_run(pg_port, "postgres")
+        ours = tpcb_run(sluice_port, "sluice")
+    build = "release" if "release" in str(SLUICE) else f"`{SLUICE}` (not a release build)"
+    lines = [
+        "| measure | Sluice | PostgreSQL 15 | ratio |",
+        "|---|---|---|---|",
+        f"| transactions/s | {ours['tps']:,.1f} | {theirs['tps']:,.1f} | **{ours['tps'] / theirs['tps']:.3f}** (Sluice / PostgreSQL) |",
+        f"| latency average | {ours['latency_ms']:.1f} ms | {theirs['latency_ms']:.1f} ms | |",
+        f"| transactions retried after 40001 | {ours['retried']:,} | {theirs['retried']:,} | |",
+        f"| transactions failed (after 1000 tries) | {ours['failed']:,} | {theirs['failed']:,} | |",
+        f"| balances conserved (accounts = tellers = branches = history) | {'yes' if ours['conserved'] else 'NO ' + str(ours['sums'])} | "
+        f"{'yes' if theirs['conserved'] else 'NO ' + str(theirs['sums'])} | |",
+    ]
+    note = (f"\n\npgbench's TPC-B-like transaction (three UPDATEs, a SELECT and an INSERT between BEGIN and END), scale "
+            f"{TPCB_SCALE} (1M accounts), `pgbench -n -M prepared -c 8 -j 2 -T 10 --max-tries=1000`; both sides loaded with "
+            f"the same CREATE TABLE (with pgbench's primary keys) and \\copy. Sluice: {build}. Sluice's conflicts are per "
+            "table: every pair of concurrent transactions updates pgbench_branches, so all but one of them retry.")
+    return "\n".join(lines) + note
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
@@ -525,6 +619,7 @@ BENCHMARKS = {
     "kafka": ("Kafka ingestion beside a bare rdkafka consumer (issue 6)", kafka),
     "views": ("Incremental materialized views beside recompute and DuckDB (issue 7)", views),
     "keys": ("Keys: lookups, upserts and deletes by key beside PostgreSQL 15 and DuckDB (issue 20)", keys),
+    "transactions": ("Transactions: pgbench TPC-B-like beside PostgreSQL 15 (issue 21)", transactions),
 }
 
 

@@ -8,9 +8,15 @@
 //! crash leaves at worst an unreferenced folder: a new table's folder (with a unique name) is
 //! created before the catalog names it, and a dropped table's folder is deleted after the catalog
 //! stops naming it. Old versions are pruned, keeping the last [`CATALOG_VERSIONS_KEPT`].
+//!
+//! Temporary schemas (`pg_temp_<n>`, one per session that made a temporary table: see
+//! [`crate::sql::temporary`]) and what is in them are never written: the catalog keeps them in an
+//! overlay of this process, merged into every state it hands out. A change is split when it
+//! commits: its temporary part goes to the overlay, the rest (if any changed) to the next version
+//! file.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
@@ -24,6 +30,13 @@ pub const DEFAULT_SCHEMA: &str = "public";
 pub const CATALOG_VERSIONS_KEPT: u64 = 50;
 /// Attempts to commit a catalog change against concurrent writers.
 const CATALOG_RETRY_MAX: usize = 100;
+/// The prefix of the sessions' temporary schemas (`pg_temp_3`), as PostgreSQL names them.
+pub const TEMPORARY_SCHEMA_PREFIX: &str = "pg_temp_";
+
+/// Whether a schema is a session's temporary schema (never persisted).
+pub fn is_temporary_schema(schema: &str) -> bool {
+    schema.starts_with(TEMPORARY_SCHEMA_PREFIX)
+}
 
 /// The whole catalog at one version.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -59,6 +72,11 @@ pub struct ViewEntry {
     /// The relations (`schema.name`) the query reads, for DROP's dependency check.
     #[serde(default)]
     pub inputs: Vec<String>,
+    /// The view's columns (names and types as CREATE VIEW planned them), as a Delta schema
+    /// string, for the catalogs that list a view's columns (`pg_attribute`,
+    /// `information_schema.columns`). None: not recorded (or a type Delta cannot name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<String>,
     #[serde(default)]
     pub created_ms: i64,
 }
@@ -293,7 +311,74 @@ impl CatalogState {
 #[derive(Debug)]
 pub struct Catalog {
     store: TableStore,
+    /// The newest persisted state seen.
     state: RwLock<Arc<CatalogState>>,
+    /// The temporary schemas and their relations (never persisted).
+    temporary: Mutex<Temporary>,
+    /// `state` with `temporary` merged in: what [`Catalog::current`] hands out.
+    merged: RwLock<Arc<CatalogState>>,
+}
+
+/// The part of a catalog state that lives in temporary schemas.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Temporary {
+    schemas: BTreeMap<String, SchemaEntry>,
+    tables: BTreeMap<String, TableEntry>,
+    views: BTreeMap<String, ViewEntry>,
+}
+
+impl Temporary {
+    fn is_empty(&self) -> bool {
+        self.schemas.is_empty() && self.tables.is_empty() && self.views.is_empty()
+    }
+
+    /// `persisted` with the temporary relations in it.
+    fn merged_into(&self, persisted: &Arc<CatalogState>) -> Arc<CatalogState> {
+        if self.is_empty() {
+            return persisted.clone();
+        }
+        let mut state = (**persisted).clone();
+        state.schemas.extend(self.schemas.clone());
+        state.tables.extend(self.tables.clone());
+        state.views.extend(self.views.clone());
+        Arc::new(state)
+    }
+
+    /// Takes the temporary part out of `state`.
+    fn split_off(state: &mut CatalogState) -> Self {
+        fn take<V>(map: &mut BTreeMap<String, V>, temporary: impl Fn(&V) -> bool) -> BTreeMap<String, V> {
+            let (taken, kept) = std::mem::take(map).into_iter().partition(|(_, value)| temporary(value));
+            *map = kept;
+            taken
+        }
+        Self {
+            schemas: take(&mut state.schemas, |s| is_temporary_schema(&s.name)),
+            tables: take(&mut state.tables, |t| is_temporary_schema(&t.schema)),
+            views: take(&mut state.views, |v| is_temporary_schema(&v.schema)),
+        }
+    }
+
+    /// Applies what changed from `before` to `after` (other sessions change only their own
+    /// schemas, so applying differences keeps their changes).
+    fn apply(&mut self, before: &Temporary, after: Temporary) {
+        fn apply_map<V: PartialEq>(
+            map: &mut BTreeMap<String, V>,
+            before: &BTreeMap<String, V>,
+            after: BTreeMap<String, V>,
+        ) {
+            for key in before.keys().filter(|k| !after.contains_key(*k)) {
+                map.remove(key);
+            }
+            for (key, value) in after {
+                if before.get(&key) != Some(&value) {
+                    map.insert(key, value);
+                }
+            }
+        }
+        apply_map(&mut self.schemas, &before.schemas, after.schemas);
+        apply_map(&mut self.tables, &before.tables, after.tables);
+        apply_map(&mut self.views, &before.views, after.views);
+    }
 }
 
 fn version_name(version: u64) -> String {
@@ -318,7 +403,13 @@ impl Catalog {
                 }
             }
         };
-        let catalog = Self { store, state: RwLock::new(Arc::new(state)) };
+        let state = Arc::new(state);
+        let catalog = Self {
+            store,
+            state: RwLock::new(state.clone()),
+            temporary: Mutex::new(Temporary::default()),
+            merged: RwLock::new(state),
+        };
         catalog.refresh().await?;
         Ok(catalog)
     }
@@ -345,50 +436,95 @@ impl Catalog {
         Ok(state)
     }
 
-    /// The newest state seen, without touching storage.
+    /// The newest state seen (with this process's temporary schemas), without touching storage.
     pub fn current(&self) -> Arc<CatalogState> {
+        self.merged.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
+    }
+
+    /// The newest persisted state seen.
+    fn persisted(&self) -> Arc<CatalogState> {
         self.state.read().map(|s| s.clone()).unwrap_or_else(|p| p.into_inner().clone())
     }
 
+    fn lock_temporary(&self) -> std::sync::MutexGuard<'_, Temporary> {
+        self.temporary.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Recomputes the merged state; the caller holds the overlay's lock, so that a concurrent
+    /// change of either part cannot leave a merge of stale parts.
+    fn remerge(&self, temporary: &Temporary) {
+        let merged = temporary.merged_into(&self.persisted());
+        *self.merged.write().unwrap_or_else(|p| p.into_inner()) = merged;
+    }
+
     fn store_state(&self, state: Arc<CatalogState>) {
-        let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
-        if state.version > guard.version {
+        {
+            let mut guard = self.state.write().unwrap_or_else(|p| p.into_inner());
+            if state.version <= guard.version {
+                return;
+            }
             *guard = state;
         }
+        let temporary = self.lock_temporary();
+        self.remerge(&temporary);
     }
 
     /// Reads versions other processes committed since the one we hold.
     pub async fn refresh(&self) -> Result<Arc<CatalogState>> {
-        let mut current = self.current();
+        self.refresh_persisted().await?;
+        Ok(self.current())
+    }
+
+    async fn refresh_persisted(&self) -> Result<Arc<CatalogState>> {
+        let mut current = self.persisted();
         loop {
             match Self::read_version(&self.store, current.version + 1).await {
                 Ok(next) => {
                     current = Arc::new(next);
                     self.store_state(current.clone());
                 }
-                Err(Error::Storage(e)) if e.is_not_found() => return Ok(self.current()),
+                Err(Error::Storage(e)) if e.is_not_found() => return Ok(self.persisted()),
                 Err(e) => return Err(e),
             }
         }
     }
 
+    fn apply_temporary(&self, before: &Temporary, after: Temporary) {
+        if *before == after {
+            return;
+        }
+        let mut temporary = self.lock_temporary();
+        temporary.apply(before, after);
+        self.remerge(&temporary);
+    }
+
     /// Applies a change and commits it as the next version, re-applying it on the newer state when
     /// another writer committed first. `change` must be deterministic and may fail (e.g. "already
     /// exists"), which aborts without writing.
+    ///
+    /// The change sees the temporary schemas too; what it changes in them goes to the overlay
+    /// (see the module docs), and a change of nothing else writes no version.
     pub async fn update<T>(&self, change: impl Fn(&mut CatalogState) -> Result<T>) -> Result<(Arc<CatalogState>, T)> {
         for _ in 0..CATALOG_RETRY_MAX {
-            let base = self.refresh().await?;
-            let mut next = (*base).clone();
+            let base = self.refresh_persisted().await?;
+            let temporary = self.lock_temporary().clone();
+            let mut next = (*temporary.merged_into(&base)).clone();
             let value = change(&mut next)?;
+            let next_temporary = Temporary::split_off(&mut next);
+            crate::control::check_commit()?;
+            if next == *base {
+                self.apply_temporary(&temporary, next_temporary);
+                return Ok((self.current(), value));
+            }
             next.version = base.version + 1;
             let path = self.store.path(&version_name(next.version));
-            crate::control::check_commit()?;
             match self.store.put_if_absent(&path, encode(&next)?).await? {
                 PutOutcome::Created => {
-                    let next = Arc::new(next);
-                    self.store_state(next.clone());
-                    self.prune(next.version).await;
-                    return Ok((next, value));
+                    let version = next.version;
+                    self.store_state(Arc::new(next));
+                    self.apply_temporary(&temporary, next_temporary);
+                    self.prune(version).await;
+                    return Ok((self.current(), value));
                 }
                 PutOutcome::AlreadyExists => continue,
             }

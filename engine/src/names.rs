@@ -88,10 +88,14 @@ pub fn schema_name(name: &ObjectName) -> Result<String> {
 
 /// Parses a table name given as text (`t`, `s.t`, `"Mixed".t`).
 pub fn parse_table_name(text: &str) -> Result<TableName> {
+    table_name(&parse_object_name(text)?)
+}
+
+/// Parses an object name given as text, as SQL spells it.
+pub fn parse_object_name(text: &str) -> Result<ObjectName> {
     let dialect = crate::syntax::dialect::SluiceDialect::default();
     let mut parser = datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(text)?;
-    let name = parser.parse_object_name(false)?;
-    table_name(&name)
+    Ok(parser.parse_object_name(false)?)
 }
 
 /// An identifier as quoted SQL: `"name"` (inner quotes doubled).

@@ -30,6 +30,8 @@ pub struct Session {
     block: crate::transaction::TransactionBlock,
     /// The runtimes the statements of streaming tables, views and sources act on.
     runtimes: Arc<Runtimes>,
+    /// The session's temporary schema (see [`crate::sql::temporary`]).
+    temporary: crate::sql::temporary::Namespace,
 }
 
 impl std::fmt::Debug for Session {
@@ -40,18 +42,30 @@ impl std::fmt::Debug for Session {
 
 /// A session that ends inside a transaction block leaves nothing behind: the block's staged
 /// writes are dropped and the files they wrote deleted.
+/// Its temporary tables go too.
 impl Drop for Session {
     fn drop(&mut self) {
-        if !self.block.staging().has_writes() {
+        let staged = self.block.staging().has_writes().then(|| self.block.staging().clone());
+        let db = self.query.db.clone();
+        let temporary = self.temporary.exists(&db.catalog.current()).then(|| self.temporary.schema().to_string());
+        if staged.is_none() && temporary.is_none() {
             return;
         }
-        let staging = self.block.staging().clone();
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
-                runtime.spawn(async move { staging.discard().await });
+                runtime.spawn(async move {
+                    if let Some(staging) = staged {
+                        staging.discard().await;
+                    }
+                    if let Some(schema) = temporary {
+                        if let Err(e) = crate::sql::temporary::drop_schema(&db, &schema).await {
+                            tracing::warn!("the temporary tables of a session that ended stay in {schema}: {e}");
+                        }
+                    }
+                });
             }
             // Without a runtime the files stay, unreferenced by any log (VACUUM's concern).
-            Err(_) => tracing::debug!("a session ended in a transaction block outside a runtime"),
+            Err(_) => tracing::debug!("a session ended with staged writes or temporary tables outside a runtime"),
         }
     }
 }
@@ -60,7 +74,72 @@ impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
         let block = crate::transaction::TransactionBlock::default();
         let query = QueryContext::with_staging(runtimes.warehouse.clone(), block.staging().clone());
-        Self { query, block, runtimes }
+        Self { query, block, runtimes, temporary: Default::default() }
+    }
+
+    /// The name of the session's temporary schema (`pg_temp_<n>`; it exists once the session
+    /// made a temporary table).
+    pub fn temporary_schema(&self) -> &str {
+        self.temporary.schema()
+    }
+
+    /// `DISCARD TEMP`: drops the session's temporary tables and views now.
+    pub async fn discard_temporary(&self) -> Result<()> {
+        crate::sql::temporary::drop_schema(&self.query.db, self.temporary.schema()).await
+    }
+
+    /// Starts (or continues) the implicit transaction of a multi-statement query: until
+    /// [`Session::end_implicit`], its statements' writes are held and committed together, and
+    /// dropped together if one fails, as PostgreSQL runs a multi-statement simple query. A BEGIN
+    /// among them opens a block as usual; a statement that cannot stage (DDL) first commits
+    /// what the statements before it wrote (DDL is not transactional yet). A no-op in a block.
+    pub fn begin_implicit(&self) {
+        self.block.begin_implicit();
+    }
+
+    /// Ends the implicit transaction of a multi-statement query (if the query left one open):
+    /// commits its writes, or drops them if a statement failed.
+    pub async fn end_implicit(&self) -> Result<()> {
+        let then = self.block.end_implicit();
+        let commits = matches!(then, crate::transaction::Then::Commit);
+        if matches!(then, crate::transaction::Then::Nothing) {
+            return Ok(());
+        }
+        let done = self.block.complete(&self.query.db, Ok(StatementResult::command("COMMIT")), then).await;
+        let ended = self.transaction_ended(commits && done.is_ok()).await;
+        done.and(ended)
+    }
+
+    /// Names the session's temporary relations by their schema (see [`crate::sql::temporary`]).
+    fn qualify(&self, statement: &mut SluiceStatement) -> Result<()> {
+        self.temporary.qualify(&self.query.db.catalog.current(), statement)
+    }
+
+    /// A table name given as text, with the session's temporary tables found first.
+    fn qualify_text(&self, table: &str) -> Result<String> {
+        self.temporary.qualify_text(&self.query.db.catalog.current(), table)
+    }
+
+    /// What ends a transaction does to the session's temporary relations: those whose creation
+    /// a rollback undid are dropped, and after `committed`, each `ON COMMIT DROP` table is dropped
+    /// and each `ON COMMIT DELETE ROWS` one emptied.
+    async fn transaction_ended(&self, committed: bool) -> Result<()> {
+        for name in self.block.take_undone() {
+            self.query.drop_temporary(&name).await?;
+        }
+        if committed {
+            self.query.on_commit(&self.temporary).await?;
+        }
+        Ok(())
+    }
+
+    /// After a statement outside a transaction block (its own transaction ended).
+    async fn statement_ended(&self, result: Result<StatementResult>) -> Result<StatementResult> {
+        if self.block.in_block() {
+            return result;
+        }
+        let ended = self.transaction_ended(result.is_ok()).await;
+        result.and_then(|r| ended.map(|()| r))
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
@@ -102,14 +181,20 @@ impl Session {
 
     /// The parameter types and result columns of a statement (see [`QueryContext::describe_statement`]).
     pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
-        self.query.describe_statement(statement).await
+        let mut statement = statement.clone();
+        if self.qualify(&mut statement).is_err() {
+            // Running it gives the error; a description has none to give.
+            return self.query.describe_statement(&statement).await;
+        }
+        self.query.describe_statement(&statement).await
     }
 
     /// Starts a COPY ... FROM into `table` (see [`crate::sql::copy_in`]).
     pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
         self.block.admit_write("COPY FROM")?;
+        let table = self.qualify_text(table)?;
         self.set_staging_mode(true);
-        let begun = self.query.copy_begin(table, control).await;
+        let begun = self.query.copy_begin(&table, control).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
         if begun.is_err() {
             self.block.finished(false, false);
@@ -129,7 +214,11 @@ impl Session {
         self.block.staging().set_mode(crate::staging::Mode::Off);
         let committed = committed.and_then(|rows| self.check_staged_size().map(|()| rows));
         self.block.finished(false, committed.is_ok());
-        committed
+        if self.block.in_block() {
+            return committed;
+        }
+        let ended = self.transaction_ended(committed.is_ok()).await;
+        committed.and_then(|rows| ended.map(|()| rows))
     }
 
     /// Drops a COPY: deletes the data files it wrote.
@@ -163,7 +252,7 @@ impl Session {
     /// Parses a statement with parameters and infers their types where it can.
     pub async fn prepare(&self, sql: &str) -> Result<PreparedStatement> {
         let statement = parse_statement_text(sql)?;
-        let described = self.query.describe_statement(&statement).await;
+        let described = self.describe_statement(&statement).await;
         Ok(PreparedStatement {
             statement,
             parameter_types: described.parameter_types,
@@ -195,13 +284,31 @@ impl Session {
         control: Arc<StatementControl>,
     ) -> Result<StatementResult> {
         if let Some((result, then)) = self.block.control(&statement) {
+            let commits = matches!(then, crate::transaction::Then::Commit);
             // COMMIT's table commits ask the statement's control, as every commit does.
             let completed = self.block.complete(&self.query.db, result, then);
-            return sluice_storage::gate::gated(control, Box::pin(completed)).await;
+            let result = sluice_storage::gate::gated(control, Box::pin(completed)).await;
+            let ended = self.transaction_ended(commits && result.is_ok()).await;
+            return result.and_then(|r| ended.map(|()| r));
         }
         self.block.admit(&statement)?;
+        let mut statement = statement;
+        if let Err(e) = self.qualify(&mut statement) {
+            self.block.finished(false, false);
+            return self.statement_ended(Err(e)).await;
+        }
         let staged = crate::transaction::stages(&statement);
-        let wrote = !crate::rights::reads_only(&statement) && !staged;
+        // Making a temporary relation in a block is undone by dropping it, not refused.
+        let temporary = crate::sql::temporary::created_relation(&statement);
+        let wrote = !crate::rights::reads_only(&statement) && !staged && temporary.is_none();
+        if wrote && self.block.in_implicit() {
+            // DDL in a multi-statement query: what the statements before it wrote commits first
+            // (it could not be undone with the DDL; see Session::begin_implicit).
+            if let Err(e) = self.block.staging().commit(&self.query.db).await {
+                self.block.finished(false, false);
+                return Err(e);
+            }
+        }
         self.set_staging_mode(staged);
         let mut result = self.run_admitted(statement, parameters, control).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
@@ -211,7 +318,10 @@ impl Session {
             }
         }
         self.block.finished(wrote, result.is_ok());
-        result
+        if let (Some(name), true) = (temporary, result.is_ok()) {
+            self.block.created_temporary(name);
+        }
+        self.statement_ended(result).await
     }
 
     /// Refuses a transaction block past its staging limit (see [`crate::staging::Staging::check_size`]).
@@ -332,7 +442,7 @@ impl Session {
         let result = async {
             self.query.db.catalog.refresh().await?;
             self.query.clear_statement_state();
-            let name = crate::names::parse_table_name(table)?;
+            let name = crate::names::parse_table_name(&self.qualify_text(table)?)?;
             let result = sluice_storage::gate::gated(control, self.query.insert_batches(&name, batches, None)).await;
             self.query.clear_statement_state();
             result
@@ -341,7 +451,11 @@ impl Session {
         .and_then(|rows| self.check_staged_size().map(|()| rows));
         self.block.staging().set_mode(crate::staging::Mode::Off);
         self.block.finished(false, result.is_ok());
-        result
+        if self.block.in_block() {
+            return result;
+        }
+        let ended = self.transaction_ended(result.is_ok()).await;
+        result.and_then(|rows| ended.map(|()| rows))
     }
 
     /// Streaming tables and flows, sources and materialized views.

@@ -15,6 +15,7 @@ use std::sync::{Arc, Mutex};
 use datafusion::sql::sqlparser::ast::{Ident, Set, Statement, TransactionAccessMode, TransactionMode};
 
 use crate::error::{Error, Result};
+use crate::names::TableName;
 use crate::sql::context::StatementResult;
 use crate::staging::{Mark, Staging};
 use crate::syntax::parser::SluiceStatement;
@@ -29,11 +30,17 @@ pub struct TransactionBlock {
     default_read_only: std::sync::atomic::AtomicBool,
     /// The tables the block read and wrote, through staged handles.
     staging: Arc<Staging>,
+    /// Temporary relations a ROLLBACK (or ROLLBACK TO) undid the creation of: the session drops
+    /// them ([`Self::take_undone`]).
+    undone: Mutex<Vec<TableName>>,
 }
 
 #[derive(Debug, Default)]
 struct Block {
     read_only: bool,
+    /// The implicit transaction of a multi-statement query ([`TransactionBlock::begin_implicit`]):
+    /// no savepoints, a BEGIN makes it explicit, and it ends with the query.
+    implicit: bool,
     /// A statement failed: everything but ROLLBACK is refused.
     failed: bool,
     /// Statements that wrote without staging (each committed when it returned).
@@ -41,6 +48,9 @@ struct Block {
     /// Savepoints, oldest first, with the unstaged writes made before each and the staged
     /// tables' marks.
     savepoints: Vec<(String, usize, Mark)>,
+    /// The temporary relations the block created, each with the number of savepoints there
+    /// were then: a rollback undoes their creation by dropping them.
+    temporaries: Vec<(TableName, usize)>,
 }
 
 /// A transaction-control statement.
@@ -224,6 +234,11 @@ impl TransactionBlock {
                 let read_only = read_only.unwrap_or_else(|| self.default_read_only());
                 match state.as_mut() {
                     Some(block) if block.failed => return (Err(aborted()), Then::Nothing),
+                    // BEGIN inside a multi-statement query makes its implicit transaction a block.
+                    Some(block) if block.implicit => {
+                        block.implicit = false;
+                        block.read_only = read_only;
+                    }
                     // PostgreSQL warns (25001) and stays in the block it is in.
                     Some(_) => tracing::debug!("BEGIN inside a transaction block: there is already one in progress"),
                     None => *state = Some(Block { read_only, ..Block::default() }),
@@ -235,7 +250,11 @@ impl TransactionBlock {
                 let failed = state.as_ref().is_some_and(|b| b.failed);
                 let tag = if failed { "ROLLBACK" } else { "COMMIT" };
                 then = if failed { Then::Discard } else { Then::Commit };
-                let read_only = state.take().is_some_and(|b| b.read_only);
+                let block = state.take();
+                if failed {
+                    self.undo(block.as_ref().map_or(&[][..], |b| &b.temporaries));
+                }
+                let read_only = block.is_some_and(|b| b.read_only);
                 if chain {
                     *state = Some(Block { read_only, ..Block::default() });
                 }
@@ -249,7 +268,9 @@ impl TransactionBlock {
                     Err(cannot_undo("ROLLBACK", writes))
                 }
                 _ => {
-                    let read_only = state.take().is_some_and(|b| b.read_only);
+                    let block = state.take();
+                    self.undo(block.as_ref().map_or(&[][..], |b| &b.temporaries));
+                    let read_only = block.is_some_and(|b| b.read_only);
                     if chain {
                         *state = Some(Block { read_only, ..Block::default() });
                     }
@@ -259,6 +280,10 @@ impl TransactionBlock {
             },
             Control::Savepoint(name) => match state.as_mut() {
                 None => Err(outside_block("SAVEPOINT")),
+                Some(block) if block.implicit => {
+                    block.failed = true;
+                    Err(outside_block("SAVEPOINT"))
+                }
                 Some(block) if block.failed => Err(aborted()),
                 Some(block) => {
                     block.savepoints.push((name, block.writes, self.staging.mark()));
@@ -267,6 +292,10 @@ impl TransactionBlock {
             },
             Control::Release(name) => match state.as_mut() {
                 None => Err(outside_block("RELEASE SAVEPOINT")),
+                Some(block) if block.implicit => {
+                    block.failed = true;
+                    Err(outside_block("RELEASE SAVEPOINT"))
+                }
                 Some(block) if block.failed => Err(aborted()),
                 Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
                     Some(at) => {
@@ -281,6 +310,10 @@ impl TransactionBlock {
             },
             Control::RollbackTo(name) => match state.as_mut() {
                 None => Err(outside_block("ROLLBACK TO SAVEPOINT")),
+                Some(block) if block.implicit => {
+                    block.failed = true;
+                    Err(outside_block("ROLLBACK TO SAVEPOINT"))
+                }
                 Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
                     None => {
                         block.failed = true;
@@ -297,6 +330,10 @@ impl TransactionBlock {
                         } else {
                             // The savepoint stays (PostgreSQL keeps it); the ones after it go.
                             block.savepoints.truncate(at + 1);
+                            let (undone, kept) =
+                                std::mem::take(&mut block.temporaries).into_iter().partition(|(_, depth)| *depth > at);
+                            block.temporaries = kept;
+                            self.undo(&undone);
                             block.failed = false;
                             if let Some((_, _, mark)) = block.savepoints.get(at) {
                                 then = Then::RollbackTo(mark.clone());
@@ -319,6 +356,56 @@ impl TransactionBlock {
             },
         };
         (result, then)
+    }
+
+    /// Starts the implicit transaction of a multi-statement query, unless a block is open: its
+    /// statements stage their writes as a block's do, and [`Self::end_implicit`] commits them
+    /// together (or drops them all after an error), as PostgreSQL runs such a query.
+    pub fn begin_implicit(&self) {
+        let mut state = self.lock();
+        if state.is_none() {
+            *state = Some(Block { implicit: true, read_only: self.default_read_only(), ..Block::default() });
+        }
+    }
+
+    /// Whether the session is in the implicit transaction of a multi-statement query.
+    pub fn in_implicit(&self) -> bool {
+        self.lock().as_ref().is_some_and(|b| b.implicit)
+    }
+
+    /// Ends the implicit transaction, if the query left one (a BEGIN in it made it a block, a
+    /// COMMIT or ROLLBACK ended it): what to do with its staged writes.
+    pub fn end_implicit(&self) -> Then {
+        let mut state = self.lock();
+        if !state.as_ref().is_some_and(|b| b.implicit) {
+            return Then::Nothing;
+        }
+        match state.take() {
+            Some(block) if block.failed => {
+                self.undo(&block.temporaries);
+                Then::Discard
+            }
+            Some(_) => Then::Commit,
+            None => Then::Nothing,
+        }
+    }
+
+    fn undo(&self, temporaries: &[(TableName, usize)]) {
+        let mut undone = self.undone.lock().unwrap_or_else(|p| p.into_inner());
+        undone.extend(temporaries.iter().map(|(name, _)| name.clone()));
+    }
+
+    /// The temporary relations whose creation a rollback undid (for the session to drop).
+    pub fn take_undone(&self) -> Vec<TableName> {
+        std::mem::take(&mut *self.undone.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Records that the block created a temporary relation (a rollback drops it again).
+    pub fn created_temporary(&self, name: TableName) {
+        if let Some(block) = self.lock().as_mut() {
+            let depth = block.savepoints.len();
+            block.temporaries.push((name, depth));
+        }
     }
 
     /// Whether a statement may run in the block: none but ROLLBACK in an aborted block (25P02),
@@ -437,6 +524,32 @@ mod tests {
         run(&block, "DROP TABLE t", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "0A000");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+    }
+
+    #[test]
+    fn an_implicit_transaction_commits_unless_a_statement_failed() {
+        let block = TransactionBlock::default();
+        block.begin_implicit();
+        assert!(block.in_block() && block.in_implicit());
+        assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
+        assert_eq!(run(&block, "SAVEPOINT a", true), "25P01");
+        assert!(matches!(block.end_implicit(), Then::Discard));
+        assert!(!block.in_block());
+        block.begin_implicit();
+        run(&block, "INSERT INTO t VALUES (1)", true);
+        assert!(matches!(block.end_implicit(), Then::Commit));
+        // BEGIN makes it a block that outlives the query.
+        block.begin_implicit();
+        assert_eq!(run(&block, "BEGIN", true), "BEGIN");
+        assert!(!block.in_implicit());
+        assert!(matches!(block.end_implicit(), Then::Nothing));
+        assert!(block.in_block());
+        assert_eq!(run(&block, "COMMIT", true), "COMMIT");
+        // COMMIT inside the query ends it; what follows runs in a new one, or none.
+        block.begin_implicit();
+        assert_eq!(run(&block, "COMMIT", true), "COMMIT");
+        assert!(!block.in_block());
+        assert!(matches!(block.end_implicit(), Then::Nothing));
     }
 
     #[test]

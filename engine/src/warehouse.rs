@@ -168,6 +168,18 @@ impl Warehouse {
         self.paths.managed_folder(entry)
     }
 
+    /// Deletes every file of a managed table (after the catalog forgot it).
+    pub async fn delete_table_files(&self, entry: &TableEntry) -> Result<()> {
+        let store = self.store_for(entry)?;
+        for meta in store.list(store.root(), None).await? {
+            store.delete(&meta.location).await?;
+        }
+        if let Some(dir) = self.managed_folder(entry) {
+            let _ = std::fs::remove_dir_all(dir);
+        }
+        Ok(())
+    }
+
     /// The store of a table, from its catalog entry.
     pub fn store_for(&self, entry: &TableEntry) -> Result<TableStore> {
         let location = &entry.location;

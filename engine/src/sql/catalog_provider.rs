@@ -134,13 +134,22 @@ pub async fn load_snapshot(
 
 #[async_trait]
 impl SchemaProvider for SluiceSchema {
+    /// The schema's tables and the views whose columns are known (see [`ViewRelation`]).
     fn table_names(&self) -> Vec<String> {
-        self.db.catalog.current().tables_in(&self.name).map(|t| t.name.clone()).collect()
+        let state = self.db.catalog.current();
+        let mut names: Vec<String> = state.tables_in(&self.name).map(|t| t.name.clone()).collect();
+        names.extend(
+            state.views.values().filter(|v| v.schema == self.name && v.output.is_some()).map(|v| v.name.clone()),
+        );
+        names
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let state = self.db.catalog.current();
-        let Some(entry) = state.table(&self.name, name) else { return Ok(None) };
+        let Some(entry) = state.table(&self.name, name) else {
+            let view = state.views.get(&crate::catalog::key(&self.name, name));
+            return Ok(view.and_then(ViewRelation::new).map(|v| Arc::new(v) as Arc<dyn TableProvider>));
+        };
         if entry.kind == crate::catalog::TableKind::MaterializedView {
             let (schema, batches) = self.db.hooks.view_rows(entry).await?;
             let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.as_ref().clone()])?;
@@ -163,7 +172,70 @@ impl SchemaProvider for SluiceSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        self.db.catalog.current().table(&self.name, name).is_some()
+        let state = self.db.catalog.current();
+        state.table(&self.name, name).is_some()
+            || state.views.get(&crate::catalog::key(&self.name, name)).is_some_and(|v| v.output.is_some())
+    }
+
+    /// From the catalog, without opening the table: a session's temporary tables are `LOCAL
+    /// TEMPORARY` in `information_schema.tables`, as in PostgreSQL.
+    async fn table_type(&self, name: &str) -> DfResult<Option<datafusion::datasource::TableType>> {
+        use datafusion::datasource::TableType;
+        let state = self.db.catalog.current();
+        let Some(entry) = state.table(&self.name, name) else {
+            let view = state.views.get(&crate::catalog::key(&self.name, name)).filter(|v| v.output.is_some());
+            return Ok(view.map(|_| TableType::View));
+        };
+        Ok(Some(if crate::catalog::is_temporary_schema(&entry.schema) {
+            TableType::Temporary
+        } else {
+            TableType::Base
+        }))
+    }
+}
+
+/// A view as the catalogs see it (`information_schema`, `pg_class` with relkind `v`,
+/// `pg_attribute`): its columns, as CREATE VIEW planned them, and its definition. Statements never
+/// scan it: a view is read as its query, put in its place before planning
+/// ([`crate::sql::views::expand`]).
+#[derive(Debug)]
+pub struct ViewRelation {
+    schema: arrow::datatypes::SchemaRef,
+    definition: String,
+}
+
+impl ViewRelation {
+    /// The view's relation, if its columns were recorded (views made before Sluice recorded them
+    /// are listed only in `pg_views`).
+    fn new(view: &crate::catalog::ViewEntry) -> Option<Self> {
+        let output = view.output.as_deref()?;
+        let schema = sluice_storage::schema::StructType::parse(output).ok()?.to_arrow();
+        Some(Self { schema: Arc::new(schema), definition: view.query.clone() })
+    }
+}
+
+#[async_trait]
+impl TableProvider for ViewRelation {
+    fn schema(&self) -> arrow::datatypes::SchemaRef {
+        self.schema.clone()
+    }
+
+    fn table_type(&self) -> datafusion::datasource::TableType {
+        datafusion::datasource::TableType::View
+    }
+
+    fn get_table_definition(&self) -> Option<&str> {
+        Some(&self.definition)
+    }
+
+    async fn scan(
+        &self,
+        _state: &dyn datafusion::catalog::Session,
+        _projection: Option<&Vec<usize>>,
+        _filters: &[datafusion::prelude::Expr],
+        _limit: Option<usize>,
+    ) -> DfResult<Arc<dyn datafusion::physical_plan::ExecutionPlan>> {
+        Err(DataFusionError::Internal("a view is read through its query, not scanned".into()))
     }
 }
 

@@ -294,6 +294,12 @@ impl QueryContext {
             SchemaName::Simple(n) | SchemaName::NamedAuthorization(n, _) => schema_name(n)?,
             SchemaName::UnnamedAuthorization(ident) => normalize(ident),
         };
+        if name.starts_with("pg_") {
+            return Err(Error::data(
+                "42939",
+                format!("unacceptable schema name \"{name}\": the prefix \"pg_\" is reserved for system schemas"),
+            ));
+        }
         let now = chrono::Utc::now().timestamp_millis();
         let result = self
             .db
@@ -335,7 +341,7 @@ impl QueryContext {
         }
     }
 
-    async fn drop_table(&self, name: &TableName, if_exists: bool, cascade: bool) -> Result<()> {
+    pub(crate) async fn drop_table(&self, name: &TableName, if_exists: bool, cascade: bool) -> Result<()> {
         let table_key = key(&name.schema, &name.name);
         let (_, (removed, flows)) = self
             .db
@@ -412,14 +418,7 @@ impl QueryContext {
 
     /// Deletes every file of a managed table (after the catalog forgot it).
     pub(crate) async fn delete_folder(&self, entry: &TableEntry) -> Result<()> {
-        let store = self.db.store_for(entry)?;
-        for meta in store.list(store.root(), None).await? {
-            store.delete(&meta.location).await?;
-        }
-        if let Some(dir) = self.db.managed_folder(entry) {
-            let _ = std::fs::remove_dir_all(dir);
-        }
-        Ok(())
+        self.db.delete_table_files(entry).await
     }
 
     async fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
@@ -456,7 +455,15 @@ impl QueryContext {
     pub(crate) async fn create_table(&self, create: CreateTable) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
         let state = self.db.catalog.current();
-        if !state.schemas.contains_key(&name.schema) {
+        // A session's temporary schema is made with its first temporary table.
+        let temporary = create.temporary && crate::catalog::is_temporary_schema(&name.schema);
+        if create.temporary && !temporary {
+            return Err(Error::Internal(format!("temporary table {name} outside a temporary schema")));
+        }
+        if temporary && (create.location.is_some() || create.external) {
+            return Err(Error::NotSupported("a temporary table with a LOCATION (EXTERNAL)".into()));
+        }
+        if !temporary && !state.schemas.contains_key(&name.schema) {
             return Err(Error::UndefinedSchema(name.schema.clone()));
         }
         if state.table(&name.schema, &name.name).is_some() {
@@ -496,8 +503,20 @@ impl QueryContext {
         let id = uuid::Uuid::new_v4().simple().to_string();
         let (location, managed) = match &create.location {
             Some(location) => (self.db.table_location(location, self.privileges())?, false),
+            None if temporary => (
+                format!(
+                    "{}/{}",
+                    super::temporary::TEMPORARY_FOLDER,
+                    crate::paths::managed_location(&name.schema, &name.name, &id)
+                ),
+                true,
+            ),
             None => (crate::paths::managed_location(&name.schema, &name.name, &id), true),
         };
+        let mut options = BTreeMap::new();
+        if let Some(on_commit) = create.on_commit.filter(|_| temporary) {
+            options.insert(super::temporary::ON_COMMIT_OPTION.to_string(), on_commit.words().to_string());
+        }
         let entry = TableEntry {
             id: id.clone(),
             schema: name.schema.clone(),
@@ -508,7 +527,7 @@ impl QueryContext {
             defaults: std::mem::take(&mut definition.defaults),
             created_ms: chrono::Utc::now().timestamp_millis(),
             expectations: vec![],
-            options: BTreeMap::new(),
+            options,
             source: None,
             view: None,
         };
@@ -574,6 +593,12 @@ impl QueryContext {
                 let key = new_entry.qualified_name();
                 if state.views.contains_key(&key) {
                     return Err(Error::DuplicateTable(name.to_string()));
+                }
+                if temporary {
+                    state
+                        .schemas
+                        .entry(name.schema.clone())
+                        .or_insert_with(|| SchemaEntry { name: name.schema.clone(), created_ms: new_entry.created_ms });
                 }
                 match state.tables.get(&key) {
                     Some(_) if !replace => Err(Error::DuplicateTable(name.to_string())),
@@ -881,6 +906,10 @@ impl QueryContext {
                 let mut new = crate::names::table_name(&new)?;
                 if !qualified {
                     new.schema = name.schema.clone();
+                }
+                if crate::catalog::is_temporary_schema(&new.schema) != crate::catalog::is_temporary_schema(&name.schema)
+                {
+                    return Err(Error::NotSupported("cannot move objects into or out of temporary schemas".into()));
                 }
                 let old_key = entry.qualified_name();
                 self.db

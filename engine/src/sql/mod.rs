@@ -12,6 +12,7 @@ pub mod params;
 pub mod quality;
 pub mod query;
 pub mod sequences;
+pub mod temporary;
 pub mod upsert;
 pub mod views;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.

@@ -104,10 +104,12 @@ impl QueryContext {
         if create.materialized {
             return Err(Error::Internal("CREATE MATERIALIZED VIEW reached the view statement".into()));
         }
-        if create.temporary {
-            return Err(Error::NotSupported("CREATE TEMPORARY VIEW (temporary objects)".into()));
-        }
         let name = table_name(&create.name)?;
+        // A session's temporary views are in its temporary schema (crate::sql::temporary).
+        let temporary = crate::catalog::is_temporary_schema(&name.schema);
+        if create.temporary && !temporary {
+            return Err(Error::Internal(format!("temporary view {name} outside a temporary schema")));
+        }
         let columns: Vec<String> = create.columns.iter().map(|c| crate::names::normalize(&c.name)).collect();
         // The query must plan (its relations exist, its columns resolve), and give as many
         // columns as the definition names.
@@ -127,6 +129,7 @@ impl QueryContext {
             schema: name.schema.clone(),
             name: name.name.clone(),
             query: create.query.to_string(),
+            output: output_schema(&view_columns(plan.schema(), &columns), plan.schema()),
             columns,
             inputs: inputs_of(&create.query),
             created_ms: sluice_storage::actions::now_ms(),
@@ -138,6 +141,13 @@ impl QueryContext {
         self.db
             .catalog
             .update(|state| {
+                if temporary {
+                    let schema = entry.schema.clone();
+                    state
+                        .schemas
+                        .entry(schema.clone())
+                        .or_insert(crate::catalog::SchemaEntry { name: schema, created_ms: entry.created_ms });
+                }
                 if !state.schemas.contains_key(&entry.schema) {
                     return Err(Error::data("3F000", format!("schema \"{}\" does not exist", entry.schema)));
                 }
@@ -223,6 +233,20 @@ fn view_columns(schema: &datafusion::common::DFSchema, names: &[String]) -> Vec<
         .enumerate()
         .map(|(i, f)| (names.get(i).cloned().unwrap_or_else(|| f.name().clone()), f.data_type().clone()))
         .collect()
+}
+
+/// A view's columns as a Delta schema string (see [`ViewEntry::output`]).
+fn output_schema(
+    columns: &[(String, arrow::datatypes::DataType)],
+    schema: &datafusion::common::DFSchema,
+) -> Option<String> {
+    let fields: Vec<arrow::datatypes::Field> = columns
+        .iter()
+        .zip(schema.fields())
+        .map(|((name, data_type), field)| arrow::datatypes::Field::new(name, data_type.clone(), field.is_nullable()))
+        .collect();
+    let schema = arrow::datatypes::Schema::new(fields);
+    sluice_storage::schema::StructType::from_arrow(&schema).ok().map(|s| s.to_schema_string())
 }
 
 /// CREATE OR REPLACE VIEW may add columns at the end, not drop, rename or retype one (42P16, as

@@ -84,6 +84,34 @@ pub struct CreateTable {
     pub comment: Option<String>,
     pub properties: Vec<(String, String)>,
     pub query: Option<Box<Query>>,
+    /// `CREATE TEMP[ORARY] TABLE` (see [`crate::sql::temporary`]).
+    pub temporary: bool,
+    /// A temporary table's `ON COMMIT` clause.
+    pub on_commit: Option<OnCommit>,
+}
+
+/// What happens to a temporary table at the end of each transaction (`ON COMMIT ...`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCommit {
+    PreserveRows,
+    DeleteRows,
+    Drop,
+}
+
+impl OnCommit {
+    /// The clause's words, as PostgreSQL spells them.
+    pub fn words(self) -> &'static str {
+        match self {
+            OnCommit::PreserveRows => "PRESERVE ROWS",
+            OnCommit::DeleteRows => "DELETE ROWS",
+            OnCommit::Drop => "DROP",
+        }
+    }
+
+    /// The clause from its words (as [`OnCommit::words`] spells them).
+    pub fn from_words(words: &str) -> Option<Self> {
+        [OnCommit::PreserveRows, OnCommit::DeleteRows, OnCommit::Drop].into_iter().find(|c| c.words() == words)
+    }
 }
 
 impl CreateTable {
@@ -101,6 +129,8 @@ impl CreateTable {
             comment: None,
             properties: vec![],
             query: None,
+            temporary: false,
+            on_commit: None,
         }
     }
 }
@@ -163,6 +193,12 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
                 n += 2;
             }
             if word(parser, n).as_deref() == Some("EXTERNAL") {
+                n += 1;
+            }
+            if matches!(word(parser, n).as_deref(), Some("GLOBAL" | "LOCAL")) {
+                n += 1;
+            }
+            if matches!(word(parser, n).as_deref(), Some("TEMP" | "TEMPORARY")) {
                 n += 1;
             }
             if word(parser, n).as_deref() == Some("TABLE") {
@@ -328,10 +364,13 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
     parser.expect_keyword_is(Keyword::CREATE)?;
     let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
     let external = parser.parse_keyword(Keyword::EXTERNAL);
+    // PostgreSQL accepts and ignores GLOBAL and LOCAL (both mean a session's temporary table).
+    let _ = parser.parse_one_of_keywords(&[Keyword::GLOBAL, Keyword::LOCAL]);
+    let temporary = parser.parse_one_of_keywords(&[Keyword::TEMP, Keyword::TEMPORARY]).is_some();
     parser.expect_keyword_is(Keyword::TABLE)?;
     let if_not_exists = parser.parse_keywords(&[Keyword::IF, Keyword::NOT, Keyword::EXISTS]);
     let name = parser.parse_object_name(false)?;
-    let mut create = CreateTable { or_replace, if_not_exists, external, ..CreateTable::new(name) };
+    let mut create = CreateTable { or_replace, if_not_exists, external, temporary, ..CreateTable::new(name) };
     (create.columns, create.constraints) = parse_table_elements(parser, |_| Ok(false))?;
     loop {
         if parser.parse_keyword(Keyword::USING) {
@@ -350,6 +389,15 @@ fn parse_create_table(parser: &mut Parser) -> Result<CreateTable, ParserError> {
             create.comment = Some(parser.parse_literal_string()?);
         } else if parser.parse_keyword(Keyword::TBLPROPERTIES) || parser.parse_keyword(Keyword::WITH) {
             create.properties.extend(parse_property_list(parser)?);
+        } else if parser.parse_keywords(&[Keyword::ON, Keyword::COMMIT]) {
+            create.on_commit = Some(if parser.parse_keywords(&[Keyword::PRESERVE, Keyword::ROWS]) {
+                OnCommit::PreserveRows
+            } else if parser.parse_keywords(&[Keyword::DELETE, Keyword::ROWS]) {
+                OnCommit::DeleteRows
+            } else {
+                parser.expect_keyword_is(Keyword::DROP)?;
+                OnCommit::Drop
+            });
         } else {
             break;
         }

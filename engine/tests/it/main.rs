@@ -11,6 +11,7 @@ mod interop;
 mod kafka;
 mod keys;
 mod layout;
+mod temporary;
 mod transactions;
 mod view_crash;
 mod views;

@@ -208,9 +208,14 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         super::relations::Printer::ConstraintDef,
         super::relations::Printer::Expr,
         super::relations::Printer::AttributeDefault,
+        super::relations::Printer::ViewDef,
     ] {
         context.register_udf(ScalarUDF::from(super::relations::DefinitionFunction::new(printer, objects.clone())));
     }
+    context.register_udf(ScalarUDF::from(super::relations::OtherTemporarySchema::new(
+        objects.clone(),
+        session.temporary_schema(),
+    )));
     for (kind, signature) in [
         (Kind::Version, Signature::nullary(Volatility::Stable)),
         (Kind::CurrentSetting, Signature::variadic_any(Volatility::Stable)),

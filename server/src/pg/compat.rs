@@ -152,7 +152,8 @@ fn qualify_sluice_catalogs(statement: &mut Statement) {
     });
 }
 
-/// `information_schema` views on constraints that DataFusion's `information_schema` lacks, as
+/// `information_schema` views that DataFusion's `information_schema` lacks (constraints) or has
+/// with other columns (`views`: Sluice's views cannot be written through, so `is_updatable` is NO), as
 /// queries over `pg_catalog` (whose rows come from `relations.rs`), with PostgreSQL 15's columns.
 /// NOT NULL columns are listed as CHECK constraints named `<schema oid>_<table oid>_<attnum>_not_null`,
 /// as PostgreSQL lists them.
@@ -183,6 +184,15 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
          WHERE a.attnotnull AND a.attnum > 0 AND r.relkind IN ('r', 'p')
            AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+    ),
+    (
+        "views",
+        "SELECT CAST(current_database() AS TEXT) AS table_catalog, CAST(v.schemaname AS TEXT) AS table_schema,
+           CAST(v.viewname AS TEXT) AS table_name, CAST(v.definition AS TEXT) AS view_definition,
+           CAST('NONE' AS TEXT) AS check_option, CAST('NO' AS TEXT) AS is_updatable,
+           CAST('NO' AS TEXT) AS is_insertable_into, CAST('NO' AS TEXT) AS is_trigger_updatable,
+           CAST('NO' AS TEXT) AS is_trigger_deletable, CAST('NO' AS TEXT) AS is_trigger_insertable_into
+         FROM pg_catalog.pg_views v",
     ),
     (
         "key_column_usage",

@@ -355,9 +355,19 @@ impl Connection {
             Statement::LISTEN { .. } => {
                 return Err(user_error("0A000", "LISTEN is not supported: Sluice sends no notifications"))
             }
-            Statement::Discard { .. } => {
-                self.cursors.lock().clear();
-                Response::Execution(Tag::new("DISCARD ALL"))
+            Statement::Discard { object_type } => {
+                use datafusion::sql::sqlparser::ast::DiscardObject;
+                let all = matches!(object_type, DiscardObject::ALL);
+                if all && self.session.in_transaction_block() {
+                    return Err(user_error("25001", "DISCARD ALL cannot run inside a transaction block"));
+                }
+                if all || matches!(object_type, DiscardObject::TEMP) {
+                    self.session.discard_temporary().await.map_err(|e| encode::error(&e))?;
+                }
+                if all {
+                    self.cursors.lock().clear();
+                }
+                Response::Execution(Tag::new(&format!("DISCARD {object_type}")))
             }
             Statement::Declare { stmts } => {
                 for declare in stmts {
@@ -635,8 +645,14 @@ impl SimpleQueryHandler for Connection {
         if statements.is_empty() {
             return Ok(vec![Response::EmptyQuery]);
         }
+        // Several statements run in one implicit transaction, as in PostgreSQL (not with COPY,
+        // whose rows arrive after this returns).
+        let implicit = statements.len() > 1 && !statements.iter().any(is_copy);
         let mut responses = Vec::with_capacity(statements.len());
         for statement in statements {
+            if implicit {
+                self.session.begin_implicit();
+            }
             match self.run(client, statement, &[], &Format::UnifiedText).await {
                 Ok(response) => {
                     let copying = matches!(response, Response::CopyIn(_));
@@ -649,11 +665,26 @@ impl SimpleQueryHandler for Connection {
                     responses.push(Response::Error(info));
                     break;
                 }
-                Err(other) => return Err(other),
+                Err(other) => {
+                    let _ = self.session.end_implicit().await;
+                    return Err(other);
+                }
+            }
+        }
+        if implicit {
+            if let Err(e) = self.session.end_implicit().await {
+                if let PgWireError::UserError(info) = encode::error(&e) {
+                    responses.push(Response::Error(info));
+                }
             }
         }
         Ok(responses)
     }
+}
+
+/// Whether a statement is a COPY (its data flows after the query's statements ran).
+fn is_copy(statement: &SluiceStatement) -> bool {
+    matches!(statement, SluiceStatement::Standard(s) if matches!(**s, Statement::Copy { .. }))
 }
 
 /// Plans statements at Parse time to report parameter and result types.

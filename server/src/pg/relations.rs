@@ -43,6 +43,7 @@ const PG_INDEX: &str = "pg_index";
 const PG_CONSTRAINT: &str = "pg_constraint";
 const PG_INDEXES: &str = "pg_indexes";
 const PG_VIEWS: &str = "pg_views";
+const PG_TABLES: &str = "pg_tables";
 
 /// What kind of object an OID of this module stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,6 +76,12 @@ struct ObjectsState {
     constraints: HashMap<i32, String>,
     /// Column defaults by table OID and `attnum`.
     defaults: HashMap<(i32, i64), String>,
+    /// View definitions (`pg_get_viewdef`'s text) by OID, and by name (`name` in `public`,
+    /// `schema.name` everywhere).
+    views: HashMap<i32, String>,
+    view_names: HashMap<String, String>,
+    /// Schema names by OID, as the last `pg_namespace` scan gave them.
+    namespaces: HashMap<i32, String>,
 }
 
 impl Objects {
@@ -93,6 +100,19 @@ impl Objects {
 
     fn remember_check(&self, oid: i32, expression: &str) {
         self.state.lock().constraints.insert(oid, format!("CHECK ({expression})"));
+    }
+
+    fn remember_namespaces(&self, namespaces: &HashMap<i32, String>) {
+        self.state.lock().namespaces.clone_from(namespaces);
+    }
+
+    fn remember_view(&self, oid: i32, schema: &str, name: &str, definition: String) {
+        let mut state = self.state.lock();
+        if schema == "public" {
+            state.view_names.insert(name.to_string(), definition.clone());
+        }
+        state.view_names.insert(format!("{schema}.{name}"), definition.clone());
+        state.views.insert(oid, definition);
     }
 
     fn remember_default(&self, relation: i32, number: i16, default: &str) {
@@ -165,6 +185,10 @@ impl SchemaProvider for PgCatalogOverlay {
             PG_CONSTRAINT => Catalog::Constraint,
             PG_INDEXES => Catalog::Indexes,
             PG_VIEWS => Catalog::Views,
+            PG_TABLES => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Tables(table),
+                None => return Ok(None),
+            },
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -175,6 +199,7 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Constraint => constraint_schema(),
             Catalog::Indexes => indexes_schema(),
             Catalog::Views => views_schema(),
+            Catalog::Tables(table) => table.schema(),
         };
         Ok(Some(Arc::new(Described {
             name,
@@ -208,6 +233,8 @@ enum Catalog {
     Indexes,
     /// `pg_views`: the warehouse's views with their definitions.
     Views,
+    /// datafusion-pg-catalog's `pg_tables` without the views (which it lists as tables).
+    Tables(Arc<dyn TableProvider>),
 }
 
 /// One of this module's catalogs: its rows are made when it is scanned.
@@ -276,9 +303,27 @@ impl TableProvider for Described {
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
             Catalog::Views => vec![views(&self.schema, &self.server)?],
+            Catalog::Tables(inner) => {
+                let views: HashSet<(String, String)> =
+                    self.server.db.views().into_iter().map(|v| (v.schema, v.name)).collect();
+                let mut batches = rows(state, inner).await?;
+                for batch in &mut batches {
+                    *batch = without_views(batch, &views)?;
+                }
+                batches
+            }
         };
         MemTable::try_new(self.schema.clone(), vec![batches])?.scan(state, projection, filters, limit).await
     }
+}
+
+/// `pg_tables`' rows that are not views.
+fn without_views(batch: &RecordBatch, views: &HashSet<(String, String)>) -> DfResult<RecordBatch> {
+    let (schemas, names) = (text_column(batch, "schemaname")?, text_column(batch, "tablename")?);
+    let keep: BooleanArray = (0..batch.num_rows())
+        .map(|row| Some(!views.contains(&(schemas.value(row).to_string(), names.value(row).to_string()))))
+        .collect();
+    Ok(arrow::compute::filter_record_batch(batch, &keep)?)
 }
 
 /// `pg_class` with the columns datafusion-pg-catalog leaves out that clients read
@@ -350,6 +395,7 @@ impl Tables {
                 schema_oids.insert(oids.value(row), names.value(row).to_string());
             }
         }
+        objects.remember_namespaces(&schema_oids);
         let mut table_oids = HashMap::new();
         for batch in classes {
             let oids = int32_column(batch, "oid")?;
@@ -365,6 +411,12 @@ impl Tables {
         for relation in server.db.relations().await {
             if let Some((oid, namespace)) = table_oids.get(&(relation.schema.clone(), relation.table.clone())) {
                 described.push((relation, *oid, *namespace));
+            }
+        }
+        // What `pg_get_viewdef` answers (views have the OIDs of their `pg_class` rows).
+        for view in server.db.views() {
+            if let Some((oid, _)) = table_oids.get(&(view.schema.clone(), view.name.clone())) {
+                objects.remember_view(*oid, &view.schema, &view.name, view_definition(&view));
             }
         }
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
@@ -733,6 +785,12 @@ fn constraint_schema() -> SchemaRef {
     ]))
 }
 
+/// A view's definition as `pg_views` and `pg_get_viewdef` print it: the query after a space and
+/// with a semicolon, as PostgreSQL (which also reformats the query; Sluice keeps its text).
+fn view_definition(view: &sluice::catalog::ViewEntry) -> String {
+    format!(" {};", view.query)
+}
+
 /// PostgreSQL's `pg_views` view.
 fn views_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
@@ -752,7 +810,7 @@ fn views(schema: &SchemaRef, server: &ServerState) -> DfResult<RecordBatch> {
         ("schemaname", Arc::new(StringArray::from_iter_values(views.iter().map(|v| v.schema.clone())))),
         ("viewname", Arc::new(StringArray::from_iter_values(views.iter().map(|v| v.name.clone())))),
         ("viewowner", Arc::new(StringArray::from_iter_values(views.iter().map(|_| "sluice".to_string())))),
-        ("definition", Arc::new(StringArray::from_iter_values(views.iter().map(|v| format!(" {};", v.query))))),
+        ("definition", Arc::new(StringArray::from_iter_values(views.iter().map(view_definition)))),
     ];
     batch_by_name(schema, views.len(), values)
 }
@@ -780,6 +838,8 @@ pub enum Printer {
     /// `sluice_attribute_default(relation, attnum)`: a column's default (what compat.rs makes
     /// of the subqueries on `pg_attrdef`).
     AttributeDefault,
+    /// `pg_get_viewdef(view [, pretty])`: the view by OID, or by name as text.
+    ViewDef,
 }
 
 /// The functions that print a catalog object's definition, from this session's [`Objects`].
@@ -817,6 +877,7 @@ impl ScalarUDFImpl for DefinitionFunction {
             Printer::ConstraintDef => "pg_get_constraintdef",
             Printer::Expr => "pg_get_expr",
             Printer::AttributeDefault => "sluice_attribute_default",
+            Printer::ViewDef => "pg_get_viewdef",
         }
     }
 
@@ -839,6 +900,16 @@ impl ScalarUDFImpl for DefinitionFunction {
         if self.printer == Printer::Expr {
             let text = arrow::compute::cast(first, &DataType::Utf8View)?;
             return Ok(ColumnarValue::Array(text));
+        }
+        if self.printer == Printer::ViewDef
+            && matches!(first.data_type(), DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8)
+        {
+            let names = arrow::compute::cast(first, &DataType::Utf8)?;
+            let names = names.as_string::<i32>();
+            let state = self.objects.state.lock();
+            let out: StringViewArray =
+                names.iter().map(|name| name.and_then(|n| state.view_names.get(&n.to_lowercase()).cloned())).collect();
+            return Ok(ColumnarValue::Array(Arc::new(out)));
         }
         let oids = arrow::compute::cast(first, &DataType::Int64)?;
         let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
@@ -875,8 +946,72 @@ impl ScalarUDFImpl for DefinitionFunction {
                         let number = columns.filter(|c| !c.is_null(row))?.value(row);
                         state.defaults.get(&(oid, number)).cloned()
                     }
+                    Printer::ViewDef => state.views.get(&oid).cloned(),
                     Printer::Expr => None,
                 }
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// `pg_is_other_temp_schema(oid)`: whether the schema is another session's temporary schema
+/// (`pg_temp_<n>` other than this session's), from the schemas a `pg_namespace` scan of this
+/// query (or an earlier one) named.
+#[derive(Debug)]
+pub struct OtherTemporarySchema {
+    objects: Arc<Objects>,
+    own: String,
+    signature: Signature,
+}
+
+impl OtherTemporarySchema {
+    pub fn new(objects: Arc<Objects>, own: &str) -> Self {
+        Self { objects, own: own.to_string(), signature: Signature::any(1, Volatility::Stable) }
+    }
+}
+
+impl PartialEq for OtherTemporarySchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.own == other.own && Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for OtherTemporarySchema {}
+
+impl std::hash::Hash for OtherTemporarySchema {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.own.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for OtherTemporarySchema {
+    fn name(&self) -> &str {
+        "pg_is_other_temp_schema"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan("pg_is_other_temp_schema needs an argument".into()));
+        };
+        let oids = arrow::compute::cast(first, &DataType::Int64)?;
+        let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
+        let state = self.objects.state.lock();
+        let out: BooleanArray = oids
+            .iter()
+            .map(|oid| {
+                let oid = i32::try_from(oid?).ok()?;
+                let schema = state.namespaces.get(&oid);
+                Some(schema.is_some_and(|s| sluice::catalog::is_temporary_schema(s) && *s != self.own))
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))

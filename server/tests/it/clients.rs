@@ -6,39 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-struct Serve {
-    child: Child,
-    port: u16,
-}
+use crate::serve::serve;
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
-}
-
-fn serve(data: &Path, extra: &[&str]) -> Serve {
-    let port = free_port();
-    let listen = format!("127.0.0.1:{port}");
-    let child = Command::new(env!("CARGO_BIN_EXE_sluice"))
-        .args(["serve", "--data", data.to_str().unwrap(), "--listen", &listen])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while std::net::TcpStream::connect(&listen).is_err() {
-        assert!(started.elapsed() < Duration::from_secs(60), "sluice serve did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Serve { child, port }
-}
+use crate::serve::Serve;
 
 fn psql_binary() -> Option<PathBuf> {
     ["/usr/bin/psql", "/usr/local/bin/psql"].iter().map(PathBuf::from).find(|p| p.exists())

@@ -35,6 +35,11 @@ fn transactions() {
     run_case("transactions");
 }
 
+#[test]
+fn temporary() {
+    run_case("temporary");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

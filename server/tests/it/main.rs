@@ -3,6 +3,8 @@
 mod auth;
 mod cli;
 mod clients;
+mod dbt;
 mod differential;
 mod pg;
 mod security;
+mod serve;

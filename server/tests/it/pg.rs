@@ -204,15 +204,40 @@ async fn ddl_has_no_data_and_errors_carry_sqlstates() {
         let one: i64 = client.query_one("SELECT 1::bigint", &[]).await.unwrap().get(0);
         assert_eq!(one, 1);
     }
-    // In a multi-statement query, the statements before the error ran, the rest did not.
+    // A multi-statement query is one implicit transaction, as in PostgreSQL: an error undoes
+    // the statements before it, and the rest do not run.
     let err = client.batch_execute("INSERT INTO e VALUES (1, 'a'); SELECT 1/0; INSERT INTO e VALUES (2, 'b')").await;
     assert_eq!(code(&err.unwrap_err()), "22012");
     let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
-    assert_eq!(n, 1);
-    // BEGIN ... COMMIT: each statement commits when it returns (writes are not staged yet).
-    client.batch_execute("BEGIN; INSERT INTO e VALUES (3, 'c'); COMMIT").await.unwrap();
+    assert_eq!(n, 0);
+    client.batch_execute("INSERT INTO e VALUES (1, 'a'); INSERT INTO e VALUES (2, 'b')").await.unwrap();
     let n: i64 = client.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
     assert_eq!(n, 2);
+    // SAVEPOINT needs a block, which the implicit transaction is not.
+    let err = client.batch_execute("INSERT INTO e VALUES (5, 'e'); SAVEPOINT s").await;
+    assert_eq!(code(&err.unwrap_err()), "25P01");
+    // BEGIN ... COMMIT in one query; a COMMIT ends the implicit transaction, the statements after
+    // it run in their own.
+    client.batch_execute("BEGIN; INSERT INTO e VALUES (3, 'c'); COMMIT").await.unwrap();
+    let err =
+        client.batch_execute("INSERT INTO e VALUES (4, 'd'); COMMIT; INSERT INTO e VALUES (6, 'f'); SELECT 1/0").await;
+    assert_eq!(code(&err.unwrap_err()), "22012");
+    let ids: Vec<i32> =
+        client.query("SELECT id FROM e ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
+    assert_eq!(ids, [1, 2, 3, 4]);
+    // DDL in the query commits what came before it (DDL is not transactional yet).
+    client.batch_execute("INSERT INTO e VALUES (7, 'g'); CREATE TABLE e2 (a int); SELECT 1/0").await.unwrap_err();
+    let n: i64 = client.query_one("SELECT count(*) FROM e WHERE id = 7", &[]).await.unwrap().get(0);
+    assert_eq!(n, 1);
+    // A session-local temporary table, made and used in one query.
+    client.batch_execute("CREATE TEMP TABLE e (x int); INSERT INTO e VALUES (42)").await.unwrap();
+    let x: i32 = client.query_one("SELECT x FROM e", &[]).await.unwrap().get(0);
+    assert_eq!(x, 42);
+    let n: i64 = client.query_one("SELECT count(*) FROM public.e", &[]).await.unwrap().get(0);
+    assert_eq!(n, 5);
+    let other = server.connect().await;
+    let n: i64 = other.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
+    assert_eq!(n, 5, "another session sees the permanent table");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
