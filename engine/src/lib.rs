@@ -83,6 +83,10 @@ pub mod types;
 pub mod util;
 pub mod warehouse;
 
+/// The stack a runtime's worker threads need for Sluice's statements (their futures nest deeply:
+/// DDL that rewrites a table runs DML inside it), for runtimes that run them (`sluice serve`).
+pub const STATEMENT_STACK_BYTES: usize = 16 * 1024 * 1024;
+
 pub use database::{Database, DatabaseOptions};
 
 /// The README's examples, compiled as doc tests.

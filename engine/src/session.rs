@@ -288,7 +288,7 @@ impl Session {
             // COMMIT's table commits ask the statement's control, as every commit does.
             let completed = self.block.complete(&self.query.db, result, then);
             let result = sluice_storage::gate::gated(control, Box::pin(completed)).await;
-            let ended = self.transaction_ended(commits && result.is_ok()).await;
+            let ended = Box::pin(self.transaction_ended(commits && result.is_ok())).await;
             return result.and_then(|r| ended.map(|()| r));
         }
         self.block.admit(&statement)?;
@@ -304,13 +304,14 @@ impl Session {
         if wrote && self.block.in_implicit() {
             // DDL in a multi-statement query: what the statements before it wrote commits first
             // (it could not be undone with the DDL; see Session::begin_implicit).
-            if let Err(e) = self.block.staging().commit(&self.query.db).await {
+            if let Err(e) = Box::pin(self.block.staging().commit(&self.query.db)).await {
                 self.block.finished(false, false);
                 return Err(e);
             }
         }
         self.set_staging_mode(staged);
-        let mut result = self.run_admitted(statement, parameters, control).await;
+        // Boxed, as the calls below: a statement's future is deep, and a debug build's stack small.
+        let mut result = Box::pin(self.run_admitted(statement, parameters, control)).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
         if result.is_ok() && staged {
             if let Err(e) = self.check_staged_size() {
@@ -321,7 +322,7 @@ impl Session {
         if let (Some(name), true) = (temporary, result.is_ok()) {
             self.block.created_temporary(name);
         }
-        self.statement_ended(result).await
+        Box::pin(self.statement_ended(result)).await
     }
 
     /// Refuses a transaction block past its staging limit (see [`crate::staging::Staging::check_size`]).

@@ -116,7 +116,13 @@ fn parse_bytes(text: &str) -> Result<usize, String> {
 
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        // A statement's future nests deeply (DDL that rewrites a table runs DML inside); 2 MiB,
+        // tokio's default, overflows in a debug build.
+        .thread_stack_size(sluice::STATEMENT_STACK_BYTES)
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(e) => {
             eprintln!("ERROR: cannot start: {e}");

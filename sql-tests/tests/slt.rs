@@ -19,7 +19,11 @@ fn main() {
     files.sort();
     // Files that attach other engines' tables find them through this variable.
     std::env::set_var("SLUICE_FIXTURES", dir.parent().expect("a workspace").join("testdata/delta"));
-    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().expect("a runtime");
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .thread_stack_size(sluice::STATEMENT_STACK_BYTES)
+        .enable_all()
+        .build()
+        .expect("a runtime");
     let mut failures = Vec::new();
     let mut records = 0;
     for file in &files {
