@@ -113,7 +113,9 @@ impl Namespace {
             | SluiceStatement::Restore { table, .. } => rewrite(table)?,
             SluiceStatement::Vacuum { table, .. } => rewrite(table)?,
             SluiceStatement::Standard(statement) => {
-                if let Statement::Drop { object_type: ObjectType::Table, names, .. } = statement.as_mut() {
+                if let Statement::Drop { object_type: ObjectType::Table | ObjectType::View, names, .. } =
+                    statement.as_mut()
+                {
                     for name in names.iter_mut() {
                         rewrite(name)?;
                     }

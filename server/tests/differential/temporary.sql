@@ -11,7 +11,7 @@ INSERT INTO scratch VALUES (1, 'a'), (2, 'b');
 SELECT id, v FROM scratch ORDER BY id;
 UPDATE scratch SET v = 'bb' WHERE id = 2;
 DELETE FROM scratch WHERE id = 1;
-SELECT id, v FROM scratch ORDER BY id;
+/* 2 */ SELECT id, v FROM scratch ORDER BY id;
 SELECT count(*) AS in_pg_temp FROM pg_temp.scratch;
 CREATE TEMPORARY TABLE scratch (x int);
 CREATE TEMP TABLE IF NOT EXISTS scratch (x int);
@@ -109,7 +109,7 @@ CREATE VIEW public.over_temp_public AS SELECT * FROM scratch;
 DROP TABLE scratch;
 DROP VIEW over_temp;
 /* 2 */ DROP TABLE scratch CASCADE;
-SELECT ten FROM tv;
+/* 2 */ SELECT ten FROM tv;
 
 -- Keys on a temporary table are enforced.
 CREATE TEMP TABLE keyed (id int PRIMARY KEY, v text);

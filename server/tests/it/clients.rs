@@ -3,12 +3,10 @@
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
 use crate::serve::serve;
-
-use crate::serve::Serve;
 
 fn psql_binary() -> Option<PathBuf> {
     ["/usr/bin/psql", "/usr/local/bin/psql"].iter().map(PathBuf::from).find(|p| p.exists())

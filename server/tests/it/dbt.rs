@@ -4,8 +4,9 @@
 //! with tokio-postgres and from dbt's own artifacts.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::time::{Duration, Instant};
+use std::process::{Command, Stdio};
+
+use crate::serve::serve;
 
 use tokio_postgres::{NoTls, SimpleQueryMessage};
 

@@ -139,12 +139,18 @@ async fn locations_are_confined_and_vacuum_deletes_only_its_own_files() {
     // The owner may attach outside; VACUUM there deletes only files the table's log referenced.
     owner
         .batch_execute(&format!(
-            "CREATE TABLE ext (a int) LOCATION '{}' TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 0 hours');
-             INSERT INTO ext VALUES (1); INSERT INTO ext VALUES (2); DELETE FROM ext WHERE a = 1; OPTIMIZE ext",
+            "CREATE TABLE ext (a int) LOCATION '{}' TBLPROPERTIES ('delta.deletedFileRetentionDuration' = 'interval 0 hours')",
             outside.path().display()
         ))
         .await
         .unwrap();
+    // One statement per query: a multi-statement query is one implicit transaction with one net commit,
+    // which would leave no removed file for VACUUM to find.
+    for statement in
+        ["INSERT INTO ext VALUES (1)", "INSERT INTO ext VALUES (2)", "DELETE FROM ext WHERE a = 1", "OPTIMIZE ext"]
+    {
+        owner.batch_execute(statement).await.unwrap();
+    }
     let parquet =
         |dir: &Path| files_under(dir).into_iter().filter(|p| p.extension().is_some_and(|e| e == "parquet")).count();
     let before = parquet(outside.path());
