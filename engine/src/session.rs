@@ -97,7 +97,8 @@ impl Session {
         self.block.begin_implicit();
     }
 
-    /// Ends the implicit transaction of a multi-statement query (if the query left one open):
+    /// Ends the implicit transaction of a multi-statement query or of the extended protocol's
+    /// statements up to Sync (if one is open):
     /// commits its writes, or drops them if a statement failed.
     pub async fn end_implicit(&self) -> Result<()> {
         let then = self.block.end_implicit();
@@ -167,6 +168,12 @@ impl Session {
     /// Sets `default_transaction_read_only` (see [`crate::transaction`]).
     pub fn set_default_read_only(&self, read_only: bool) {
         self.block.set_default_read_only(read_only)
+    }
+
+    /// Whether the session is in an implicit transaction (a multi-statement query's, or the
+    /// extended protocol's up to Sync), not a block the client began.
+    pub fn in_implicit(&self) -> bool {
+        self.block.in_implicit()
     }
 
     /// Whether the session is inside a transaction block (BEGIN ... COMMIT / ROLLBACK).

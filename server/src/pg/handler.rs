@@ -34,7 +34,8 @@ use pgwire::api::store::{Entry, PortalStore};
 use pgwire::api::{ClientInfo, ClientPortalStore, Type, DEFAULT_NAME};
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use pgwire::messages::copy::{CopyData, CopyDone};
-use pgwire::messages::extendedquery::{Bind, BindComplete};
+use pgwire::messages::extendedquery::{Bind, BindComplete, Sync as PgSync};
+use pgwire::messages::response::ReadyForQuery;
 use pgwire::messages::startup::ParameterStatus;
 use pgwire::messages::PgWireBackendMessage;
 use pgwire::types::format::FormatOptions;
@@ -109,7 +110,8 @@ impl Connection {
     /// `idle_in_transaction_session_timeout` while it is inside a transaction block (`None`:
     /// outside one, or no limit). Closing it drops the block's staged writes.
     pub fn idle_limit(&self) -> Option<std::time::Duration> {
-        if !self.session.in_transaction_block() {
+        // Between an Execute and its Sync the client is not idle (and no limit applies then).
+        if !self.session.in_transaction_block() || self.session.in_implicit() {
             return None;
         }
         let ms = self.settings.lock().idle_in_transaction_timeout_ms();
@@ -791,6 +793,26 @@ impl ExtendedQueryHandler for Connection {
         self.parser.clone()
     }
 
+    /// Sync ends the implicit transaction of the statements executed since the last one: their
+    /// writes commit together, or are dropped if one failed (a failed commit is reported here, as
+    /// PostgreSQL reports an error at Sync).
+    async fn on_sync<C>(&self, client: &mut C, _message: PgSync) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        client.portal_store().rm_portal(DEFAULT_NAME);
+        if let Err(e) = self.session.end_implicit().await {
+            let info: ErrorInfo = encode::error(&e).into();
+            client.send(PgWireBackendMessage::ErrorResponse(info.into())).await?;
+        }
+        client.send(PgWireBackendMessage::ReadyForQuery(ReadyForQuery::new(client.transaction_status()))).await?;
+        client.flush().await?;
+        Ok(())
+    }
+
     /// pgwire's Bind, after the checks PostgreSQL makes of it.
     async fn on_bind<C>(&self, client: &mut C, message: Bind) -> PgWireResult<()>
     where
@@ -826,6 +848,11 @@ impl ExtendedQueryHandler for Connection {
     {
         let prepared = &portal.statement.statement;
         let Some(statement) = prepared.statement.clone() else { return Ok(Response::EmptyQuery) };
+        // Outside a block, the statements up to the next Sync are one implicit transaction, as
+        // in PostgreSQL: `on_sync` commits it (not COPY, which commits when its rows are in).
+        if !is_copy(&statement) {
+            self.session.begin_implicit();
+        }
         let types: Vec<Option<&DataType>> = prepared.arrow_parameter_types.iter().map(Option::as_ref).collect();
         let parameters = if prepared.parameter_types == [Type::OID_ARRAY] {
             vec![super::statements::oid_array_parameter(portal.parameters.first().cloned().flatten())?]

@@ -5,6 +5,7 @@ mod cli;
 mod clients;
 mod dbt;
 mod differential;
+mod jdbc;
 mod pg;
 mod security;
 mod serve;
