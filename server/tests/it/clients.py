@@ -52,6 +52,22 @@ def psycopg3():
             print("ok psycopg3 undefined table")
         check("psycopg3 after error", conn.execute("SELECT 1").fetchone(), (1,))
         check("psycopg3 server version", conn.info.server_version // 10000, 16)
+        # Pipeline mode: the statements up to a Sync are one implicit transaction, so a failing
+        # one drops those before it (PostgreSQL leaves 0 rows here, then 2).
+        conn.execute("CREATE TABLE piped (id int PRIMARY KEY)")
+        try:
+            with conn.pipeline():
+                for i in (1, 2, 1, 3):
+                    conn.execute("INSERT INTO piped VALUES (%s)", (i,))
+            raise SystemExit("FAIL psycopg3 pipeline: no error")
+        except psycopg.errors.UniqueViolation:
+            pass
+        check("psycopg3 failed pipeline", conn.execute("SELECT count(*) FROM piped").fetchone()[0], 0)
+        with conn.pipeline() as pipeline:
+            conn.execute("INSERT INTO piped VALUES (%s)", (1,))
+            pipeline.sync()
+            conn.execute("INSERT INTO piped VALUES (%s)", (2,))
+        check("psycopg3 pipeline with a sync", conn.execute("SELECT count(*) FROM piped").fetchone()[0], 2)
 
     # Autocommit off: psycopg opens a transaction with BEGIN; COMMIT keeps its writes, ROLLBACK
     # drops them, and conn.transaction() blocks (savepoints when nested) do what they say.
