@@ -170,6 +170,13 @@ impl Session {
         self.block.set_default_read_only(read_only)
     }
 
+    /// The warnings its last statements gave the client (SQLSTATE and message), as PostgreSQL
+    /// sends them in a NoticeResponse: COMMIT or ROLLBACK with no transaction block, BEGIN
+    /// inside one.
+    pub fn take_warnings(&self) -> Vec<(&'static str, &'static str)> {
+        self.block.take_warnings()
+    }
+
     /// Whether the session is in an implicit transaction (a multi-statement query's, or the
     /// extended protocol's up to Sync), not a block the client began.
     pub fn in_implicit(&self) -> bool {

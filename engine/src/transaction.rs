@@ -33,6 +33,9 @@ pub struct TransactionBlock {
     /// Temporary relations a ROLLBACK (or ROLLBACK TO) undid the creation of: the session drops
     /// them ([`Self::take_undone`]).
     undone: Mutex<Vec<TableName>>,
+    /// Warnings for the client, as PostgreSQL sends them (COMMIT or ROLLBACK with no block, a
+    /// BEGIN inside one): SQLSTATE and message ([`Self::take_warnings`]).
+    warnings: Mutex<Vec<(&'static str, &'static str)>>,
 }
 
 #[derive(Debug, Default)]
@@ -240,12 +243,15 @@ impl TransactionBlock {
                         block.read_only = read_only;
                     }
                     // PostgreSQL warns (25001) and stays in the block it is in.
-                    Some(_) => tracing::debug!("BEGIN inside a transaction block: there is already one in progress"),
+                    Some(_) => self.warn("25001", "there is already a transaction in progress"),
                     None => *state = Some(Block { read_only, ..Block::default() }),
                 }
                 Ok(StatementResult::command(tag))
             }
             Control::Commit { chain } => {
+                if state.as_ref().is_none_or(|b| b.implicit) {
+                    self.warn("25P01", "there is no transaction in progress");
+                }
                 // COMMIT of an aborted block rolls it back, as PostgreSQL does.
                 let failed = state.as_ref().is_some_and(|b| b.failed);
                 let tag = if failed { "ROLLBACK" } else { "COMMIT" };
@@ -268,6 +274,9 @@ impl TransactionBlock {
                     Err(cannot_undo("ROLLBACK", writes))
                 }
                 _ => {
+                    if state.as_ref().is_none_or(|b| b.implicit) {
+                        self.warn("25P01", "there is no transaction in progress");
+                    }
                     let block = state.take();
                     self.undo(block.as_ref().map_or(&[][..], |b| &b.temporaries));
                     let read_only = block.is_some_and(|b| b.read_only);
@@ -388,6 +397,15 @@ impl TransactionBlock {
             Some(_) => Then::Commit,
             None => Then::Nothing,
         }
+    }
+
+    fn warn(&self, sqlstate: &'static str, message: &'static str) {
+        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push((sqlstate, message));
+    }
+
+    /// The warnings the last statements gave (see [`TransactionBlock::warnings`]), oldest first.
+    pub fn take_warnings(&self) -> Vec<(&'static str, &'static str)> {
+        std::mem::take(&mut *self.warnings.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     fn undo(&self, temporaries: &[(TableName, usize)]) {

@@ -211,6 +211,12 @@ impl Connection {
         if response.is_err() {
             self.session.statement_failed();
         }
+        // PostgreSQL's warnings (COMMIT with no transaction block, BEGIN inside one), before the
+        // statement's own answer.
+        for (sqlstate, message) in self.session.take_warnings() {
+            let notice = ErrorInfo::new("WARNING".to_owned(), sqlstate.to_owned(), message.to_owned());
+            client.send(PgWireBackendMessage::NoticeResponse(notice.into())).await?;
+        }
         response
     }
 

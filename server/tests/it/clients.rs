@@ -44,6 +44,24 @@ fn psql_meta_commands_and_copy() {
     let out = run(&["-c", "select 1; select 2"]);
     assert!(out.contains("?column? \n----------\n        1\n(1 row)"), "{out}");
     assert!(out.contains("        2\n(1 row)"), "{out}");
+    // PostgreSQL's warnings for COMMIT / ROLLBACK with no transaction block and BEGIN inside one.
+    let output = psql(
+        port,
+        "user=me sslmode=disable",
+        None,
+        &["-c", "COMMIT", "-c", "BEGIN", "-c", "BEGIN", "-c", "ROLLBACK", "-c", "ROLLBACK"],
+    );
+    ok(&output);
+    let warnings = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(
+        warnings.lines().collect::<Vec<_>>(),
+        [
+            "WARNING:  there is no transaction in progress",
+            "WARNING:  there is already a transaction in progress",
+            "WARNING:  there is no transaction in progress"
+        ],
+        "{warnings}"
+    );
     run(&[
         "-c",
         "CREATE SCHEMA sales",
