@@ -21,6 +21,9 @@ use crate::staging::{Mark, Staging};
 use crate::syntax::parser::SluiceStatement;
 use crate::warehouse::Warehouse;
 
+/// How many warnings a session keeps until they are taken ([`TransactionBlock::take_warnings`]).
+const WARNINGS_KEPT: usize = 16;
+
 /// The block a session is in, if any.
 #[derive(Debug, Default)]
 pub struct TransactionBlock {
@@ -399,8 +402,14 @@ impl TransactionBlock {
         }
     }
 
+    /// Keeps a warning for the client. A session that never takes them (the Rust API's) keeps
+    /// the last [`WARNINGS_KEPT`] only.
     fn warn(&self, sqlstate: &'static str, message: &'static str) {
-        self.warnings.lock().unwrap_or_else(|p| p.into_inner()).push((sqlstate, message));
+        let mut warnings = self.warnings.lock().unwrap_or_else(|p| p.into_inner());
+        if warnings.len() >= WARNINGS_KEPT {
+            warnings.remove(0);
+        }
+        warnings.push((sqlstate, message));
     }
 
     /// The warnings the last statements gave (see [`TransactionBlock::warnings`]), oldest first.
@@ -491,6 +500,22 @@ mod tests {
             Ok(_) => "ROWS".into(),
             Err(e) => e.sqlstate().to_string(),
         }
+    }
+
+    #[test]
+    fn warnings_as_postgresql_gives_them_and_a_bounded_number_kept() {
+        let block = TransactionBlock::default();
+        run(&block, "COMMIT", true);
+        run(&block, "BEGIN", true);
+        run(&block, "BEGIN", true);
+        run(&block, "COMMIT", true);
+        let codes: Vec<&str> = block.take_warnings().iter().map(|(code, _)| *code).collect();
+        assert_eq!(codes, ["25P01", "25001"]);
+        for _ in 0..100 {
+            run(&block, "ROLLBACK", true);
+        }
+        assert_eq!(block.take_warnings().len(), WARNINGS_KEPT);
+        assert!(block.take_warnings().is_empty());
     }
 
     #[test]
