@@ -250,6 +250,25 @@ impl<V: Default> KeyMap<V> {
         }
     }
 
+    /// Whether an entry with this hash has a value that `matches`.
+    fn has_hashed_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> bool {
+        if self.len == 0 {
+            return false;
+        }
+        let mask = self.slots.len() - 1;
+        let mut i = hash as usize & mask;
+        loop {
+            let slot = &self.slots[i];
+            if slot.hash == 0 {
+                return false;
+            }
+            if slot.hash == hash && matches(&slot.value) {
+                return true;
+            }
+            i = (i + 1) & mask;
+        }
+    }
+
     /// Removes the entry with this hash whose value `matches` (the caller knows the value and
     /// the hash, not the key); returns its value.
     pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {
@@ -302,6 +321,111 @@ impl<V: Default> KeyMap<V> {
     }
 }
 
+/// How many shards a [`SharedKeyMap`] has (a power of two).
+const SHARDS: usize = 256;
+
+/// A [`KeyMap`] in shards that copies share until one writes: a clone costs [`SHARDS`] reference
+/// counts, and the first write to a shard after a clone copies that shard only. The key index of
+/// a table is one, so that a transaction's own copy of it costs what the transaction writes, not
+/// what the table holds.
+#[derive(Clone)]
+pub struct SharedKeyMap<V> {
+    shards: Vec<std::sync::Arc<KeyMap<V>>>,
+    state: foldhash::fast::RandomState,
+}
+
+impl<V: Default + Clone> Default for SharedKeyMap<V> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<V: Default + Clone> SharedKeyMap<V> {
+    pub fn new() -> Self {
+        let state = foldhash::fast::RandomState::default();
+        let shards = (0..SHARDS).map(|_| std::sync::Arc::new(KeyMap::with_state(state.clone()))).collect();
+        Self { shards, state }
+    }
+
+    pub fn state(&self) -> &foldhash::fast::RandomState {
+        &self.state
+    }
+
+    /// The hash that the `*_hashed` methods take for `key` (the same as a [`KeyMap`] with this
+    /// state gives).
+    pub fn hash(&self, key: &[u8]) -> u64 {
+        self.state.hash_one(key) | OCCUPIED
+    }
+
+    /// A shard by bits of the hash that a shard's own slots do not use first.
+    fn shard_of(hash: u64) -> usize {
+        (hash >> 48) as usize & (SHARDS - 1)
+    }
+
+    fn shard(&self, hash: u64) -> &KeyMap<V> {
+        &self.shards[Self::shard_of(hash)]
+    }
+
+    fn shard_mut(&mut self, hash: u64) -> &mut KeyMap<V> {
+        std::sync::Arc::make_mut(&mut self.shards[Self::shard_of(hash)])
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.shards.iter().all(|s| s.is_empty())
+    }
+
+    pub fn get_hashed(&self, hash: u64, key: &[u8]) -> Option<&V> {
+        self.shard(hash).get_hashed(hash, key)
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&V> {
+        self.get_hashed(self.hash(key), key)
+    }
+
+    /// Sets `key`'s value; returns the one it had.
+    pub fn insert_hashed(&mut self, hash: u64, key: &[u8], value: V) -> Option<V> {
+        self.shard_mut(hash).insert_hashed(hash, key, value)
+    }
+
+    pub fn insert(&mut self, key: &[u8], value: V) -> Option<V> {
+        self.insert_hashed(self.hash(key), key, value)
+    }
+
+    pub fn remove(&mut self, key: &[u8]) -> Option<V> {
+        let hash = self.hash(key);
+        if self.shard(hash).get_hashed(hash, key).is_none() {
+            return None;
+        }
+        self.shard_mut(hash).remove_hashed(hash, key)
+    }
+
+    /// See [`KeyMap::get_mut_hashed_where`] (a shard shared with a copy is copied first, only
+    /// if an entry matches).
+    pub fn get_mut_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&mut V> {
+        if !self.shard(hash).has_hashed_where(hash, &matches) {
+            return None;
+        }
+        self.shard_mut(hash).get_mut_hashed_where(hash, matches)
+    }
+
+    /// See [`KeyMap::remove_hashed_where`].
+    pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {
+        if !self.shard(hash).has_hashed_where(hash, &matches) {
+            return None;
+        }
+        self.shard_mut(hash).remove_hashed_where(hash, matches)
+    }
+
+    /// Each key with its value, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&[u8], &V)> + '_ {
+        self.shards.iter().flat_map(|s| s.iter())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -340,6 +464,35 @@ mod tests {
         seen.sort();
         want.sort();
         assert_eq!(seen, want);
+    }
+
+    #[test]
+    fn a_shared_map_and_its_clone_diverge_only_where_written() {
+        let mut map: SharedKeyMap<u64> = SharedKeyMap::new();
+        for n in 0..10_000 {
+            map.insert(&key(n, 9), n);
+        }
+        let mut copy = map.clone();
+        for n in 0..100 {
+            assert_eq!(copy.remove(&key(n, 9)), Some(n));
+            copy.insert(&key(20_000 + n, 40), n);
+        }
+        assert_eq!(copy.remove(&key(99_999, 9)), None);
+        let hash = copy.hash(&key(500, 9));
+        assert_eq!(copy.get_mut_hashed_where(hash, |v| *v == 501), None);
+        *copy.get_mut_hashed_where(hash, |v| *v == 500).unwrap() = 7;
+        assert_eq!(map.len(), 10_000);
+        assert_eq!(copy.len(), 10_000);
+        for n in 0..10_000 {
+            assert_eq!(map.get(&key(n, 9)), Some(&n));
+        }
+        assert_eq!(copy.get(&key(5, 9)), None);
+        assert_eq!(copy.get(&key(500, 9)), Some(&7));
+        assert_eq!(copy.get(&key(20_005, 40)), Some(&5));
+        assert_eq!(map.get(&key(20_005, 40)), None);
+        assert!(copy.remove_hashed_where(copy.hash(&key(600, 9)), |v| *v == 600).is_some());
+        assert_eq!(map.get(&key(600, 9)), Some(&600));
+        assert_eq!(copy.iter().count(), 9_999);
     }
 
     #[test]

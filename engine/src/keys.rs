@@ -35,7 +35,7 @@ use datafusion::logical_expr::expr::InList;
 use datafusion::logical_expr::{BinaryExpr, Expr, Operator};
 
 use crate::error::{Error, Result};
-use crate::keymap::KeyMap;
+use crate::keymap::{KeyMap, SharedKeyMap};
 use crate::provider::{Located, RowLocator};
 
 /// The table property prefix of keys.
@@ -317,7 +317,7 @@ struct FileKeys {
     /// The rows its deletion vector deletes.
     deleted: RoaringTreemap,
     /// Per index, each row's key hash (0: no key, for a NULL in a UNIQUE column).
-    hashes: Vec<Vec<u64>>,
+    hashes: Arc<Vec<Vec<u64>>>,
 }
 
 struct Index {
@@ -329,8 +329,9 @@ struct Index {
     fields: Vec<SortField>,
     /// Each key's row; for a key of a non-unique index in several rows, [`Loc::many`] naming
     /// its entry in `postings`.
-    map: KeyMap<Loc>,
-    postings: Postings,
+    map: SharedKeyMap<Loc>,
+    /// Shared with copies of the index until one writes.
+    postings: Arc<Postings>,
 }
 
 /// The rows of the keys of a non-unique index that are in more than one row: sets of packed
@@ -385,12 +386,12 @@ impl Index {
         }
         match there.posting() {
             Some(id) => {
-                if let Some(set) = self.postings.get_mut(id) {
+                if let Some(set) = Arc::make_mut(&mut self.postings).get_mut(id) {
                     set.insert(loc.packed());
                 }
             }
             None => {
-                let id = self.postings.add(BTreeSet::from([there.packed(), loc.packed()]));
+                let id = Arc::make_mut(&mut self.postings).add(BTreeSet::from([there.packed(), loc.packed()]));
                 self.map.insert_hashed(hash, key, Loc::many(id));
             }
         }
@@ -414,13 +415,14 @@ impl Index {
             self.map.remove_hashed_where(hash, |l| *l == loc);
             return;
         };
-        let Some(set) = self.postings.get_mut(id) else { return };
+        let postings = Arc::make_mut(&mut self.postings);
+        let Some(set) = postings.get_mut(id) else { return };
         set.remove(&packed);
         if set.len() == 1 {
             // One row left: it goes back in the map.
             let last = set.first().copied().map(Loc::unpacked).unwrap_or_default();
             *there = last;
-            self.postings.remove(id);
+            postings.remove(id);
         }
     }
 
@@ -518,7 +520,7 @@ impl TableKeys {
                 fields.push(SortField::new(arrow_schema.field(i).data_type().clone()));
             }
             let converter = RowConverter::new(fields.clone())?;
-            indexes.push(Index { def, columns, converter, fields, map: KeyMap::new(), postings: Postings::default() });
+            indexes.push(Index { def, columns, converter, fields, map: SharedKeyMap::new(), postings: Arc::default() });
         }
         Ok(Self { indexes, ..Self::empty() })
     }
@@ -692,7 +694,7 @@ impl TableKeys {
             path: add.path.clone(),
             dv: add.deletion_vector.as_ref().map(|d| d.unique_id()),
             deleted,
-            hashes,
+            hashes: Arc::new(hashes),
         };
         self.by_path.insert(add.path.clone(), id);
         if let Some(slot) = self.files.get_mut(id as usize) {
