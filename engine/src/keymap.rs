@@ -250,20 +250,20 @@ impl<V: Default> KeyMap<V> {
         }
     }
 
-    /// Whether an entry with this hash has a value that `matches`.
-    fn has_hashed_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> bool {
+    /// The key of the entry with this hash whose value `matches`.
+    pub fn key_hashed_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&[u8]> {
         if self.len == 0 {
-            return false;
+            return None;
         }
         let mask = self.slots.len() - 1;
         let mut i = hash as usize & mask;
         loop {
             let slot = &self.slots[i];
             if slot.hash == 0 {
-                return false;
+                return None;
             }
             if slot.hash == hash && matches(&slot.value) {
-                return true;
+                return Some(key_of(&self.arena, slot));
             }
             i = (i + 1) & mask;
         }
@@ -397,27 +397,26 @@ impl<V: Default + Clone> SharedKeyMap<V> {
 
     pub fn remove(&mut self, key: &[u8]) -> Option<V> {
         let hash = self.hash(key);
-        if self.shard(hash).get_hashed(hash, key).is_none() {
-            return None;
-        }
+        self.shard(hash).get_hashed(hash, key)?;
         self.shard_mut(hash).remove_hashed(hash, key)
     }
 
     /// See [`KeyMap::get_mut_hashed_where`] (a shard shared with a copy is copied first, only
     /// if an entry matches).
     pub fn get_mut_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&mut V> {
-        if !self.shard(hash).has_hashed_where(hash, &matches) {
-            return None;
-        }
+        self.shard(hash).key_hashed_where(hash, &matches)?;
         self.shard_mut(hash).get_mut_hashed_where(hash, matches)
     }
 
     /// See [`KeyMap::remove_hashed_where`].
     pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {
-        if !self.shard(hash).has_hashed_where(hash, &matches) {
-            return None;
-        }
+        self.shard(hash).key_hashed_where(hash, &matches)?;
         self.shard_mut(hash).remove_hashed_where(hash, matches)
+    }
+
+    /// See [`KeyMap::key_hashed_where`].
+    pub fn key_hashed_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&[u8]> {
+        self.shard(hash).key_hashed_where(hash, matches)
     }
 
     /// Each key with its value, in no particular order.

@@ -867,6 +867,73 @@ impl TableKeys {
     }
 }
 
+impl TableKeys {
+    /// Checks, for a transaction whose commit was moved onto a later version (see
+    /// [`sluice_storage::stage::Rebase`]), that the rows it inserts add no key that `latest` (the
+    /// table's index at that version) holds outside the rows the transaction deletes
+    /// (`deleted`, by path; `None`: the whole file). `self` is the transaction's own index and
+    /// `added` the paths of the files it adds. 23505 naming the constraint and key otherwise (a
+    /// concurrent transaction committed the key first, as PostgreSQL reports it).
+    pub fn check_moved(
+        &self,
+        latest: &TableKeys,
+        table: &str,
+        added: &HashSet<String>,
+        deleted: &HashMap<String, Option<RoaringTreemap>>,
+    ) -> Result<()> {
+        for (n, index) in self.indexes.iter().enumerate().filter(|(_, i)| i.def.unique) {
+            let Some(theirs) = latest.indexes.iter().find(|i| i.def == index.def) else { continue };
+            for (id, file) in self.files.iter().enumerate() {
+                let Some(file) = file.as_ref().filter(|f| added.contains(&f.path)) else { continue };
+                let Some(hashes) = file.hashes.get(n) else { continue };
+                for (row, &hash) in hashes.iter().enumerate() {
+                    if hash == 0 || file.deleted.contains(row as u64) {
+                        continue;
+                    }
+                    let here = Loc { file: id as u32, row: row as u32 };
+                    let Some(key) = index.map.key_hashed_where(hash, |l| *l == here) else { continue };
+                    let Some(there) = theirs.map.get_hashed(theirs.map.hash(key), key) else { continue };
+                    let gone = theirs.rows_of_loc(*there).into_iter().all(|loc| {
+                        latest.path_of(loc).and_then(|p| deleted.get(p)).is_some_and(|rows| match rows {
+                            None => true,
+                            Some(rows) => rows.contains(u64::from(loc.row)),
+                        })
+                    });
+                    if !gone {
+                        return Err(Error::UniqueViolation {
+                            table: table.to_string(),
+                            constraint: index.def.name.clone(),
+                            key: index.key_text_of(key),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Index {
+    /// The rows a map entry stands for.
+    fn rows_of_loc(&self, loc: Loc) -> Vec<Loc> {
+        match loc.posting() {
+            None => vec![loc],
+            Some(id) => self.postings.get(id).into_iter().flatten().map(|p| Loc::unpacked(*p)).collect(),
+        }
+    }
+
+    /// A key (in the row format) as PostgreSQL shows it in messages.
+    fn key_text_of(&self, key: &[u8]) -> String {
+        let parser = self.converter.parser();
+        let arrays = match self.converter.convert_rows([parser.parse(key)]) {
+            Ok(arrays) => arrays,
+            Err(_) => return format!("{}=(?)", self.def.column_list()),
+        };
+        let values: Vec<String> = arrays.iter().map(|a| value_text(a, 0)).collect();
+        format!("{}=({})", self.def.column_list(), values.join(", "))
+    }
+}
+
 /// `value` in type `wanted`, if it casts there and back unchanged (`None`: no key of that type
 /// equals it; NULL equals nothing).
 fn in_type(value: &ScalarValue, wanted: &ArrowType) -> Option<ScalarValue> {

@@ -10,11 +10,17 @@
 //! have to undo one. Such a statement may not touch a table the block has written (it would not
 //! see the staged rows, and its commit would make the block's conflict at COMMIT): 0A000.
 //!
-//! Keys: a keyed table written in a block gets the block's own copy of its key index, caught up
-//! with the staged snapshot, so a duplicate is refused (23505) by the statement that makes it and
-//! ON CONFLICT sees the block's rows. Every keyed write reads the table's rows, so any data commit
-//! another writer makes to the table between the block's first read and its COMMIT makes the
-//! COMMIT fail with 40001, nothing applied.
+//! Keys: a keyed table written in a block gets the block's own copy of its key index (a
+//! copy-on-write one: it costs what the block writes), caught up with the staged snapshot, so a
+//! duplicate is refused (23505) by the statement that makes it and ON CONFLICT sees the block's
+//! rows. A keyed write depends on the rows of its keys; when another writer committed to the
+//! table since the block first read it, COMMIT resolves the conflict row by row: if the others
+//! changed other rows and the block read the table only through key lookups, the block's commit
+//! is moved onto their latest version (both deletion vectors merged,
+//! [`sluice_storage::stage::Rebase`]) and the keys it inserts are checked against that version
+//! (23505 if another transaction committed the key first). A row both changed, a file another
+//! writer rewrote, or a block that scanned the table (its reads depend on every row) is 40001,
+//! nothing applied.
 //!
 //! Several tables: COMMIT writes a record of the transaction under `_sluice/transactions/`, then
 //! commits the tables one by one (under their key locks and the warehouse's commit gate, so no
@@ -24,10 +30,11 @@
 //! completed or undone the same way ([`recover`]). Outside readers of the Delta logs may see one
 //! table's commit without the other's until then.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use sluice_storage::commit::CommitOutcome;
+use sluice_storage::stage::Rebase;
 use sluice_storage::table::Table;
 
 use crate::catalog::TableEntry;
@@ -261,6 +268,38 @@ async fn commit_tables<'a>(
     for (id, table) in written {
         if table.keys.is_some() {
             guards.push(db.keys.lock(id, &table.real).await?);
+        }
+    }
+    // Row-level conflict resolution: a keyed table that others committed to since the block
+    // first read it gets its commit moved onto their latest version when they changed other
+    // rows, checked against that version's keys (see sluice_storage::stage::Rebase).
+    for ((id, table), guard) in written.iter().filter(|(_, t)| t.keys.is_some()).zip(&guards) {
+        let latest = guard.snapshot().clone();
+        let moved = match table.real.rebase_stage(&table.staged, &latest).await {
+            Ok(Rebase::Unchanged) => continue,
+            Ok(Rebase::Rebased { deleted }) => {
+                let added: HashSet<String> = {
+                    let ours = table.staged.snapshot().await?;
+                    let theirs: HashSet<&str> = latest.files().map(|f| f.path.as_str()).collect();
+                    ours.files().filter(|f| !theirs.contains(f.path.as_str())).map(|f| f.path.clone()).collect()
+                };
+                match &table.keys {
+                    Some(cell) => cell.lock().await.check_moved(guard, &table.key, &added, &deleted),
+                    None => Ok(()),
+                }
+            }
+            Ok(Rebase::Conflict(conflict)) => Err(Error::SerializationFailure(format!(
+                "could not serialize access due to a concurrent update of {}: {conflict}",
+                table.key
+            ))),
+            Err(e) => Err(e.into()),
+        };
+        if let Err(error) = moved {
+            tracing::debug!(table = id, "a transaction's commit could not be moved past a concurrent one: {error}");
+            for (_, table) in written {
+                table.staged.discard_stage().await;
+            }
+            return Err(error);
         }
     }
     let record = Record {

@@ -15,11 +15,14 @@
 //! concurrent data change). [`Table::discard_stage`] deletes the files a rolled-back stage wrote;
 //! [`Table::stage_mark`] and [`Table::rollback_stage_to`] serve savepoints.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
-use crate::actions::{now_ms, Action};
-use crate::commit::{CommitOutcome, Committed, Transaction};
+use roaring::RoaringTreemap;
+
+use crate::actions::{now_ms, Action, Add, Stats};
+use crate::commit::{CommitOutcome, Committed, Conflict, ConflictReason, Transaction};
+use crate::deletion_vector::DvFileWriter;
 use crate::error::{Error, Result};
 use crate::log::{self, LogFile, LogFileKind};
 use crate::snapshot::Snapshot;
@@ -33,6 +36,9 @@ pub const TRANSACTION_ID_PARAMETER: &str = "transactionId";
 pub(crate) struct Stage {
     base: Arc<Snapshot>,
     commits: Vec<StagedCommit>,
+    /// A statement read the table other than row by row through a key (see
+    /// [`Table::note_whole_read`]): its commit cannot be moved onto a later version.
+    read_whole: bool,
 }
 
 #[derive(Debug)]
@@ -44,7 +50,7 @@ struct StagedCommit {
 
 impl Stage {
     pub(crate) fn new(base: Arc<Snapshot>) -> Mutex<Self> {
-        Mutex::new(Self { base, commits: Vec::new() })
+        Mutex::new(Self { base, commits: Vec::new(), read_whole: false })
     }
 }
 
@@ -97,6 +103,15 @@ impl Table {
             }
         }
         bytes
+    }
+
+    /// Records that a statement read a staged handle's rows by a scan rather than by key
+    /// lookups: what it read depends on every row, so [`Table::rebase_stage`] leaves the
+    /// handle's commit to the conflict rules. (Nothing for a handle that stages nothing.)
+    pub fn note_whole_read(&self) {
+        if let Some(stage) = self.stage() {
+            lock(stage).read_whole = true;
+        }
     }
 
     /// The version a staged handle's commits are built on.
@@ -193,7 +208,143 @@ impl Table {
     }
 }
 
+/// What [`Table::rebase_stage`] did.
+#[derive(Debug)]
+pub enum Rebase {
+    /// Nothing to move, or a stage that the conflict rules must judge as it is.
+    Unchanged,
+    /// The stage is now built on the later snapshot. `deleted`: the rows of that snapshot's
+    /// files that the stage deletes, by path (`None`: the whole file), for the caller's key check.
+    Rebased { deleted: HashMap<String, Option<RoaringTreemap>> },
+    /// A commit since the base changed a row the stage changes.
+    Conflict(Conflict),
+}
+
 impl Table {
+    /// Row-level conflict resolution (as Delta writers with deletion vectors do it): moves what a
+    /// staged handle of this table holds onto `latest`, a later snapshot of the table, when the
+    /// commits since its base changed other rows than it did. A file that both changed gets a
+    /// deletion vector of both deletions; a row both deleted, or a file one of them removed
+    /// whole, is a conflict. Only a stage that did nothing but change rows (no metadata,
+    /// protocol, streaming txns, domains or overwrite) and read the table only by key
+    /// (see [`Table::note_whole_read`]) is moved, and only when the commits since changed no
+    /// metadata or protocol: the caller checks the keys of the rows the stage inserts against
+    /// `latest`, and its commit then goes through the usual rules against anything after it.
+    pub async fn rebase_stage(&self, staged: &Table, latest: &Arc<Snapshot>) -> Result<Rebase> {
+        let Some(stage) = staged.stage() else {
+            return Err(Error::Internal("rebase_stage of a handle that stages nothing".into()));
+        };
+        let (base, after) = {
+            let stage = lock(stage);
+            let Some(last) = stage.commits.last() else { return Ok(Rebase::Unchanged) };
+            let movable = !stage.read_whole
+                && !stage.commits.iter().any(|c| {
+                    c.transaction.is_replacing_data()
+                        || c.transaction.actions().iter().any(|a| {
+                            matches!(
+                                a,
+                                Action::Metadata(_) | Action::Protocol(_) | Action::Txn(_) | Action::DomainMetadata(_)
+                            )
+                        })
+                });
+            if !movable {
+                return Ok(Rebase::Unchanged);
+            }
+            (stage.base.clone(), last.after.clone())
+        };
+        if latest.version() <= base.version()
+            || latest.metadata() != base.metadata()
+            || latest.protocol() != base.protocol()
+        {
+            return Ok(Rebase::Unchanged);
+        }
+        let conflict = |path: &str| {
+            Ok(Rebase::Conflict(Conflict {
+                winning_version: latest.version(),
+                reason: ConflictReason::ConcurrentDelete { path: path.to_string() },
+            }))
+        };
+        let in_after: HashMap<&str, &Arc<Add>> = after.files().map(|f| (f.path.as_str(), f)).collect();
+        let in_latest: HashMap<&str, &Arc<Add>> = latest.files().map(|f| (f.path.as_str(), f)).collect();
+        let in_base: HashSet<&str> = base.files().map(|f| f.path.as_str()).collect();
+        let now = now_ms();
+        let mut actions = Vec::new();
+        let mut deleted = HashMap::new();
+        let mut dv_file = DvFileWriter::new();
+        let store = self.store();
+        for b in base.files() {
+            let ours = in_after.get(b.path.as_str()).copied();
+            if ours.map(|f| f.key()) == Some(b.key()) {
+                continue;
+            }
+            let Some(theirs) = in_latest.get(b.path.as_str()).copied() else {
+                return conflict(&b.path);
+            };
+            let base_rows = rows_deleted(store, b).await?;
+            let their_rows = rows_deleted(store, theirs).await?;
+            let Some(ours) = ours else {
+                // Removed whole by the stage: also whatever the others deleted since.
+                if theirs.key() != b.key() {
+                    return conflict(&b.path);
+                }
+                actions.push(Action::Remove(theirs.to_remove(now, true)));
+                deleted.insert(b.path.clone(), None);
+                continue;
+            };
+            let our_rows = rows_deleted(store, ours).await?;
+            if !base_rows.is_subset(&our_rows) || !base_rows.is_subset(&their_rows) {
+                // Rows came back (a RESTORE): not a change of rows this can merge.
+                return conflict(&b.path);
+            }
+            let mine = &our_rows - &base_rows;
+            if !(&mine & &their_rows).is_empty() {
+                return conflict(&b.path);
+            }
+            let merged = &their_rows | &mine;
+            actions.push(Action::Remove(theirs.to_remove(now, true)));
+            deleted.insert(b.path.clone(), Some(mine));
+            let physical = match theirs.num_records() {
+                Some(n) => n.max(0) as u64,
+                None => u64::MAX,
+            };
+            if merged.len() < physical {
+                let stats = theirs.parsed_stats().map(|s| Stats { tight_bounds: Some(false), ..s });
+                actions.push(Action::Add(Add {
+                    deletion_vector: Some(dv_file.add(&merged)),
+                    stats: stats.and_then(|s| serde_json::to_string(&s).ok()).or(theirs.stats.clone()),
+                    modification_time: now,
+                    data_change: true,
+                    ..(**theirs).clone()
+                }));
+            }
+        }
+        for f in after.files().filter(|f| !in_base.contains(f.path.as_str())) {
+            actions.push(Action::Add((**f).clone()));
+        }
+        if !dv_file.is_empty() {
+            let (path, bytes) = dv_file.finish();
+            store.put(&store.path(&path), bytes).await?;
+        }
+        let version = latest.version() + 1;
+        let file = LogFile {
+            version,
+            kind: LogFileKind::Commit,
+            path: store.log_path(&log::commit_file_name(version)),
+            size: 0,
+            modified_ms: now,
+        };
+        let moved = Arc::new(latest.apply_commits(vec![(file, actions)])?);
+        {
+            let mut stage = lock(stage);
+            stage.base = latest.clone();
+            if let Some(last) = stage.commits.last_mut() {
+                last.after = moved.clone();
+            }
+        }
+        staged.replace_snapshot(moved);
+        Ok(Rebase::Rebased { deleted })
+    }
+
     /// The version after `after` whose commitInfo names `transaction_id` (see
     /// [`Table::commit_staged`]), if one does.
     pub async fn find_transaction(&self, after: u64, transaction_id: &str) -> Result<Option<u64>> {
@@ -291,6 +442,14 @@ fn net_transaction(base: &Snapshot, after: &Snapshot, commits: &[StagedCommit]) 
     domains.sort_by(|a, b| a.domain.cmp(&b.domain));
     transaction.add_actions(domains.into_iter().map(|d| Action::DomainMetadata(d.clone())));
     transaction
+}
+
+/// The rows a file's deletion vector deletes.
+async fn rows_deleted(store: &crate::store::TableStore, add: &Add) -> Result<RoaringTreemap> {
+    match &add.deletion_vector {
+        Some(dv) => crate::scan::read_dv(store, dv, &add.path).await,
+        None => Ok(RoaringTreemap::new()),
+    }
 }
 
 /// The data file paths a snapshot references.

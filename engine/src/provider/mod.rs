@@ -423,6 +423,9 @@ impl TableProvider for SluiceTable {
                 return self.storage_scan(state, &projection, files, Some(located.rows));
             }
         }
+        // A transaction block's read that depends on more rows than keys name: its commit
+        // must not be moved past other writers' (see sluice_storage::stage::Rebase).
+        self.table.note_whole_read();
         let files = self.select_files(state, filters, limit)?;
         if files.is_empty() {
             // No file to read: an empty plan with one partition (a file scan of no files has

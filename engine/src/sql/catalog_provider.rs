@@ -113,6 +113,22 @@ pub async fn statement_snapshot(
     load_snapshot(db, snapshots, staging, entry).await
 }
 
+/// What finds rows of `table` (the handle a statement reads) by key: a staged handle's versions
+/// are its own, so the shared index finds rows only at a version of the log (nothing staged
+/// yet), the block's copy at the staged ones (none before the block made it).
+pub fn locator_for(
+    db: &Warehouse,
+    staging: &Staging,
+    id: &str,
+    table: &Table,
+) -> Option<Arc<dyn crate::provider::RowLocator>> {
+    match staging.existing_keys(id) {
+        Some(cell) if table.is_staged() => Some(crate::keys::locator_of(cell)),
+        None if table.is_staged() && table.has_staged_commits() => None,
+        _ => Some(db.keys.locator(id)),
+    }
+}
+
 /// [`statement_snapshot`] under the commit gate the caller holds (or with the snapshot taken).
 pub async fn load_snapshot(
     db: &Warehouse,
@@ -156,13 +172,7 @@ impl SchemaProvider for SluiceSchema {
             return Ok(Some(Arc::new(table)));
         }
         let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, &self.staging, entry).await?;
-        // A staged handle's versions are its own: the shared index finds rows only at a version
-        // of the log (nothing staged yet), the block's copy at the staged ones.
-        let locator = match self.staging.existing_keys(&entry.id) {
-            Some(cell) if table.is_staged() => Some(crate::keys::locator_of(cell)),
-            None if table.is_staged() && table.has_staged_commits() => None,
-            _ => Some(self.db.keys.locator(&entry.id)),
-        };
+        let locator = locator_for(&self.db, &self.staging, &entry.id, &table);
         let provider = SluiceTable::new(table, snapshot, self.db.scan_options());
         let provider = match locator {
             Some(locator) => provider.with_locator(locator),

@@ -488,9 +488,13 @@ impl QueryContext {
     /// [`TEMP_SCHEMA`].
     fn register_dml_relation(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
-        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
-            .with_hidden_columns()
-            .with_locator(self.db.keys.locator(&target.entry.id));
+        let mut provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
+            .with_hidden_columns();
+        if let Some(locator) =
+            super::catalog_provider::locator_for(&self.db, &self.staging, &target.entry.id, &target.table)
+        {
+            provider = provider.with_locator(locator);
+        }
         self.temp.insert(&temp, Arc::new(provider));
         temp
     }

@@ -229,3 +229,62 @@ async fn views_survive_a_restart_and_show_a_blocks_rows() {
     session.execute("ROLLBACK").await.unwrap();
     assert_eq!(rows(&session.query("SELECT sum(d) FROM doubled").await.unwrap()), vec!["6"]);
 }
+
+/// Row-level conflicts: two blocks that change other rows of one keyed table both commit (the
+/// later one's commit is moved onto the earlier's); the same row, the same new key, or a block
+/// that read the table by a scan, do not.
+#[tokio::test]
+async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
+    let db = Database::open("memory://row-level").await.unwrap();
+    db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 0), (2, 0), (3, 0)")
+        .await
+        .unwrap();
+    let all = |db: &Database| {
+        let db = db.clone();
+        async move { rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()) }
+    };
+    let (a, b) = (db.session(), db.session());
+    a.execute("BEGIN; UPDATE acc SET v = v + 1 WHERE id = 1").await.unwrap();
+    b.execute("BEGIN; UPDATE acc SET v = v + 10 WHERE id = 2; INSERT INTO acc VALUES (4, 0)").await.unwrap();
+    b.execute("COMMIT").await.unwrap();
+    a.execute("UPDATE acc SET v = v + 1 WHERE id = 1; DELETE FROM acc WHERE id = 3").await.unwrap();
+    a.execute("COMMIT").await.unwrap();
+    assert_eq!(all(&db).await, vec!["1:2", "2:10", "4:0"]);
+
+    // The same row: the later COMMIT fails, and what the earlier wrote stays.
+    a.execute("BEGIN; UPDATE acc SET v = 100 WHERE id = 4").await.unwrap();
+    b.execute("BEGIN; UPDATE acc SET v = 200 WHERE id = 4; COMMIT").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(all(&db).await, vec!["1:2", "2:10", "4:200"]);
+
+    // The same new key: the later COMMIT is a unique violation.
+    a.execute("BEGIN; INSERT INTO acc VALUES (5, 1)").await.unwrap();
+    b.execute("BEGIN; INSERT INTO acc VALUES (5, 2); COMMIT").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    assert!(format!("{err:?}").contains("(id)=(5)"), "{err:?}");
+    assert_eq!(all(&db).await, vec!["1:2", "2:10", "4:200", "5:2"]);
+
+    // A key the earlier one deleted and the later one re-inserts after deleting it too.
+    a.execute("BEGIN; DELETE FROM acc WHERE id = 5; INSERT INTO acc VALUES (5, 9)").await.unwrap();
+    b.execute("BEGIN; DELETE FROM acc WHERE id = 5; COMMIT").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+
+    // A block that read the whole table (its sum) conflicts with any change to it.
+    a.execute("BEGIN; SELECT sum(v) FROM acc; UPDATE acc SET v = v + 1 WHERE id = 1").await.unwrap();
+    b.execute("UPDATE acc SET v = v + 1 WHERE id = 2").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(all(&db).await, vec!["1:2", "2:11", "4:200"]);
+
+    // An autocommit statement between: the block still commits, and sees its own row after.
+    a.execute("BEGIN; UPDATE acc SET v = 7 WHERE id = 1").await.unwrap();
+    db.execute("INSERT INTO acc VALUES (6, 6); UPDATE acc SET v = 0 WHERE id = 4").await.unwrap();
+    a.execute("COMMIT").await.unwrap();
+    assert_eq!(all(&db).await, vec!["1:7", "2:11", "4:0", "6:6"]);
+    // The key index is right after the moved commits: a duplicate is still refused.
+    let err = db.execute("INSERT INTO acc VALUES (1, 0)").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+}
