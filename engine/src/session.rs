@@ -20,6 +20,9 @@ use crate::sql::query::Described;
 use crate::syntax::parser::{parse_statement_text, parse_statements, SluiceStatement};
 use crate::syntax::streaming::StreamingStatement;
 
+/// How many times an autocommit statement that lost its commit to a concurrent one runs again
+/// before its 40001 reaches the client (each after a random wait of up to 2^attempt ms, at most 64).
+const AUTOCOMMIT_RETRY_MAX: u32 = 20;
 /// The catalog name DataFusion knows the warehouse by.
 pub use crate::names::CATALOG_NAME;
 
@@ -324,8 +327,27 @@ impl Session {
             }
         }
         self.set_staging_mode(staged);
-        // Boxed, as the calls below: a statement's future is deep, and a debug build's stack small.
-        let mut result = Box::pin(self.run_admitted(statement, parameters, control)).await;
+        // An autocommit query or DML that lost its commit to a concurrent one runs again on the
+        // newer snapshot, as PostgreSQL's READ COMMITTED reads a row that changed under an
+        // UPDATE anew: nothing of it was committed or sent. (In a block, COMMIT reports 40001.)
+        let retries = if staged && !self.block.in_block() { AUTOCOMMIT_RETRY_MAX } else { 0 };
+        let mut attempt = 0;
+        let mut result = loop {
+            let again = (attempt < retries).then(|| statement.clone());
+            // Boxed, as the calls below: a statement's future is deep, and a debug build's stack small.
+            let result = Box::pin(self.run_admitted(statement, parameters, control.clone())).await;
+            match (result, again) {
+                (Err(Error::SerializationFailure(reason)), Some(next)) => {
+                    attempt += 1;
+                    tracing::debug!(attempt, "an autocommit statement lost a commit race and runs again: {reason}");
+                    // A random wait (a v4 uuid's random bits), so that racing statements part.
+                    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
+                    tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+                    statement = next;
+                }
+                (result, _) => break result,
+            }
+        };
         self.block.staging().set_mode(crate::staging::Mode::Off);
         if result.is_ok() && staged {
             if let Err(e) = self.check_staged_size() {

@@ -339,6 +339,17 @@ impl QueryContext {
             return Ok(None);
         }
         let guard = Box::pin(self.lock_keys(target)).await?;
+        // Rows found at the statement's snapshot, checked at a later one: another writer may
+        // have moved them (an autocommit statement runs again on the newer snapshot).
+        let reads_rows = deleted.is_none_or(|rows| rows.values().any(|r| !r.is_empty()));
+        if reads_rows && !target.table.is_staged() && guard.snapshot().version() != target.snapshot.version() {
+            return Err(Error::SerializationFailure(format!(
+                "could not serialize access due to concurrent update of {} (version {} since the statement read                  version {})",
+                target.name,
+                guard.snapshot().version(),
+                target.snapshot.version()
+            )));
+        }
         guard.check(&target.name.name, deleted, inserted)?;
         Ok(Some(guard))
     }

@@ -288,3 +288,28 @@ async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
     let err = db.execute("INSERT INTO acc VALUES (1, 0)").await.unwrap_err();
     assert_eq!(err.sqlstate(), "23505", "{err}");
 }
+
+/// Autocommit UPDATEs by concurrent sessions, of other rows and of the same row, never fail (as
+/// in PostgreSQL, where each waits for the other and reads the row anew), and none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_autocommit_updates_neither_fail_nor_lose_one() {
+    let db = Database::open("memory://autocommit-updates").await.unwrap();
+    db.execute("CREATE TABLE counters (id bigint PRIMARY KEY, n bigint); INSERT INTO counters VALUES (0, 0), (1, 0)")
+        .await
+        .unwrap();
+    let mut clients = Vec::new();
+    for client in 0..4i64 {
+        let session = db.session();
+        clients.push(tokio::spawn(async move {
+            for i in 0..25i64 {
+                let id = (client + i) % 2;
+                session.execute(&format!("UPDATE counters SET n = n + 1 WHERE id = {id}")).await?;
+            }
+            Ok::<_, sluice::Error>(())
+        }));
+    }
+    for client in clients {
+        client.await.unwrap().unwrap();
+    }
+    assert_eq!(rows(&db.query("SELECT sum(n) FROM counters").await.unwrap()), vec!["100"]);
+}
