@@ -1070,6 +1070,11 @@ impl KeyGuard {
         &self.snapshot
     }
 
+    /// A transaction's own copy of the index, at the guard's snapshot (see [`crate::staging`]).
+    pub fn private_copy(&self) -> Result<Arc<tokio::sync::Mutex<TableKeys>>> {
+        Ok(Arc::new(tokio::sync::Mutex::new(self.keys.private_copy()?)))
+    }
+
     /// Catches the index up with the commit the guard's holder just made.
     pub async fn committed(mut self) -> Result<()> {
         let snapshot = self.table.snapshot().await?;
@@ -1139,6 +1144,24 @@ impl KeyIndexes {
             return Err(Error::Internal(format!("the shared key index of {id} was asked to lock a staged handle")));
         }
         lock_cell(self.cell(id), table).await
+    }
+
+    /// [`KeyIndexes::lock`] if no one holds the lock now (`None` otherwise): for a caller that
+    /// holds the commit gate, which a committer holding the lock may wait for.
+    pub async fn try_lock(&self, id: &str, table: &Arc<Table>) -> Option<Result<KeyGuard>> {
+        if table.is_staged() {
+            return Some(Err(Error::Internal(format!(
+                "the shared key index of {id} was asked to lock a staged handle"
+            ))));
+        }
+        let mut keys = self.cell(id).try_lock_owned().ok()?;
+        let caught_up = async {
+            let snapshot = table.snapshot().await?;
+            keys.catch_up(&snapshot).await?;
+            Ok(snapshot)
+        }
+        .await;
+        Some(caught_up.map(|snapshot| KeyGuard { keys, table: table.clone(), snapshot }))
     }
 
     /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).

@@ -118,7 +118,7 @@ impl Staging {
     }
 
     /// The handle the running statement uses for `entry`'s table (`real`: the shared one).
-    pub async fn table_for(&self, entry: &TableEntry, real: Arc<Table>) -> Result<Arc<Table>> {
+    pub async fn table_for(&self, db: &Warehouse, entry: &TableEntry, real: Arc<Table>) -> Result<Arc<Table>> {
         {
             let state = lock(self);
             match state.mode {
@@ -141,13 +141,26 @@ impl Staging {
                 }
             }
         }
-        let staged = Arc::new(real.staged().await?);
+        // A keyed table: the block's copy of its index is taken with the snapshot it starts
+        // from when no writer holds the index (a statement's snapshot is taken under the commit
+        // gate, which such a writer may wait for), so that its key lookups neither wait for nor
+        // scan past other writers' commits. Otherwise its first write makes the copy.
+        let latest = real.snapshot().await?;
+        let keyed = !crate::keys::unique_defs(latest.configuration()).is_empty();
+        let (staged, keys) = match if keyed { db.keys.try_lock(&entry.id, &real).await } else { None } {
+            Some(guard) => {
+                let guard = guard?;
+                let copy = guard.private_copy()?;
+                (Arc::new(real.staged_on(guard.snapshot().clone())), Some(copy))
+            }
+            None => (Arc::new(real.staged_on(latest)), None),
+        };
         let mut state = lock(self);
         let table = state.tables.entry(entry.id.clone()).or_insert(StagedTable {
             key: entry.qualified_name(),
             real,
             staged,
-            keys: None,
+            keys,
         });
         Ok(table.staged.clone())
     }

@@ -65,6 +65,11 @@ impl Table {
         Ok(self.staged_handle(base))
     }
 
+    /// A handle that stages its commits on `base`, a snapshot of this table.
+    pub fn staged_on(&self, base: Arc<Snapshot>) -> Table {
+        self.staged_handle(base)
+    }
+
     /// Whether this handle stages its commits.
     pub fn is_staged(&self) -> bool {
         self.stage().is_some()

@@ -136,7 +136,7 @@ pub async fn load_snapshot(
     staging: &Staging,
     entry: &TableEntry,
 ) -> crate::error::Result<(Arc<Table>, Arc<Snapshot>)> {
-    let table = staging.table_for(entry, db.open_table(entry).await?).await?;
+    let table = staging.table_for(db, entry, db.open_table(entry).await?).await?;
     let cached = snapshots.lock().unwrap_or_else(|p| p.into_inner()).get(&entry.id).cloned();
     let snapshot = match cached {
         Some(snapshot) => snapshot,
