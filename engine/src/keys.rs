@@ -465,6 +465,11 @@ impl TableKeys {
     /// A copy that forgets the version it is at (a transaction's own index, caught up with its
     /// staged snapshots by comparing files, whatever their version numbers).
     fn private_copy(&self) -> Result<Self> {
+        Ok(Self { version: None, ..self.shared_copy()? })
+    }
+
+    /// A copy at the same version (copy on write: see [`SharedKeyMap`]).
+    fn shared_copy(&self) -> Result<Self> {
         let mut indexes = Vec::with_capacity(self.indexes.len());
         for index in &self.indexes {
             indexes.push(Index {
@@ -478,7 +483,7 @@ impl TableKeys {
         }
         Ok(Self {
             shape: self.shape.clone(),
-            version: None,
+            version: self.version,
             indexes,
             files: self.files.clone(),
             by_path: self.by_path.clone(),
@@ -1042,6 +1047,37 @@ fn value_text(array: &ArrayRef, row: usize) -> String {
 #[derive(Default)]
 pub struct KeyIndexes {
     tables: Mutex<HashMap<String, Arc<tokio::sync::Mutex<TableKeys>>>>,
+    /// Each table's index as its lock holder last left it caught up, with that snapshot: what
+    /// a transaction block starts from, and what lookups use, without waiting for the lock.
+    published: Arc<Mutex<HashMap<String, Arc<Published>>>>,
+}
+
+/// A table's index behind its lock.
+pub type KeyCell = Arc<tokio::sync::Mutex<TableKeys>>;
+
+/// A table's index at one snapshot, shared copy-on-write with the live one.
+struct Published {
+    snapshot: Arc<Snapshot>,
+    keys: TableKeys,
+}
+
+/// Where a shared index publishes itself (see [`KeyIndexes::published`]).
+#[derive(Clone)]
+struct PublishTo {
+    id: String,
+    slots: Arc<Mutex<HashMap<String, Arc<Published>>>>,
+}
+
+impl PublishTo {
+    fn publish(&self, keys: &TableKeys, snapshot: &Arc<Snapshot>) {
+        let Ok(copy) = keys.shared_copy() else { return };
+        let published = Arc::new(Published { snapshot: snapshot.clone(), keys: copy });
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).insert(self.id.clone(), published);
+    }
+
+    fn get(&self) -> Option<Arc<Published>> {
+        self.slots.lock().unwrap_or_else(|p| p.into_inner()).get(&self.id).cloned()
+    }
 }
 
 impl std::fmt::Debug for KeyIndexes {
@@ -1055,6 +1091,8 @@ pub struct KeyGuard {
     keys: tokio::sync::OwnedMutexGuard<TableKeys>,
     table: Arc<Table>,
     snapshot: Arc<Snapshot>,
+    /// A shared index's: where it publishes itself once caught up.
+    publish: Option<PublishTo>,
 }
 
 impl std::ops::Deref for KeyGuard {
@@ -1078,13 +1116,19 @@ impl KeyGuard {
     /// Catches the index up with the commit the guard's holder just made.
     pub async fn committed(mut self) -> Result<()> {
         let snapshot = self.table.snapshot().await?;
-        self.keys.catch_up(&snapshot).await
+        self.keys.catch_up(&snapshot).await?;
+        if let Some(to) = &self.publish {
+            to.publish(&self.keys, &snapshot);
+        }
+        Ok(())
     }
 }
 
 /// Finds rows by key through a table's index, for scans that filter on all of a key's columns.
 struct KeyLocator {
     cell: Arc<tokio::sync::Mutex<TableKeys>>,
+    /// A shared index's published copies, for lookups while a writer holds the lock.
+    published: Option<PublishTo>,
 }
 
 impl std::fmt::Debug for KeyLocator {
@@ -1103,7 +1147,14 @@ impl RowLocator for KeyLocator {
         }
         // A writer holds the lock from its check to its index's catch-up (a COPY, for a while):
         // then the scan reads the files rather than wait.
-        let mut keys = self.cell.try_lock().ok()?;
+        let Ok(mut keys) = self.cell.try_lock() else {
+            // The index as its holder last published it, if that is this snapshot's.
+            let published = self.published.as_ref()?.get()?;
+            if published.snapshot.version() != snapshot.version() {
+                return None;
+            }
+            return found_by(&published.keys, snapshot, &equal);
+        };
         match keys.version {
             Some(v) if v == snapshot.version() => {}
             // The index is past this snapshot (an older version, or a newer commit since).
@@ -1115,19 +1166,24 @@ impl RowLocator for KeyLocator {
                 }
             }
         }
-        let located = keys.locate(&snapshot.arrow_schema(), &equal)?;
-        // A good part of the table (a non-unique index on a column of few values): reading the
-        // files in parallel, with their statistics, does better than row by row.
-        // (Counting the table's rows only when the rows found could be that many.)
-        let found = located.paths.len() as u64 * LOOKUP_TABLE_FRACTION;
-        if found > LOOKUP_ROWS_MIN_TABLE {
-            let rows: u64 = snapshot.files().filter_map(|f| f.num_records()).map(|n| n.max(0) as u64).sum();
-            if rows >= LOOKUP_ROWS_MIN_TABLE && found > rows {
-                return None;
-            }
-        }
-        Some(located)
+        found_by(&keys, snapshot, &equal)
     }
+}
+
+/// The rows `keys` (at `snapshot`) finds for the equalities, unless they are a good part of the table.
+fn found_by(keys: &TableKeys, snapshot: &Snapshot, equal: &HashMap<String, Vec<ScalarValue>>) -> Option<Located> {
+    let located = keys.locate(&snapshot.arrow_schema(), equal)?;
+    // A good part of the table (a non-unique index on a column of few values): reading the
+    // files in parallel, with their statistics, does better than row by row.
+    // (Counting the table's rows only when the rows found could be that many.)
+    let found = located.paths.len() as u64 * LOOKUP_TABLE_FRACTION;
+    if found > LOOKUP_ROWS_MIN_TABLE {
+        let rows: u64 = snapshot.files().filter_map(|f| f.num_records()).map(|n| n.max(0) as u64).sum();
+        if rows >= LOOKUP_ROWS_MIN_TABLE && found > rows {
+            return None;
+        }
+    }
+    Some(located)
 }
 
 impl KeyIndexes {
@@ -1143,7 +1199,30 @@ impl KeyIndexes {
             // Its versions are not the log's: the shared index must never see them.
             return Err(Error::Internal(format!("the shared key index of {id} was asked to lock a staged handle")));
         }
-        lock_cell(self.cell(id), table).await
+        let mut guard = lock_cell(self.cell(id), table).await?;
+        let to = self.publish_to(id);
+        to.publish(&guard.keys, &guard.snapshot);
+        guard.publish = Some(to);
+        Ok(guard)
+    }
+
+    fn publish_to(&self, id: &str) -> PublishTo {
+        PublishTo { id: id.to_string(), slots: self.published.clone() }
+    }
+
+    /// A transaction's own copy of a table's index and the snapshot it is at, as the index's
+    /// last lock holder left them (no wait), if that is `latest`'s version or `use_older`.
+    pub fn published_copy(&self, id: &str, latest: u64, use_older: bool) -> Option<Result<(Arc<Snapshot>, KeyCell)>> {
+        let published = self.publish_to(id).get()?;
+        if published.snapshot.version() != latest && !use_older {
+            return None;
+        }
+        Some(
+            published
+                .keys
+                .private_copy()
+                .map(|copy| (published.snapshot.clone(), Arc::new(tokio::sync::Mutex::new(copy)))),
+        )
     }
 
     /// [`KeyIndexes::lock`] if no one holds the lock now (`None` otherwise): for a caller that
@@ -1161,12 +1240,18 @@ impl KeyIndexes {
             Ok(snapshot)
         }
         .await;
-        Some(caught_up.map(|snapshot| KeyGuard { keys, table: table.clone(), snapshot }))
+        let publish = Some(self.publish_to(id));
+        Some(caught_up.map(|snapshot| {
+            if let Some(to) = &publish {
+                to.publish(&keys, &snapshot);
+            }
+            KeyGuard { keys, table: table.clone(), snapshot, publish }
+        }))
     }
 
     /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).
     pub fn locator(&self, id: &str) -> Arc<dyn RowLocator> {
-        Arc::new(KeyLocator { cell: self.cell(id) })
+        Arc::new(KeyLocator { cell: self.cell(id), published: Some(self.publish_to(id)) })
     }
 
     /// A transaction's own copy of a table's index (see [`crate::staging`]), for
@@ -1180,6 +1265,7 @@ impl KeyIndexes {
     /// Forgets a dropped table's index.
     pub fn forget(&self, id: &str) {
         self.tables.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
+        self.published.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 }
 
@@ -1189,12 +1275,12 @@ pub async fn lock_cell(cell: Arc<tokio::sync::Mutex<TableKeys>>, table: &Arc<Tab
     let mut keys = cell.lock_owned().await;
     let snapshot = table.snapshot().await?;
     keys.catch_up(&snapshot).await?;
-    Ok(KeyGuard { keys, table: table.clone(), snapshot })
+    Ok(KeyGuard { keys, table: table.clone(), snapshot, publish: None })
 }
 
 /// What finds rows by key through `cell` (see [`KeyIndexes::locator`]).
 pub fn locator_of(cell: Arc<tokio::sync::Mutex<TableKeys>>) -> Arc<dyn RowLocator> {
-    Arc::new(KeyLocator { cell })
+    Arc::new(KeyLocator { cell, published: None })
 }
 
 #[cfg(test)]

@@ -142,18 +142,28 @@ impl Staging {
             }
         }
         // A keyed table: the block's copy of its index is taken with the snapshot it starts
-        // from when no writer holds the index (a statement's snapshot is taken under the commit
-        // gate, which such a writer may wait for), so that its key lookups neither wait for nor
-        // scan past other writers' commits. Otherwise its first write makes the copy.
+        // from, as the index's last lock holder published them, or under the lock if no writer
+        // holds it (never waiting: a statement's snapshot is taken under the commit gate, which
+        // such a writer may wait for), so that its key lookups neither wait for nor scan past
+        // other writers' commits. Otherwise its first write makes the copy.
         let latest = real.snapshot().await?;
         let keyed = !crate::keys::unique_defs(latest.configuration()).is_empty();
-        let (staged, keys) = match if keyed { db.keys.try_lock(&entry.id, &real).await } else { None } {
-            Some(guard) => {
-                let guard = guard?;
-                let copy = guard.private_copy()?;
-                (Arc::new(real.staged_on(guard.snapshot().clone())), Some(copy))
-            }
-            None => (Arc::new(real.staged_on(latest)), None),
+        let (staged, keys) = if !keyed {
+            (Arc::new(real.staged_on(latest)), None)
+        } else if let Some(published) = db.keys.published_copy(&entry.id, latest.version(), false) {
+            let (snapshot, copy) = published?;
+            (Arc::new(real.staged_on(snapshot)), Some(copy))
+        } else if let Some(guard) = db.keys.try_lock(&entry.id, &real).await {
+            let guard = guard?;
+            let copy = guard.private_copy()?;
+            (Arc::new(real.staged_on(guard.snapshot().clone())), Some(copy))
+        } else if let Some(published) = db.keys.published_copy(&entry.id, latest.version(), true) {
+            // A writer holds the index and has not published its commit: the block starts
+            // before that commit (it is not acknowledged yet).
+            let (snapshot, copy) = published?;
+            (Arc::new(real.staged_on(snapshot)), Some(copy))
+        } else {
+            (Arc::new(real.staged_on(latest)), None)
         };
         let mut state = lock(self);
         let table = state.tables.entry(entry.id.clone()).or_insert(StagedTable {
