@@ -230,9 +230,8 @@ impl<V: Default> KeyMap<V> {
         self.remove_hashed(self.hash(key), key)
     }
 
-    /// The value of the entry with this hash that `matches` (the caller knows the hash and
-    /// something of the value, not the key).
-    pub fn get_mut_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&mut V> {
+    /// The slot of the entry with this hash whose value `matches`.
+    fn slot_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<usize> {
         if self.len == 0 {
             return None;
         }
@@ -244,49 +243,29 @@ impl<V: Default> KeyMap<V> {
                 return None;
             }
             if slot.hash == hash && matches(&slot.value) {
-                return Some(&mut self.slots[i].value);
+                return Some(i);
             }
             i = (i + 1) & mask;
         }
     }
 
+    /// The value of the entry with this hash that `matches` (the caller knows the hash and
+    /// something of the value, not the key).
+    pub fn get_mut_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&mut V> {
+        let i = self.slot_where(hash, matches)?;
+        Some(&mut self.slots[i].value)
+    }
+
     /// The key of the entry with this hash whose value `matches`.
     pub fn key_hashed_where(&self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<&[u8]> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = hash as usize & mask;
-        loop {
-            let slot = &self.slots[i];
-            if slot.hash == 0 {
-                return None;
-            }
-            if slot.hash == hash && matches(&slot.value) {
-                return Some(key_of(&self.arena, slot));
-            }
-            i = (i + 1) & mask;
-        }
+        let i = self.slot_where(hash, matches)?;
+        Some(key_of(&self.arena, &self.slots[i]))
     }
 
     /// Removes the entry with this hash whose value `matches` (the caller knows the value and
     /// the hash, not the key); returns its value.
     pub fn remove_hashed_where(&mut self, hash: u64, matches: impl Fn(&V) -> bool) -> Option<V> {
-        if self.len == 0 {
-            return None;
-        }
-        let mask = self.slots.len() - 1;
-        let mut i = hash as usize & mask;
-        let key = loop {
-            let slot = &self.slots[i];
-            if slot.hash == 0 {
-                return None;
-            }
-            if slot.hash == hash && matches(&slot.value) {
-                break key_of(&self.arena, slot).to_vec();
-            }
-            i = (i + 1) & mask;
-        };
+        let key = self.key_hashed_where(hash, matches)?.to_vec();
         self.remove_hashed(hash, &key)
     }
 

@@ -1069,7 +1069,12 @@ struct PublishTo {
 }
 
 impl PublishTo {
+    /// Publishes the index at `snapshot`, unless that version is published already (a lock
+    /// that found nothing new to catch up with).
     fn publish(&self, keys: &TableKeys, snapshot: &Arc<Snapshot>) {
+        if self.get().is_some_and(|p| p.snapshot.version() == snapshot.version()) {
+            return;
+        }
         let Ok(copy) = keys.shared_copy() else { return };
         let published = Arc::new(Published { snapshot: snapshot.clone(), keys: copy });
         self.slots.lock().unwrap_or_else(|p| p.into_inner()).insert(self.id.clone(), published);
@@ -1109,7 +1114,7 @@ impl KeyGuard {
     }
 
     /// A transaction's own copy of the index, at the guard's snapshot (see [`crate::staging`]).
-    pub fn private_copy(&self) -> Result<Arc<tokio::sync::Mutex<TableKeys>>> {
+    pub fn private_copy(&self) -> Result<KeyCell> {
         Ok(Arc::new(tokio::sync::Mutex::new(self.keys.private_copy()?)))
     }
 
@@ -1199,11 +1204,15 @@ impl KeyIndexes {
             // Its versions are not the log's: the shared index must never see them.
             return Err(Error::Internal(format!("the shared key index of {id} was asked to lock a staged handle")));
         }
-        let mut guard = lock_cell(self.cell(id), table).await?;
+        Ok(self.publishing(id, lock_cell(self.cell(id), table).await?))
+    }
+
+    /// A guard on a table's shared index, which publishes it now and after its commit.
+    fn publishing(&self, id: &str, mut guard: KeyGuard) -> KeyGuard {
         let to = self.publish_to(id);
         to.publish(&guard.keys, &guard.snapshot);
         guard.publish = Some(to);
-        Ok(guard)
+        guard
     }
 
     fn publish_to(&self, id: &str) -> PublishTo {
@@ -1233,20 +1242,8 @@ impl KeyIndexes {
                 "the shared key index of {id} was asked to lock a staged handle"
             ))));
         }
-        let mut keys = self.cell(id).try_lock_owned().ok()?;
-        let caught_up = async {
-            let snapshot = table.snapshot().await?;
-            keys.catch_up(&snapshot).await?;
-            Ok(snapshot)
-        }
-        .await;
-        let publish = Some(self.publish_to(id));
-        Some(caught_up.map(|snapshot| {
-            if let Some(to) = &publish {
-                to.publish(&keys, &snapshot);
-            }
-            KeyGuard { keys, table: table.clone(), snapshot, publish }
-        }))
+        let keys = self.cell(id).try_lock_owned().ok()?;
+        Some(caught_up(keys, table).await.map(|guard| self.publishing(id, guard)))
     }
 
     /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).
@@ -1272,7 +1269,11 @@ impl KeyIndexes {
 /// Locks an index (a table's shared one, or a transaction's copy), caught up with the latest
 /// snapshot of `table` (a staged handle's: its staged snapshot).
 pub async fn lock_cell(cell: Arc<tokio::sync::Mutex<TableKeys>>, table: &Arc<Table>) -> Result<KeyGuard> {
-    let mut keys = cell.lock_owned().await;
+    caught_up(cell.lock_owned().await, table).await
+}
+
+/// A guard on a locked index, caught up with `table`'s latest snapshot.
+async fn caught_up(mut keys: tokio::sync::OwnedMutexGuard<TableKeys>, table: &Arc<Table>) -> Result<KeyGuard> {
     let snapshot = table.snapshot().await?;
     keys.catch_up(&snapshot).await?;
     Ok(KeyGuard { keys, table: table.clone(), snapshot, publish: None })

@@ -20,11 +20,12 @@ use crate::sql::query::Described;
 use crate::syntax::parser::{parse_statement_text, parse_statements, SluiceStatement};
 use crate::syntax::streaming::StreamingStatement;
 
+/// The catalog name DataFusion knows the warehouse by.
+pub use crate::names::CATALOG_NAME;
+
 /// How many times an autocommit statement that lost its commit to a concurrent one runs again
 /// before its 40001 reaches the client (each after a random wait of up to 2^attempt ms, at most 64).
 const AUTOCOMMIT_RETRY_MAX: u32 = 20;
-/// The catalog name DataFusion knows the warehouse by.
-pub use crate::names::CATALOG_NAME;
 
 /// One client's session: its query context (settings, rights) and the statements it runs.
 pub struct Session {
@@ -330,7 +331,9 @@ impl Session {
         // An autocommit query or DML that lost its commit to a concurrent one runs again on the
         // newer snapshot, as PostgreSQL's READ COMMITTED reads a row that changed under an
         // UPDATE anew: nothing of it was committed or sent. (In a block, COMMIT reports 40001.)
-        let retries = if staged && !self.block.in_block() { AUTOCOMMIT_RETRY_MAX } else { 0 };
+        // (A statement that only reads commits nothing: it is neither retried nor copied for it.)
+        let writes = staged && !crate::rights::reads_only(&statement);
+        let retries = if writes && !self.block.in_block() { AUTOCOMMIT_RETRY_MAX } else { 0 };
         let mut attempt = 0;
         let mut result = loop {
             let again = (attempt < retries).then(|| statement.clone());

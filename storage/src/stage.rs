@@ -285,18 +285,26 @@ impl Table {
             let Some(theirs) = in_latest.get(b.path.as_str()).copied() else {
                 return conflict(&b.path);
             };
-            let base_rows = rows_deleted(store, b).await?;
-            let their_rows = rows_deleted(store, theirs).await?;
+            let unchanged = theirs.key() == b.key();
             let Some(ours) = ours else {
-                // Removed whole by the stage: also whatever the others deleted since.
-                if theirs.key() != b.key() {
+                // Removed whole by the stage, which the others must not have touched.
+                if !unchanged {
                     return conflict(&b.path);
                 }
-                actions.push(Action::Remove(theirs.to_remove(now, true)));
+                actions.push(Action::Remove(b.to_remove(now, true)));
                 deleted.insert(b.path.clone(), None);
                 continue;
             };
+            let base_rows = rows_deleted(store, b).await?;
             let our_rows = rows_deleted(store, ours).await?;
+            if unchanged {
+                // Only the stage changed it: its own version stands.
+                actions.push(Action::Remove(b.to_remove(now, true)));
+                actions.push(Action::Add((**ours).clone()));
+                deleted.insert(b.path.clone(), Some(&our_rows - &base_rows));
+                continue;
+            }
+            let their_rows = rows_deleted(store, theirs).await?;
             if !base_rows.is_subset(&our_rows) || !base_rows.is_subset(&their_rows) {
                 // Rows came back (a RESTORE): not a change of rows this can merge.
                 return conflict(&b.path);

@@ -344,7 +344,7 @@ impl QueryContext {
         let reads_rows = deleted.is_none_or(|rows| rows.values().any(|r| !r.is_empty()));
         if reads_rows && !target.table.is_staged() && guard.snapshot().version() != target.snapshot.version() {
             return Err(Error::SerializationFailure(format!(
-                "could not serialize access due to concurrent update of {} (version {} since the statement read                  version {})",
+                "could not serialize access due to concurrent update of {} (version {} since the statement read version {})",
                 target.name,
                 guard.snapshot().version(),
                 target.snapshot.version()
