@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
 use sluice_storage::store::{PutOutcome, TableStore};
 
 use crate::error::{Error, Result};
+use crate::staging::catalog::CatalogChanges;
 
 /// The schema every warehouse starts with.
 pub const DEFAULT_SCHEMA: &str = "public";
@@ -57,6 +58,10 @@ pub struct CatalogState {
     /// Views (`CREATE VIEW`) by `schema.name` (see [`crate::sql::views`]).
     #[serde(default)]
     pub views: BTreeMap<String, ViewEntry>,
+    /// The transaction block whose COMMIT made this version, when it also wrote tables: the
+    /// version is that transaction's commit point (see [`crate::staging`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transaction: Option<String>,
 }
 
 /// A view: a stored query that statements read as a relation.
@@ -517,6 +522,10 @@ impl Catalog {
                 return Ok((self.current(), value));
             }
             next.version = base.version + 1;
+            if next.transaction == base.transaction {
+                // Only the commit of a transaction block names it (Catalog::commit_staged).
+                next.transaction = None;
+            }
             let path = self.store.path(&version_name(next.version));
             match self.store.put_if_absent(&path, encode(&next)?).await? {
                 PutOutcome::Created => {
@@ -530,6 +539,94 @@ impl Catalog {
             }
         }
         Err(Error::SerializationFailure("the catalog changed too often concurrently".into()))
+    }
+
+    /// The newest state seen with a transaction block's changes laid over it: what the block's
+    /// statements see (see [`crate::staging::catalog`]).
+    pub fn current_with(&self, changes: &CatalogChanges) -> Arc<CatalogState> {
+        let current = self.current();
+        if !changes.changes_catalog() {
+            return current;
+        }
+        let mut state = (*current).clone();
+        changes.apply_to(&mut state);
+        Arc::new(state)
+    }
+
+    /// [`Catalog::update`] inside a transaction block: the change is made on the block's view
+    /// and recorded in `changes`, and nothing is written, unless `only_created` and the change
+    /// touches more than the tables the block created: then it is committed as
+    /// [`Catalog::update`] commits it (the statement is one that commits at once). What it
+    /// changes in temporary schemas goes to the overlay at once, as with [`Catalog::update`].
+    /// Returns whether the block holds a change (false: it changed nothing outside temporary
+    /// schemas, or was committed), and the change's value.
+    pub async fn update_staged<T>(
+        &self,
+        changes: &Mutex<CatalogChanges>,
+        only_created: bool,
+        change: impl Fn(&mut CatalogState) -> Result<T>,
+    ) -> Result<(bool, T)> {
+        let base = self.refresh_persisted().await?;
+        let temporary = self.lock_temporary().clone();
+        let mut view = (*base).clone();
+        changes.lock().unwrap_or_else(|p| p.into_inner()).apply_to(&mut view);
+        let mut next = (*temporary.merged_into(&Arc::new(view.clone()))).clone();
+        let value = change(&mut next)?;
+        let next_temporary = Temporary::split_off(&mut next);
+        crate::control::check_commit()?;
+        // Some(held), or None: the change is not the block's to hold.
+        let held = {
+            let mut changes = changes.lock().unwrap_or_else(|p| p.into_inner());
+            let mut probe = CatalogChanges::default();
+            probe.record(&view, &next);
+            if !probe.changes_catalog() {
+                Some(false)
+            } else if only_created && !changes.only_created_tables(&view, &next) {
+                None
+            } else {
+                changes.record(&view, &next);
+                Some(true)
+            }
+        };
+        let Some(held) = held else {
+            return self.update(change).await.map(|(_, value)| (false, value));
+        };
+        self.apply_temporary(&temporary, next_temporary);
+        Ok((held, value))
+    }
+
+    /// Commits a transaction block's catalog changes as one version naming `transaction`
+    /// (COMMIT): 40001 if an object it changed was changed by another since.
+    pub async fn commit_staged(&self, changes: &CatalogChanges, transaction: &str) -> Result<()> {
+        self.update(|state| {
+            changes.check(state)?;
+            changes.apply_to(state);
+            state.transaction = Some(transaction.to_string());
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+    }
+
+    /// The persisted version this process last saw.
+    pub fn persisted_version(&self) -> u64 {
+        self.persisted().version
+    }
+
+    /// Whether a version after `since` was committed by `transaction` (recovery of a transaction
+    /// block cut short: its catalog version is its commit point). Versions pruned since are not
+    /// looked at.
+    pub async fn committed_by(&self, since: u64, transaction: &str) -> Result<bool> {
+        let latest = self.refresh_persisted().await?.version;
+        for version in since + 1..=latest {
+            match Self::read_version(&self.store, version).await {
+                Ok(state) if state.transaction.as_deref() == Some(transaction) => return Ok(true),
+                Ok(_) => {}
+                Err(Error::Storage(e)) if e.is_not_found() => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(false)
     }
 
     async fn prune(&self, version: u64) {

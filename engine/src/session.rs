@@ -59,7 +59,7 @@ impl Drop for Session {
             Ok(runtime) => {
                 runtime.spawn(async move {
                     if let Some(staging) = staged {
-                        staging.discard().await;
+                        staging.discard(&db).await;
                     }
                     if let Some(schema) = temporary {
                         if let Err(e) = crate::sql::temporary::drop_schema(&db, &schema).await {
@@ -117,12 +117,12 @@ impl Session {
 
     /// Names the session's temporary relations by their schema (see [`crate::sql::temporary`]).
     fn qualify(&self, statement: &mut SluiceStatement) -> Result<()> {
-        self.temporary.qualify(&self.query.db.catalog.current(), statement)
+        self.temporary.qualify(&self.query.catalog_state(), statement)
     }
 
     /// A table name given as text, with the session's temporary tables found first.
     fn qualify_text(&self, table: &str) -> Result<String> {
-        self.temporary.qualify_text(&self.query.db.catalog.current(), table)
+        self.temporary.qualify_text(&self.query.catalog_state(), table)
     }
 
     /// What ends a transaction does to the session's temporary relations: those whose creation
@@ -319,6 +319,9 @@ impl Session {
         // Making a temporary relation in a block is undone by dropping it, not refused.
         let temporary = crate::sql::temporary::created_relation(&statement);
         let wrote = !crate::rights::reads_only(&statement) && !staged && temporary.is_none();
+        // A statement that commits at once on a table the block created goes with that table.
+        let created = if wrote && self.block.in_block() { self.created_target(&statement) } else { None };
+        let wrote = wrote && created.is_none();
         if wrote && self.block.in_implicit() {
             // DDL in a multi-statement query: what the statements before it wrote commits first
             // (it could not be undone with the DDL; see Session::begin_implicit).
@@ -357,11 +360,29 @@ impl Session {
                 result = Err(e);
             }
         }
+        if let (Some(position), true) = (created, result.is_ok()) {
+            self.block.wrote_created(position);
+        }
         self.block.finished(wrote, result.is_ok());
         if let (Some(name), true) = (temporary, result.is_ok()) {
             self.block.created_temporary(name);
         }
         Box::pin(self.statement_ended(result)).await
+    }
+
+    /// The position among the tables the block created of the one an ALTER TABLE or CREATE
+    /// INDEX changes, if the block created it (nobody else sees such a table: the statement's
+    /// commits go with it when the block rolls back).
+    fn created_target(&self, statement: &SluiceStatement) -> Option<usize> {
+        let name = match standard(statement)? {
+            Statement::AlterTable(alter) => &alter.name,
+            Statement::CreateIndex(create) => &create.table_name,
+            _ => return None,
+        };
+        let name = crate::names::table_name(name).ok()?;
+        let state = self.query.catalog_state();
+        let entry = state.table(&name.schema, &name.name)?;
+        self.block.staging().created_position(&entry.id)
     }
 
     /// Refuses a transaction block past its staging limit (see [`crate::staging::Staging::check_size`]).

@@ -4,15 +4,19 @@
 //! `default_transaction_read_only`, which also covers statements outside a block) refuses writes
 //! with 25006; `SAVEPOINT` and `RELEASE` outside a block are 25P01, an unknown savepoint 3B001.
 //!
-//! A block's queries and DML stage their writes ([`crate::staging`]): COMMIT commits them, ROLLBACK
-//! and ROLLBACK TO SAVEPOINT drop them. Its other writes (DDL, maintenance, streaming statements)
-//! still commit when they return, so a ROLLBACK (or ROLLBACK TO SAVEPOINT) that would have to undo
-//! one of those is refused with 0A000 saying so, never answered as if it had undone it. The
-//! refusal aborts the block; the next ROLLBACK ends it (dropping the staged writes).
+//! A block's queries, DML and the DDL of tables, views and schemas stage their writes
+//! ([`crate::staging`]): COMMIT commits them, ROLLBACK and ROLLBACK TO SAVEPOINT drop them. Its
+//! other writes (ALTER TABLE other than RENAME, indexes, maintenance, streaming statements) still
+//! commit when they return, so a ROLLBACK (or ROLLBACK TO SAVEPOINT) that would have to undo one
+//! of those is refused with 0A000 saying so, never answered as if it had undone it (one on a
+//! table the block created goes with the table: nobody else saw it). The refusal aborts the
+//! block; the next ROLLBACK ends it (dropping the staged writes).
 
 use std::sync::{Arc, Mutex};
 
-use datafusion::sql::sqlparser::ast::{Ident, Set, Statement, TransactionAccessMode, TransactionMode};
+use datafusion::sql::sqlparser::ast::{
+    AlterTableOperation, Ident, ObjectName, ObjectType, Set, Statement, TransactionAccessMode, TransactionMode,
+};
 
 use crate::error::{Error, Result};
 use crate::names::TableName;
@@ -51,12 +55,29 @@ struct Block {
     failed: bool,
     /// Statements that wrote without staging (each committed when it returned).
     writes: usize,
-    /// Savepoints, oldest first, with the unstaged writes made before each and the staged
-    /// tables' marks.
-    savepoints: Vec<(String, usize, Mark)>,
+    /// Savepoints, oldest first.
+    savepoints: Vec<Savepoint>,
+    /// Statements that wrote without staging to a table the block created, each as the
+    /// table's position among those the block created: a rollback to before the table's
+    /// creation undoes them with it (the table is deleted), a later one cannot.
+    created_writes: Vec<usize>,
     /// The temporary relations the block created, each with the number of savepoints there
     /// were then: a rollback undoes their creation by dropping them.
     temporaries: Vec<(TableName, usize)>,
+}
+
+/// A savepoint, with what the block had done before it.
+#[derive(Debug)]
+struct Savepoint {
+    name: String,
+    /// Statements that had written without staging.
+    writes: usize,
+    /// The length of [`Block::created_writes`].
+    created_writes: usize,
+    /// How many tables the block had created.
+    created: usize,
+    /// The staged tables' and catalog changes' marks.
+    mark: Mark,
 }
 
 /// A transaction-control statement.
@@ -115,25 +136,49 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
     })
 }
 
-/// Whether a statement in a block goes through the block's staged tables: queries, DML and
-/// every statement that only reads (the others commit when they return; see the module docs).
+/// Whether a statement in a block goes through the block's staged tables and catalog: queries,
+/// DML, every statement that only reads, and the DDL that changes only the catalog and new
+/// tables (CREATE and DROP of tables, views and schemas, ALTER ... RENAME TO; not on temporary
+/// relations, whose own undo is in [`TransactionBlock`], nor a table at a LOCATION, whose log
+/// others may read). The others commit when they return; see the module docs.
 pub fn stages(statement: &SluiceStatement) -> bool {
     if crate::rights::reads_only(statement) {
         return true;
     }
     match statement {
         SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => true,
-        SluiceStatement::Standard(statement) => matches!(
-            **statement,
+        SluiceStatement::CreateTable(create) => create.location.is_none() && !create.external && !create.temporary,
+        SluiceStatement::Standard(statement) => match &**statement {
             Statement::Query(_)
-                | Statement::Insert(_)
-                | Statement::Update(_)
-                | Statement::Delete(_)
-                | Statement::Merge(_)
-                | Statement::Truncate(_)
-        ),
+            | Statement::Insert(_)
+            | Statement::Update(_)
+            | Statement::Delete(_)
+            | Statement::Merge(_)
+            | Statement::Truncate(_)
+            | Statement::CreateSchema { .. } => true,
+            Statement::CreateView(create) => !create.materialized && !create.temporary && !temporary(&create.name),
+            Statement::Drop {
+                object_type: ObjectType::Table | ObjectType::View | ObjectType::Schema, names, ..
+            } => !names.iter().any(temporary),
+            Statement::AlterTable(alter) => {
+                !temporary(&alter.name)
+                    && !alter.operations.is_empty()
+                    && alter.operations.iter().all(|o| matches!(o, AlterTableOperation::RenameTable { .. }))
+            }
+            _ => false,
+        },
         _ => false,
     }
+}
+
+/// Whether a (qualified) name is in a temporary schema.
+fn temporary(name: &ObjectName) -> bool {
+    let schema = match name.0.len() {
+        3 => name.0.get(1),
+        2 => name.0.first(),
+        _ => None,
+    };
+    schema.and_then(|part| part.as_ident()).is_some_and(|ident| crate::catalog::is_temporary_schema(&ident.value))
 }
 
 fn aborted() -> Error {
@@ -158,8 +203,9 @@ fn cannot_undo(what: &str, writes: usize) -> Error {
     Error::NotSupported(format!(
         "{what} cannot undo the {writes} {statements} of this transaction that committed when they returned: \
          inside a transaction block Sluice holds the writes of queries and DML (INSERT, UPDATE, DELETE, MERGE, \
-         TRUNCATE, COPY) until COMMIT, but DDL and other statements commit at once; the transaction is \
-         aborted, ROLLBACK ends it (dropping its held writes)"
+         TRUNCATE, COPY) and the DDL of tables, views and schemas until COMMIT, but other statements (ALTER \
+         TABLE other than RENAME TO, indexes, maintenance, streaming tables) commit at once; the transaction \
+         is aborted, ROLLBACK ends it (dropping its held writes)"
     ))
 }
 
@@ -168,7 +214,7 @@ pub enum Then {
     Nothing,
     Commit,
     Discard,
-    RollbackTo(Mark),
+    RollbackTo(Box<Mark>),
 }
 
 impl TransactionBlock {
@@ -213,10 +259,10 @@ impl TransactionBlock {
             Then::Nothing => Ok(()),
             Then::Commit => self.staging.commit(db).await,
             Then::Discard => {
-                self.staging.discard().await;
+                self.staging.discard(db).await;
                 Ok(())
             }
-            Then::RollbackTo(mark) => self.staging.rollback_to(&mark).await,
+            Then::RollbackTo(mark) => self.staging.rollback_to(db, &mark).await,
         };
         match (result, done) {
             (Ok(_), Err(e)) => {
@@ -298,7 +344,13 @@ impl TransactionBlock {
                 }
                 Some(block) if block.failed => Err(aborted()),
                 Some(block) => {
-                    block.savepoints.push((name, block.writes, self.staging.mark()));
+                    block.savepoints.push(Savepoint {
+                        name,
+                        writes: block.writes,
+                        created_writes: block.created_writes.len(),
+                        created: self.staging.created_count(),
+                        mark: self.staging.mark(),
+                    });
                     Ok(StatementResult::command("SAVEPOINT"))
                 }
             },
@@ -309,7 +361,7 @@ impl TransactionBlock {
                     Err(outside_block("RELEASE SAVEPOINT"))
                 }
                 Some(block) if block.failed => Err(aborted()),
-                Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
+                Some(block) => match block.savepoints.iter().rposition(|s| s.name == name) {
                     Some(at) => {
                         block.savepoints.truncate(at);
                         Ok(StatementResult::command("RELEASE"))
@@ -326,15 +378,19 @@ impl TransactionBlock {
                     block.failed = true;
                     Err(outside_block("ROLLBACK TO SAVEPOINT"))
                 }
-                Some(block) => match block.savepoints.iter().rposition(|(n, _, _)| *n == name) {
+                Some(block) => match block.savepoints.iter().rposition(|s| s.name == name) {
                     None => {
                         block.failed = true;
                         Err(missing_savepoint(&name))
                     }
                     Some(at) => {
-                        let before = block.savepoints.get(at).map_or(0, |(_, writes, _)| *writes);
-                        if block.writes > before {
-                            let writes = block.writes - before;
+                        let (before, created_writes, created) =
+                            block.savepoints.get(at).map_or((0, 0, 0), |s| (s.writes, s.created_writes, s.created));
+                        // Writes since the savepoint to tables created before it stay.
+                        let kept = block.created_writes.get(created_writes..).unwrap_or_default();
+                        let kept = kept.iter().filter(|position| **position < created).count();
+                        if block.writes > before || kept > 0 {
+                            let writes = block.writes - before + kept;
                             block.writes = 0;
                             block.failed = true;
                             block.savepoints.clear();
@@ -347,8 +403,9 @@ impl TransactionBlock {
                             block.temporaries = kept;
                             self.undo(&undone);
                             block.failed = false;
-                            if let Some((_, _, mark)) = block.savepoints.get(at) {
-                                then = Then::RollbackTo(mark.clone());
+                            block.created_writes.truncate(created_writes);
+                            if let Some(savepoint) = block.savepoints.get(at) {
+                                then = Then::RollbackTo(Box::new(savepoint.mark.clone()));
                             }
                             Ok(StatementResult::command("ROLLBACK"))
                         }
@@ -466,6 +523,14 @@ impl TransactionBlock {
         Ok(())
     }
 
+    /// Records that a statement that commits at once wrote only to a table the block created,
+    /// at `position` among those it created (see [`Block::created_writes`]).
+    pub fn wrote_created(&self, position: usize) {
+        if let Some(block) = self.lock().as_mut() {
+            block.created_writes.push(position);
+        }
+    }
+
     /// Records how a statement admitted by [`Self::admit`] ended: a failure aborts the block;
     /// a write that succeeded is one more that a rollback cannot undo.
     pub fn finished(&self, wrote: bool, succeeded: bool) {
@@ -537,6 +602,7 @@ mod tests {
         // Staged: a rollback drops it.
         assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
         assert_eq!(run(&block, "CREATE TABLE u (a int)", true), "RAN");
+        assert_eq!(run(&block, "CREATE INDEX ON t (a)", true), "RAN");
         assert_eq!(run(&block, "ROLLBACK", true), "0A000");
         assert_eq!(run(&block, "SELECT 1", true), "25P02");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
@@ -548,7 +614,7 @@ mod tests {
     }
 
     #[test]
-    fn savepoints_roll_back_errors_and_staged_writes_but_not_ddl() {
+    fn savepoints_roll_back_errors_and_staged_writes_but_not_what_committed() {
         let block = TransactionBlock::default();
         assert_eq!(run(&block, "SAVEPOINT a", true), "25P01");
         run(&block, "BEGIN", true);
@@ -565,8 +631,39 @@ mod tests {
         run(&block, "DELETE FROM t", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "ROLLBACK");
         run(&block, "DROP TABLE t", true);
+        assert_eq!(run(&block, "ROLLBACK TO a", true), "ROLLBACK");
+        run(&block, "ALTER TABLE t ADD COLUMN b int", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "0A000");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
+    }
+
+    #[test]
+    fn the_ddl_of_tables_views_and_schemas_stages_but_not_on_temporary_relations() {
+        let stages_sql = |sql: &str| stages(&parse_statement_text(sql).unwrap());
+        for sql in [
+            "CREATE TABLE t (a int)",
+            "CREATE TABLE t AS SELECT 1 AS a",
+            "DROP TABLE t, u",
+            "CREATE VIEW v AS SELECT 1",
+            "DROP VIEW v",
+            "CREATE SCHEMA s",
+            "DROP SCHEMA s CASCADE",
+            "ALTER TABLE t RENAME TO u",
+        ] {
+            assert!(stages_sql(sql), "{sql}");
+        }
+        for sql in [
+            "CREATE TABLE t (a int) LOCATION '/somewhere'",
+            "CREATE TEMP TABLE t (a int)",
+            "DROP TABLE pg_temp_3.t",
+            "ALTER TABLE pg_temp_3.t RENAME TO u",
+            "ALTER TABLE t ADD COLUMN b int",
+            "ALTER TABLE t RENAME TO u, ADD COLUMN b int",
+            "CREATE INDEX ON t (a)",
+            "VACUUM t",
+        ] {
+            assert!(!stages_sql(sql), "{sql}");
+        }
     }
 
     #[test]

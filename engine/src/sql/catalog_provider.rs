@@ -52,7 +52,7 @@ impl SluiceCatalogProvider {
 
 impl CatalogProvider for SluiceCatalogProvider {
     fn schema_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.db.catalog.current().schemas.keys().cloned().collect();
+        let mut names: Vec<String> = self.staging.catalog_view(&self.db.catalog).schemas.keys().cloned().collect();
         names.extend(self.system.lock().map(|s| s.keys().cloned().collect::<Vec<_>>()).unwrap_or_default());
         names
     }
@@ -64,7 +64,7 @@ impl CatalogProvider for SluiceCatalogProvider {
         if let Some(system) = self.system.lock().ok().and_then(|s| s.get(name).cloned()) {
             return Some(system);
         }
-        let state = self.db.catalog.current();
+        let state = self.staging.catalog_view(&self.db.catalog);
         state.schemas.contains_key(name).then(|| {
             Arc::new(SluiceSchema {
                 db: self.db.clone(),
@@ -152,7 +152,7 @@ pub async fn load_snapshot(
 impl SchemaProvider for SluiceSchema {
     /// The schema's tables and the views whose columns are known (see [`ViewRelation`]).
     fn table_names(&self) -> Vec<String> {
-        let state = self.db.catalog.current();
+        let state = self.staging.catalog_view(&self.db.catalog);
         let mut names: Vec<String> = state.tables_in(&self.name).map(|t| t.name.clone()).collect();
         names.extend(
             state.views.values().filter(|v| v.schema == self.name && v.output.is_some()).map(|v| v.name.clone()),
@@ -161,7 +161,7 @@ impl SchemaProvider for SluiceSchema {
     }
 
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
-        let state = self.db.catalog.current();
+        let state = self.staging.catalog_view(&self.db.catalog);
         let Some(entry) = state.table(&self.name, name) else {
             let view = state.views.get(&crate::catalog::key(&self.name, name));
             return Ok(view.and_then(ViewRelation::new).map(|v| Arc::new(v) as Arc<dyn TableProvider>));
@@ -182,7 +182,7 @@ impl SchemaProvider for SluiceSchema {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        let state = self.db.catalog.current();
+        let state = self.staging.catalog_view(&self.db.catalog);
         state.table(&self.name, name).is_some()
             || state.views.get(&crate::catalog::key(&self.name, name)).is_some_and(|v| v.output.is_some())
     }
@@ -191,7 +191,7 @@ impl SchemaProvider for SluiceSchema {
     /// TEMPORARY` in `information_schema.tables`, as in PostgreSQL.
     async fn table_type(&self, name: &str) -> DfResult<Option<datafusion::datasource::TableType>> {
         use datafusion::datasource::TableType;
-        let state = self.db.catalog.current();
+        let state = self.staging.catalog_view(&self.db.catalog);
         let Some(entry) = state.table(&self.name, name) else {
             let view = state.views.get(&crate::catalog::key(&self.name, name)).filter(|v| v.output.is_some());
             return Ok(view.map(|_| TableType::View));

@@ -150,6 +150,22 @@ impl QueryContext {
         &self.ctx
     }
 
+    /// The catalog as this session's statements see it: with its transaction block's changes
+    /// (see [`crate::staging::catalog`]).
+    pub(crate) fn catalog_state(&self) -> Arc<crate::catalog::CatalogState> {
+        self.staging.catalog_view(&self.db.catalog)
+    }
+
+    /// Changes the catalog for the running statement, held by the transaction block when the
+    /// statement is one it stages (see [`crate::staging::Staging::update_catalog`]). Returns
+    /// whether the block holds the change, and the change's value.
+    pub(crate) async fn update_catalog<T>(
+        &self,
+        change: impl Fn(&mut crate::catalog::CatalogState) -> Result<T>,
+    ) -> Result<(bool, T)> {
+        self.staging.update_catalog(&self.db.catalog, change).await
+    }
+
     pub(crate) fn clear_statement_state(&self) {
         self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
         self.temp.clear();

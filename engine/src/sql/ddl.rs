@@ -302,9 +302,7 @@ impl QueryContext {
         }
         let now = chrono::Utc::now().timestamp_millis();
         let result = self
-            .db
-            .catalog
-            .update(|state| {
+            .update_catalog(|state| {
                 if state.schemas.contains_key(&name) {
                     return if if_not_exists { Ok(false) } else { Err(Error::DuplicateSchema(name.clone())) };
                 }
@@ -343,10 +341,15 @@ impl QueryContext {
 
     pub(crate) async fn drop_table(&self, name: &TableName, if_exists: bool, cascade: bool) -> Result<()> {
         let table_key = key(&name.schema, &name.name);
-        let (_, (removed, flows)) = self
-            .db
-            .catalog
-            .update(|state| {
+        if let Some(entry) = self.catalog_state().tables.get(&table_key) {
+            if self.staging.holds_catalog() && self.staging.has_writes_on(&entry.id) {
+                return Err(Error::NotSupported(format!(
+                    "DROP TABLE of {name} inside the transaction block that wrote to it (commit or roll back the \
+                     writes first)"
+                )));
+            }
+        }
+        let (held, (removed, flows)) = self.update_catalog(|state| {
                 let flows: Vec<String> = state
                     .flows
                     .values()
@@ -404,6 +407,13 @@ impl QueryContext {
                 }
             })
             .await?;
+        // A transaction block's DROP deletes the folder and stops the flows at COMMIT.
+        if held {
+            if let Some(entry) = removed {
+                self.staging.table_dropped(entry);
+            }
+            return Ok(());
+        }
         for flow in flows {
             self.db.hooks.flow_dropped(&flow);
         }
@@ -422,10 +432,7 @@ impl QueryContext {
     }
 
     async fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
-        let (_, dropped) = self
-            .db
-            .catalog
-            .update(|state| {
+        let (held, dropped) = self.update_catalog(|state| {
                 if !state.schemas.contains_key(name) {
                     return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedSchema(name.to_string())) };
                 }
@@ -443,6 +450,12 @@ impl QueryContext {
                 Ok(tables)
             })
             .await?;
+        if held {
+            for entry in dropped {
+                self.staging.table_dropped(entry);
+            }
+            return Ok(());
+        }
         for entry in dropped {
             self.db.forget_table(&entry.id);
             if entry.managed {
@@ -454,7 +467,7 @@ impl QueryContext {
 
     pub(crate) async fn create_table(&self, create: CreateTable) -> Result<StatementResult> {
         let name = table_name(&create.name)?;
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         // A session's temporary schema is made with its first temporary table.
         let temporary = create.temporary && crate::catalog::is_temporary_schema(&name.schema);
         if create.temporary && !temporary {
@@ -566,11 +579,17 @@ impl QueryContext {
                     let count: usize = batches.iter().map(|b| b.num_rows()).sum();
                     let rows = Some(ChangedRows::inserted(batches.clone()));
                     let outcome = table.append(batches).await?;
-                    self.db
-                        .writer
-                        .commit(&entry.qualified_name(), Operation::CreateAs, rows, outcome)
-                        .await
-                        .map(|_| count as u64)
+                    if self.staging.holds_catalog() {
+                        // A table a transaction block creates is its own until COMMIT: no flow
+                        // or view reads it, and the name may still be another table's.
+                        crate::change::committed(outcome).map(|_| count as u64)
+                    } else {
+                        self.db
+                            .writer
+                            .commit(&entry.qualified_name(), Operation::CreateAs, rows, outcome)
+                            .await
+                            .map(|_| count as u64)
+                    }
                 }
                 Err(e) => Err(e.into()),
             };
@@ -587,9 +606,7 @@ impl QueryContext {
         let replace = create.or_replace;
         let new_entry = entry.clone();
         let committed_catalog = self
-            .db
-            .catalog
-            .update(|state| {
+            .update_catalog(|state| {
                 let key = new_entry.qualified_name();
                 if state.views.contains_key(&key) {
                     return Err(Error::DuplicateTable(name.to_string()));
@@ -611,7 +628,18 @@ impl QueryContext {
             })
             .await;
         match committed_catalog {
-            Ok((_, replaced)) => {
+            Ok((true, replaced)) => {
+                // Held by the transaction block: the new folder goes if it rolls back, the
+                // replaced table's when it commits.
+                self.db.remember_table(&id, table);
+                if managed {
+                    self.staging.table_created(entry.clone());
+                }
+                if let Some(old) = replaced {
+                    self.staging.table_dropped(old);
+                }
+            }
+            Ok((false, replaced)) => {
                 self.db.remember_table(&id, table);
                 if let Some(old) = replaced {
                     self.db.forget_table(&old.id);
@@ -636,7 +664,7 @@ impl QueryContext {
     pub(crate) async fn alter_table(&self, alter: AlterTable) -> Result<StatementResult> {
         let name = table_name(&alter.name)?;
         // ALTER TABLE works on views too in PostgreSQL (dbt renames its views this way).
-        if self.db.catalog.current().views.contains_key(&key(&name.schema, &name.name)) {
+        if self.catalog_state().views.contains_key(&key(&name.schema, &name.name)) {
             return match alter.operations.as_slice() {
                 [AlterTableOperation::RenameTable {
                     table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
@@ -647,7 +675,7 @@ impl QueryContext {
                 _ => Err(Error::NotSupported(format!("ALTER TABLE on view {name} other than RENAME TO"))),
             };
         }
-        if self.db.catalog.current().table(&name.schema, &name.name).is_none() {
+        if self.catalog_state().table(&name.schema, &name.name).is_none() {
             return if alter.if_exists {
                 Ok(StatementResult::command("ALTER TABLE"))
             } else {
@@ -912,22 +940,20 @@ impl QueryContext {
                     return Err(Error::NotSupported("cannot move objects into or out of temporary schemas".into()));
                 }
                 let old_key = entry.qualified_name();
-                self.db
-                    .catalog
-                    .update(|state| {
-                        if state.table(&new.schema, &new.name).is_some()
-                            || state.views.contains_key(&key(&new.schema, &new.name))
-                        {
-                            return Err(Error::DuplicateTable(new.to_string()));
-                        }
-                        let mut moved =
-                            state.tables.remove(&old_key).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
-                        moved.schema = new.schema.clone();
-                        moved.name = new.name.clone();
-                        state.tables.insert(moved.qualified_name(), moved);
-                        Ok(())
-                    })
-                    .await?;
+                self.update_catalog(|state| {
+                    if state.table(&new.schema, &new.name).is_some()
+                        || state.views.contains_key(&key(&new.schema, &new.name))
+                    {
+                        return Err(Error::DuplicateTable(new.to_string()));
+                    }
+                    let mut moved =
+                        state.tables.remove(&old_key).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
+                    moved.schema = new.schema.clone();
+                    moved.name = new.name.clone();
+                    state.tables.insert(moved.qualified_name(), moved);
+                    Ok(())
+                })
+                .await?;
             }
             other => return Err(Error::NotSupported(format!("ALTER TABLE {other}"))),
         }
@@ -1115,16 +1141,14 @@ impl QueryContext {
 
     async fn update_entry(&self, entry: &TableEntry, change: impl Fn(&mut TableEntry)) -> Result<()> {
         let key = entry.qualified_name();
-        self.db
-            .catalog
-            .update(|state| {
-                if let Some(e) = state.tables.get_mut(&key) {
-                    change(e);
-                }
-                Ok(())
-            })
-            .await
-            .map(|_| ())
+        self.update_catalog(|state| {
+            if let Some(e) = state.tables.get_mut(&key) {
+                change(e);
+            }
+            Ok(())
+        })
+        .await
+        .map(|_| ())
     }
 
     async fn count_violations(&self, table: &ObjectName, expr: &str) -> Result<u64> {

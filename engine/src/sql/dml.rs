@@ -50,7 +50,7 @@ pub(crate) struct Target {
 impl QueryContext {
     pub(crate) async fn target(&self, name: &ObjectName) -> Result<Target> {
         if let Ok(view) = table_name(name) {
-            if self.db.catalog.current().views.contains_key(&crate::catalog::key(&view.schema, &view.name)) {
+            if self.catalog_state().views.contains_key(&crate::catalog::key(&view.schema, &view.name)) {
                 return Err(Error::NotSupported(format!(
                     "writing into view {view} (views are read-only in Sluice: write into the tables it reads)"
                 )));

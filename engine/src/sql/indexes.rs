@@ -133,7 +133,7 @@ impl QueryContext {
 
     /// The table of schema `schema` with an index or key named `name`.
     async fn index_owner(&self, schema: &str, name: &str) -> Result<Option<Owner>> {
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         let entries: Vec<TableEntry> =
             state.tables_in(schema).filter(|t| t.kind != TableKind::MaterializedView).cloned().collect();
         for entry in entries {
@@ -148,7 +148,7 @@ impl QueryContext {
 
     /// Whether a table, view or index of `schema` is named `name`.
     async fn relation_exists(&self, schema: &str, name: &str) -> Result<bool> {
-        if self.db.catalog.current().table(schema, name).is_some() {
+        if self.catalog_state().table(schema, name).is_some() {
             return Ok(true);
         }
         Ok(self.index_owner(schema, name).await?.is_some())

@@ -138,7 +138,7 @@ impl QueryContext {
 
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
-        super::views::expand(&self.db.catalog.current().views, &mut statement)?;
+        super::views::expand(&self.catalog_state().views, &mut statement)?;
         let mut bytea = ByteaLiterals { error: None };
         let _ = statement.visit(&mut bytea);
         if let Some(e) = bytea.error {
@@ -314,7 +314,7 @@ impl QueryContext {
         if names.len() < 2 {
             return Ok(());
         }
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         let entries: Vec<crate::catalog::TableEntry> = names
             .iter()
             .filter_map(|name| state.table(&name.schema, &name.name))
@@ -337,7 +337,7 @@ impl QueryContext {
     ) -> Result<(crate::catalog::TableEntry, Arc<sluice_storage::table::Table>, Arc<sluice_storage::snapshot::Snapshot>)>
     {
         let name = table_name(name)?;
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         let entry =
             state.table(&name.schema, &name.name).cloned().ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
         let (table, snapshot) =

@@ -258,7 +258,7 @@ impl QueryContext {
             None => (crate::catalog::DEFAULT_SCHEMA.to_string(), name.to_string()),
         };
         let stem = sequence.strip_suffix("_seq").ok_or_else(missing)?;
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         let candidates: Vec<TableEntry> = state
             .tables
             .values()

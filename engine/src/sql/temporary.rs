@@ -294,7 +294,7 @@ pub async fn drop_schema(db: &Warehouse, schema: &str) -> Result<()> {
 impl QueryContext {
     /// Drops a temporary table or view, if it is there (a rollback undid its creation).
     pub(crate) async fn drop_temporary(&self, name: &TableName) -> Result<()> {
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         if state.views.contains_key(&crate::catalog::key(&name.schema, &name.name)) {
             let object = crate::names::object_name(&name.schema, &name.name);
             return self.drop_views(&[object], true, true).await.map(|_| ());
@@ -305,7 +305,7 @@ impl QueryContext {
     /// A transaction committed: the session's `ON COMMIT DROP` tables are dropped, its `ON
     /// COMMIT DELETE ROWS` ones emptied.
     pub(crate) async fn on_commit(&self, namespace: &Namespace) -> Result<()> {
-        let state = self.db.catalog.current();
+        let state = self.catalog_state();
         if !namespace.exists(&state) {
             return Ok(());
         }

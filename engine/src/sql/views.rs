@@ -120,7 +120,7 @@ impl QueryContext {
         }
         let view_key = key(&name.schema, &name.name);
         if create.or_replace {
-            if let Some(old) = self.db.catalog.current().views.get(&view_key).cloned() {
+            if let Some(old) = self.catalog_state().views.get(&view_key).cloned() {
                 let old_plan = self.plan_statement(Statement::Query(Box::new(parse_query(&old.query)?))).await?;
                 keeps_columns(&view_columns(old_plan.schema(), &old.columns), &view_columns(plan.schema(), &columns))?;
             }
@@ -138,33 +138,31 @@ impl QueryContext {
             return Err(Error::data("42P17", format!("view \"{}\" cannot read itself", name.name)));
         }
         let (or_replace, if_not_exists) = (create.or_replace, create.if_not_exists);
-        self.db
-            .catalog
-            .update(|state| {
-                if temporary {
-                    let schema = entry.schema.clone();
-                    state
-                        .schemas
-                        .entry(schema.clone())
-                        .or_insert(crate::catalog::SchemaEntry { name: schema, created_ms: entry.created_ms });
+        self.update_catalog(|state| {
+            if temporary {
+                let schema = entry.schema.clone();
+                state
+                    .schemas
+                    .entry(schema.clone())
+                    .or_insert(crate::catalog::SchemaEntry { name: schema, created_ms: entry.created_ms });
+            }
+            if !state.schemas.contains_key(&entry.schema) {
+                return Err(Error::data("3F000", format!("schema \"{}\" does not exist", entry.schema)));
+            }
+            if state.tables.contains_key(&view_key) {
+                return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)));
+            }
+            match state.views.get(&view_key) {
+                Some(_) if if_not_exists => return Ok(()),
+                Some(_) if !or_replace => {
+                    return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)))
                 }
-                if !state.schemas.contains_key(&entry.schema) {
-                    return Err(Error::data("3F000", format!("schema \"{}\" does not exist", entry.schema)));
-                }
-                if state.tables.contains_key(&view_key) {
-                    return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)));
-                }
-                match state.views.get(&view_key) {
-                    Some(_) if if_not_exists => return Ok(()),
-                    Some(_) if !or_replace => {
-                        return Err(Error::data("42P07", format!("relation \"{}\" already exists", entry.name)))
-                    }
-                    _ => {}
-                }
-                state.views.insert(view_key.clone(), entry.clone());
-                Ok(())
-            })
-            .await?;
+                _ => {}
+            }
+            state.views.insert(view_key.clone(), entry.clone());
+            Ok(())
+        })
+        .await?;
         Ok(StatementResult::command("CREATE VIEW"))
     }
 
@@ -176,25 +174,23 @@ impl QueryContext {
     ) -> Result<StatementResult> {
         let keys: Vec<(String, String)> =
             names.iter().map(|n| table_name(n).map(|t| (key(&t.schema, &t.name), t.name))).collect::<Result<_>>()?;
-        self.db
-            .catalog
-            .update(|state| {
-                for (view_key, name) in &keys {
-                    if !state.views.contains_key(view_key) {
-                        if if_exists {
-                            continue;
-                        }
-                        if state.tables.contains_key(view_key) {
-                            return Err(Error::data("42809", format!("\"{name}\" is not a view")));
-                        }
-                        return Err(Error::data("42P01", format!("view \"{name}\" does not exist")));
+        self.update_catalog(|state| {
+            for (view_key, name) in &keys {
+                if !state.views.contains_key(view_key) {
+                    if if_exists {
+                        continue;
                     }
-                    drop_dependents(state, view_key, cascade)?;
-                    state.views.remove(view_key);
+                    if state.tables.contains_key(view_key) {
+                        return Err(Error::data("42809", format!("\"{name}\" is not a view")));
+                    }
+                    return Err(Error::data("42P01", format!("view \"{name}\" does not exist")));
                 }
-                Ok(())
-            })
-            .await?;
+                drop_dependents(state, view_key, cascade)?;
+                state.views.remove(view_key);
+            }
+            Ok(())
+        })
+        .await?;
         Ok(StatementResult::command("DROP VIEW"))
     }
 
@@ -207,20 +203,18 @@ impl QueryContext {
                 .ok_or_else(|| Error::data("42601", "ALTER VIEW ... RENAME TO needs a name"))?,
         );
         let (from_key, to_key) = (key(&from.schema, &from.name), key(&from.schema, &to_name));
-        self.db
-            .catalog
-            .update(|state| {
-                if state.views.contains_key(&to_key) || state.tables.contains_key(&to_key) {
-                    return Err(Error::data("42P07", format!("relation \"{to_name}\" already exists")));
-                }
-                let Some(mut view) = state.views.remove(&from_key) else {
-                    return Err(Error::data("42P01", format!("view \"{}\" does not exist", from.name)));
-                };
-                view.name = to_name.clone();
-                state.views.insert(to_key.clone(), view);
-                Ok(())
-            })
-            .await?;
+        self.update_catalog(|state| {
+            if state.views.contains_key(&to_key) || state.tables.contains_key(&to_key) {
+                return Err(Error::data("42P07", format!("relation \"{to_name}\" already exists")));
+            }
+            let Some(mut view) = state.views.remove(&from_key) else {
+                return Err(Error::data("42P01", format!("view \"{}\" does not exist", from.name)));
+            };
+            view.name = to_name.clone();
+            state.views.insert(to_key.clone(), view);
+            Ok(())
+        })
+        .await?;
         Ok(StatementResult::command("ALTER VIEW"))
     }
 }

@@ -313,3 +313,147 @@ async fn concurrent_autocommit_updates_neither_fail_nor_lose_one() {
     }
     assert_eq!(rows(&db.query("SELECT sum(n) FROM counters").await.unwrap()), vec!["100"]);
 }
+
+/// Transaction `n` of the DDL crash child: a new table with one row, and that row's number in a
+/// table every transaction writes.
+fn ddl_crash_transaction(n: u64) -> String {
+    format!(
+        "BEGIN; CREATE TABLE made_{n} (a bigint); INSERT INTO made_{n} VALUES ({n}); \
+         INSERT INTO made_list VALUES ({n}); COMMIT"
+    )
+}
+
+#[test]
+#[ignore]
+fn ddl_crash_child() {
+    let Ok(path) = std::env::var("SLUICE_DDL_CRASH_WAREHOUSE") else { return };
+    let start: u64 = std::env::var("SLUICE_DDL_CRASH_START").unwrap().parse().unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async move {
+        let db = Database::open(&path).await.unwrap();
+        let session = db.session();
+        for n in start.. {
+            session.execute(&ddl_crash_transaction(n)).await.unwrap_or_else(|e| panic!("transaction {n}: {e}"));
+            println!("ok {n}");
+        }
+    });
+}
+
+/// A transaction that creates a table and writes to it and to another one, killed at random
+/// points of its COMMIT: after each reopen, a table `made_n` exists exactly when `made_list`
+/// holds `n` (the catalog's version is the transaction's commit point), with its row, and every
+/// acknowledged COMMIT is there.
+#[tokio::test]
+async fn killing_during_commits_with_ddl_applies_each_transaction_wholly_or_not_at_all() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    Database::open(&path).await.unwrap().execute("CREATE TABLE made_list (n bigint)").await.unwrap();
+    let mut done = 0u64;
+    let mut rng = crate::common::rng_from(crate::common::seed("ddl crash"));
+    let kills = 20;
+    for round in 0..kills {
+        let child = crate::common::ChildTest::spawn(
+            "transactions::ddl_crash_child",
+            &[("SLUICE_DDL_CRASH_WAREHOUSE", path.clone()), ("SLUICE_DDL_CRASH_START", done.to_string())],
+        );
+        std::thread::sleep(Duration::from_millis(rng.random_range(150..900)));
+        let acknowledged = crate::common::last_ok(&child.kill()).map_or(done, |n| n + 1);
+        let db = Database::open(&path).await.unwrap_or_else(|e| panic!("round {round}: no reopen: {e}"));
+        let mut listed: Vec<u64> =
+            rows(&db.query("SELECT n FROM made_list").await.unwrap()).iter().map(|n| n.parse().unwrap()).collect();
+        listed.sort_unstable();
+        let made = rows(
+            &db.query("SELECT table_name FROM information_schema.tables WHERE table_name LIKE 'made\\_%' ORDER BY 1")
+                .await
+                .unwrap(),
+        );
+        let expected: Vec<u64> = (0..listed.len() as u64).collect();
+        assert_eq!(listed, expected, "round {round}: the transactions are not a prefix");
+        let mut tables: Vec<String> = listed.iter().map(|n| format!("made_{n}")).collect();
+        tables.push("made_list".into());
+        tables.sort();
+        assert_eq!(made, tables, "round {round}: the tables disagree with the list");
+        for n in &listed {
+            let row = rows(&db.query(&format!("SELECT a FROM made_{n}")).await.unwrap());
+            assert_eq!(row, vec![n.to_string()], "round {round}: made_{n}");
+        }
+        let seen = listed.len() as u64;
+        assert!(
+            seen == acknowledged || seen == acknowledged + 1,
+            "round {round}: {acknowledged} COMMITs acknowledged, {seen} transactions in the tables"
+        );
+        done = seen;
+    }
+    assert!(done > kills, "transactions ran between the kills ({done})");
+}
+
+/// The managed tables' folders of a warehouse folder (`public/<table>-<id>`).
+fn table_folders(path: &str) -> Vec<String> {
+    let public = std::path::Path::new(path).join("public");
+    let mut names: Vec<String> = std::fs::read_dir(public)
+        .map(|dir| dir.filter_map(|e| e.ok()).map(|e| e.file_name().to_string_lossy().into_owned()).collect())
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// DDL in a block is the block's until COMMIT: other sessions neither see its tables and views
+/// nor miss the ones it dropped; ROLLBACK leaves no folder behind; after COMMIT everyone (and a
+/// reopened warehouse) sees them.
+#[tokio::test]
+async fn ddl_in_a_block_is_seen_by_others_only_after_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let db = Database::open(&path).await.unwrap();
+    db.execute("CREATE TABLE old_one (a int); INSERT INTO old_one VALUES (1)").await.unwrap();
+    let before = table_folders(&path);
+    let (mine, other) = (db.session(), db.session());
+    mine.execute("BEGIN; CREATE TABLE new_one (b int PRIMARY KEY); INSERT INTO new_one VALUES (7)").await.unwrap();
+    mine.execute("CREATE VIEW new_view AS SELECT b FROM new_one; DROP TABLE old_one").await.unwrap();
+    assert_eq!(rows(&mine.query("SELECT b FROM new_view").await.unwrap()), vec!["7"]);
+    assert!(mine.query("SELECT * FROM old_one").await.is_err());
+    for missing in ["new_one", "new_view"] {
+        let err = other.query(&format!("SELECT * FROM {missing}")).await.unwrap_err();
+        assert_eq!(err.sqlstate(), "42P01", "{missing}: {err}");
+    }
+    assert_eq!(rows(&other.query("SELECT a FROM old_one").await.unwrap()), vec!["1"]);
+    // ROLLBACK: the new table's folder goes, the dropped one stays.
+    mine.execute("ROLLBACK").await.unwrap();
+    assert_eq!(table_folders(&path), before);
+    assert_eq!(rows(&mine.query("SELECT a FROM old_one").await.unwrap()), vec!["1"]);
+    // COMMIT: everyone sees the new ones, the dropped table's folder is gone.
+    mine.execute("BEGIN; CREATE TABLE new_one (b int PRIMARY KEY); INSERT INTO new_one VALUES (7)").await.unwrap();
+    mine.execute("CREATE VIEW new_view AS SELECT b FROM new_one; DROP TABLE old_one; COMMIT").await.unwrap();
+    assert_eq!(rows(&other.query("SELECT b FROM new_view").await.unwrap()), vec!["7"]);
+    assert!(other.query("SELECT * FROM old_one").await.is_err());
+    let after = table_folders(&path);
+    assert_eq!(after.len(), 1, "{after:?}");
+    assert!(after.iter().all(|f| f.starts_with("new_one")), "{after:?}");
+    // The key of the new table holds, and a reopened warehouse has it all.
+    let err = other.execute("INSERT INTO new_one VALUES (7)").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    drop((mine, other, db));
+    let db = Database::open(&path).await.unwrap();
+    assert_eq!(rows(&db.query("SELECT b FROM new_view").await.unwrap()), vec!["7"]);
+}
+
+/// Two sessions making the same name: the one that commits second gets 40001 and leaves nothing.
+#[tokio::test]
+async fn concurrent_ddl_of_one_name_lets_the_first_commit_win() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let db = Database::open(&path).await.unwrap();
+    let (first, second) = (db.session(), db.session());
+    second.execute("BEGIN; CREATE TABLE contested (x int); INSERT INTO contested VALUES (2)").await.unwrap();
+    first.execute("CREATE TABLE contested (x int); INSERT INTO contested VALUES (1)").await.unwrap();
+    let err = second.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(rows(&second.query("SELECT x FROM contested").await.unwrap()), vec!["1"]);
+    assert_eq!(table_folders(&path).len(), 1, "{:?}", table_folders(&path));
+    // A block that renamed a table another session dropped meanwhile conflicts too.
+    second.execute("BEGIN; ALTER TABLE contested RENAME TO renamed").await.unwrap();
+    first.execute("DROP TABLE contested").await.unwrap();
+    let err = second.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert!(second.query("SELECT * FROM renamed").await.is_err());
+}

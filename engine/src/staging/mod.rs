@@ -5,10 +5,14 @@
 //! deletes the files the block wrote and forgets the handles.
 //!
 //! Which statements stage: queries and DML (INSERT, UPDATE, DELETE, MERGE, TRUNCATE, COPY,
-//! `Database::insert`). Other statements in a block (DDL, OPTIMIZE, streaming statements) commit
-//! when they return, as outside a block, and [`crate::transaction`] refuses a ROLLBACK that would
-//! have to undo one. Such a statement may not touch a table the block has written (it would not
-//! see the staged rows, and its commit would make the block's conflict at COMMIT): 0A000.
+//! `Database::insert`), and the DDL whose effects are catalog changes and new tables: CREATE and
+//! DROP of tables, views and schemas, CREATE TABLE AS, ALTER ... RENAME TO ([`catalog`]: the
+//! block's own view of the catalog, committed at COMMIT). Other statements in a block (ALTER
+//! TABLE's other forms, indexes, OPTIMIZE, streaming statements) commit when they return, as
+//! outside a block, and [`crate::transaction`] refuses a ROLLBACK that would have to undo one,
+//! except on a table the block created (nobody else sees it, and the rollback deletes it). Such
+//! a statement may not touch a table the block has written (it would not see the staged rows,
+//! and its commit would make the block's conflict at COMMIT): 0A000.
 //!
 //! Keys: a keyed table written in a block gets the block's own copy of its key index (a
 //! copy-on-write one: it costs what the block writes), caught up with the staged snapshot, so a
@@ -28,7 +32,11 @@
 //! later table lose a conflict, the earlier tables' commits are undone by compensating commits
 //! before COMMIT reports 40001. A record found when the warehouse opens (a crash in between) is
 //! completed or undone the same way ([`recover`]). Outside readers of the Delta logs may see one
-//! table's commit without the other's until then.
+//! table's commit without the other's until then. A block with catalog changes commits them
+//! last, as a catalog version naming the transaction: that version is the commit point (a
+//! record whose catalog version is missing is undone, whatever tables it reached).
+
+pub mod catalog;
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -37,10 +45,11 @@ use sluice_storage::commit::CommitOutcome;
 use sluice_storage::stage::Rebase;
 use sluice_storage::table::Table;
 
-use crate::catalog::TableEntry;
+use crate::catalog::{CatalogState, TableEntry};
 use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::keys::TableKeys;
+use crate::staging::catalog::CatalogChanges;
 use crate::warehouse::Warehouse;
 
 /// How the running statement uses the block's staged tables.
@@ -59,6 +68,8 @@ pub enum Mode {
 #[derive(Debug, Default)]
 pub struct Staging {
     state: Mutex<State>,
+    /// The block's catalog changes (its DDL).
+    catalog: Mutex<CatalogChanges>,
 }
 
 #[derive(Debug, Default)]
@@ -69,6 +80,7 @@ struct State {
 }
 
 struct StagedTable {
+    id: String,
     /// The table's qualified name, for the writer's listeners.
     key: String,
     real: Arc<Table>,
@@ -87,10 +99,28 @@ impl std::fmt::Debug for StagedTable {
 #[derive(Debug, Clone, Default)]
 pub struct Mark {
     tables: BTreeMap<String, usize>,
+    catalog: CatalogChanges,
 }
 
 fn lock(staging: &Staging) -> std::sync::MutexGuard<'_, State> {
     staging.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn lock_catalog(staging: &Staging) -> std::sync::MutexGuard<'_, CatalogChanges> {
+    staging.catalog.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Deletes the folders of tables a block created that will never be committed.
+async fn delete_created(db: &Warehouse, tables: Vec<TableEntry>) {
+    for entry in tables {
+        db.forget_table(&entry.id);
+        if let Err(e) = db.delete_table_files(&entry).await {
+            tracing::warn!(
+                table = entry.qualified_name(),
+                "the folder of a table a rolled-back transaction created stays: {e}"
+            );
+        }
+    }
 }
 
 /// The change a table's staged operations make, for the listeners.
@@ -167,6 +197,7 @@ impl Staging {
         };
         let mut state = lock(self);
         let table = state.tables.entry(entry.id.clone()).or_insert(StagedTable {
+            id: entry.id.clone(),
             key: entry.qualified_name(),
             real,
             staged,
@@ -209,18 +240,72 @@ impl Staging {
         Ok(())
     }
 
-    /// Whether the block holds writes.
+    /// Whether the block holds writes (rows or catalog changes).
     pub fn has_writes(&self) -> bool {
-        lock(self).tables.values().any(|t| t.staged.has_staged_commits())
+        lock(self).tables.values().any(|t| t.staged.has_staged_commits()) || !lock_catalog(self).is_empty()
+    }
+
+    /// Whether the block has staged writes to the table with this id.
+    pub fn has_writes_on(&self, id: &str) -> bool {
+        lock(self).tables.get(id).is_some_and(|t| t.staged.has_staged_commits())
+    }
+
+    /// The catalog as the block sees it: what others committed, with the block's changes over it.
+    pub fn catalog_view(&self, catalog: &crate::catalog::Catalog) -> Arc<CatalogState> {
+        catalog.current_with(&lock_catalog(self))
+    }
+
+    /// Whether the running statement's catalog changes are held by the block until COMMIT.
+    pub fn holds_catalog(&self) -> bool {
+        lock(self).mode == Mode::Stage
+    }
+
+    /// Changes the catalog for the running statement: in the block's view when it is a
+    /// statement the block stages (and, for one that commits at once, when it changes only
+    /// tables the block created), else committed now. Returns whether the block holds the change.
+    pub async fn update_catalog<T>(
+        &self,
+        catalog: &crate::catalog::Catalog,
+        change: impl Fn(&mut CatalogState) -> Result<T>,
+    ) -> Result<(bool, T)> {
+        let mode = lock(self).mode;
+        match mode {
+            Mode::Off => catalog.update(change).await.map(|(_, value)| (false, value)),
+            Mode::Stage => catalog.update_staged(&self.catalog, false, change).await,
+            Mode::Immediate => catalog.update_staged(&self.catalog, true, change).await,
+        }
+    }
+
+    /// Notes a table (a managed one) whose folder the block created: a rollback deletes it.
+    pub fn table_created(&self, entry: TableEntry) {
+        lock_catalog(self).created(entry);
+    }
+
+    /// Notes a table the block dropped: its files go at COMMIT.
+    pub fn table_dropped(&self, entry: TableEntry) {
+        lock_catalog(self).dropped(entry);
+    }
+
+    /// Where a table the block created stands among those it created (None: it did not create it).
+    pub fn created_position(&self, id: &str) -> Option<usize> {
+        lock_catalog(self).created_position(id)
+    }
+
+    /// How many tables the block has created.
+    pub fn created_count(&self) -> usize {
+        lock_catalog(self).created_count()
     }
 
     /// A savepoint's mark.
     pub fn mark(&self) -> Mark {
-        Mark { tables: lock(self).tables.iter().map(|(id, t)| (id.clone(), t.staged.stage_mark())).collect() }
+        Mark {
+            tables: lock(self).tables.iter().map(|(id, t)| (id.clone(), t.staged.stage_mark())).collect(),
+            catalog: lock_catalog(self).clone(),
+        }
     }
 
     /// Undoes what the block staged after `mark` (ROLLBACK TO SAVEPOINT).
-    pub async fn rollback_to(&self, mark: &Mark) -> Result<()> {
+    pub async fn rollback_to(&self, db: &Warehouse, mark: &Mark) -> Result<()> {
         let (dropped, kept): (Vec<StagedTable>, Vec<(Arc<Table>, usize)>) = {
             let mut state = lock(self);
             let tables = std::mem::take(&mut state.tables);
@@ -245,32 +330,65 @@ impl Staging {
         for (staged, at) in kept {
             staged.rollback_stage_to(at).await?;
         }
+        let undone = {
+            let mut catalog = lock_catalog(self);
+            let undone = catalog.created_since(&mark.catalog);
+            *catalog = mark.catalog.clone();
+            undone
+        };
+        delete_created(db, undone).await;
         Ok(())
     }
 
     /// Forgets every staged table, deleting the files the block wrote (ROLLBACK, or a session
     /// that ends in a block).
-    pub async fn discard(&self) {
+    pub async fn discard(&self, db: &Warehouse) {
         let tables = std::mem::take(&mut lock(self).tables);
         for table in tables.into_values() {
             table.staged.discard_stage().await;
         }
+        let catalog = std::mem::take(&mut *lock_catalog(self));
+        delete_created(db, catalog.created_tables().to_vec()).await;
     }
 
     /// Commits the block's writes (see the module docs); the staged tables are forgotten
     /// whatever the outcome.
     pub async fn commit(&self, db: &Warehouse) -> Result<()> {
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
+        let catalog = std::mem::take(&mut *lock_catalog(self));
         let written: Vec<(String, StagedTable)> =
             tables.into_iter().filter(|(_, t)| t.staged.has_staged_commits()).collect();
-        if written.is_empty() {
+        if written.is_empty() && catalog.is_empty() {
             return Ok(());
         }
-        let committed = commit_tables(db, &written).await?;
+        let held = catalog.changes_catalog().then_some(&catalog);
+        let committed = match commit_tables(db, &written, held).await {
+            Ok(committed) => committed,
+            Err(e) => {
+                delete_created(db, catalog.created_tables().to_vec()).await;
+                return Err(e);
+            }
+        };
+        for flow in catalog.flows_removed() {
+            db.hooks.flow_dropped(&flow);
+        }
+        for entry in catalog.folders_freed() {
+            db.forget_table(&entry.id);
+            if let Err(e) = db.delete_table_files(&entry).await {
+                tracing::warn!(table = entry.qualified_name(), "the folder of a dropped table stays: {e}");
+            }
+        }
+        // The tables' names as committed (the block may have renamed one it wrote).
+        let names = db.catalog.current();
         let mut first_error = None;
         for (table, version) in committed {
             let operation = operation_of(&table.staged.staged_operations());
-            let change = crate::change::Change { table: table.key.clone(), version, operation, rows: None };
+            let name = names
+                .tables
+                .values()
+                .find(|t| t.id == table.id)
+                .map_or_else(|| table.key.clone(), |t| t.qualified_name());
+            let change = crate::change::Change { table: name, version, operation, rows: None };
             if let Err(e) = db.writer.publish(change).await {
                 first_error.get_or_insert(e);
             }
@@ -280,10 +398,12 @@ impl Staging {
 }
 
 /// Commits each written table's staged changes (under the key locks of the keyed ones, and for
-/// several tables under the commit gate with a warehouse record); returns the versions.
+/// several tables, or tables and `catalog` changes, under the commit gate with a warehouse
+/// record), then the catalog changes; returns the tables' versions.
 async fn commit_tables<'a>(
     db: &Warehouse,
     written: &'a [(String, StagedTable)],
+    catalog: Option<&CatalogChanges>,
 ) -> Result<Vec<(&'a StagedTable, u64)>> {
     // The key locks of the keyed tables, in id order (every other writer takes one at a time:
     // no cycle), held until each index has caught up with its commit.
@@ -327,6 +447,7 @@ async fn commit_tables<'a>(
     }
     let record = Record {
         id: uuid::Uuid::new_v4().to_string(),
+        catalog: catalog.map(|_| db.catalog.persisted_version()),
         tables: written
             .iter()
             .map(|(id, t)| RecordTable {
@@ -336,7 +457,7 @@ async fn commit_tables<'a>(
             })
             .collect(),
     };
-    let several = written.len() > 1;
+    let several = written.len() + usize::from(catalog.is_some()) > 1;
     let gate = if several { Some(db.commit_gate.write().await) } else { None };
     if several {
         record.write(db).await?;
@@ -358,6 +479,12 @@ async fn commit_tables<'a>(
                 failure = Some(e.into());
                 break;
             }
+        }
+    }
+    if let (None, Some(changes)) = (&failure, catalog) {
+        // The commit point of a transaction with DDL (see the module docs).
+        if let Err(e) = db.catalog.commit_staged(changes, &record.id).await {
+            failure = Some(e);
         }
     }
     if let Some(error) = failure {
@@ -399,6 +526,10 @@ const RECORDS: &str = "_sluice/transactions";
 #[derive(Debug, serde::Serialize, serde::Deserialize)]
 struct Record {
     id: String,
+    /// The persisted catalog version before the transaction, when it changes the catalog: the
+    /// version after it that names the transaction is its commit point.
+    #[serde(default)]
+    catalog: Option<u64>,
     tables: Vec<RecordTable>,
 }
 
@@ -445,7 +576,11 @@ pub async fn recover(db: &Warehouse) -> Result<()> {
         };
         let state = db.catalog.current();
         let mut reached = Vec::new();
-        let mut missing = false;
+        // A transaction with catalog changes committed if and only if its catalog version did.
+        let mut missing = match record.catalog {
+            Some(since) => !db.catalog.committed_by(since, &record.id).await?,
+            None => false,
+        };
         for table in &record.tables {
             let Some(entry) = state.tables.values().find(|t| t.id == table.id) else { continue };
             let handle = db.open_table(entry).await?;
