@@ -225,19 +225,21 @@ async fn ddl_has_no_data_and_errors_carry_sqlstates() {
     let ids: Vec<i32> =
         client.query("SELECT id FROM e ORDER BY id", &[]).await.unwrap().iter().map(|r| r.get(0)).collect();
     assert_eq!(ids, [1, 2, 3, 4]);
-    // DDL in the query commits what came before it (DDL is not transactional yet).
+    // DDL is part of the implicit transaction: the error undoes the INSERT and the CREATE TABLE.
     client.batch_execute("INSERT INTO e VALUES (7, 'g'); CREATE TABLE e2 (a int); SELECT 1/0").await.unwrap_err();
     let n: i64 = client.query_one("SELECT count(*) FROM e WHERE id = 7", &[]).await.unwrap().get(0);
-    assert_eq!(n, 1);
+    assert_eq!(n, 0);
+    let err = client.query_one("SELECT count(*) FROM e2", &[]).await.unwrap_err();
+    assert_eq!(code(&err), "42P01");
     // A session-local temporary table, made and used in one query.
     client.batch_execute("CREATE TEMP TABLE e (x int); INSERT INTO e VALUES (42)").await.unwrap();
     let x: i32 = client.query_one("SELECT x FROM e", &[]).await.unwrap().get(0);
     assert_eq!(x, 42);
     let n: i64 = client.query_one("SELECT count(*) FROM public.e", &[]).await.unwrap().get(0);
-    assert_eq!(n, 5);
+    assert_eq!(n, 4);
     let other = server.connect().await;
     let n: i64 = other.query_one("SELECT count(*) FROM e", &[]).await.unwrap().get(0);
-    assert_eq!(n, 5, "another session sees the permanent table");
+    assert_eq!(n, 4, "another session sees the permanent table");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
