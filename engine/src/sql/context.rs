@@ -151,7 +151,7 @@ impl QueryContext {
     }
 
     /// The catalog as this session's statements see it: with its transaction block's changes
-    /// (see [`crate::staging::catalog`]).
+    /// (see [`crate::catalog::changes`]).
     pub(crate) fn catalog_state(&self) -> Arc<crate::catalog::CatalogState> {
         self.staging.catalog_view(&self.db.catalog)
     }

@@ -6,7 +6,7 @@
 //!
 //! Which statements stage: queries and DML (INSERT, UPDATE, DELETE, MERGE, TRUNCATE, COPY,
 //! `Database::insert`), and the DDL whose effects are catalog changes and new tables: CREATE and
-//! DROP of tables, views and schemas, CREATE TABLE AS, ALTER ... RENAME TO ([`catalog`]: the
+//! DROP of tables, views and schemas, CREATE TABLE AS, ALTER ... RENAME TO ([`crate::catalog::changes`]: the
 //! block's own view of the catalog, committed at COMMIT). Other statements in a block (ALTER
 //! TABLE's other forms, indexes, OPTIMIZE, streaming statements) commit when they return, as
 //! outside a block, and [`crate::transaction`] refuses a ROLLBACK that would have to undo one,
@@ -36,8 +36,6 @@
 //! last, as a catalog version naming the transaction: that version is the commit point (a
 //! record whose catalog version is missing is undone, whatever tables it reached).
 
-pub mod catalog;
-
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -45,11 +43,11 @@ use sluice_storage::commit::CommitOutcome;
 use sluice_storage::stage::Rebase;
 use sluice_storage::table::Table;
 
+use crate::catalog::changes::CatalogChanges;
 use crate::catalog::{CatalogState, TableEntry};
 use crate::change::Operation;
 use crate::error::{Error, Result};
 use crate::keys::TableKeys;
-use crate::staging::catalog::CatalogChanges;
 use crate::warehouse::Warehouse;
 
 /// How the running statement uses the block's staged tables.

@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::catalog::{CatalogState, FlowEntry, RoleEntry, SchemaEntry, SourceEntry, TableEntry, ViewEntry};
+use super::{CatalogState, FlowEntry, RoleEntry, SchemaEntry, SourceEntry, TableEntry, ViewEntry};
 use crate::error::{Error, Result};
 
 /// One object as the block found it and as it left it (None: absent).

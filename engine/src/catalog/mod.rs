@@ -15,6 +15,8 @@
 //! commits: its temporary part goes to the overlay, the rest (if any changed) to the next version
 //! file.
 
+pub mod changes;
+
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
 
@@ -22,8 +24,8 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 use sluice_storage::store::{PutOutcome, TableStore};
 
+use self::changes::CatalogChanges;
 use crate::error::{Error, Result};
-use crate::staging::catalog::CatalogChanges;
 
 /// The schema every warehouse starts with.
 pub const DEFAULT_SCHEMA: &str = "public";
@@ -542,7 +544,7 @@ impl Catalog {
     }
 
     /// The newest state seen with a transaction block's changes laid over it: what the block's
-    /// statements see (see [`crate::staging::catalog`]).
+    /// statements see (see [`crate::catalog::changes`]).
     pub fn current_with(&self, changes: &CatalogChanges) -> Arc<CatalogState> {
         let current = self.current();
         if !changes.changes_catalog() {
