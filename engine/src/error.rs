@@ -240,6 +240,17 @@ impl From<DataFusionError> for Error {
                 let (line, column) = parse_position(&text);
                 Error::Parse { message: strip_position(&text), line, column }
             }
+            DataFusionError::ArrowError(arrow, context) => match *arrow {
+                // PostgreSQL's words for what Arrow's kernels raise (numeric division, casts).
+                arrow::error::ArrowError::DivideByZero => Error::data("22012", "division by zero"),
+                arrow::error::ArrowError::ArithmeticOverflow(_) => Error::data("22003", "numeric value out of range"),
+                arrow::error::ArrowError::InvalidArgumentError(message)
+                    if message.contains("too large to store in a Decimal") =>
+                {
+                    Error::data("22003", "numeric field overflow")
+                }
+                other => Error::DataFusion(Box::new(DataFusionError::ArrowError(Box::new(other), context))),
+            },
             other => Error::DataFusion(Box::new(other)),
         }
     }

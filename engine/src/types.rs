@@ -173,6 +173,34 @@ pub fn delta_type_pg_name(data_type: &DataType) -> String {
     }
 }
 
+/// The PostgreSQL name of an Arrow type (what `pg_typeof` shows).
+pub fn arrow_type_pg_name(data_type: &arrow::datatypes::DataType) -> String {
+    use arrow::datatypes::DataType as A;
+    match data_type {
+        A::Null => "unknown".into(),
+        A::Boolean => "boolean".into(),
+        A::Int8 | A::Int16 | A::UInt8 => "smallint".into(),
+        A::Int32 | A::UInt16 => "integer".into(),
+        A::Int64 | A::UInt32 | A::UInt64 => "bigint".into(),
+        A::Float16 | A::Float32 => "real".into(),
+        A::Float64 => "double precision".into(),
+        A::Decimal32(..) | A::Decimal64(..) | A::Decimal128(..) | A::Decimal256(..) => "numeric".into(),
+        A::Utf8 | A::LargeUtf8 | A::Utf8View => "text".into(),
+        A::Binary | A::LargeBinary | A::BinaryView | A::FixedSizeBinary(_) => "bytea".into(),
+        A::Date32 | A::Date64 => "date".into(),
+        A::Timestamp(_, None) => "timestamp without time zone".into(),
+        A::Timestamp(_, Some(_)) => "timestamp with time zone".into(),
+        A::Time32(_) | A::Time64(_) => "time without time zone".into(),
+        A::Interval(_) | A::Duration(_) => "interval".into(),
+        A::List(f) | A::LargeList(f) | A::FixedSizeList(f, _) | A::ListView(f) | A::LargeListView(f) => {
+            format!("{}[]", arrow_type_pg_name(f.data_type()))
+        }
+        A::Dictionary(_, value) => arrow_type_pg_name(value),
+        A::Map(..) => "jsonb".into(),
+        _ => "record".into(),
+    }
+}
+
 /// A batch of `schema` from columns, cast where a column's type differs from the field's.
 pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Result<RecordBatch> {
     let columns = columns

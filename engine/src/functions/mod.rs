@@ -1,7 +1,9 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
+pub mod arithmetic;
 pub mod json;
 pub mod json_build;
+pub mod math;
 pub mod table_changes;
 
 use std::collections::HashMap;
@@ -18,6 +20,9 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(json_build::function());
+    for function in math::functions() {
+        ctx.register_udf(function);
+    }
     // PostgreSQL's name for a random (version 4) UUID.
     ctx.register_udf(datafusion::functions::string::uuid().as_ref().clone().with_aliases(["gen_random_uuid"]));
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));

@@ -96,15 +96,13 @@ impl QueryContext {
                 .column_by_name(NEW_VALUE_COLUMN)
                 .ok_or_else(|| Error::Internal("the rewrite lost its value".into()))?;
             let target = arrow_schema.field(position).data_type();
-            let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
-            let cast =
-                arrow::compute::cast_with_options(&rounded_for(value, target)?, target, &options).map_err(|e| {
-                    if value.data_type().is_numeric() && target.is_integer() {
-                        Error::data("22003", format!("{} out of range", crate::types::pg_type_name(&new)))
-                    } else {
-                        Error::from(e)
-                    }
-                })?;
+            let cast = if target.is_integer() && value.data_type().is_numeric() {
+                // Rounded as PostgreSQL rounds, 22003 when out of range.
+                crate::functions::arithmetic::to_integer(value, target)?
+            } else {
+                let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+                arrow::compute::cast_with_options(value, target, &options)?
+            };
             let cast = crate::types::enforce_length(&new, &cast)?;
             if !new.nullable && cast.null_count() > 0 {
                 return Err(Error::NotNullViolation { table: entry.name.clone(), column: column.to_string() });
@@ -142,19 +140,6 @@ impl QueryContext {
         self.db.writer.commit(&entry.qualified_name(), crate::change::Operation::Write, None, outcome).await?;
         guard.committed().await
     }
-}
-
-/// Floats bound for an integer type rounded as PostgreSQL rounds them (half to even; Arrow's
-/// cast truncates).
-fn rounded_for(value: &ArrayRef, target: &arrow::datatypes::DataType) -> Result<ArrayRef> {
-    use arrow::array::AsArray;
-    use arrow::datatypes::{DataType as A, Float64Type};
-    if !target.is_integer() || !value.data_type().is_floating() {
-        return Ok(value.clone());
-    }
-    let doubles = arrow::compute::cast(value, &A::Float64)?;
-    let rounded = doubles.as_primitive::<Float64Type>().unary::<_, Float64Type>(f64::round_ties_even);
-    Ok(Arc::new(rounded))
 }
 
 /// Whether PostgreSQL converts a value of type `from` to `to` in ALTER COLUMN TYPE without a

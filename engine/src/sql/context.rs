@@ -102,6 +102,8 @@ impl QueryContext {
             .with_information_schema(true)
             .with_target_partitions(db.options.target_partitions)
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
+            // `0.1` is numeric in PostgreSQL, not float8.
+            .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
             .set_str("datafusion.execution.parquet.coerce_int96", "us")
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
         let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
@@ -113,6 +115,20 @@ impl QueryContext {
         }
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(crate::functions::json::JsonOperators));
+        }
+        {
+            use crate::functions::arithmetic::{IntegerLiterals, PostgresArithmetic};
+            use datafusion::optimizer::analyzer::{
+                resolve_grouping_function::ResolveGroupingFunction, type_coercion::TypeCoercion,
+            };
+            // DataFusion's rules, with PostgreSQL's literal types before coercion and its
+            // arithmetic after it.
+            builder = builder.with_analyzer_rules(vec![
+                Arc::new(ResolveGroupingFunction::new()),
+                Arc::new(IntegerLiterals),
+                Arc::new(TypeCoercion::new()),
+                Arc::new(PostgresArithmetic),
+            ]);
         }
         let ctx = SessionContext::new_with_state(builder.build());
         let temp = Arc::new(TempSchema::default());
@@ -197,6 +213,14 @@ impl QueryContext {
             .await
             .map_err(|e| self.planning_error(&statement, e))?;
         crate::rights::check_plan(&plan, self.privileges())?;
+        // Analyzed here, so that the plan's schema has the types its rows will have (PostgreSQL's
+        // literal types, see `functions::arithmetic`); a plan the analyzer refuses (one whose
+        // parameters are not typed yet) is analyzed again when it runs.
+        let state = self.ctx.state();
+        let plan = match state.analyzer().execute_and_check(plan.clone(), state.config_options(), |_, _| {}) {
+            Ok(analyzed) => analyzed,
+            Err(_) => plan,
+        };
         Ok((statement, plan))
     }
 

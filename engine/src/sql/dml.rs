@@ -1124,13 +1124,22 @@ fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: 
         return Ok(column.clone());
     }
     use arrow::datatypes::DataType as T;
+    let text = matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View);
+    if data_type.is_integer() && (column.data_type().is_numeric() || text) {
+        // Rounded, and 22003 when out of range, as PostgreSQL assigns a number to an integer.
+        return Ok(crate::functions::arithmetic::to_integer(column, data_type)?);
+    }
     if matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View)
         && matches!(data_type, T::Binary | T::LargeBinary | T::BinaryView)
     {
         return bytea_column(column, data_type, name);
     }
     cast_with_options(column, data_type, &CastOptions { safe: false, ..Default::default() }).map_err(|e| {
-        let sqlstate = if e.to_string().to_lowercase().contains("overflow") { "22003" } else { "22P02" };
+        let message = e.to_string().to_lowercase();
+        if message.contains("too large to store in a decimal") {
+            return Error::data("22003", "numeric field overflow");
+        }
+        let sqlstate = if message.contains("overflow") { "22003" } else { "22P02" };
         Error::data(sqlstate, format!("invalid value for column \"{name}\" ({data_type}): {e}"))
     })
 }

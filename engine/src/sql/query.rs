@@ -62,6 +62,15 @@ impl VisitorMut for ByteaLiterals {
 
     fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         use datafusion::sql::sqlparser::ast::{DataType as SqlType, Value};
+        if let Expr::Value(value) = expr {
+            // `1e3` is numeric 1000 in PostgreSQL; DataFusion cannot read an exponent as a decimal.
+            if let Value::Number(text, _) = &mut value.value {
+                if let Some(plain) = plain_decimal(text) {
+                    *text = plain;
+                }
+            }
+            return ControlFlow::Continue(());
+        }
         let Expr::Cast { expr: inner, data_type: SqlType::Bytea, .. } = expr else { return ControlFlow::Continue(()) };
         let Expr::Value(value) = inner.as_ref() else { return ControlFlow::Continue(()) };
         let (Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text)) = &value.value else {
@@ -80,6 +89,32 @@ impl VisitorMut for ByteaLiterals {
         }
         ControlFlow::Continue(())
     }
+}
+
+/// A number written with an exponent (`1.5e-7`) as plain decimal digits (`0.00000015`); `None`
+/// when it has no exponent or would need more than 38 digits (it is then read as written).
+fn plain_decimal(text: &str) -> Option<String> {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{whole}{fraction}");
+    // The position of the decimal point in `digits`.
+    let point = whole.len() as i32 + exponent;
+    if digits.len() as i32 - point.min(0) > 38 || point > 38 {
+        return None;
+    }
+    let text = if point <= 0 {
+        format!("0.{}{digits}", "0".repeat((-point) as usize))
+    } else if point as usize >= digits.len() {
+        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
+    } else {
+        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+    };
+    let text = text.trim_start_matches('0');
+    Some(if text.is_empty() || text.starts_with('.') { format!("0{text}") } else { text.to_string() })
 }
 
 /// The relations a statement reads by name (not table functions), and the names its CTEs give.
@@ -460,5 +495,21 @@ fn expression_name(expr: &Expr) -> Option<String> {
         Expr::Function(function) => function.name.0.last().map(|part| part.to_string().to_lowercase()),
         Expr::Case { .. } => Some("case".into()),
         _ => Some("?column?".into()),
+    }
+}
+
+#[cfg(test)]
+mod exponent_tests {
+    use super::plain_decimal;
+
+    #[test]
+    fn numbers_with_exponents_become_plain_decimals() {
+        assert_eq!(plain_decimal("1e3").as_deref(), Some("1000"));
+        assert_eq!(plain_decimal("1.5e-7").as_deref(), Some("0.00000015"));
+        assert_eq!(plain_decimal("2.5E1").as_deref(), Some("25"));
+        assert_eq!(plain_decimal("0.5e1").as_deref(), Some("5"));
+        assert_eq!(plain_decimal("12.34e-1").as_deref(), Some("1.234"));
+        assert_eq!(plain_decimal("1e308"), None);
+        assert_eq!(plain_decimal("15"), None);
     }
 }

@@ -42,9 +42,15 @@ pub fn rows(
     format: &Format,
     options: Option<Arc<FormatOptions>>,
 ) -> Result<Response, PgWireError> {
+    let text_options = options.clone().unwrap_or_default();
     let fields = Arc::new(fields(schema, format, options)?);
     let field_ref = fields.clone();
-    let rows = batches.into_iter().flat_map(move |batch| encode_recordbatch(field_ref.clone(), batch));
+    let format = format.clone();
+    let rows = batches.into_iter().flat_map(move |batch| {
+        // PostgreSQL's text forms where arrow-pg's differ; arrow-pg's own if that fails.
+        let batch = super::text::render(batch.clone(), &format, &text_options).unwrap_or(batch);
+        encode_recordbatch(field_ref.clone(), batch)
+    });
     Ok(Response::Query(QueryResponse::new(fields, stream::iter(rows))))
 }
 

@@ -268,8 +268,21 @@ impl Connection {
         self.session.set_default_read_only(read_only);
     }
 
+    /// How values are written in text: the session's settings (what the client sent at startup
+    /// and what it SET since).
     fn format_options<C: ClientInfo>(&self, client: &C) -> Arc<FormatOptions> {
-        Arc::new(FormatOptions::from_client_metadata(client.metadata()))
+        let mut options = FormatOptions::from_client_metadata(client.metadata());
+        let settings = self.settings.lock();
+        if let Some(zone) = settings.get("TimeZone") {
+            options.time_zone = zone.to_string();
+        }
+        if let Some(style) = settings.get("DateStyle") {
+            options.date_style = style.to_string();
+        }
+        if let Some(digits) = settings.get("extra_float_digits").and_then(|d| d.trim().parse().ok()) {
+            options.extra_float_digits = digits;
+        }
+        Arc::new(options)
     }
 
     /// Statements the server answers itself; `None` for the rest.

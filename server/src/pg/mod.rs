@@ -27,6 +27,7 @@ pub mod scram;
 pub mod settings;
 pub mod socket;
 pub mod statements;
+pub mod text;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -10,7 +10,9 @@ them by their text.
 Each statement runs on both servers over psycopg 3 in autocommit mode, one connection per server.
 On PostgreSQL the runner (re)creates a database of its own first, so every run starts empty. An
 outcome is either the error's SQLSTATE or the command status plus the rows rendered as text; rows
-are compared in order when the statement says ORDER BY, as sorted lists otherwise.
+are compared in order when the statement says ORDER BY, as sorted lists otherwise. A header
+`-- compare: strict` makes the outcome exact: column names and types are compared too, and every
+value as the text the server sent (PostgreSQL's text forms), not as psycopg reads it.
 
 Known differences live beside the case file in `CASE.expected-differences`: each entry is a `-- `
 reason line followed by the statement's text (whitespace collapsed). The run fails (exit 1) when a
@@ -38,6 +40,7 @@ CONNECT_TIMEOUT_S = 10
 # PostgreSQL ends a statement that runs away; Sluice's runaway is bounded by the Rust harness.
 POSTGRES_STATEMENT_TIMEOUT_MS = 10_000
 MINIMUM_HEADER = re.compile(r"--\s*minimum:\s*(\d+)\s*$")
+STRICT_HEADER = re.compile(r"--\s*compare:\s*strict\s*$")
 
 
 class Statement:
@@ -57,14 +60,16 @@ def normalize(text):
 
 
 def parse_statements(path):
-    """Returns (statements, minimum) of a case file; raises ValueError on a malformed file."""
-    statements, minimum, lines, start = [], None, [], None
+    """Returns (statements, minimum, strict) of a case file; raises ValueError on a malformed file."""
+    statements, minimum, strict, lines, start = [], None, False, [], None
     for number, raw in enumerate(path.read_text().splitlines(), start=1):
         stripped = raw.strip()
         if stripped.startswith("--"):
             header = MINIMUM_HEADER.match(stripped)
             if header:
                 minimum = int(header.group(1))
+            if STRICT_HEADER.match(stripped):
+                strict = True
             continue
         if not stripped and not lines:
             continue
@@ -84,7 +89,7 @@ def parse_statements(path):
                 "make it distinct (another column list or alias) so the list of known differences can name it"
             )
         seen[statement.key] = statement.line
-    return statements, minimum
+    return statements, minimum, strict
 
 
 def parse_expected(path):
@@ -141,17 +146,34 @@ def render(value):
     return str(value)
 
 
-class Side:
-    """One server: a connection in autocommit mode, reopened if it breaks."""
+class RawText(psycopg.adapt.Loader):
+    """Loads a value as the text the server sent (strict mode compares PostgreSQL's text forms)."""
 
-    def __init__(self, name, dsn):
+    def load(self, data):
+        return bytes(data).decode("utf-8")
+
+
+def type_name(oid):
+    info = psycopg.postgres.types.get(oid)
+    return info.name if info is not None else str(oid)
+
+
+class Side:
+    """One server: a connection in autocommit mode, reopened if it breaks. In strict mode an
+    outcome also holds the column names and types, and values stay the text the server sent."""
+
+    def __init__(self, name, dsn, strict=False):
         self.name = name
         self.dsn = dsn
+        self.strict = strict
         self.connection = None
 
     def connect(self):
         if self.connection is None or self.connection.closed or self.connection.broken:
             self.connection = psycopg.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
+            if self.strict:
+                for info in psycopg.postgres.types:
+                    self.connection.adapters.register_loader(info.oid, RawText)
         return self.connection
 
     def run(self, statement):
@@ -168,6 +190,9 @@ class Side:
                     rows = [tuple(render(v) for v in row) for row in cursor.fetchall()]
                 if not re.search(r"\border\s+by\b", statement.text, re.IGNORECASE):
                     rows.sort()
+                if self.strict and cursor.description is not None:
+                    columns = tuple(f"{d.name}::{type_name(d.type_code)}" for d in cursor.description)
+                    rows.insert(0, columns)
                 return ("ok", cursor.statusmessage, rows)
         except psycopg.Error as error:
             if error.sqlstate:
@@ -249,19 +274,21 @@ def main():
 
     list_path = args.case.with_name(args.case.stem + ".expected-differences")
     try:
-        statements, minimum = parse_statements(args.case)
+        statements, minimum, strict = parse_statements(args.case)
         expected = parse_expected(list_path)
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
 
-    postgres = Side("postgres", fresh_postgres_database(args.postgres, "differential_" + args.case.stem))
-    sluice = Side("sluice", args.sluice)
+    postgres = Side("postgres", fresh_postgres_database(args.postgres, "differential_" + args.case.stem), strict)
+    sluice = Side("sluice", args.sluice, strict)
     # The runner cannot empty Sluice; leftovers of an earlier run would show up as mismatches.
     try:
-        tables = sluice.connect().execute(
-            "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'"
-        ).fetchone()[0]
+        tables = int(
+            sluice.connect()
+            .execute("SELECT count(*) FROM information_schema.tables WHERE table_schema = 'public'")
+            .fetchone()[0]
+        )
     except psycopg.Error as error:
         print(f"error: cannot ask Sluice for its tables: {error}", file=sys.stderr)
         return 2

@@ -40,6 +40,11 @@ fn temporary() {
     run_case("temporary");
 }
 
+#[test]
+fn values() {
+    run_case("values");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

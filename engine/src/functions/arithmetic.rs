@@ -1,0 +1,525 @@
+//! Arithmetic and numeric casts as PostgreSQL computes them.
+//!
+//! DataFusion's integer `+ - *` wrap around on overflow, float division by zero gives infinity,
+//! and a cast from a float or numeric to an integer truncates. PostgreSQL raises 22003 ("integer
+//! out of range") on overflow in every integer type, 22012 on division by zero (floats too), and
+//! rounds when it casts to an integer (floats half to even, as `rint`; numerics half away from
+//! zero). The analyzer rule [`PostgresArithmetic`] runs after DataFusion's type coercion and
+//! replaces those operations, where their operands are integers or floats, by the functions of
+//! this module, which compute the same value or raise PostgreSQL's error. Every plan goes
+//! through it: queries, DML, flows and views alike. Names of output columns are kept.
+//!
+//! Decimal arithmetic keeps DataFusion's operators (their result types follow DataFusion's
+//! precision rules); its division by zero is reported as 22012 by [`crate::error`].
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, PrimitiveArray};
+use arrow::compute::kernels::numeric;
+use arrow::datatypes::{
+    ArrowNativeTypeOp, ArrowPrimitiveType, DataType, Decimal128Type, Float32Type, Float64Type, Int16Type, Int32Type,
+    Int64Type, Int8Type,
+};
+use arrow::error::ArrowError;
+use datafusion::common::config::ConfigOptions;
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
+use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
+use datafusion::logical_expr::expr::ScalarFunction;
+use datafusion::logical_expr::expr_rewriter::NamePreserver;
+use datafusion::logical_expr::utils::merge_schema;
+use datafusion::logical_expr::{
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
+};
+use datafusion::optimizer::AnalyzerRule;
+
+use crate::error::Error;
+
+/// An arithmetic operator computed as PostgreSQL does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Op {
+    Add,
+    Sub,
+    Mul,
+    Div,
+    Rem,
+}
+
+impl Op {
+    fn of(operator: Operator) -> Option<Op> {
+        Some(match operator {
+            Operator::Plus => Op::Add,
+            Operator::Minus => Op::Sub,
+            Operator::Multiply => Op::Mul,
+            Operator::Divide => Op::Div,
+            Operator::Modulo => Op::Rem,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Op::Add => "__pg_add",
+            Op::Sub => "__pg_sub",
+            Op::Mul => "__pg_mul",
+            Op::Div => "__pg_div",
+            Op::Rem => "__pg_mod",
+        }
+    }
+}
+
+/// `a op b` on two integers or two floats of one type, with PostgreSQL's errors.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Arithmetic {
+    op: Op,
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for Arithmetic {
+    fn name(&self) -> &str {
+        self.op.name()
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        arg_types.first().cloned().ok_or_else(|| DataFusionError::Plan(format!("{} needs two arguments", self.name())))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [left, right] = arrays.as_slice() else {
+            return Err(DataFusionError::Plan(format!("{} needs two arguments", self.name())));
+        };
+        let result = compute(self.op, left, right)?;
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?));
+        }
+        Ok(ColumnarValue::Array(result))
+    }
+}
+
+fn compute(op: Op, left: &ArrayRef, right: &ArrayRef) -> DfResult<ArrayRef> {
+    let data_type = left.data_type().clone();
+    match data_type {
+        DataType::Float32 => return float::<Float32Type>(op, left, right),
+        DataType::Float64 => return float::<Float64Type>(op, left, right),
+        _ => {}
+    }
+    let result = match op {
+        Op::Add => numeric::add(left, right),
+        Op::Sub => numeric::sub(left, right),
+        Op::Mul => numeric::mul(left, right),
+        Op::Div => numeric::div(left, right),
+        Op::Rem => {
+            return match data_type {
+                DataType::Int8 => remainder::<Int8Type>(left, right),
+                DataType::Int16 => remainder::<Int16Type>(left, right),
+                DataType::Int32 => remainder::<Int32Type>(left, right),
+                _ => remainder::<Int64Type>(left, right),
+            }
+        }
+    };
+    result.map_err(|e| match e {
+        ArrowError::DivideByZero => division_by_zero(),
+        ArrowError::ArithmeticOverflow(_) => out_of_range(&data_type),
+        other => DataFusionError::ArrowError(Box::new(other), None),
+    })
+}
+
+/// `a % b` on integers: 22012 for `b = 0`, and `MIN % -1` is 0 (Arrow calls it an overflow).
+fn remainder<T: ArrowPrimitiveType>(left: &ArrayRef, right: &ArrayRef) -> DfResult<ArrayRef> {
+    let (l, r) = (left.as_primitive::<T>(), right.as_primitive::<T>());
+    if r.iter().zip(l.iter()).any(|(b, a)| a.is_some() && b.is_some_and(|b| b.is_zero())) {
+        return Err(division_by_zero());
+    }
+    let result: PrimitiveArray<T> = arrow::compute::binary(l, r, |a: T::Native, b: T::Native| a.mod_wrapping(b))?;
+    Ok(Arc::new(result))
+}
+
+/// A float type's arithmetic, for PostgreSQL's float8 and float4 errors.
+trait Real:
+    Copy
+    + std::ops::Add<Output = Self>
+    + std::ops::Sub<Output = Self>
+    + std::ops::Mul<Output = Self>
+    + std::ops::Div<Output = Self>
+    + std::ops::Rem<Output = Self>
+{
+    fn finite(self) -> bool;
+    fn zero(self) -> bool;
+}
+
+impl Real for f32 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+    fn zero(self) -> bool {
+        self == 0.0
+    }
+}
+
+impl Real for f64 {
+    fn finite(self) -> bool {
+        self.is_finite()
+    }
+    fn zero(self) -> bool {
+        self == 0.0
+    }
+}
+
+fn float<T>(op: Op, left: &ArrayRef, right: &ArrayRef) -> DfResult<ArrayRef>
+where
+    T: ArrowPrimitiveType,
+    T::Native: Real,
+{
+    let (l, r) = (left.as_primitive::<T>(), right.as_primitive::<T>());
+    let mut values = Vec::with_capacity(l.len());
+    for (a, b) in l.iter().zip(r.iter()) {
+        let (Some(a), Some(b)) = (a, b) else {
+            values.push(None);
+            continue;
+        };
+        if matches!(op, Op::Div | Op::Rem) && b.zero() {
+            return Err(division_by_zero());
+        }
+        let value = match op {
+            Op::Add => a + b,
+            Op::Sub => a - b,
+            Op::Mul => a * b,
+            Op::Div => a / b,
+            Op::Rem => a % b,
+        };
+        if !value.finite() && a.finite() && b.finite() {
+            return Err(data_error("22003", "value out of range: overflow"));
+        }
+        let underflow = match op {
+            Op::Mul => value.zero() && !a.zero() && !b.zero(),
+            Op::Div => value.zero() && !a.zero() && b.finite(),
+            _ => false,
+        };
+        if underflow {
+            return Err(data_error("22003", "value out of range: underflow"));
+        }
+        values.push(Some(value));
+    }
+    Ok(Arc::new(PrimitiveArray::<T>::from_iter(values)))
+}
+
+fn data_error(sqlstate: &'static str, message: &str) -> DataFusionError {
+    DataFusionError::External(Box::new(Error::data(sqlstate, message)))
+}
+
+fn division_by_zero() -> DataFusionError {
+    data_error("22012", "division by zero")
+}
+
+/// PostgreSQL's name of an integer type, as its out-of-range message says it.
+fn integer_name(data_type: &DataType) -> &'static str {
+    match data_type {
+        DataType::Int8 | DataType::Int16 => "smallint",
+        DataType::Int32 => "integer",
+        _ => "bigint",
+    }
+}
+
+fn out_of_range(data_type: &DataType) -> DataFusionError {
+    if data_type.is_floating() {
+        return data_error("22003", "value out of range: overflow");
+    }
+    data_error("22003", &format!("{} out of range", integer_name(data_type)))
+}
+
+/// `__pg_cast(x, NULL::target)`: a cast to an integer type as PostgreSQL makes it. The second
+/// argument only names the target type.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct IntegerCast {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for IntegerCast {
+    fn name(&self) -> &str {
+        "__pg_cast"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        arg_types.get(1).cloned().ok_or_else(|| DataFusionError::Plan("__pg_cast needs a target type".into()))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let target = args.return_field.data_type().clone();
+        let Some(value) = args.args.first() else {
+            return Err(DataFusionError::Plan("__pg_cast needs a value".into()));
+        };
+        match value {
+            ColumnarValue::Scalar(s) => {
+                let array = s.to_array_of_size(1)?;
+                let cast = to_integer(&array, &target)?;
+                Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&cast, 0)?))
+            }
+            ColumnarValue::Array(array) => Ok(ColumnarValue::Array(to_integer(array, &target)?)),
+        }
+    }
+}
+
+/// `value` (an integer, float, decimal or text array) as the integer type `target`: rounded as
+/// PostgreSQL rounds (floats half to even, decimals half away from zero), 22003 when a value
+/// does not fit, 22P02 for text that is not an integer.
+pub fn to_integer(value: &ArrayRef, target: &DataType) -> DfResult<ArrayRef> {
+    let rounded: ArrayRef = match value.data_type() {
+        DataType::Float16 | DataType::Float32 | DataType::Float64 => {
+            let doubles = arrow::compute::cast(value, &DataType::Float64)?;
+            let doubles = doubles.as_primitive::<Float64Type>();
+            if doubles.iter().flatten().any(|v| !v.is_finite()) {
+                return Err(out_of_range(target));
+            }
+            Arc::new(doubles.unary::<_, Float64Type>(f64::round_ties_even))
+        }
+        DataType::Decimal128(_, scale) if *scale > 0 => {
+            let divisor = 10i128.pow(u32::from(scale.unsigned_abs()));
+            let decimals = value.as_primitive::<Decimal128Type>();
+            let rounded: PrimitiveArray<Decimal128Type> = decimals.unary(|v| {
+                let (quotient, remainder) = (v / divisor, v % divisor);
+                if remainder.abs() * 2 >= divisor {
+                    quotient + v.signum()
+                } else {
+                    quotient
+                }
+            });
+            Arc::new(rounded.with_precision_and_scale(38, 0)?)
+        }
+        DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+            let text = arrow::compute::cast(value, &DataType::Utf8)?;
+            let mut parsed = Vec::with_capacity(text.len());
+            for v in text.as_string::<i32>().iter() {
+                parsed.push(match v {
+                    None => None,
+                    Some(v) => Some(parse_integer(v, target)?),
+                });
+            }
+            Arc::new(arrow::array::Int64Array::from(parsed))
+        }
+        _ => value.clone(),
+    };
+    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    arrow::compute::cast_with_options(&rounded, target, &options).map_err(|e| match e {
+        ArrowError::CastError(_) | ArrowError::ArithmeticOverflow(_) => out_of_range(target),
+        other => DataFusionError::ArrowError(Box::new(other), None),
+    })
+}
+
+/// Text as an integer, as PostgreSQL reads it: surrounding spaces allowed, 22P02 when it is not
+/// an integer, 22003 when it is one too large.
+fn parse_integer(text: &str, target: &DataType) -> DfResult<i64> {
+    let trimmed = text.trim();
+    if let Ok(v) = trimmed.parse::<i64>() {
+        return Ok(v);
+    }
+    let digits = trimmed.strip_prefix(['-', '+']).unwrap_or(trimmed);
+    if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(out_of_range(target));
+    }
+    Err(data_error("22P02", &format!("invalid input syntax for type {}: \"{text}\"", integer_name(target))))
+}
+
+fn is_integer(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)
+}
+
+fn is_float(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Float32 | DataType::Float64)
+}
+
+fn udf(function: impl ScalarUDFImpl + 'static) -> Arc<ScalarUDF> {
+    Arc::new(ScalarUDF::new_from_impl(function))
+}
+
+/// Replaces integer and float arithmetic and casts to integers by PostgreSQL's (see the module
+/// docs). Runs after type coercion.
+#[derive(Debug, Default)]
+pub struct PostgresArithmetic;
+
+impl AnalyzerRule for PostgresArithmetic {
+    fn name(&self) -> &str {
+        "sluice_postgres_arithmetic"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+    }
+}
+
+/// Types integer literals as PostgreSQL does: `integer` when the value fits, else `bigint`
+/// (DataFusion types them all `bigint`). Runs before type coercion, so `2147483647 + 1` is
+/// `integer` arithmetic and overflows as in PostgreSQL, and `SELECT 1` is an `integer` column.
+/// The literals of VALUES lists keep their types (their plan's schema is fixed when planned).
+#[derive(Debug, Default)]
+pub struct IntegerLiterals;
+
+impl AnalyzerRule for IntegerLiterals {
+    fn name(&self) -> &str {
+        "sluice_integer_literals"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|plan| {
+                if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Dml(_) | LogicalPlan::Limit(_)) {
+                    return Ok(Transformed::no(plan));
+                }
+                let schema = merge_schema(&plan.inputs());
+                let temporal =
+                    |e: &Expr| e.get_type(&schema).is_ok_and(|t| t.is_temporal() || matches!(t, DataType::Interval(_)));
+                let preserver = NamePreserver::new(&plan);
+                let rewritten = plan.map_expressions(|expr| {
+                    let name = preserver.save(&expr);
+                    expr.transform_down(|e| match e {
+                        // `date + 1`: DataFusion's date arithmetic wants a bigint.
+                        Expr::BinaryExpr(ref b) if temporal(&b.left) || temporal(&b.right) => {
+                            Ok(Transformed::new(e, false, TreeNodeRecursion::Jump))
+                        }
+                        Expr::Literal(ScalarValue::Int64(Some(v)), metadata) if i32::try_from(v).is_ok() => {
+                            Ok(Transformed::yes(Expr::Literal(ScalarValue::Int32(Some(v as i32)), metadata)))
+                        }
+                        // `count(*)` is planned as `count(1)`; its name stays.
+                        Expr::AggregateFunction(ref f) if f.func.name() == "count" => {
+                            Ok(Transformed::new(e, false, TreeNodeRecursion::Jump))
+                        }
+                        other => Ok(Transformed::no(other)),
+                    })
+                    .map(|t| t.update_data(|e| name.restore(e)))
+                })?;
+                if rewritten.transformed {
+                    rewritten.map_data(|p| p.recompute_schema())
+                } else {
+                    Ok(rewritten)
+                }
+            })?
+            .data)
+    }
+}
+
+fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+    let mut schema = merge_schema(&plan.inputs());
+    if let LogicalPlan::TableScan(scan) = &plan {
+        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
+    }
+    if let LogicalPlan::Dml(dml) = &plan {
+        schema.merge(&DFSchema::try_from_qualified_schema(dml.table_name.clone(), &dml.target.schema())?);
+    }
+    let preserver = NamePreserver::new(&plan);
+    let rewritten = plan.map_expressions(|expr| {
+        let name = preserver.save(&expr);
+        expr.transform_up(|e| rewrite_expr(e, &schema)).map(|t| t.update_data(|e| name.restore(e)))
+    })?;
+    if rewritten.transformed {
+        rewritten.map_data(|p| p.recompute_schema())
+    } else {
+        Ok(rewritten)
+    }
+}
+
+fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+    match expr {
+        Expr::BinaryExpr(binary) => {
+            let Some(op) = Op::of(binary.op) else { return Ok(Transformed::no(Expr::BinaryExpr(binary))) };
+            let (Ok(left), Ok(right)) = (binary.left.get_type(schema), binary.right.get_type(schema)) else {
+                return Ok(Transformed::no(Expr::BinaryExpr(binary)));
+            };
+            let ours = left == right && (is_integer(&left) || is_float(&left));
+            if !ours {
+                return Ok(Transformed::no(Expr::BinaryExpr(binary)));
+            }
+            let function = udf(Arithmetic { op, signature: Signature::any(2, Volatility::Immutable) });
+            Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
+                function,
+                vec![*binary.left, *binary.right],
+            ))))
+        }
+        Expr::Cast(cast) => {
+            let target = cast.field.data_type().clone();
+            let Ok(from) = cast.expr.get_type(schema) else { return Ok(Transformed::no(Expr::Cast(cast))) };
+            let narrowing = is_integer(&from) && integer_width(&from) > integer_width(&target);
+            let text = matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
+            let ours = is_integer(&target)
+                && (from.is_floating() || matches!(from, DataType::Decimal128(..)) || narrowing || text);
+            if !ours {
+                return Ok(Transformed::no(Expr::Cast(cast)));
+            }
+            let function = udf(IntegerCast { signature: Signature::any(2, Volatility::Immutable) });
+            let target = Expr::Literal(ScalarValue::try_from(&target)?, None);
+            Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(function, vec![*cast.expr, target]))))
+        }
+        other => Ok(Transformed::no(other)),
+    }
+}
+
+fn integer_width(data_type: &DataType) -> u8 {
+    match data_type {
+        DataType::Int8 => 1,
+        DataType::Int16 => 2,
+        DataType::Int32 => 4,
+        _ => 8,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Decimal128Array, Float64Array, Int16Array, Int32Array, Int64Array};
+
+    fn sqlstate(e: DataFusionError) -> &'static str {
+        Error::from(e).sqlstate()
+    }
+
+    #[test]
+    fn integer_overflow_is_22003_in_every_type() {
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![i64::MAX]));
+        let b: ArrayRef = Arc::new(Int64Array::from(vec![1]));
+        assert_eq!(sqlstate(compute(Op::Add, &a, &b).unwrap_err()), "22003");
+        let a: ArrayRef = Arc::new(Int16Array::from(vec![32767]));
+        let b: ArrayRef = Arc::new(Int16Array::from(vec![1]));
+        let e = compute(Op::Add, &a, &b).unwrap_err();
+        assert!(e.to_string().contains("smallint out of range"), "{e}");
+        let a: ArrayRef = Arc::new(Int32Array::from(vec![i32::MIN]));
+        let b: ArrayRef = Arc::new(Int32Array::from(vec![-1]));
+        assert_eq!(sqlstate(compute(Op::Div, &a, &b).unwrap_err()), "22003");
+        let rem = compute(Op::Rem, &a, &b).unwrap();
+        assert_eq!(rem.as_primitive::<Int32Type>().value(0), 0);
+    }
+
+    #[test]
+    fn division_by_zero_is_22012_for_floats_too() {
+        let a: ArrayRef = Arc::new(Float64Array::from(vec![1.0]));
+        let b: ArrayRef = Arc::new(Float64Array::from(vec![0.0]));
+        assert_eq!(sqlstate(compute(Op::Div, &a, &b).unwrap_err()), "22012");
+        let a: ArrayRef = Arc::new(Int64Array::from(vec![Some(1), None]));
+        let b: ArrayRef = Arc::new(Int64Array::from(vec![Some(0), Some(0)]));
+        assert_eq!(sqlstate(compute(Op::Div, &a, &b).unwrap_err()), "22012");
+        let a: ArrayRef = Arc::new(Float64Array::from(vec![1e308]));
+        let b: ArrayRef = Arc::new(Float64Array::from(vec![10.0]));
+        assert_eq!(sqlstate(compute(Op::Mul, &a, &b).unwrap_err()), "22003");
+    }
+
+    #[test]
+    fn casts_to_integers_round_as_postgres() {
+        let floats: ArrayRef = Arc::new(Float64Array::from(vec![2.5, 3.5, -2.5, 0.4]));
+        let ints = to_integer(&floats, &DataType::Int32).unwrap();
+        assert_eq!(ints.as_primitive::<Int32Type>().values().to_vec(), vec![2, 4, -2, 0]);
+        let decimals: ArrayRef =
+            Arc::new(Decimal128Array::from(vec![25, 35, -25, 37, -37]).with_precision_and_scale(5, 1).unwrap());
+        let ints = to_integer(&decimals, &DataType::Int64).unwrap();
+        assert_eq!(ints.as_primitive::<Int64Type>().values().to_vec(), vec![3, 4, -3, 4, -4]);
+        let big: ArrayRef = Arc::new(Int64Array::from(vec![1 << 40]));
+        assert_eq!(sqlstate(to_integer(&big, &DataType::Int32).unwrap_err()), "22003");
+        let nan: ArrayRef = Arc::new(Float64Array::from(vec![f64::NAN]));
+        assert_eq!(sqlstate(to_integer(&nan, &DataType::Int16).unwrap_err()), "22003");
+    }
+}

@@ -1,0 +1,265 @@
+//! Values in PostgreSQL's text forms, where arrow-pg's differ from them.
+//!
+//! A column sent in text format is rendered here, before arrow-pg encodes the row, when its type
+//! is one whose text PostgreSQL writes differently from arrow-pg:
+//!
+//! - `float8`/`float4`: the shortest text that reads back as the same value (with the default
+//!   `extra_float_digits` of 1 or more), fixed-point for decimal exponents from -4 up to 14 (5 for
+//!   `float4`) and `1e+20` style beyond; `Infinity`, `-Infinity`, `NaN`; with
+//!   `extra_float_digits` of 0 or less, `15 + extra_float_digits` significant digits (`6 + ...`
+//!   for `float4`), as `%g` prints them.
+//! - `timestamp`: `2024-01-01 10:00:00`, fractional seconds only when there are some, without
+//!   trailing zeros.
+//! - `timestamptz`: the same, in the session's `TimeZone`, followed by the zone's offset (`+00`,
+//!   `-05`, `+05:30`).
+//! - `time`: `10:00:00`, fractional seconds as for timestamps.
+//!
+//! Only the ISO `DateStyle` is rendered here; other styles keep arrow-pg's forms. The column keeps
+//! its type in the row description; only the bytes of its values change.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, AsArray, RecordBatch, StringArray};
+use arrow::datatypes::{
+    DataType, Field, Float32Type, Float64Type, Schema, Time32MillisecondType, Time32SecondType, Time64MicrosecondType,
+    Time64NanosecondType, TimeUnit,
+};
+use arrow::error::ArrowError;
+use chrono::{DateTime, Offset, TimeZone, Timelike};
+use pgwire::api::portal::Format;
+use pgwire::types::format::FormatOptions;
+
+/// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
+pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> Result<RecordBatch, ArrowError> {
+    let iso = options.date_style.trim_start().to_ascii_uppercase().starts_with("ISO");
+    let zone = arrow::array::timezone::Tz::from_str(&options.time_zone)
+        .or_else(|_| arrow::array::timezone::Tz::from_str("UTC"))?;
+    let mut columns: Option<Vec<ArrayRef>> = None;
+    for (i, column) in batch.columns().iter().enumerate() {
+        if !is_text(format, i) {
+            continue;
+        }
+        let rendered = match column.data_type() {
+            DataType::Float64 => {
+                Some(floats(column.as_primitive::<Float64Type>().iter(), |v| float8(v, options.extra_float_digits)))
+            }
+            DataType::Float32 => {
+                Some(floats(column.as_primitive::<Float32Type>().iter(), |v| float4(v, options.extra_float_digits)))
+            }
+            DataType::Timestamp(unit, zoned) if iso => Some(timestamps(column, *unit, zoned.is_some(), &zone)?),
+            DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
+            _ => None,
+        };
+        if let Some(rendered) = rendered {
+            columns.get_or_insert_with(|| batch.columns().to_vec())[i] = rendered;
+        }
+    }
+    let Some(columns) = columns else { return Ok(batch) };
+    let fields: Vec<Field> = batch
+        .schema()
+        .fields()
+        .iter()
+        .zip(&columns)
+        .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
+        .collect();
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+/// Whether column `i` goes out in text format (a single format code stands for every column).
+fn is_text(format: &Format, i: usize) -> bool {
+    match format {
+        Format::Individual(codes) => codes.get(i).or(codes.first()).is_none_or(|code| *code == 0),
+        other => other.is_text(i),
+    }
+}
+
+fn floats<T>(values: impl Iterator<Item = Option<T>>, text: impl Fn(T) -> String) -> ArrayRef {
+    Arc::new(values.map(|v| v.map(&text)).collect::<StringArray>())
+}
+
+/// A `float8` as PostgreSQL prints it.
+pub fn float8(value: f64, extra_float_digits: i8) -> String {
+    if let Some(special) = special(value.is_nan(), value.is_infinite(), value < 0.0) {
+        return special.into();
+    }
+    if extra_float_digits > 0 {
+        return decimal_text(&format!("{value:e}"), 15);
+    }
+    let digits = (15 + i32::from(extra_float_digits)).max(1);
+    decimal_text(&format!("{value:.*e}", (digits - 1) as usize), digits)
+}
+
+/// A `float4` as PostgreSQL prints it.
+pub fn float4(value: f32, extra_float_digits: i8) -> String {
+    if let Some(special) = special(value.is_nan(), value.is_infinite(), value < 0.0) {
+        return special.into();
+    }
+    if extra_float_digits > 0 {
+        return decimal_text(&format!("{value:e}"), 6);
+    }
+    let digits = (6 + i32::from(extra_float_digits)).max(1);
+    decimal_text(&format!("{value:.*e}", (digits - 1) as usize), digits)
+}
+
+fn special(nan: bool, infinite: bool, negative: bool) -> Option<&'static str> {
+    match (nan, infinite, negative) {
+        (true, _, _) => Some("NaN"),
+        (_, true, true) => Some("-Infinity"),
+        (_, true, false) => Some("Infinity"),
+        _ => None,
+    }
+}
+
+/// `scientific` (Rust's `{:e}` form, `-1.25e-7`) as `%g` writes it: fixed-point when the
+/// exponent is from -4 to `fixed_below - 1`, else `1.25e-07`; trailing zeros of the digits go.
+fn decimal_text(scientific: &str, fixed_below: i32) -> String {
+    let Some((mantissa, exponent)) = scientific.split_once('e') else { return scientific.to_string() };
+    let Ok(exponent) = exponent.parse::<i32>() else { return scientific.to_string() };
+    let (sign, mantissa) = match mantissa.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", mantissa),
+    };
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let digits = match digits.trim_end_matches('0') {
+        "" => "0",
+        trimmed => trimmed,
+    };
+    if (-4..fixed_below).contains(&exponent) {
+        let text = if exponent >= 0 {
+            let point = exponent as usize + 1;
+            if digits.len() <= point {
+                format!("{digits}{}", "0".repeat(point - digits.len()))
+            } else {
+                format!("{}.{}", &digits[..point], &digits[point..])
+            }
+        } else {
+            format!("0.{}{digits}", "0".repeat((-exponent - 1) as usize))
+        };
+        return format!("{sign}{text}");
+    }
+    let (first, rest) = digits.split_at(1);
+    let point = if rest.is_empty() { String::new() } else { format!(".{rest}") };
+    let exponent_sign = if exponent < 0 { '-' } else { '+' };
+    format!("{sign}{first}{point}e{exponent_sign}{:02}", exponent.abs())
+}
+
+/// `.5`, `.123456`: the fraction of a second as PostgreSQL prints it (empty when whole).
+fn fraction(nanos: u32) -> String {
+    let micros = nanos / 1_000;
+    if micros == 0 {
+        return String::new();
+    }
+    let text = format!(".{micros:06}");
+    text.trim_end_matches('0').to_string()
+}
+
+fn timestamps(
+    column: &ArrayRef,
+    unit: TimeUnit,
+    zoned: bool,
+    zone: &arrow::array::timezone::Tz,
+) -> Result<ArrayRef, ArrowError> {
+    let micros = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
+    let _ = unit;
+    let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+    let rendered: StringArray = micros
+        .iter()
+        .map(|v| {
+            let utc = DateTime::from_timestamp_micros(v?)?;
+            Some(if zoned {
+                let local = zone.from_utc_datetime(&utc.naive_utc());
+                let offset = local.offset().fix().local_minus_utc();
+                format!("{}{}{}", local.format("%Y-%m-%d %H:%M:%S"), fraction(local.nanosecond()), offset_text(offset))
+            } else {
+                let naive = utc.naive_utc();
+                format!("{}{}", naive.format("%Y-%m-%d %H:%M:%S"), fraction(naive.nanosecond()))
+            })
+        })
+        .collect();
+    Ok(Arc::new(rendered))
+}
+
+/// `+00`, `-05`, `+05:30`, `+05:30:15`: a zone's offset as PostgreSQL appends it.
+fn offset_text(seconds: i32) -> String {
+    let sign = if seconds < 0 { '-' } else { '+' };
+    let seconds = seconds.abs();
+    let (hours, minutes, rest) = (seconds / 3600, seconds / 60 % 60, seconds % 60);
+    match (minutes, rest) {
+        (0, 0) => format!("{sign}{hours:02}"),
+        (_, 0) => format!("{sign}{hours:02}:{minutes:02}"),
+        _ => format!("{sign}{hours:02}:{minutes:02}:{rest:02}"),
+    }
+}
+
+fn times(column: &ArrayRef) -> ArrayRef {
+    let text = |nanos: Option<i64>| {
+        let nanos = nanos?;
+        let seconds = u32::try_from(nanos.div_euclid(1_000_000_000)).ok()?;
+        let time =
+            chrono::NaiveTime::from_num_seconds_from_midnight_opt(seconds, nanos.rem_euclid(1_000_000_000) as u32)?;
+        Some(format!("{}{}", time.format("%H:%M:%S"), fraction(time.nanosecond())))
+    };
+    let rendered: StringArray = match column.data_type() {
+        DataType::Time64(TimeUnit::Nanosecond) => {
+            column.as_primitive::<Time64NanosecondType>().iter().map(text).collect()
+        }
+        DataType::Time64(_) => {
+            column.as_primitive::<Time64MicrosecondType>().iter().map(|v| text(v.map(|v| v * 1_000))).collect()
+        }
+        DataType::Time32(TimeUnit::Millisecond) => column
+            .as_primitive::<Time32MillisecondType>()
+            .iter()
+            .map(|v| text(v.map(|v| i64::from(v) * 1_000_000)))
+            .collect(),
+        _ => column
+            .as_primitive::<Time32SecondType>()
+            .iter()
+            .map(|v| text(v.map(|v| i64::from(v) * 1_000_000_000)))
+            .collect(),
+    };
+    Arc::new(rendered)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn floats_print_as_postgres_prints_them() {
+        for (value, text) in [
+            (20.0, "20"),
+            (0.1, "0.1"),
+            (0.1 + 0.2, "0.30000000000000004"),
+            (-1.5, "-1.5"),
+            (1e20, "1e+20"),
+            (1.5e-7, "1.5e-07"),
+            (0.0001, "0.0001"),
+            (123456789012345.0, "123456789012345"),
+            (1234567890123456.0, "1.234567890123456e+15"),
+            (0.0, "0"),
+            (-0.0, "-0"),
+            (f64::INFINITY, "Infinity"),
+            (f64::NEG_INFINITY, "-Infinity"),
+            (f64::NAN, "NaN"),
+            (1e300 * 10.0, "1e+301"),
+        ] {
+            assert_eq!(float8(value, 1), text, "{value}");
+        }
+        assert_eq!(float8(0.1 + 0.2, 0), "0.3");
+        assert_eq!(float8(1.0 / 3.0, 0), "0.333333333333333");
+        assert_eq!(float4(1234567.0, 1), "1.234567e+06");
+        assert_eq!(float4(0.1, 1), "0.1");
+        assert_eq!(float4(123456.0, 1), "123456");
+    }
+
+    #[test]
+    fn offsets_print_as_postgres_prints_them() {
+        assert_eq!(offset_text(0), "+00");
+        assert_eq!(offset_text(-5 * 3600), "-05");
+        assert_eq!(offset_text(5 * 3600 + 1800), "+05:30");
+        assert_eq!(fraction(500_000_000), ".5");
+        assert_eq!(fraction(123_456_000), ".123456");
+        assert_eq!(fraction(0), "");
+    }
+}
