@@ -108,10 +108,11 @@ fn plain_decimal(text: &str) -> Option<String> {
     }
     let text = if point <= 0 {
         format!("0.{}{digits}", "0".repeat((-point) as usize))
-    } else if point as usize >= digits.len() {
-        format!("{digits}{}", "0".repeat(point as usize - digits.len()))
     } else {
-        format!("{}.{}", &digits[..point as usize], &digits[point as usize..])
+        match (digits.get(..point as usize), digits.get(point as usize..)) {
+            (Some(whole), Some(fraction)) if !fraction.is_empty() => format!("{whole}.{fraction}"),
+            _ => format!("{digits}{}", "0".repeat((point as usize).saturating_sub(digits.len()))),
+        }
     };
     let text = text.trim_start_matches('0');
     Some(if text.is_empty() || text.starts_with('.') { format!("0{text}") } else { text.to_string() })

@@ -52,7 +52,9 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             _ => None,
         };
         if let Some(rendered) = rendered {
-            columns.get_or_insert_with(|| batch.columns().to_vec())[i] = rendered;
+            if let Some(slot) = columns.get_or_insert_with(|| batch.columns().to_vec()).get_mut(i) {
+                *slot = rendered;
+            }
         }
     }
     let Some(columns) = columns else { return Ok(batch) };
@@ -128,17 +130,16 @@ fn decimal_text(scientific: &str, fixed_below: i32) -> String {
     if (-4..fixed_below).contains(&exponent) {
         let text = if exponent >= 0 {
             let point = exponent as usize + 1;
-            if digits.len() <= point {
-                format!("{digits}{}", "0".repeat(point - digits.len()))
-            } else {
-                format!("{}.{}", &digits[..point], &digits[point..])
+            match (digits.get(..point), digits.get(point..)) {
+                (Some(whole), Some(fraction)) if !fraction.is_empty() => format!("{whole}.{fraction}"),
+                _ => format!("{digits}{}", "0".repeat(point.saturating_sub(digits.len()))),
             }
         } else {
             format!("0.{}{digits}", "0".repeat((-exponent - 1) as usize))
         };
         return format!("{sign}{text}");
     }
-    let (first, rest) = digits.split_at(1);
+    let (first, rest) = digits.split_at_checked(1).unwrap_or((digits, ""));
     let point = if rest.is_empty() { String::new() } else { format!(".{rest}") };
     let exponent_sign = if exponent < 0 { '-' } else { '+' };
     format!("{sign}{first}{point}e{exponent_sign}{:02}", exponent.abs())

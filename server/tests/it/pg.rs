@@ -443,7 +443,7 @@ async fn messages_over_the_size_limit_end_only_their_connection() {
     let err = client.simple_query(&big).await.unwrap_err();
     assert_eq!(code(&err), "54000", "{err}");
     assert!(client.simple_query("SELECT 1").await.is_err(), "the connection is closed");
-    let n: i64 = other.query_one("SELECT 2", &[]).await.unwrap().get(0);
+    let n: i32 = other.query_one("SELECT 2", &[]).await.unwrap().get(0);
     assert_eq!(n, 2);
     let again = server.connect().await;
     again.simple_query(&small).await.unwrap();
