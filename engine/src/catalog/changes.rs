@@ -48,26 +48,30 @@ pub struct CatalogChanges {
     dropped: Vec<TableEntry>,
 }
 
-fn record_map<V: Clone + PartialEq>(
-    changes: &mut Changes<V>,
-    before: &BTreeMap<String, V>,
-    after: &BTreeMap<String, V>,
-) {
+/// What changed between two versions of one kind of object.
+fn diff_map<V: Clone + PartialEq>(before: &BTreeMap<String, V>, after: &BTreeMap<String, V>) -> Changes<V> {
     let keys: BTreeSet<&String> = before.keys().chain(after.keys()).collect();
-    for key in keys {
-        let (was, is) = (before.get(key), after.get(key));
-        if was == is {
-            continue;
-        }
-        match changes.get_mut(key) {
-            Some(change) => {
-                change.after = is.cloned();
-                if change.after == change.before {
-                    changes.remove(key);
+    keys.into_iter()
+        .filter_map(|key| {
+            let (was, is) = (before.get(key), after.get(key));
+            (was != is).then(|| (key.clone(), Change { before: was.cloned(), after: is.cloned() }))
+        })
+        .collect()
+}
+
+/// Adds a statement's changes to the block's: an object the block changed already keeps its
+/// first `before`, and is no change any more when it is back to it.
+fn merge_map<V: PartialEq>(changes: &mut Changes<V>, step: Changes<V>) {
+    for (key, change) in step {
+        match changes.get_mut(&key) {
+            Some(held) => {
+                held.after = change.after;
+                if held.after == held.before {
+                    changes.remove(&key);
                 }
             }
             None => {
-                changes.insert(key.clone(), Change { before: was.cloned(), after: is.cloned() });
+                changes.insert(key, change);
             }
         }
     }
@@ -108,15 +112,34 @@ impl CatalogChanges {
             && self.views.is_empty())
     }
 
-    /// Records what a DDL statement changed: `before` and `after` are the block's view of the
+    /// What a DDL statement changed: `before` and `after` are the block's view of the
     /// persisted catalog (no temporary schemas) around the statement.
+    pub fn between(before: &CatalogState, after: &CatalogState) -> Self {
+        CatalogChanges {
+            schemas: diff_map(&before.schemas, &after.schemas),
+            tables: diff_map(&before.tables, &after.tables),
+            roles: diff_map(&before.roles, &after.roles),
+            flows: diff_map(&before.flows, &after.flows),
+            sources: diff_map(&before.sources, &after.sources),
+            views: diff_map(&before.views, &after.views),
+            created: vec![],
+            dropped: vec![],
+        }
+    }
+
+    /// Records what a DDL statement changed (see [`CatalogChanges::between`]).
     pub fn record(&mut self, before: &CatalogState, after: &CatalogState) {
-        record_map(&mut self.schemas, &before.schemas, &after.schemas);
-        record_map(&mut self.tables, &before.tables, &after.tables);
-        record_map(&mut self.roles, &before.roles, &after.roles);
-        record_map(&mut self.flows, &before.flows, &after.flows);
-        record_map(&mut self.sources, &before.sources, &after.sources);
-        record_map(&mut self.views, &before.views, &after.views);
+        self.merge(Self::between(before, after));
+    }
+
+    /// Adds a statement's changes (from [`CatalogChanges::between`]) to the block's.
+    pub fn merge(&mut self, step: CatalogChanges) {
+        merge_map(&mut self.schemas, step.schemas);
+        merge_map(&mut self.tables, step.tables);
+        merge_map(&mut self.roles, step.roles);
+        merge_map(&mut self.flows, step.flows);
+        merge_map(&mut self.sources, step.sources);
+        merge_map(&mut self.views, step.views);
     }
 
     /// Lays the block's changes over `state` (the block's view of the catalog).
@@ -140,17 +163,15 @@ impl CatalogChanges {
         check_map(&self.views, &state.views, "view")
     }
 
-    /// Whether every object changed between `before` and `after` is a table this block created
-    /// (nobody else can see such a change, whatever made it).
-    pub fn only_created_tables(&self, before: &CatalogState, after: &CatalogState) -> bool {
-        let mut probe = CatalogChanges::default();
-        probe.record(before, after);
-        probe.schemas.is_empty()
-            && probe.roles.is_empty()
-            && probe.flows.is_empty()
-            && probe.sources.is_empty()
-            && probe.views.is_empty()
-            && probe.tables.values().all(|change| {
+    /// Whether every object a statement changed (`step`, from [`CatalogChanges::between`]) is a
+    /// table this block created (nobody else can see such a change, whatever made it).
+    pub fn only_created_tables(&self, step: &CatalogChanges) -> bool {
+        step.schemas.is_empty()
+            && step.roles.is_empty()
+            && step.flows.is_empty()
+            && step.sources.is_empty()
+            && step.views.is_empty()
+            && step.tables.values().all(|change| {
                 [&change.before, &change.after].into_iter().flatten().all(|entry| self.created_table(&entry.id))
             })
     }
@@ -216,20 +237,7 @@ mod tests {
     use super::*;
 
     fn table(name: &str, id: &str) -> TableEntry {
-        TableEntry {
-            id: id.into(),
-            schema: "public".into(),
-            name: name.into(),
-            location: name.into(),
-            managed: true,
-            kind: Default::default(),
-            defaults: Default::default(),
-            created_ms: 0,
-            expectations: vec![],
-            options: Default::default(),
-            source: None,
-            view: None,
-        }
+        TableEntry::for_tests("public", name, id, name)
     }
 
     fn with(tables: &[TableEntry]) -> CatalogState {
@@ -279,7 +287,7 @@ mod tests {
         let made = with(&[table("t", "1")]);
         changes.created(table("t", "1"));
         changes.record(&base, &made);
-        assert!(changes.only_created_tables(&base, &made));
+        assert!(changes.only_created_tables(&CatalogChanges::between(&base, &made)));
         assert!(changes.folders_freed().is_empty());
         changes.record(&made, &base);
         changes.dropped(table("t", "1"));

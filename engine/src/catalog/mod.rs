@@ -259,6 +259,25 @@ impl TableEntry {
     pub fn qualified_name(&self) -> String {
         key(&self.schema, &self.name)
     }
+
+    /// A plain managed table at `location`, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(schema: &str, name: &str, id: &str, location: &str) -> Self {
+        TableEntry {
+            id: id.into(),
+            schema: schema.into(),
+            name: name.into(),
+            location: location.into(),
+            managed: true,
+            kind: TableKind::Table,
+            defaults: BTreeMap::new(),
+            created_ms: 0,
+            expectations: vec![],
+            options: BTreeMap::new(),
+            source: None,
+            view: None,
+        }
+    }
 }
 
 /// The catalog key of a table.
@@ -572,21 +591,21 @@ impl Catalog {
         let temporary = self.lock_temporary().clone();
         let mut view = (*base).clone();
         changes.lock().unwrap_or_else(|p| p.into_inner()).apply_to(&mut view);
-        let mut next = (*temporary.merged_into(&Arc::new(view.clone()))).clone();
+        let view = Arc::new(view);
+        let mut next = (*temporary.merged_into(&view)).clone();
         let value = change(&mut next)?;
         let next_temporary = Temporary::split_off(&mut next);
         crate::control::check_commit()?;
         // Some(held), or None: the change is not the block's to hold.
         let held = {
             let mut changes = changes.lock().unwrap_or_else(|p| p.into_inner());
-            let mut probe = CatalogChanges::default();
-            probe.record(&view, &next);
-            if !probe.changes_catalog() {
+            let step = CatalogChanges::between(&view, &next);
+            if !step.changes_catalog() {
                 Some(false)
-            } else if only_created && !changes.only_created_tables(&view, &next) {
+            } else if only_created && !changes.only_created_tables(&step) {
                 None
             } else {
-                changes.record(&view, &next);
+                changes.merge(step);
                 Some(true)
             }
         };
@@ -650,20 +669,7 @@ mod tests {
     use super::*;
 
     fn entry(name: &str) -> TableEntry {
-        TableEntry {
-            id: name.into(),
-            schema: DEFAULT_SCHEMA.into(),
-            name: name.into(),
-            location: name.into(),
-            managed: true,
-            kind: TableKind::Table,
-            defaults: BTreeMap::new(),
-            created_ms: 0,
-            expectations: vec![],
-            options: BTreeMap::new(),
-            source: None,
-            view: None,
-        }
+        TableEntry::for_tests(DEFAULT_SCHEMA, name, name, name)
     }
 
     #[tokio::test]

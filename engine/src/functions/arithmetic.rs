@@ -177,36 +177,41 @@ where
     T::Native: Real,
 {
     let (l, r) = (left.as_primitive::<T>(), right.as_primitive::<T>());
-    let mut values = Vec::with_capacity(l.len());
-    for (a, b) in l.iter().zip(r.iter()) {
-        let (Some(a), Some(b)) = (a, b) else {
-            values.push(None);
-            continue;
-        };
-        if matches!(op, Op::Div | Op::Rem) && b.zero() {
-            return Err(division_by_zero());
+    let apply = |a: T::Native, b: T::Native| match op {
+        Op::Add => a + b,
+        Op::Sub => a - b,
+        Op::Mul => a * b,
+        Op::Div => a / b,
+        Op::Rem => a % b,
+    };
+    // Computed at once, then checked on the rows where both sides have a value.
+    let result: PrimitiveArray<T> = arrow::compute::binary(l, r, apply)?;
+    let rows = l.values().iter().zip(r.values().iter()).zip(result.values().iter());
+    for (row, ((&a, &b), &value)) in rows.enumerate() {
+        if result.is_valid(row) {
+            float_check(op, a, b, value)?;
         }
-        let value = match op {
-            Op::Add => a + b,
-            Op::Sub => a - b,
-            Op::Mul => a * b,
-            Op::Div => a / b,
-            Op::Rem => a % b,
-        };
-        if !value.finite() && a.finite() && b.finite() {
-            return Err(data_error("22003", "value out of range: overflow"));
-        }
-        let underflow = match op {
-            Op::Mul => value.zero() && !a.zero() && !b.zero(),
-            Op::Div => value.zero() && !a.zero() && b.finite(),
-            _ => false,
-        };
-        if underflow {
-            return Err(data_error("22003", "value out of range: underflow"));
-        }
-        values.push(Some(value));
     }
-    Ok(Arc::new(PrimitiveArray::<T>::from_iter(values)))
+    Ok(Arc::new(result))
+}
+
+/// PostgreSQL's errors for `a op b = value` on floats.
+fn float_check<F: Real>(op: Op, a: F, b: F, value: F) -> DfResult<()> {
+    if matches!(op, Op::Div | Op::Rem) && b.zero() {
+        return Err(division_by_zero());
+    }
+    if !value.finite() && a.finite() && b.finite() {
+        return Err(data_error("22003", "value out of range: overflow"));
+    }
+    let underflow = match op {
+        Op::Mul => value.zero() && !a.zero() && !b.zero(),
+        Op::Div => value.zero() && !a.zero() && b.finite(),
+        _ => false,
+    };
+    if underflow {
+        return Err(data_error("22003", "value out of range: underflow"));
+    }
+    Ok(())
 }
 
 fn data_error(sqlstate: &'static str, message: &str) -> DataFusionError {

@@ -392,23 +392,7 @@ mod tests {
         let mut state = CatalogState::default();
         let schema = namespace.schema().to_string();
         state.schemas.insert(schema.clone(), SchemaEntry { name: schema.clone(), created_ms: 0 });
-        state.tables.insert(
-            crate::catalog::key(&schema, table),
-            TableEntry {
-                id: "1".into(),
-                schema,
-                name: table.into(),
-                location: "x".into(),
-                managed: true,
-                kind: Default::default(),
-                defaults: Default::default(),
-                created_ms: 0,
-                expectations: vec![],
-                options: Default::default(),
-                source: None,
-                view: None,
-            },
-        );
+        state.tables.insert(crate::catalog::key(&schema, table), TableEntry::for_tests(&schema, table, "1", "x"));
         state
     }
 

@@ -75,6 +75,8 @@ pub struct Connection {
     pub(crate) server: Arc<ServerState>,
     session: Session,
     settings: Arc<Mutex<Settings>>,
+    /// Set once the client's startup parameters became the session's settings.
+    startup_adopted: std::sync::Once,
     cursors: Mutex<HashMap<String, Cursor>>,
     copy_in: tokio::sync::Mutex<Option<CopyIn>>,
     rewriter: PostgresCompatibilityParser,
@@ -90,6 +92,7 @@ impl Connection {
             server,
             session,
             settings,
+            startup_adopted: std::sync::Once::new(),
             cursors: Mutex::new(HashMap::new()),
             copy_in: tokio::sync::Mutex::new(None),
             rewriter: PostgresCompatibilityParser::new(),
@@ -127,6 +130,12 @@ impl Connection {
 
     /// Hands the rights of the connection's user to the engine, which checks them (on the
     /// statement, the plan and every commit).
+    /// Makes the settings the client sent at startup the session's (once; the connection is
+    /// made before the client's startup packet arrives).
+    fn adopt_startup_settings<C: ClientInfo>(&self, client: &C) {
+        self.startup_adopted.call_once(|| *self.settings.lock() = Settings::from_startup(client.metadata()));
+    }
+
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
         let privileges = super::auth::privileges(&self.server, client);
         self.session.set_privileges(privileges);
@@ -232,6 +241,7 @@ impl Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.adopt_startup_settings(client);
         let privileges = self.authorize(client);
         sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
         if let SluiceStatement::Standard(standard) = &statement {
@@ -271,6 +281,7 @@ impl Connection {
     /// How values are written in text: the session's settings (what the client sent at startup
     /// and what it SET since).
     fn format_options<C: ClientInfo>(&self, client: &C) -> Arc<FormatOptions> {
+        self.adopt_startup_settings(client);
         let mut options = FormatOptions::from_client_metadata(client.metadata());
         let settings = self.settings.lock();
         if let Some(zone) = settings.get("TimeZone") {

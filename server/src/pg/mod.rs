@@ -124,19 +124,20 @@ pub struct SluiceParameters;
 impl ServerParameterProvider for SluiceParameters {
     fn server_parameters<C: ClientInfo>(&self, client: &C) -> Option<HashMap<String, String>> {
         let user = client.metadata().get("user").cloned().unwrap_or_else(|| "sluice".into());
-        let application = client.metadata().get("application_name").cloned().unwrap_or_default();
+        let settings = settings::Settings::from_startup(client.metadata());
+        let setting = |name: &str, default: &str| settings.get(name).unwrap_or(default).to_string();
         Some(HashMap::from([
             ("server_version".into(), SERVER_VERSION.into()),
             ("server_encoding".into(), "UTF8".into()),
             ("client_encoding".into(), "UTF8".into()),
-            ("DateStyle".into(), "ISO, MDY".into()),
-            ("IntervalStyle".into(), "postgres".into()),
-            ("TimeZone".into(), "UTC".into()),
+            ("DateStyle".into(), setting("DateStyle", "ISO, MDY")),
+            ("IntervalStyle".into(), setting("IntervalStyle", "postgres")),
+            ("TimeZone".into(), setting("TimeZone", "UTC")),
             ("integer_datetimes".into(), "on".into()),
             ("standard_conforming_strings".into(), "on".into()),
             ("is_superuser".into(), "on".into()),
             ("session_authorization".into(), user),
-            ("application_name".into(), application),
+            ("application_name".into(), setting("application_name", "")),
             ("default_transaction_read_only".into(), "off".into()),
             ("in_hot_standby".into(), "off".into()),
         ]))

@@ -91,6 +91,30 @@ impl Default for Settings {
 }
 
 impl Settings {
+    /// The settings of a session whose client sent `startup` in its startup packet: as in
+    /// PostgreSQL, a known setting there (`TimeZone`, `DateStyle`, `extra_float_digits`,
+    /// `application_name`, ...) is the session's value from the start. Values PostgreSQL would
+    /// refuse are ignored.
+    pub fn from_startup(startup: &std::collections::HashMap<String, String>) -> Self {
+        let mut settings = Settings::default();
+        // `options=-c name=value --name=value` (libpq's PGOPTIONS and PGTZ) come after the
+        // parameters sent by name, and win over them, as in PostgreSQL.
+        let options = startup.iter().find(|(name, _)| name.as_str() == "options").map(|(_, v)| v.as_str());
+        let from_options = options.map(command_line_settings).unwrap_or_default();
+        let named = startup.iter().filter(|(name, _)| name.as_str() != "options");
+        for (name, value) in named.chain(from_options.iter().map(|(n, v)| (n, v))) {
+            let known = settings.values.contains_key(&canonical_key(name));
+            let fixed = matches!(
+                canonical_key(name).as_str(),
+                "server_version" | "server_version_num" | "server_encoding" | "is_superuser" | "session_authorization"
+            );
+            if known && !fixed && check(name, value).is_ok() {
+                settings.set(name, value);
+            }
+        }
+        settings
+    }
+
     /// The value of a setting, if it exists.
     pub fn get(&self, name: &str) -> Option<&str> {
         let key = canonical_key(name);
@@ -143,6 +167,34 @@ impl Settings {
     pub fn idle_in_transaction_timeout_ms(&self) -> u64 {
         parse_duration_ms(self.get("idle_in_transaction_session_timeout").unwrap_or("0")).unwrap_or(0)
     }
+}
+
+/// The settings in a startup packet's `options` (`-c name=value`, `-cname=value`,
+/// `--name=value`; `\ ` is a space inside a value).
+fn command_line_settings(options: &str) -> Vec<(String, String)> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut chars = options.chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => word.extend(chars.next()),
+            c if c.is_whitespace() => words.extend((!word.is_empty()).then(|| std::mem::take(&mut word))),
+            c => word.push(c),
+        }
+    }
+    words.extend((!word.is_empty()).then_some(word));
+    let mut settings = Vec::new();
+    let mut words = words.into_iter();
+    while let Some(word) = words.next() {
+        let assignment = match word.as_str() {
+            "-c" => words.next(),
+            other => other.strip_prefix("-c").or_else(|| other.strip_prefix("--")).map(str::to_string),
+        };
+        if let Some((name, value)) = assignment.as_deref().and_then(|a| a.split_once('=')) {
+            settings.push((name.replace('-', "_"), value.to_string()));
+        }
+    }
+    settings
 }
 
 /// Refuses a value PostgreSQL would refuse for a setting (SQLSTATE 22023), with its message.
@@ -240,6 +292,27 @@ mod tests {
         assert_eq!(settings.statement_timeout_ms(), 2000);
         settings.reset_all();
         assert_eq!(settings.get("application_name"), Some(""));
+    }
+
+    #[test]
+    fn a_startup_packet_sets_the_session_settings_it_names() {
+        let startup = std::collections::HashMap::from([
+            ("TimeZone".to_string(), "europe/paris".to_string()),
+            ("extra_float_digits".to_string(), "0".to_string()),
+            ("user".to_string(), "ann".to_string()),
+            ("is_superuser".to_string(), "off".to_string()),
+            ("DateStyle".to_string(), "ISO, DMY".to_string()),
+            ("statement_timeout".to_string(), "forever".to_string()),
+            ("options".to_string(), "-c extra_float_digits=2 --application-name=my\\ app".to_string()),
+        ]);
+        let settings = Settings::from_startup(&startup);
+        assert_eq!(settings.get("timezone"), Some("Europe/Paris"));
+        assert_eq!(settings.get("extra_float_digits"), Some("2"));
+        assert_eq!(settings.get("application_name"), Some("my app"));
+        assert_eq!(settings.get("DateStyle"), Some("ISO, DMY"));
+        assert_eq!(settings.get("user"), None);
+        assert_eq!(settings.get("is_superuser"), Some("on"));
+        assert_eq!(settings.get("statement_timeout"), Some("0"));
     }
 
     #[test]

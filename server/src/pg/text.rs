@@ -47,7 +47,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             DataType::Float32 => {
                 Some(floats(column.as_primitive::<Float32Type>().iter(), |v| float4(v, options.extra_float_digits)))
             }
-            DataType::Timestamp(unit, zoned) if iso => Some(timestamps(column, *unit, zoned.is_some(), &zone)?),
+            DataType::Timestamp(_, zoned) if iso => Some(timestamps(column, zoned.is_some(), &zone)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
             _ => None,
         };
@@ -82,25 +82,29 @@ fn floats<T>(values: impl Iterator<Item = Option<T>>, text: impl Fn(T) -> String
 
 /// A `float8` as PostgreSQL prints it.
 pub fn float8(value: f64, extra_float_digits: i8) -> String {
-    if let Some(special) = special(value.is_nan(), value.is_infinite(), value < 0.0) {
-        return special.into();
-    }
-    if extra_float_digits > 0 {
-        return decimal_text(&format!("{value:e}"), 15);
-    }
-    let digits = (15 + i32::from(extra_float_digits)).max(1);
-    decimal_text(&format!("{value:.*e}", (digits - 1) as usize), digits)
+    float_text(value, special(value.is_nan(), value.is_infinite(), value < 0.0), 15, extra_float_digits)
 }
 
 /// A `float4` as PostgreSQL prints it.
 pub fn float4(value: f32, extra_float_digits: i8) -> String {
-    if let Some(special) = special(value.is_nan(), value.is_infinite(), value < 0.0) {
+    float_text(value, special(value.is_nan(), value.is_infinite(), value < 0.0), 6, extra_float_digits)
+}
+
+/// A float of a type with `significant` decimal digits (DBL_DIG, FLT_DIG): the shortest exact
+/// text, or `significant + extra_float_digits` digits when that is 0 or less.
+fn float_text(
+    value: impl std::fmt::LowerExp,
+    special: Option<&str>,
+    significant: i32,
+    extra_float_digits: i8,
+) -> String {
+    if let Some(special) = special {
         return special.into();
     }
     if extra_float_digits > 0 {
-        return decimal_text(&format!("{value:e}"), 6);
+        return decimal_text(&format!("{value:e}"), significant);
     }
-    let digits = (6 + i32::from(extra_float_digits)).max(1);
+    let digits = (significant + i32::from(extra_float_digits)).max(1);
     decimal_text(&format!("{value:.*e}", (digits - 1) as usize), digits)
 }
 
@@ -155,14 +159,8 @@ fn fraction(nanos: u32) -> String {
     text.trim_end_matches('0').to_string()
 }
 
-fn timestamps(
-    column: &ArrayRef,
-    unit: TimeUnit,
-    zoned: bool,
-    zone: &arrow::array::timezone::Tz,
-) -> Result<ArrayRef, ArrowError> {
+fn timestamps(column: &ArrayRef, zoned: bool, zone: &arrow::array::timezone::Tz) -> Result<ArrayRef, ArrowError> {
     let micros = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
-    let _ = unit;
     let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
     let rendered: StringArray = micros
         .iter()
