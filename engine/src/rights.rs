@@ -26,7 +26,7 @@ fn read_only_refusal(what: &str) -> Error {
 /// Refuses a statement the role may not run at all.
 pub fn check_statement(statement: &SluiceStatement, privileges: Privileges) -> Result<()> {
     if privileges.read_only && !reads_only(statement) {
-        return Err(read_only_refusal(&statement_kind(statement)));
+        return Err(read_only_refusal(&command_name(statement)));
     }
     if !privileges.owner {
         if let Some(action) = owner_only(statement) {
@@ -204,6 +204,9 @@ pub fn command_name(statement: &SluiceStatement) -> String {
     let mut words = kind.split(' ');
     let first = words.next().unwrap_or_default();
     match (first, words.next()) {
+        ("CREATE" | "DROP" | "ALTER" | "REFRESH", Some(second @ ("MATERIALIZED" | "STREAMING"))) => {
+            format!("{first} {second} {}", words.next().unwrap_or_default())
+        }
         ("CREATE" | "DROP" | "ALTER", Some(second)) => format!("{first} {second}"),
         ("TRUNCATE", _) => "TRUNCATE TABLE".into(),
         ("COPY", _) => "COPY FROM".into(),
@@ -212,11 +215,34 @@ pub fn command_name(statement: &SluiceStatement) -> String {
 }
 
 fn statement_kind(statement: &SluiceStatement) -> String {
+    use StreamingStatement as S;
     let text = match statement {
         SluiceStatement::Standard(s) => s.to_string(),
-        other => format!("{other:?}"),
+        SluiceStatement::InsertOverriding { insert, .. } => insert.to_string(),
+        SluiceStatement::CreateTable(_) => "CREATE TABLE".into(),
+        SluiceStatement::DescribeHistory { .. } => "DESCRIBE HISTORY".into(),
+        SluiceStatement::Optimize { .. } => "OPTIMIZE".into(),
+        SluiceStatement::Vacuum { .. } => "VACUUM".into(),
+        SluiceStatement::Restore { .. } => "RESTORE".into(),
+        SluiceStatement::InsertByName { .. } => "INSERT".into(),
+        SluiceStatement::Streaming(streaming) => match streaming.as_ref() {
+            S::CreateStreamingTable(_) => "CREATE STREAMING TABLE",
+            S::CreateFlow(_) => "CREATE FLOW",
+            S::AlterStreamingTable { .. } => "ALTER STREAMING TABLE",
+            S::ResumeFlow { .. } => "RESUME FLOW",
+            S::Refresh { .. } => "REFRESH STREAMING TABLE",
+            S::ExplainFlow { .. } => "EXPLAIN FLOW",
+            S::DropFlow { .. } => "DROP FLOW",
+            S::CreateSource(_) => "CREATE SOURCE",
+            S::DropSource { .. } => "DROP SOURCE",
+            S::CreateMaterializedView(_) => "CREATE MATERIALIZED VIEW",
+            S::RefreshMaterializedView { .. } => "REFRESH MATERIALIZED VIEW",
+            S::ExplainMaterializedView { .. } => "EXPLAIN MATERIALIZED VIEW",
+            S::DropMaterializedView { .. } => "DROP MATERIALIZED VIEW",
+        }
+        .into(),
     };
-    let words: Vec<&str> = text.split_whitespace().take(2).collect();
+    let words: Vec<&str> = text.split_whitespace().take(3).collect();
     words.join(" ").to_uppercase()
 }
 
@@ -227,6 +253,16 @@ mod tests {
 
     fn reads(sql: &str) -> bool {
         reads_only(&parse_statement_text(sql).unwrap())
+    }
+
+    #[test]
+    fn commands_are_named_as_postgres_names_them() {
+        let name = |sql: &str| command_name(&parse_statement_text(sql).unwrap());
+        assert_eq!(name("CREATE TABLE t (a int)"), "CREATE TABLE");
+        assert_eq!(name("INSERT INTO t VALUES (1)"), "INSERT");
+        assert_eq!(name("TRUNCATE t"), "TRUNCATE TABLE");
+        assert_eq!(name("OPTIMIZE t"), "OPTIMIZE");
+        assert_eq!(name("DROP MATERIALIZED VIEW v"), "DROP MATERIALIZED VIEW");
     }
 
     #[test]

@@ -133,7 +133,10 @@ impl Connection {
     /// Makes the settings the client sent at startup the session's (once; the connection is
     /// made before the client's startup packet arrives).
     fn adopt_startup_settings<C: ClientInfo>(&self, client: &C) {
-        self.startup_adopted.call_once(|| *self.settings.lock() = Settings::from_startup(client.metadata()));
+        self.startup_adopted.call_once(|| {
+            *self.settings.lock() = Settings::from_startup(client.metadata());
+            self.apply_transaction_defaults();
+        });
     }
 
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {

@@ -106,7 +106,17 @@ impl Settings {
             let known = settings.values.contains_key(&canonical_key(name));
             let fixed = matches!(
                 canonical_key(name).as_str(),
-                "server_version" | "server_version_num" | "server_encoding" | "is_superuser" | "session_authorization"
+                "server_version"
+                    | "server_version_num"
+                    | "server_encoding"
+                    | "is_superuser"
+                    | "session_authorization"
+                    | "integer_datetimes"
+                    | "max_identifier_length"
+                    | "max_connections"
+                    | "block_size"
+                    | "lc_collate"
+                    | "lc_ctype"
             );
             if known && !fixed && check(name, value).is_ok() {
                 settings.set(name, value);
