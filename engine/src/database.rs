@@ -138,6 +138,11 @@ impl Database {
         crate::system::all_indexes(&self.inner.warehouse).await
     }
 
+    /// The warehouse's catalog as it is now (schemas, tables, views), for name resolution.
+    pub fn catalog_state(&self) -> Arc<crate::catalog::CatalogState> {
+        self.inner.warehouse.catalog.current()
+    }
+
     /// The views of the warehouse (CREATE VIEW), for the Postgres catalogs.
     pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
         self.inner.warehouse.catalog.current().views.values().cloned().collect()

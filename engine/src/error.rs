@@ -206,7 +206,13 @@ impl From<DataFusionError> for Error {
                 Ok(ours) => *ours,
                 Err(other) => match other.downcast::<sluice_storage::Error>() {
                     Ok(storage) => Error::from(*storage),
-                    Err(other) => Error::DataFusion(Box::new(DataFusionError::External(other))),
+                    Err(other) => match other.downcast::<DataFusionError>() {
+                        Ok(inner) => Error::from(*inner),
+                        Err(other) => match other.downcast::<arrow::error::ArrowError>() {
+                            Ok(arrow) => Error::from(DataFusionError::ArrowError(arrow, None)),
+                            Err(other) => Error::DataFusion(Box::new(DataFusionError::External(other))),
+                        },
+                    },
                 },
             },
             DataFusionError::Context(context, inner) => match Error::from(*inner) {
@@ -227,7 +233,15 @@ impl From<DataFusionError> for Error {
             },
             DataFusionError::Shared(inner) => match Arc::try_unwrap(inner) {
                 Ok(inner) => Error::from(inner),
-                Err(shared) => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
+                // Shared with another consumer: a Sluice error inside is copied (its SQLSTATE and
+                // message), anything else stays shared.
+                Err(shared) => match unwrap(&shared) {
+                    DataFusionError::External(inner) => match inner.downcast_ref::<Error>() {
+                        Some(ours) => Error::data(ours.sqlstate(), ours.to_string()),
+                        None => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
+                    },
+                    _ => Error::DataFusion(Box::new(DataFusionError::Shared(shared))),
+                },
             },
             DataFusionError::SchemaError(schema_error, backtrace) => match schema_error.as_ref() {
                 datafusion::common::SchemaError::FieldNotFound { field, .. } => {
@@ -249,6 +263,17 @@ impl From<DataFusionError> for Error {
                 {
                     Error::data("22003", "numeric field overflow")
                 }
+                // A function's error that crossed an Arrow kernel (unnest, for one).
+                arrow::error::ArrowError::ExternalError(inner) => match inner.downcast::<DataFusionError>() {
+                    Ok(inner) => Error::from(*inner),
+                    Err(inner) => match inner.downcast::<Error>() {
+                        Ok(inner) => *inner,
+                        Err(other) => Error::DataFusion(Box::new(DataFusionError::ArrowError(
+                            Box::new(arrow::error::ArrowError::ExternalError(other)),
+                            context,
+                        ))),
+                    },
+                },
                 other => Error::DataFusion(Box::new(DataFusionError::ArrowError(Box::new(other), context))),
             },
             other => Error::DataFusion(Box::new(other)),

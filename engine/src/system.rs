@@ -588,6 +588,8 @@ pub struct RelationInfo {
     /// The CHECK constraints the engine enforces (`delta.constraints.<name>` and column
     /// invariants): name and SQL expression, by name.
     pub checks: Vec<(String, String)>,
+    /// The bytes of the table's current data files (what `pg_table_size` reports).
+    pub size_bytes: i64,
 }
 
 /// A column's default and identity, as PostgreSQL shows them.
@@ -598,6 +600,9 @@ pub struct ColumnInfo {
     pub default: Option<String>,
     /// `a` (GENERATED ALWAYS AS IDENTITY), `d` (BY DEFAULT) or None, as `pg_attribute.attidentity`.
     pub identity: Option<char>,
+    /// The declared type's PostgreSQL name (`integer`, `uuid`, `varchar(20)`, `numeric(10,2)`).
+    pub type_name: String,
+    pub nullable: bool,
 }
 
 /// The columns and keys of every table of the warehouse (not materialized views), sorted by
@@ -634,7 +639,8 @@ pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
                     Some(identity) if !serial => Some(if identity.allow_explicit_insert { 'd' } else { 'a' }),
                     _ => None,
                 };
-                ColumnInfo { name: field.name.clone(), default, identity }
+                let type_name = crate::types::pg_type_name(field);
+                ColumnInfo { name: field.name.clone(), default, identity, type_name, nullable: field.nullable }
             })
             .collect();
         out.push(RelationInfo {
@@ -643,6 +649,7 @@ pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
             columns,
             indexes: crate::keys::key_defs(snapshot.configuration()),
             checks: snapshot.constraints(),
+            size_bytes: snapshot.files().map(|f| f.size).sum(),
         });
     }
     out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));

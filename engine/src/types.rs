@@ -299,6 +299,126 @@ mod bytea_tests {
     }
 }
 
+/// The elements of a one-dimensional array in PostgreSQL's text form (`{a,"b c",NULL}`): quoted
+/// elements with backslash escapes, unquoted ones trimmed, unquoted `NULL` as NULL. 22P02 for text
+/// that is not an array; 0A000 for more than one dimension.
+pub fn array_from_text(text: &str) -> Result<Vec<Option<String>>> {
+    let malformed = || Error::data("22P02", format!("malformed array literal: \"{text}\""));
+    let trimmed = text.trim();
+    let inner = trimmed.strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(malformed)?;
+    let mut items = Vec::new();
+    if inner.trim().is_empty() {
+        return Ok(items);
+    }
+    let mut chars = inner.chars().peekable();
+    loop {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+        let mut item = String::new();
+        let mut quoted = false;
+        match chars.peek() {
+            Some('"') => {
+                quoted = true;
+                chars.next();
+                loop {
+                    match chars.next() {
+                        Some('\\') => item.push(chars.next().ok_or_else(malformed)?),
+                        Some('"') => break,
+                        Some(c) => item.push(c),
+                        None => return Err(malformed()),
+                    }
+                }
+                while chars.peek().is_some_and(|c| c.is_whitespace()) {
+                    chars.next();
+                }
+            }
+            Some('{') => return Err(Error::NotSupported("multidimensional arrays".into())),
+            _ => {
+                while let Some(&c) = chars.peek() {
+                    if c == ',' {
+                        break;
+                    }
+                    chars.next();
+                    match c {
+                        '\\' => item.push(chars.next().ok_or_else(malformed)?),
+                        '"' | '{' | '}' => return Err(malformed()),
+                        c => item.push(c),
+                    }
+                }
+                item = item.trim_end().to_string();
+                if item.is_empty() {
+                    return Err(malformed());
+                }
+            }
+        }
+        items.push(if !quoted && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
+        match chars.next() {
+            Some(',') => continue,
+            None => return Ok(items),
+            Some(_) => return Err(malformed()),
+        }
+    }
+}
+
+/// A text column of PostgreSQL array literals as a list column of `data_type`'s elements.
+pub fn array_column_from_text(
+    column: &arrow::array::ArrayRef,
+    data_type: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::{AsArray, ListBuilder, StringBuilder};
+    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    let mut builder = ListBuilder::new(StringBuilder::new());
+    for value in text.iter() {
+        match value {
+            Some(value) => {
+                for item in array_from_text(value)? {
+                    builder.values().append_option(item);
+                }
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    let strings: arrow::array::ArrayRef = std::sync::Arc::new(builder.finish());
+    arrow::compute::cast_with_options(
+        &strings,
+        data_type,
+        &arrow::compute::CastOptions { safe: false, ..Default::default() },
+    )
+    .map_err(|e| Error::data("22P02", format!("invalid array element: {e}")))
+}
+
+#[cfg(test)]
+mod array_tests {
+    #[test]
+    fn array_text_reads_as_postgresql_reads_it() {
+        let read = |t: &str| super::array_from_text(t).unwrap();
+        assert_eq!(read("{a,b}"), vec![Some("a".to_string()), Some("b".to_string())]);
+        assert_eq!(
+            read("{ a b , \"c,d\" , NULL,\"NULL\"}"),
+            vec![Some("a b".to_string()), Some("c,d".to_string()), None, Some("NULL".to_string())]
+        );
+        assert_eq!(read("{}"), Vec::<Option<String>>::new());
+        assert_eq!(read("{\"a\\\"b\"}"), vec![Some("a\"b".to_string())]);
+        assert_eq!(super::array_from_text("a,b").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_from_text("{a,}").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "0A000");
+    }
+}
+
+/// A column's values as the column's declared type stores them: `uuid`, `json` and `jsonb` read
+/// (22P02 for text that is not one) and normalized, `varchar(n)`/`char(n)` lengths enforced.
+pub fn conform(field: &StructField, column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef> {
+    if let Some(Value::String(declared)) = field.metadata.get(DECLARED_TYPE_KEY) {
+        if let Some(text_type) = crate::documents::TextType::from_name(declared) {
+            return text_type.input_column(column);
+        }
+    }
+    enforce_length(field, column)
+}
+
 /// The length limit of a `varchar(n)` or `char(n)` column: `(n, is_char)`.
 pub fn length_limit(field: &StructField) -> Option<(usize, bool)> {
     let Some(Value::String(declared)) = field.metadata.get(DECLARED_TYPE_KEY) else { return None };

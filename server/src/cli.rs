@@ -299,34 +299,25 @@ async fn interactive(db: &Database) -> ExitCode {
     if let Some(path) = &history {
         let _ = editor.load_history(path);
     }
-    println!("sluice {} on {} (\\q to quit, \\dt to list tables)", env!("CARGO_PKG_VERSION"), db.location());
+    println!("sluice {} on {} (\\? for help, \\q to quit)", env!("CARGO_PKG_VERSION"), db.location());
     let session = db.session();
-    let mut buffer = String::new();
+    let mut prompt = Prompt::default();
     loop {
-        let prompt = if buffer.is_empty() { "sluice=> " } else { "sluice-> " };
-        let line = match editor.readline(prompt) {
+        let line = match editor.readline(prompt.prompt()) {
             Ok(line) => line,
             Err(rustyline::error::ReadlineError::Interrupted) => {
-                buffer.clear();
+                prompt.buffer.clear();
                 continue;
             }
             Err(_) => break,
         };
-        let trimmed = line.trim();
-        if buffer.is_empty() && trimmed.starts_with('\\') {
-            let _ = editor.add_history_entry(trimmed);
-            match backslash(trimmed) {
-                Some(sql) => run_and_print(&session, &sql).await,
-                None => break,
-            }
-            continue;
-        }
-        buffer.push_str(&line);
-        buffer.push('\n');
-        if trimmed.ends_with(';') {
-            let _ = editor.add_history_entry(buffer.trim());
-            run_and_print(&session, &buffer).await;
-            buffer.clear();
+        let _ = editor.add_history_entry(line.trim());
+        match prompt.line(&line) {
+            Action::Nothing => {}
+            Action::Quit => break,
+            Action::Print(text) => print!("{text}"),
+            Action::Run(sql) => prompt.run(&session, &sql).await,
+            Action::Describe { table, system } => print!("{}", describe(db, table.as_deref(), system).await),
         }
     }
     if let Some(path) = &history {
@@ -335,35 +326,190 @@ async fn interactive(db: &Database) -> ExitCode {
     ExitCode::SUCCESS
 }
 
-/// The SQL behind a backslash command, or `None` to quit.
-fn backslash(command: &str) -> Option<String> {
-    let mut words = command.split_whitespace();
-    match words.next() {
-        Some("\\q") => None,
-        Some("\\dt") => Some("SELECT table_schema AS schema, table_name AS name FROM information_schema.tables WHERE table_schema NOT IN ('information_schema', '__temp') ORDER BY 1, 2".into()),
-        Some("\\dn") => Some("SELECT schema_name AS name FROM information_schema.schemata WHERE schema_name NOT IN ('information_schema', '__temp') ORDER BY 1".into()),
-        Some("\\d") => match words.next() {
-            Some(table) => Some(format!("SELECT column_name AS column, data_type AS type, is_nullable AS nullable FROM information_schema.columns WHERE table_name = '{}' ORDER BY ordinal_position", table.replace('\'', "''"))),
-            None => Some("SELECT table_schema AS schema, table_name AS name FROM information_schema.tables WHERE table_schema NOT IN ('information_schema', '__temp') ORDER BY 1, 2".into()),
-        },
-        _ => Some(format!("SELECT 'unknown command {}' AS error", command.replace('\'', "''"))),
+/// What a line typed at the prompt asks for.
+#[derive(Debug, PartialEq)]
+enum Action {
+    Nothing,
+    Quit,
+    Print(String),
+    Run(String),
+    /// `\d [table]` (`system`: `\dS`, which lists Sluice's own tables too).
+    Describe {
+        table: Option<String>,
+        system: bool,
+    },
+}
+
+const HELP: &str = "\
+  \\d [NAME]   list tables, or describe table NAME (\\dS: with Sluice's system tables)
+  \\dt         list tables (\\dtS: with Sluice's system tables)
+  \\dn         list schemas
+  \\x          toggle expanded output
+  \\timing     toggle timing of statements
+  \\h          help on SQL (PostgreSQL's reference applies)
+  \\?          this help
+  \\q          quit
+";
+
+/// The interactive prompt's state: the statement being typed and the display toggles.
+#[derive(Debug, Default)]
+struct Prompt {
+    buffer: String,
+    expanded: bool,
+    timing: bool,
+}
+
+impl Prompt {
+    fn prompt(&self) -> &'static str {
+        if self.buffer.is_empty() {
+            "sluice=> "
+        } else {
+            "sluice-> "
+        }
+    }
+
+    /// A line typed: backslash commands act at once, also in the middle of a statement (as in
+    /// psql); SQL runs when a line ends with `;`.
+    fn line(&mut self, line: &str) -> Action {
+        let trimmed = line.trim();
+        if trimmed.starts_with('\\') {
+            return self.backslash(trimmed);
+        }
+        self.buffer.push_str(line);
+        self.buffer.push('\n');
+        if trimmed.ends_with(';') {
+            return Action::Run(std::mem::take(&mut self.buffer));
+        }
+        Action::Nothing
+    }
+
+    fn backslash(&mut self, command: &str) -> Action {
+        let mut words = command.split_whitespace();
+        let name = words.next().unwrap_or_default();
+        let argument = words.next().map(str::to_string);
+        match name {
+            "\\q" => Action::Quit,
+            "\\?" => Action::Print(HELP.to_string()),
+            "\\h" | "\\help" => Action::Print(
+                "Sluice speaks PostgreSQL's SQL: see https://www.postgresql.org/docs/current/sql-commands.html \
+                 (and the README for Sluice's own statements).\n"
+                    .to_string(),
+            ),
+            "\\x" => {
+                self.expanded = !self.expanded;
+                Action::Print(format!("Expanded display is {}.\n", if self.expanded { "on" } else { "off" }))
+            }
+            "\\timing" => {
+                self.timing = !self.timing;
+                Action::Print(format!("Timing is {}.\n", if self.timing { "on" } else { "off" }))
+            }
+            "\\d" | "\\dS" | "\\d+" => Action::Describe { table: argument, system: name == "\\dS" },
+            "\\dt" | "\\dt+" => Action::Describe { table: None, system: false },
+            "\\dtS" => Action::Describe { table: None, system: true },
+            "\\dn" => Action::Run(
+                "SELECT schema_name AS \"Name\" FROM information_schema.schemata \
+                 WHERE schema_name NOT IN ('information_schema', '__temp') ORDER BY 1"
+                    .into(),
+            ),
+            other => Action::Print(format!("invalid command {other}\nTry \\? for help.\n")),
+        }
+    }
+
+    async fn run(&self, session: &sluice::Session, sql: &str) {
+        let started = std::time::Instant::now();
+        match session.execute(sql).await {
+            Ok(results) => {
+                for result in &results {
+                    if self.expanded {
+                        print!("{}", crate::format::expanded(result));
+                    } else {
+                        print!("{}", crate::format::aligned(result));
+                    }
+                }
+            }
+            Err(e) => eprintln!("ERROR: {e}"),
+        }
+        if self.timing {
+            println!("Time: {:.3} ms", started.elapsed().as_secs_f64() * 1000.0);
+        }
     }
 }
 
-async fn run_and_print(session: &sluice::Session, sql: &str) {
-    match session.execute(sql).await {
-        Ok(results) => {
-            for result in &results {
-                print!("{}", crate::format::aligned(result));
-            }
+/// `\d`: the tables (without Sluice's system tables unless `system`), or one table's columns with
+/// their PostgreSQL types.
+async fn describe(db: &Database, table: Option<&str>, system: bool) -> String {
+    use std::sync::Arc;
+
+    use arrow::array::{RecordBatch, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+
+    let relations = db.relations().await;
+    let text = |name: &str| Field::new(name, DataType::Utf8, true);
+    let (schema, columns): (Vec<Field>, Vec<Vec<String>>) = match table {
+        None => {
+            let listed: Vec<_> = relations
+                .iter()
+                .filter(|r| system || r.schema != sluice::system::SYSTEM_SCHEMA)
+                .map(|r| (r.schema.clone(), r.table.clone()))
+                .collect();
+            (
+                vec![text("Schema"), text("Name"), text("Type")],
+                vec![
+                    listed.iter().map(|(s, _)| s.clone()).collect(),
+                    listed.iter().map(|(_, t)| t.clone()).collect(),
+                    listed.iter().map(|_| "table".to_string()).collect(),
+                ],
+            )
         }
-        Err(e) => eprintln!("ERROR: {e}"),
+        Some(name) => {
+            let (schema_name, table_name) = match name.split_once('.') {
+                Some((s, t)) => (s.to_string(), t.to_string()),
+                None => (sluice::catalog::DEFAULT_SCHEMA.to_string(), name.to_string()),
+            };
+            let Some(relation) = relations.iter().find(|r| r.schema == schema_name && r.table == table_name) else {
+                return format!("Did not find any relation named \"{name}\".\n");
+            };
+            let columns = &relation.columns;
+            (
+                vec![text("Column"), text("Type"), text("Nullable"), text("Default")],
+                vec![
+                    columns.iter().map(|c| c.name.clone()).collect(),
+                    columns.iter().map(|c| c.type_name.clone()).collect(),
+                    columns.iter().map(|c| if c.nullable { String::new() } else { "not null".into() }).collect(),
+                    columns.iter().map(|c| c.default.clone().unwrap_or_default()).collect(),
+                ],
+            )
+        }
+    };
+    let schema = Arc::new(Schema::new(schema));
+    let arrays = columns.into_iter().map(|c| Arc::new(StringArray::from(c)) as arrow::array::ArrayRef).collect();
+    match RecordBatch::try_new(schema.clone(), arrays) {
+        Ok(batch) => crate::format::aligned(&sluice::StatementResult::Rows { schema, batches: vec![batch] }),
+        Err(e) => format!("ERROR: {e}\n"),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_prompt_reads_lines_as_psql_does() {
+        let mut prompt = Prompt::default();
+        assert_eq!(prompt.line("SELECT 1"), Action::Nothing);
+        assert_eq!(prompt.prompt(), "sluice-> ");
+        // \\q quits in the middle of a statement.
+        assert_eq!(prompt.line("\\q"), Action::Quit);
+        assert_eq!(prompt.line(";"), Action::Run("SELECT 1\n;\n".into()));
+        assert_eq!(prompt.prompt(), "sluice=> ");
+        assert_eq!(prompt.line("\\x"), Action::Print("Expanded display is on.\n".into()));
+        assert!(prompt.expanded);
+        assert_eq!(prompt.line("\\timing"), Action::Print("Timing is on.\n".into()));
+        assert_eq!(prompt.line("\\d t"), Action::Describe { table: Some("t".into()), system: false });
+        assert_eq!(prompt.line("\\dtS"), Action::Describe { table: None, system: true });
+        assert!(matches!(prompt.line("\\?"), Action::Print(help) if help.contains("\\timing")));
+        assert!(matches!(prompt.line("\\bogus"), Action::Print(text) if text.starts_with("invalid command")));
+    }
 
     #[test]
     fn sizes_parse_as_postgres_memory_settings() {

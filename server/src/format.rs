@@ -78,6 +78,31 @@ fn aligned_rows(schema: &SchemaRef, batches: &[RecordBatch]) -> String {
     out
 }
 
+/// A result as psql's expanded display (`\\x`) prints it: one block per row.
+pub fn expanded(result: &StatementResult) -> String {
+    let (StatementResult::Rows { schema, batches } | StatementResult::Returned { schema, batches, .. }) = result else {
+        return aligned(result);
+    };
+    let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+    let width = names.iter().map(|n| n.chars().count()).max().unwrap_or(0);
+    let rows = cells(batches, "");
+    if rows.is_empty() {
+        return "(0 rows)\n".into();
+    }
+    let mut out = String::new();
+    for (i, row) in rows.iter().enumerate() {
+        let title = format!("-[ RECORD {} ]", i + 1);
+        out.push_str(&format!("{title}{}\n", "-".repeat((width + 1).saturating_sub(title.chars().count()))));
+        for (name, cell) in names.iter().zip(row) {
+            out.push_str(&format!("{name:<width$} | {cell}\n"));
+        }
+    }
+    if let StatementResult::Returned { tag, .. } = result {
+        out.push_str(&format!("{tag}\n"));
+    }
+    out
+}
+
 /// A result as CSV: a header line, then the rows (empty for commands).
 pub fn csv(result: &StatementResult) -> Result<String, arrow::error::ArrowError> {
     let (StatementResult::Rows { schema, batches } | StatementResult::Returned { schema, batches, .. }) = result else {
@@ -119,6 +144,8 @@ mod tests {
         .unwrap();
         let text = aligned(&StatementResult::Rows { schema: schema.clone(), batches: vec![batch.clone()] });
         assert_eq!(text, " id | name \n----+------\n  1 | a\n 22 |\n(2 rows)\n");
+        let expanded = expanded(&StatementResult::Rows { schema: schema.clone(), batches: vec![batch.clone()] });
+        assert_eq!(expanded, "-[ RECORD 1 ]\nid   | 1\nname | a\n-[ RECORD 2 ]\nid   | 22\nname | \n");
         let csv = csv(&StatementResult::Rows { schema, batches: vec![batch] }).unwrap();
         assert_eq!(csv, "id,name\n1,a\n22,\n");
     }

@@ -1,54 +1,93 @@
-//! JSON on text columns (json and jsonb are stored as text): the `->` and `->>` operators and the
-//! Postgres functions `json_extract_path[_text]`, `json_array_length`, `json_typeof` (and their
-//! `jsonb_` names).
+//! `json`/`jsonb` operators and functions, and the input functions of `uuid`, `json` and `jsonb`
+//! (casts to those types are planned as calls to them).
 //!
-//! `->` returns JSON text, `->>` returns text (a JSON string unquoted; other values as JSON). A
-//! key on a non-object, an index on a non-array, or text that is not JSON gives NULL, as Postgres
-//! gives NULL for missing paths (Postgres raises an error for invalid JSON input; Sluice reads it
-//! as NULL so that one malformed row does not fail a whole scan).
+//! Documents are text (see [`crate::documents`]); what returns `jsonb` returns its canonical text
+//! in a field marked `jsonb`, so clients see the type. Operators, as PostgreSQL defines them:
+//! `->` and `->>` (a key or an index), `#>` and `#>>` (a `text[]` path), `@>` and `<@`
+//! (containment), `?`, `?|` and `?&` (keys), `||` (concatenation of two jsonb values) and `-` (a
+//! key, an index or a `text[]` of keys). Functions: `jsonb_set`, `jsonb_typeof`,
+//! `jsonb_array_length`, `json[b]_extract_path[_text]`, `to_json[b]`, and as lists (which the
+//! select-list rewrite unnests into rows) `jsonb_array_elements[_text]` and `jsonb_object_keys`.
+//!
+//! A path that does not exist gives NULL, as in PostgreSQL. Text that is not JSON is an error
+//! (22P02) for a `json`/`jsonb` value; for a plain text column it gives NULL, so that one malformed
+//! row does not fail a scan over text that merely holds JSON.
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int64Array, StringArray};
-use arrow::datatypes::DataType;
-use datafusion::common::{DFSchema, Result as DfResult, ScalarValue};
+use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Int64Array, ListBuilder, StringArray, StringBuilder};
+use arrow::datatypes::{DataType, Field, FieldRef};
+use datafusion::common::{DFSchema, ExprSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::planner::{ExprPlanner, PlannerResult, RawBinaryExpr};
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    Volatility,
 };
 use datafusion::sql::sqlparser::ast::BinaryOperator;
 use serde_json::Value;
 
-/// What a JSON function returns.
+use crate::documents::{self, TextType};
+
+/// What a function does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-enum Output {
-    /// The element as JSON text.
-    Json,
-    /// The element as text.
+pub enum Op {
+    /// `uuid`/`json`/`jsonb` input (a cast).
+    Input(TextType),
+    /// A cast to text: the value as text, no longer marked with its type.
     Text,
-    /// The length of an array.
-    ArrayLength,
-    /// The type name.
+    /// `->` and `json_extract_path` (variadic keys): jsonb.
+    Get,
+    /// `->>` and `json_extract_path_text`: text.
+    GetText,
+    /// `#>`: jsonb at a `text[]` path.
+    PathGet,
+    /// `#>>`: text at a `text[]` path.
+    PathGetText,
+    Contains,
+    ContainedIn,
+    HasKey,
+    HasAny,
+    HasAll,
+    Concat,
+    Remove,
+    Set,
     TypeOf,
+    ArrayLength,
+    /// `to_jsonb`/`to_json`.
+    ToJson(TextType),
+    /// `jsonb_array_elements` as a list.
+    Elements,
+    /// `jsonb_array_elements_text` as a list.
+    ElementsText,
+    /// `jsonb_object_keys` as a list.
+    ObjectKeys,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct JsonFunction {
     name: &'static str,
     aliases: Vec<String>,
-    output: Output,
+    op: Op,
     signature: Signature,
 }
 
-impl JsonFunction {
-    fn new(name: &'static str, aliases: &[&str], output: Output, variadic: bool) -> Self {
-        let signature = if variadic {
-            Signature::variadic_any(Volatility::Immutable)
-        } else {
-            Signature::any(1, Volatility::Immutable)
-        };
-        Self { name, aliases: aliases.iter().map(|a| a.to_string()).collect(), output, signature }
-    }
+/// The function for an operation, under its name.
+pub fn udf(name: &'static str, aliases: &[&str], op: Op) -> ScalarUDF {
+    let signature = match op {
+        Op::Input(_)
+        | Op::TypeOf
+        | Op::ArrayLength
+        | Op::ToJson(_)
+        | Op::Elements
+        | Op::ElementsText
+        | Op::ObjectKeys => Signature::any(1, Volatility::Immutable),
+        _ => Signature::variadic_any(Volatility::Immutable),
+    };
+    ScalarUDF::from(JsonFunction { name, aliases: aliases.iter().map(|a| a.to_string()).collect(), op, signature })
+}
+
+fn list_of_text() -> DataType {
+    DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)))
 }
 
 impl ScalarUDFImpl for JsonFunction {
@@ -65,129 +104,388 @@ impl ScalarUDFImpl for JsonFunction {
     }
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(match self.output {
-            Output::ArrayLength => DataType::Int64,
+        Ok(match self.op {
+            Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => DataType::Boolean,
+            Op::ArrayLength => DataType::Int32,
+            Op::Elements | Op::ElementsText | Op::ObjectKeys => list_of_text(),
             _ => DataType::Utf8,
         })
     }
 
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let rows = args.number_rows;
-        let arrays: Vec<ArrayRef> = args
-            .args
-            .iter()
-            .map(|a| a.clone().into_array(rows).and_then(|a| Ok(arrow::compute::cast(&a, &DataType::Utf8)?)))
-            .collect::<DfResult<_>>()?;
-        let Some((documents, path)) = arrays.split_first() else {
-            return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None)));
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let data_type = self.return_type(&[])?;
+        let typed = match self.op {
+            Op::Input(t) | Op::ToJson(t) => Some(t),
+            // `->` and `#>` on json give json (as written), on anything else jsonb.
+            Op::Get | Op::PathGet => Some(match args.arg_fields.first().and_then(|f| TextType::of_field(f)) {
+                Some(TextType::Json) => TextType::Json,
+                _ => TextType::Jsonb,
+            }),
+            Op::Concat | Op::Remove | Op::Set => Some(TextType::Jsonb),
+            Op::Elements => {
+                let element = TextType::Jsonb.field("item", true);
+                return Ok(Arc::new(Field::new(self.name, DataType::List(Arc::new(element)), true)));
+            }
+            _ => None,
         };
-        let documents = documents.as_string::<i32>();
-        let path: Vec<_> = path.iter().map(|p| p.as_string::<i32>()).collect();
-        let indexable: Vec<bool> = args.arg_fields.iter().skip(1).map(|f| f.data_type().is_integer()).collect();
-        let mut texts: Vec<Option<String>> = Vec::with_capacity(rows);
-        let mut lengths: Vec<Option<i64>> = Vec::with_capacity(rows);
-        for row in 0..rows {
-            let element = if documents.is_null(row) {
-                None
-            } else {
-                serde_json::from_str::<Value>(documents.value(row)).ok().and_then(|doc| {
-                    let mut current = doc;
-                    for (step, by_index) in path.iter().zip(&indexable) {
-                        if step.is_null(row) {
-                            return None;
-                        }
-                        current = descend(current, step.value(row), *by_index)?;
-                    }
-                    Some(current)
-                })
+        Ok(Arc::new(match typed {
+            Some(t) => t.field(self.name, true),
+            None => Field::new(self.name, data_type, true),
+        }))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if self.op == Op::Text {
+            return match args.args.first() {
+                Some(value) => value.cast_to(&DataType::Utf8, None),
+                None => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
             };
-            match self.output {
-                Output::Json => texts.push(element.map(|v| v.to_string())),
-                Output::Text => texts.push(element.and_then(|v| match v {
-                    Value::String(s) => Some(s),
-                    Value::Null => None,
-                    other => Some(other.to_string()),
-                })),
-                Output::TypeOf => texts.push(element.map(|v| type_name(&v).to_string())),
-                Output::ArrayLength => lengths.push(element.and_then(|v| v.as_array().map(|a| a.len() as i64))),
+        }
+        let rows = args.number_rows;
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays: Vec<ArrayRef> = args.args.iter().map(|a| a.clone().into_array(rows)).collect::<DfResult<_>>()?;
+        let typed: Vec<Option<TextType>> = args.arg_fields.iter().map(|f| TextType::of_field(f)).collect();
+        let array = self.evaluate(&arrays, &typed, rows).map_err(datafusion::error::DataFusionError::from)?;
+        // Lists stay arrays: a scalar list would lose its element field's type.
+        let list = matches!(array.data_type(), DataType::List(_));
+        Ok(if scalar && rows == 1 && !list {
+            ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+        } else {
+            ColumnarValue::Array(array)
+        })
+    }
+}
+
+/// One argument's values, row by row.
+enum Argument {
+    Text(StringArray),
+    Integer(Int64Array),
+    Paths(Vec<Option<Vec<String>>>),
+    Boolean(BooleanArray),
+}
+
+impl Argument {
+    fn of(array: &ArrayRef) -> crate::error::Result<Self> {
+        Ok(match array.data_type() {
+            t if t.is_integer() => {
+                Argument::Integer(arrow::compute::cast(array, &DataType::Int64)?.as_primitive().clone())
+            }
+            DataType::Boolean => Argument::Boolean(array.as_boolean().clone()),
+            DataType::List(_) | DataType::LargeList(_) => {
+                let list = arrow::compute::cast(array, &list_of_text())?;
+                let list = list.as_list::<i32>();
+                Argument::Paths(
+                    (0..list.len())
+                        .map(|i| {
+                            (!list.is_null(i)).then(|| {
+                                let items = list.value(i);
+                                let items = items.as_string::<i32>();
+                                items.iter().map(|s| s.unwrap_or_default().to_string()).collect()
+                            })
+                        })
+                        .collect(),
+                )
+            }
+            _ => Argument::Text(arrow::compute::cast(array, &DataType::Utf8)?.as_string::<i32>().clone()),
+        })
+    }
+
+    fn text(&self, row: usize) -> Option<String> {
+        match self {
+            Argument::Text(a) => a.is_valid(row).then(|| a.value(row).to_string()),
+            Argument::Integer(a) => a.is_valid(row).then(|| a.value(row).to_string()),
+            Argument::Boolean(a) => a.is_valid(row).then(|| a.value(row).to_string()),
+            Argument::Paths(p) => p.get(row).cloned().flatten().map(|p| format!("{{{}}}", p.join(","))),
+        }
+    }
+
+    fn path(&self, row: usize) -> Option<Vec<String>> {
+        match self {
+            Argument::Paths(p) => p.get(row).cloned().flatten(),
+            other => other.text(row).map(|t| vec![t]),
+        }
+    }
+
+    /// A `text[]` argument, also given as array text (`'{a,0}'`, which PostgreSQL reads as
+    /// `text[]` where the operator or function takes one).
+    fn text_array(&self, row: usize) -> crate::error::Result<Option<Vec<String>>> {
+        match self {
+            Argument::Text(_) => match self.text(row) {
+                Some(text) => Ok(Some(crate::types::array_from_text(&text)?.into_iter().flatten().collect())),
+                None => Ok(None),
+            },
+            other => Ok(other.path(row)),
+        }
+    }
+}
+
+/// Reads a document argument: an error for a `json`/`jsonb` value that is not JSON, NULL for text.
+fn document(arg: &Argument, typed: Option<TextType>, row: usize) -> crate::error::Result<Option<Value>> {
+    let Some(text) = arg.text(row) else { return Ok(None) };
+    match typed {
+        Some(TextType::Json | TextType::Jsonb) => documents::json_in(&text).map(Some),
+        _ => Ok(serde_json::from_str(&text).ok()),
+    }
+}
+
+/// Reads an argument that `jsonb` operators take as a document: typed json, or text read as JSON.
+fn operand(arg: &Argument, row: usize) -> crate::error::Result<Option<Value>> {
+    document(arg, Some(TextType::Jsonb), row)
+}
+
+enum Output {
+    Text(Vec<Option<String>>),
+    Bool(Vec<Option<bool>>),
+    Int(Vec<Option<i32>>),
+    Lists(Vec<Option<Vec<Option<String>>>>),
+}
+
+impl JsonFunction {
+    fn evaluate(&self, arrays: &[ArrayRef], typed: &[Option<TextType>], rows: usize) -> crate::error::Result<ArrayRef> {
+        let args: Vec<Argument> = arrays.iter().map(Argument::of).collect::<crate::error::Result<_>>()?;
+        let Some(first) = args.first() else { return Ok(Arc::new(StringArray::new_null(rows))) };
+        let first_type = typed.first().copied().flatten();
+        let mut out = match self.op {
+            Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => Output::Bool(vec![]),
+            Op::ArrayLength => Output::Int(vec![]),
+            Op::Elements | Op::ElementsText | Op::ObjectKeys => Output::Lists(vec![]),
+            _ => Output::Text(vec![]),
+        };
+        for row in 0..rows {
+            match (&mut out, self.op) {
+                (Output::Text(values), Op::Input(t)) => values.push(first.text(row).map(|v| t.input(&v)).transpose()?),
+                (Output::Text(values), Op::ToJson(_)) => {
+                    if let Some(array) = arrays.first() {
+                        values.push(to_json(array, first_type, row)?)
+                    }
+                }
+                (Output::Text(values), Op::Get | Op::GetText | Op::PathGet | Op::PathGetText) => {
+                    let doc = document(first, first_type, row)?;
+                    let mut path: Vec<String> = Vec::new();
+                    let mut missing = false;
+                    for arg in args.iter().skip(1) {
+                        let step = match self.op {
+                            Op::PathGet | Op::PathGetText => arg.text_array(row)?,
+                            _ => arg.path(row),
+                        };
+                        match step {
+                            Some(p) => path.extend(p),
+                            None => missing = true,
+                        }
+                    }
+                    let found = if missing { None } else { doc.as_ref().and_then(|d| documents::at_path(d, &path)) };
+                    values.push(match self.op {
+                        Op::Get | Op::PathGet => found.map(documents::jsonb_text),
+                        _ => found.and_then(documents::as_text),
+                    });
+                }
+                (Output::Bool(values), op) => {
+                    let doc = operand(first, row)?;
+                    let other = args.get(1);
+                    let result = match (doc, op) {
+                        (None, _) => None,
+                        (Some(doc), Op::Contains | Op::ContainedIn) => {
+                            match other.map(|o| operand(o, row)).transpose()?.flatten() {
+                                Some(b) if op == Op::Contains => Some(documents::contains(&doc, &b)),
+                                Some(b) => Some(documents::contains(&b, &doc)),
+                                None => None,
+                            }
+                        }
+                        (Some(doc), Op::HasKey) => {
+                            other.and_then(|o| o.text(row)).map(|k| documents::has_key(&doc, &k))
+                        }
+                        (Some(doc), _) => other.map(|o| o.text_array(row)).transpose()?.flatten().map(|keys| {
+                            if op == Op::HasAny {
+                                keys.iter().any(|k| documents::has_key(&doc, k))
+                            } else {
+                                keys.iter().all(|k| documents::has_key(&doc, k))
+                            }
+                        }),
+                    };
+                    values.push(result);
+                }
+                (Output::Int(values), _) => {
+                    let doc = document(first, first_type, row)?;
+                    values.push(match doc {
+                        Some(Value::Array(items)) => Some(i32::try_from(items.len()).unwrap_or(i32::MAX)),
+                        Some(_) => {
+                            return Err(crate::error::Error::data("22023", "cannot get array length of a non-array"))
+                        }
+                        None => None,
+                    });
+                }
+                (Output::Text(values), Op::TypeOf) => {
+                    values.push(document(first, first_type, row)?.map(|d| documents::type_name(&d).to_string()))
+                }
+                (Output::Text(values), Op::Concat) => {
+                    let (a, b) = (operand(first, row)?, args.get(1).map(|o| operand(o, row)).transpose()?.flatten());
+                    values.push(a.zip(b).map(|(a, b)| documents::jsonb_text(&documents::concat(a, b))));
+                }
+                (Output::Text(values), Op::Remove) => {
+                    let doc = operand(first, row)?;
+                    let result = match (doc, args.get(1)) {
+                        (Some(doc), Some(Argument::Integer(i))) if i.is_valid(row) => {
+                            Some(documents::remove_index(doc, i.value(row))?)
+                        }
+                        (Some(doc), Some(Argument::Paths(p))) => match p.get(row).cloned().flatten() {
+                            Some(keys) => Some(keys.iter().try_fold(doc, |d, k| documents::remove_key(d, k))?),
+                            None => None,
+                        },
+                        (Some(doc), Some(key)) => match key.text(row) {
+                            Some(k) => Some(documents::remove_key(doc, &k)?),
+                            None => None,
+                        },
+                        _ => None,
+                    };
+                    values.push(result.map(|d| documents::jsonb_text(&d)));
+                }
+                (Output::Text(values), Op::Set) => {
+                    let doc = operand(first, row)?;
+                    let path = args.get(1).map(|p| p.text_array(row)).transpose()?.flatten();
+                    let new = args.get(2).map(|n| operand(n, row)).transpose()?.flatten();
+                    let create = match args.get(3) {
+                        Some(Argument::Boolean(b)) => b.is_valid(row).then(|| b.value(row)),
+                        Some(other) => other.text(row).map(|t| t == "true"),
+                        None => Some(true),
+                    };
+                    values.push(match (doc, path, new, create) {
+                        (Some(doc), Some(path), Some(new), Some(create)) => {
+                            Some(documents::jsonb_text(&documents::set_path(doc, &path, new, create)?))
+                        }
+                        _ => None,
+                    });
+                }
+                (Output::Lists(values), op) => {
+                    let doc = document(first, first_type, row)?;
+                    values.push(match (doc, op) {
+                        (None, _) => None,
+                        (Some(Value::Array(items)), Op::Elements) => {
+                            Some(items.iter().map(|i| Some(documents::jsonb_text(i))).collect())
+                        }
+                        (Some(Value::Array(items)), Op::ElementsText) => {
+                            Some(items.iter().map(documents::as_text).collect())
+                        }
+                        (Some(Value::Object(map)), Op::ObjectKeys) => {
+                            Some(documents::ordered(&map).into_iter().map(|(k, _)| Some(k.clone())).collect())
+                        }
+                        (Some(_), Op::ObjectKeys) => {
+                            return Err(crate::error::Error::data(
+                                "22023",
+                                "cannot call jsonb_object_keys on a non-object",
+                            ))
+                        }
+                        (Some(_), _) => {
+                            return Err(crate::error::Error::data("22023", "cannot extract elements from a non-array"))
+                        }
+                    });
+                }
+                (_, _) => {}
             }
         }
-        let array: ArrayRef = match self.output {
-            Output::ArrayLength => Arc::new(Int64Array::from(lengths)),
-            _ => Arc::new(StringArray::from(texts)),
-        };
-        Ok(ColumnarValue::Array(array))
+        Ok(match out {
+            Output::Text(values) => Arc::new(StringArray::from(values)),
+            Output::Bool(values) => Arc::new(BooleanArray::from(values)),
+            Output::Int(values) => Arc::new(arrow::array::Int32Array::from(values)),
+            Output::Lists(values) => {
+                let mut builder = ListBuilder::new(StringBuilder::new());
+                if self.op == Op::Elements {
+                    builder = builder.with_field(Arc::new(TextType::Jsonb.field("item", true)));
+                }
+                for value in values {
+                    match value {
+                        Some(items) => {
+                            for item in items {
+                                builder.values().append_option(item);
+                            }
+                            builder.append(true);
+                        }
+                        None => builder.append(false),
+                    }
+                }
+                Arc::new(builder.finish())
+            }
+        })
     }
 }
 
-fn descend(value: Value, step: &str, by_index: bool) -> Option<Value> {
-    match value {
-        Value::Object(mut map) if !by_index => map.remove(step),
-        Value::Array(mut items) => {
-            let index: i64 = step.trim().parse().ok()?;
-            let len = items.len() as i64;
-            let index = if index < 0 { len + index } else { index };
-            (0..len).contains(&index).then(|| items.swap_remove(index as usize))
-        }
-        Value::Object(mut map) => map.remove(step),
-        _ => None,
+/// `to_jsonb(value)`: a value's JSON (a json/jsonb value as itself, text as a JSON string).
+fn to_json(array: &ArrayRef, typed: Option<TextType>, row: usize) -> crate::error::Result<Option<String>> {
+    if array.is_null(row) {
+        return Ok(None);
     }
-}
-
-fn type_name(value: &Value) -> &'static str {
-    match value {
-        Value::Null => "null",
-        Value::Bool(_) => "boolean",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
+    if let Some(TextType::Json | TextType::Jsonb) = typed {
+        let text = arrow::compute::cast(&array.slice(row, 1), &DataType::Utf8)?;
+        return Ok(Some(documents::jsonb_text(&documents::json_in(text.as_string::<i32>().value(0))?)));
     }
+    let value = super::json_build::values(&array.slice(row, 1))?.into_iter().next().unwrap_or(Value::Null);
+    Ok(Some(documents::jsonb_text(&value)))
 }
 
 /// The JSON functions.
 pub fn functions() -> Vec<ScalarUDF> {
     vec![
-        ScalarUDF::from(JsonFunction::new(
-            "json_get",
-            &["json_extract_path", "jsonb_extract_path"],
-            Output::Json,
-            true,
-        )),
-        ScalarUDF::from(JsonFunction::new(
-            "json_get_text",
-            &["json_extract_path_text", "jsonb_extract_path_text"],
-            Output::Text,
-            true,
-        )),
-        ScalarUDF::from(JsonFunction::new("json_array_length", &["jsonb_array_length"], Output::ArrayLength, false)),
-        ScalarUDF::from(JsonFunction::new("json_typeof", &["jsonb_typeof"], Output::TypeOf, false)),
+        udf("__pg_uuid", &[], Op::Input(TextType::Uuid)),
+        udf("__pg_json", &[], Op::Input(TextType::Json)),
+        udf("__pg_jsonb", &[], Op::Input(TextType::Jsonb)),
+        udf("__pg_text", &[], Op::Text),
+        udf("json_get", &["json_extract_path", "jsonb_extract_path"], Op::Get),
+        udf("json_get_text", &["json_extract_path_text", "jsonb_extract_path_text"], Op::GetText),
+        udf("json_array_length", &["jsonb_array_length"], Op::ArrayLength),
+        udf("json_typeof", &["jsonb_typeof"], Op::TypeOf),
+        udf("jsonb_set", &[], Op::Set),
+        udf("to_jsonb", &[], Op::ToJson(TextType::Jsonb)),
+        udf("to_json", &[], Op::ToJson(TextType::Json)),
+        udf("jsonb_array_elements", &["json_array_elements"], Op::Elements),
+        udf("jsonb_array_elements_text", &["json_array_elements_text"], Op::ElementsText),
+        udf("jsonb_object_keys", &["json_object_keys"], Op::ObjectKeys),
     ]
 }
 
-/// Plans `a -> b` and `a ->> b` as `json_get(a, b)` and `json_get_text(a, b)`.
+/// The functions that return a set of rows in PostgreSQL and a list here: in a select list they
+/// are unnested into rows.
+pub const SET_RETURNING: &[&str] = &[
+    "jsonb_array_elements",
+    "json_array_elements",
+    "jsonb_array_elements_text",
+    "json_array_elements_text",
+    "jsonb_object_keys",
+    "json_object_keys",
+    "generate_series",
+    "regexp_split_to_table",
+];
+
+/// Plans the JSON operators: `->` and `->>` on any text; the others when an operand is `json` or
+/// `jsonb` (`||` and `-` keep their text and number meanings otherwise).
 #[derive(Debug)]
 pub struct JsonOperators;
 
 impl ExprPlanner for JsonOperators {
-    fn plan_binary_op(&self, expr: RawBinaryExpr, _schema: &DFSchema) -> DfResult<PlannerResult<RawBinaryExpr>> {
-        let output = match expr.op {
-            BinaryOperator::Arrow => Output::Json,
-            BinaryOperator::LongArrow => Output::Text,
+    fn plan_binary_op(&self, expr: RawBinaryExpr, schema: &DFSchema) -> DfResult<PlannerResult<RawBinaryExpr>> {
+        let typed = |e: &Expr| {
+            e.to_field(schema).ok().and_then(|(_, f)| TextType::of_field(&f)).filter(|t| *t != TextType::Uuid)
+        };
+        let is_path =
+            |e: &Expr| matches!(e.get_type(schema as &dyn ExprSchema), Ok(DataType::List(_) | DataType::LargeList(_)));
+        let json = typed(&expr.left).is_some() || typed(&expr.right).is_some();
+        let (name, op) = match &expr.op {
+            BinaryOperator::Arrow => ("json_get", Op::Get),
+            BinaryOperator::LongArrow => ("json_get_text", Op::GetText),
+            BinaryOperator::HashArrow => ("jsonb_path", Op::PathGet),
+            BinaryOperator::HashLongArrow => ("jsonb_path_text", Op::PathGetText),
+            BinaryOperator::AtArrow if json => ("jsonb_contains", Op::Contains),
+            BinaryOperator::ArrowAt if json => ("jsonb_contained", Op::ContainedIn),
+            BinaryOperator::Question => ("jsonb_exists", Op::HasKey),
+            BinaryOperator::QuestionPipe => ("jsonb_exists_any", Op::HasAny),
+            BinaryOperator::QuestionAnd => ("jsonb_exists_all", Op::HasAll),
+            BinaryOperator::StringConcat if typed(&expr.left).is_some() && typed(&expr.right).is_some() => {
+                ("jsonb_concat", Op::Concat)
+            }
+            BinaryOperator::Minus if typed(&expr.left).is_some() || (json && is_path(&expr.right)) => {
+                ("jsonb_delete", Op::Remove)
+            }
             _ => return Ok(PlannerResult::Original(expr)),
         };
-        let function = match output {
-            Output::Json => {
-                JsonFunction::new("json_get", &["json_extract_path", "jsonb_extract_path"], Output::Json, true)
-            }
-            _ => JsonFunction::new(
-                "json_get_text",
-                &["json_extract_path_text", "jsonb_extract_path_text"],
-                Output::Text,
-                true,
-            ),
-        };
-        let udf = Arc::new(ScalarUDF::from(function));
+        let udf = Arc::new(udf(name, &[], op));
         Ok(PlannerResult::Planned(Expr::ScalarFunction(datafusion::logical_expr::expr::ScalarFunction::new_udf(
             udf,
             vec![expr.left, expr.right],

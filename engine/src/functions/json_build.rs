@@ -1,6 +1,10 @@
-//! `json_build_object(key, value, ...)` (and `jsonb_build_object`): a JSON object as text.
-//! Keys are taken as text; integers, floats and decimals become JSON numbers, booleans JSON
-//! booleans, NULL JSON null, and every other value its text as a JSON string.
+//! `json_build_object(key, value, ...)` and `jsonb_build_object`: a JSON object as text, and
+//! `__pg_json_array(list)`, the last step of `json_agg`/`jsonb_agg` (planned as the array of
+//! `array_agg`). Keys are taken as text; integers, floats and decimals become JSON numbers,
+//! booleans JSON booleans, NULL JSON null, lists arrays, structs objects, `json`/`jsonb` values the
+//! documents they hold, and every other value its text as a JSON string. `json` results keep the
+//! keys in the order given and print as PostgreSQL prints `json_build_object`
+//! (`{"a" : 1, "b" : 2}`); `jsonb` results are canonical (see `crate::documents`).
 
 use std::sync::Arc;
 
@@ -10,21 +14,53 @@ use datafusion::common::{exec_err, Result as DfResult};
 use datafusion::logical_expr::{ColumnarValue, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature, Volatility};
 use serde_json::{Map, Value};
 
+use crate::documents::TextType;
+
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct JsonBuildObject {
-    aliases: Vec<String>,
+    name: &'static str,
+    output: TextType,
+    /// An array from a list (`json_agg`), not an object from pairs.
+    array: bool,
     signature: Signature,
 }
 
-/// The function, to register in a session.
-pub fn function() -> ScalarUDF {
-    ScalarUDF::from(JsonBuildObject {
-        aliases: vec!["jsonb_build_object".into()],
-        signature: Signature::variadic_any(Volatility::Immutable),
-    })
+/// The functions, to register in a session.
+pub fn functions() -> Vec<ScalarUDF> {
+    let make = |name, output, array| {
+        ScalarUDF::from(JsonBuildObject {
+            name,
+            output,
+            array,
+            signature: Signature::variadic_any(Volatility::Immutable),
+        })
+    };
+    vec![
+        make("json_build_object", TextType::Json, false),
+        make("jsonb_build_object", TextType::Jsonb, false),
+        make("__pg_json_array", TextType::Json, true),
+        make("__pg_jsonb_array", TextType::Jsonb, true),
+    ]
 }
 
-fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
+/// `json` text as PostgreSQL's json-building functions print it: `{"a" : 1}`, `[1, 2]`.
+fn json_text(value: &Value, keys: &[String]) -> String {
+    match value {
+        Value::Object(map) => {
+            let entries: Vec<String> = keys
+                .iter()
+                .filter_map(|k| map.get(k).map(|v| format!("{} : {}", Value::String(k.clone()), v)))
+                .collect();
+            format!("{{{}}}", entries.join(", "))
+        }
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(|v| v.to_string()).collect::<Vec<_>>().join(", "))
+        }
+        other => other.to_string(),
+    }
+}
+
+pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
     let len = array.len();
     let out = match array.data_type() {
         DataType::Null => vec![Value::Null; len],
@@ -41,6 +77,31 @@ fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
                 .map(|v| v.and_then(serde_json::Number::from_f64).map(Value::Number).unwrap_or(Value::Null))
                 .collect()
         }
+        DataType::List(_) | DataType::LargeList(_) => {
+            let list = arrow::compute::cast(array, &DataType::List(list_field(array)))?;
+            let list = list.as_list::<i32>();
+            let mut out = Vec::with_capacity(len);
+            for i in 0..len {
+                out.push(if list.is_null(i) { Value::Null } else { Value::Array(values(&list.value(i))?) });
+            }
+            out
+        }
+        DataType::Struct(fields) => {
+            let columns = array.as_struct();
+            let converted: Vec<Vec<Value>> = columns.columns().iter().map(values).collect::<DfResult<_>>()?;
+            (0..len)
+                .map(|i| {
+                    if array.is_null(i) {
+                        return Value::Null;
+                    }
+                    let mut object = Map::new();
+                    for (field, column) in fields.iter().zip(&converted) {
+                        object.insert(field.name().clone(), column.get(i).cloned().unwrap_or(Value::Null));
+                    }
+                    Value::Object(object)
+                })
+                .collect()
+        }
         _ => {
             let text = arrow::compute::cast(array, &DataType::Utf8)?;
             text.as_string::<i32>().iter().map(|v| v.map(|s| Value::String(s.into())).unwrap_or(Value::Null)).collect()
@@ -49,13 +110,51 @@ fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
     Ok(out)
 }
 
+fn list_field(array: &ArrayRef) -> Arc<arrow::datatypes::Field> {
+    match array.data_type() {
+        DataType::List(f) | DataType::LargeList(f) => f.clone(),
+        _ => Arc::new(arrow::datatypes::Field::new_list_field(DataType::Utf8, true)),
+    }
+}
+
+/// The values of a column as JSON, reading `json`/`jsonb` text (by the field's type) as the
+/// documents it holds rather than as strings.
+pub(super) fn typed_values(array: &ArrayRef, field: &arrow::datatypes::Field) -> DfResult<Vec<Value>> {
+    use crate::documents::TextType;
+    let element_typed = match field.data_type() {
+        DataType::List(element) | DataType::LargeList(element) => {
+            matches!(TextType::of_field(element), Some(TextType::Json | TextType::Jsonb))
+        }
+        _ => false,
+    };
+    if matches!(TextType::of_field(field), Some(TextType::Json | TextType::Jsonb)) {
+        let text = arrow::compute::cast(array, &DataType::Utf8)?;
+        return Ok(text
+            .as_string::<i32>()
+            .iter()
+            .map(|v| v.and_then(|s| serde_json::from_str(s).ok()).unwrap_or(Value::Null))
+            .collect());
+    }
+    let mut out = values(array)?;
+    if element_typed {
+        for value in out.iter_mut() {
+            if let Value::Array(items) = value {
+                for item in items.iter_mut() {
+                    if let Value::String(s) = item {
+                        if let Ok(parsed) = serde_json::from_str(s) {
+                            *item = parsed;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 impl ScalarUDFImpl for JsonBuildObject {
     fn name(&self) -> &str {
-        "json_build_object"
-    }
-
-    fn aliases(&self) -> &[String] {
-        &self.aliases
+        self.name
     }
 
     fn signature(&self) -> &Signature {
@@ -66,28 +165,56 @@ impl ScalarUDFImpl for JsonBuildObject {
         Ok(DataType::Utf8)
     }
 
+    fn return_field_from_args(
+        &self,
+        _args: datafusion::logical_expr::ReturnFieldArgs,
+    ) -> DfResult<arrow::datatypes::FieldRef> {
+        Ok(Arc::new(self.output.field(self.name, true)))
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        if !args.args.len().is_multiple_of(2) {
-            return exec_err!("json_build_object needs an even number of arguments (key, value, ...)");
+        if !self.array && !args.args.len().is_multiple_of(2) {
+            return exec_err!("argument list must have even number of elements");
         }
         let rows = args.number_rows;
-        let columns: Vec<Vec<Value>> =
-            args.args.iter().map(|a| a.clone().into_array(rows).and_then(|a| values(&a))).collect::<DfResult<_>>()?;
+        let columns: Vec<Vec<Value>> = args
+            .args
+            .iter()
+            .zip(&args.arg_fields)
+            .map(|(a, f)| a.clone().into_array(rows).and_then(|a| typed_values(&a, f)))
+            .collect::<DfResult<_>>()?;
         let mut builder = StringBuilder::new();
         for row in 0..rows {
+            if self.array {
+                match columns.first().and_then(|c| c.get(row)) {
+                    Some(Value::Null) | None => builder.append_null(),
+                    Some(value) => builder.append_value(match self.output {
+                        TextType::Jsonb => crate::documents::jsonb_text(value),
+                        _ => json_text(value, &[]),
+                    }),
+                }
+                continue;
+            }
             let mut object = Map::new();
+            let mut order = Vec::new();
             for pair in columns.chunks(2) {
                 // Each column holds `rows` values (into_array above).
                 let [keys, values] = pair else { continue };
                 let (Some(key), Some(value)) = (keys.get(row), values.get(row)) else { continue };
                 let key = match key {
                     Value::String(s) => s.clone(),
-                    Value::Null => return exec_err!("json_build_object: a key is NULL"),
+                    Value::Null => return exec_err!("argument 1: key must not be null"),
                     other => other.to_string(),
                 };
-                object.insert(key, value.clone());
+                if object.insert(key.clone(), value.clone()).is_none() {
+                    order.push(key);
+                }
             }
-            builder.append_value(Value::Object(object).to_string());
+            let object = Value::Object(object);
+            builder.append_value(match self.output {
+                TextType::Jsonb => crate::documents::jsonb_text(&object),
+                _ => json_text(&object, &order),
+            });
         }
         let array: ArrayRef = Arc::new(builder.finish());
         Ok(if rows == 1 && args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {

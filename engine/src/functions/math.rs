@@ -172,7 +172,10 @@ impl ScalarUDFImpl for TypeOf {
         let Some(field) = args.arg_fields.first() else {
             return Err(DataFusionError::Plan("pg_typeof needs one argument".into()));
         };
-        let name = crate::types::arrow_type_pg_name(field.data_type());
+        let name = match crate::documents::TextType::of_field(field) {
+            Some(declared) => declared.name().to_string(),
+            None => crate::types::arrow_type_pg_name(field.data_type()),
+        };
         if args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {
             return Ok(ColumnarValue::Scalar(ScalarValue::Utf8(Some(name))));
         }

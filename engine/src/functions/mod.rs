@@ -1,6 +1,8 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
 pub mod arithmetic;
+pub mod format;
+pub mod interval;
 pub mod json;
 pub mod json_build;
 pub mod math;
@@ -19,7 +21,15 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     for function in json::functions() {
         ctx.register_udf(function);
     }
-    ctx.register_udf(json_build::function());
+    for function in json_build::functions() {
+        ctx.register_udf(function);
+    }
+    ctx.register_udf(format::function());
+    // Upper-cased month and day names of `to_char` (see `sql::postgres_forms`).
+    ctx.register_udf(datafusion::functions::string::upper().as_ref().clone().with_aliases(["__pg_upper"]));
+    for function in interval::functions() {
+        ctx.register_udf(function);
+    }
     for function in math::functions() {
         ctx.register_udf(function);
     }

@@ -115,6 +115,7 @@ impl QueryContext {
         }
         if let Some(planners) = builder.expr_planners() {
             planners.insert(0, Arc::new(crate::functions::json::JsonOperators));
+            planners.insert(0, Arc::new(crate::functions::interval::IntervalArithmetic));
         }
         {
             use crate::functions::arithmetic::{IntegerLiterals, PostgresArithmetic};

@@ -427,7 +427,7 @@ impl QueryContext {
             if !field.nullable && column.null_count() > 0 {
                 return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
             }
-            out.push(crate::types::enforce_length(field, &column)?);
+            out.push(crate::types::conform(field, &column)?);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let rows = RecordBatch::try_new_with_options(arrow_schema, out, &options)?;
@@ -1128,6 +1128,10 @@ fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: 
     if data_type.is_integer() && (column.data_type().is_numeric() || text) {
         // Rounded, and 22003 when out of range, as PostgreSQL assigns a number to an integer.
         return Ok(crate::functions::arithmetic::to_integer(column, data_type)?);
+    }
+    if text && matches!(data_type, T::List(_) | T::LargeList(_)) {
+        // PostgreSQL's array text, `'{a,b}'`.
+        return crate::types::array_column_from_text(column, data_type);
     }
     if matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View)
         && matches!(data_type, T::Binary | T::LargeBinary | T::BinaryView)

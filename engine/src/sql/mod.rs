@@ -9,6 +9,7 @@ pub mod ddl;
 pub mod dml;
 pub mod indexes;
 pub mod params;
+pub mod postgres_forms;
 pub mod quality;
 pub mod query;
 pub mod sequences;

@@ -51,73 +51,6 @@ impl VisitorMut for TimeTravelCollector<'_> {
     }
 }
 
-/// `'\x0102'::bytea` means the bytes 01 02 in Postgres, not the text's UTF-8 bytes (DataFusion's
-/// cast): such casts of string literals become `decode('0102', 'hex')`.
-struct ByteaLiterals {
-    error: Option<Error>,
-}
-
-impl VisitorMut for ByteaLiterals {
-    type Break = ();
-
-    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        use datafusion::sql::sqlparser::ast::{DataType as SqlType, Value};
-        if let Expr::Value(value) = expr {
-            // `1e3` is numeric 1000 in PostgreSQL; DataFusion cannot read an exponent as a decimal.
-            if let Value::Number(text, _) = &mut value.value {
-                if let Some(plain) = plain_decimal(text) {
-                    *text = plain;
-                }
-            }
-            return ControlFlow::Continue(());
-        }
-        let Expr::Cast { expr: inner, data_type: SqlType::Bytea, .. } = expr else { return ControlFlow::Continue(()) };
-        let Expr::Value(value) = inner.as_ref() else { return ControlFlow::Continue(()) };
-        let (Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text)) = &value.value else {
-            return ControlFlow::Continue(());
-        };
-        match crate::types::bytea_from_text(text) {
-            Ok(bytes) => {
-                if let Ok(decoded) = super::params::literal(&datafusion::common::ScalarValue::Binary(Some(bytes))) {
-                    *expr = decoded;
-                }
-            }
-            Err(e) => {
-                self.error = Some(Error::data("22P02", e));
-                return ControlFlow::Break(());
-            }
-        }
-        ControlFlow::Continue(())
-    }
-}
-
-/// A number written with an exponent (`1.5e-7`) as plain decimal digits (`0.00000015`); `None`
-/// when it has no exponent or would need more than 38 digits (it is then read as written).
-fn plain_decimal(text: &str) -> Option<String> {
-    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
-    let exponent: i32 = exponent.parse().ok()?;
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let digits = format!("{whole}{fraction}");
-    // The position of the decimal point in `digits`.
-    let point = whole.len() as i32 + exponent;
-    if digits.len() as i32 - point.min(0) > 38 || point > 38 {
-        return None;
-    }
-    let text = if point <= 0 {
-        format!("0.{}{digits}", "0".repeat((-point) as usize))
-    } else {
-        match (digits.get(..point as usize), digits.get(point as usize..)) {
-            (Some(whole), Some(fraction)) if !fraction.is_empty() => format!("{whole}.{fraction}"),
-            _ => format!("{digits}{}", "0".repeat((point as usize).saturating_sub(digits.len()))),
-        }
-    };
-    let text = text.trim_start_matches('0');
-    Some(if text.is_empty() || text.starts_with('.') { format!("0{text}") } else { text.to_string() })
-}
-
 /// The relations a statement reads by name (not table functions), and the names its CTEs give.
 #[derive(Default)]
 struct Relations {
@@ -175,11 +108,7 @@ impl QueryContext {
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
         super::views::expand(&self.catalog_state().views, &mut statement)?;
-        let mut bytea = ByteaLiterals { error: None };
-        let _ = statement.visit(&mut bytea);
-        if let Some(e) = bytea.error {
-            return Err(e);
-        }
+        super::postgres_forms::rewrite(&mut statement)?;
         let mut collector = TimeTravelCollector { session: self, found: vec![] };
         let _ = statement.visit(&mut collector);
         for (temp, name, version) in collector.found {
@@ -439,6 +368,13 @@ pub(crate) fn postgres_names(statement: &Statement, schema: &SchemaRef) -> Schem
                 }
                 _ => field.as_ref().clone(),
             },
+            SelectItem::ExprWithAlias { alias, .. } => match super::postgres_forms::output_name(&alias.value) {
+                Some(name) => {
+                    changed = true;
+                    field.as_ref().clone().with_name(name)
+                }
+                None => field.as_ref().clone(),
+            },
             _ => field.as_ref().clone(),
         })
         .collect();
@@ -492,25 +428,65 @@ fn expression_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
         Expr::Nested(inner) => expression_name(inner),
-        Expr::Cast { expr, .. } => expression_name(expr),
-        Expr::Function(function) => function.name.0.last().map(|part| part.to_string().to_lowercase()),
+        // A cast is named by what it casts, or else by its type.
+        Expr::Cast { expr, data_type, .. } => match expression_name(expr) {
+            Some(name) if name == "?column?" => Some(cast_type_name(data_type)),
+            other => other,
+        },
+        Expr::Function(function) => function.name.0.last().map(|part| {
+            let name = match part {
+                datafusion::sql::sqlparser::ast::ObjectNamePart::Identifier(ident) => ident.value.to_lowercase(),
+                other => other.to_string().to_lowercase(),
+            };
+            // Casts to uuid/json/jsonb are calls of `__pg_<type>`.
+            match name.strip_prefix("__pg_") {
+                // `json_agg(x)` is planned as `__pg_json_array(array_agg(x))`.
+                Some("json_array") => "json_agg".into(),
+                Some("jsonb_array") => "jsonb_agg".into(),
+                Some(type_name) if matches!(expression_name_of_args(function).as_deref(), None | Some("?column?")) => {
+                    type_name.to_string()
+                }
+                Some(_) => expression_name_of_args(function).unwrap_or(name),
+                // `x = ANY(array)` as datafusion-pg-catalog rewrites it.
+                None if name == "array_contains" => "?column?".into(),
+                None => name,
+            }
+        }),
         Expr::Case { .. } => Some("case".into()),
         _ => Some("?column?".into()),
     }
 }
 
-#[cfg(test)]
-mod exponent_tests {
-    use super::plain_decimal;
+/// The name of a call's only argument, as a cast names itself after what it casts.
+fn expression_name_of_args(function: &datafusion::sql::sqlparser::ast::Function) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let FunctionArguments::List(list) = &function.args else { return None };
+    match list.args.as_slice() {
+        [FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))] => expression_name(arg).or_else(|| column_name(arg)),
+        _ => None,
+    }
+}
 
-    #[test]
-    fn numbers_with_exponents_become_plain_decimals() {
-        assert_eq!(plain_decimal("1e3").as_deref(), Some("1000"));
-        assert_eq!(plain_decimal("1.5e-7").as_deref(), Some("0.00000015"));
-        assert_eq!(plain_decimal("2.5E1").as_deref(), Some("25"));
-        assert_eq!(plain_decimal("0.5e1").as_deref(), Some("5"));
-        assert_eq!(plain_decimal("12.34e-1").as_deref(), Some("1.234"));
-        assert_eq!(plain_decimal("1e308"), None);
-        assert_eq!(plain_decimal("15"), None);
+/// PostgreSQL's internal name of a type, which names an unnamed cast (`'1'::int` is `int4`).
+fn cast_type_name(data_type: &datafusion::sql::sqlparser::ast::DataType) -> String {
+    use datafusion::sql::sqlparser::ast::DataType as T;
+    match data_type {
+        T::SmallInt(_) | T::Int2(_) => "int2".into(),
+        T::Int(_) | T::Integer(_) | T::Int4(_) => "int4".into(),
+        T::BigInt(_) | T::Int8(_) => "int8".into(),
+        T::Real | T::Float4 => "float4".into(),
+        T::Double(_) | T::DoublePrecision | T::Float8 => "float8".into(),
+        T::Bool | T::Boolean => "bool".into(),
+        T::Varchar(_) | T::CharacterVarying(_) | T::CharVarying(_) => "varchar".into(),
+        T::Char(_) | T::Character(_) => "bpchar".into(),
+        T::Numeric(_) | T::Decimal(_) | T::Dec(_) => "numeric".into(),
+        T::Timestamp(
+            _,
+            datafusion::sql::sqlparser::ast::TimezoneInfo::WithTimeZone
+            | datafusion::sql::sqlparser::ast::TimezoneInfo::Tz,
+        ) => "timestamptz".into(),
+        T::Timestamp(..) => "timestamp".into(),
+        T::Array(_) => "array".into(),
+        other => other.to_string().to_lowercase(),
     }
 }

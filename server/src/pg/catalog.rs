@@ -212,6 +212,10 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     ] {
         context.register_udf(ScalarUDF::from(super::relations::DefinitionFunction::new(printer, objects.clone())));
     }
+    for size in super::relations::RelationSize::all(&objects) {
+        context.register_udf(ScalarUDF::from(size));
+    }
+    context.register_udf(ScalarUDF::from(super::relations::DatabaseSize::new(server.db.location())));
     context.register_udf(ScalarUDF::from(super::relations::OtherTemporarySchema::new(
         objects.clone(),
         session.temporary_schema(),
@@ -224,6 +228,11 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::Visible("pg_type_is_visible"), Signature::any(1, Volatility::Stable)),
         (Kind::Visible("pg_opclass_is_visible"), Signature::any(1, Volatility::Stable)),
         (Kind::Visible("pg_collation_is_visible"), Signature::any(1, Volatility::Stable)),
+        (Kind::Visible("pg_operator_is_visible"), Signature::any(1, Volatility::Stable)),
+        // Functions with an SQL body: Sluice has none.
+        (Kind::NoFunction("pg_get_function_sqlbody"), Signature::any(1, Volatility::Stable)),
+        // Tablespaces: only the default ones, which have no location of their own.
+        (Kind::NoFunction("pg_tablespace_location"), Signature::any(1, Volatility::Stable)),
         (Kind::NoFunction("pg_get_function_result"), Signature::any(1, Volatility::Stable)),
         (Kind::NoFunction("pg_get_function_arguments"), Signature::any(1, Volatility::Stable)),
         (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),

@@ -195,6 +195,49 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
          FROM pg_catalog.pg_views v",
     ),
     (
+        "columns",
+        "SELECT CAST(current_database() AS TEXT) AS table_catalog, CAST(n.nspname AS TEXT) AS table_schema,
+           CAST(r.relname AS TEXT) AS table_name, CAST(a.attname AS TEXT) AS column_name,
+           CAST(a.attnum AS INT) AS ordinal_position,
+           CAST(sluice_attribute_default(a.attrelid, a.attnum) AS TEXT) AS column_default,
+           CAST(CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS TEXT) AS is_nullable,
+           CAST(CASE WHEN substr(t.typname, 1, 1) = '_' THEN 'ARRAY' ELSE format_type(a.atttypid, -1) END AS TEXT)
+             AS data_type,
+           CAST(CASE WHEN a.atttypid IN (1042, 1043) AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS INT)
+             AS character_maximum_length,
+           CAST(CASE WHEN a.atttypid IN (25, 1042, 1043) THEN 1073741824 END AS INT) AS character_octet_length,
+           CAST(CASE a.atttypid WHEN 21 THEN 16 WHEN 23 THEN 32 WHEN 20 THEN 64 WHEN 700 THEN 24 WHEN 701 THEN 53
+             WHEN 1700 THEN CASE WHEN a.atttypmod > 4 THEN (a.atttypmod - 4) / 65536 END END AS INT)
+             AS numeric_precision,
+           CAST(CASE WHEN a.atttypid IN (21, 23, 20, 700, 701) THEN 2 WHEN a.atttypid = 1700 THEN 10 END AS INT)
+             AS numeric_precision_radix,
+           CAST(CASE WHEN a.atttypid IN (21, 23, 20) THEN 0
+             WHEN a.atttypid = 1700 AND a.atttypmod > 4 THEN (a.atttypmod - 4) % 65536 END AS INT) AS numeric_scale,
+           CAST(CASE WHEN a.atttypid = 1082 THEN 0 WHEN a.atttypid IN (1083, 1114, 1184, 1266, 1186) THEN 6 END AS INT)
+             AS datetime_precision,
+           CAST(NULL AS TEXT) AS interval_type, CAST(NULL AS INT) AS interval_precision,
+           CAST(NULL AS TEXT) AS character_set_catalog, CAST(NULL AS TEXT) AS character_set_schema,
+           CAST(NULL AS TEXT) AS character_set_name, CAST(NULL AS TEXT) AS collation_catalog,
+           CAST(NULL AS TEXT) AS collation_schema, CAST(NULL AS TEXT) AS collation_name,
+           CAST(NULL AS TEXT) AS domain_catalog, CAST(NULL AS TEXT) AS domain_schema, CAST(NULL AS TEXT) AS domain_name,
+           CAST(current_database() AS TEXT) AS udt_catalog, CAST('pg_catalog' AS TEXT) AS udt_schema,
+           CAST(t.typname AS TEXT) AS udt_name, CAST(NULL AS TEXT) AS scope_catalog, CAST(NULL AS TEXT) AS scope_schema,
+           CAST(NULL AS TEXT) AS scope_name, CAST(NULL AS INT) AS maximum_cardinality,
+           CAST(CAST(a.attnum AS TEXT) AS TEXT) AS dtd_identifier, CAST('NO' AS TEXT) AS is_self_referencing,
+           CAST(CASE WHEN a.attidentity IN ('a', 'd') THEN 'YES' ELSE 'NO' END AS TEXT) AS is_identity,
+           CAST(CASE a.attidentity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END AS TEXT)
+             AS identity_generation,
+           CAST(NULL AS TEXT) AS identity_start, CAST(NULL AS TEXT) AS identity_increment,
+           CAST(NULL AS TEXT) AS identity_maximum, CAST(NULL AS TEXT) AS identity_minimum,
+           CAST(CASE WHEN a.attidentity IN ('a', 'd') THEN 'NO' END AS TEXT) AS identity_cycle,
+           CAST('NEVER' AS TEXT) AS is_generated, CAST(NULL AS TEXT) AS generation_expression,
+           CAST(CASE WHEN r.relkind IN ('r', 'p') THEN 'YES' ELSE 'NO' END AS TEXT) AS is_updatable
+         FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class r ON r.oid = a.attrelid
+           JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
+           LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+         WHERE a.attnum > 0 AND r.relkind IN ('r', 'v', 'm', 'p', 'f')",
+    ),
+    (
         "key_column_usage",
         "SELECT current_database() AS constraint_catalog, k.nspname AS constraint_schema, k.conname AS constraint_name,
            current_database() AS table_catalog, k.nspname AS table_schema, k.relname AS table_name,

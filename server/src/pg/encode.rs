@@ -32,7 +32,8 @@ pub fn fields(
     format: &Format,
     options: Option<Arc<FormatOptions>>,
 ) -> Result<Vec<FieldInfo>, PgWireError> {
-    arrow_schema_to_pg_fields(schema, format, options)
+    let fields = arrow_schema_to_pg_fields(schema, format, options)?;
+    Ok(super::wire_types::with_declared_types(schema, fields))
 }
 
 /// Rows as a query response.
@@ -49,7 +50,14 @@ pub fn rows(
     let rows = batches.into_iter().flat_map(move |batch| {
         // PostgreSQL's text forms where arrow-pg's differ; arrow-pg's own if that fails.
         let batch = super::text::render(batch.clone(), &format, &text_options).unwrap_or(batch);
-        encode_recordbatch(field_ref.clone(), batch)
+        let batch = match super::wire_types::binary_forms(batch, &format) {
+            Ok(batch) => batch,
+            Err(e) => {
+                return Box::new(std::iter::once(Err(PgWireError::ApiError(Box::new(e)))))
+                    as Box<dyn Iterator<Item = Result<pgwire::messages::data::DataRow, PgWireError>> + Send>
+            }
+        };
+        Box::new(encode_recordbatch(field_ref.clone(), batch))
     });
     Ok(Response::Query(QueryResponse::new(fields, stream::iter(rows))))
 }

@@ -54,7 +54,7 @@ mod copy;
 use copy::{copy_settings, CopyIn};
 
 /// A statement prepared with Parse.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Prepared {
     pub statement: Option<SluiceStatement>,
     pub parameter_types: Vec<Type>,
@@ -81,6 +81,8 @@ pub struct Connection {
     copy_in: tokio::sync::Mutex<Option<CopyIn>>,
     rewriter: PostgresCompatibilityParser,
     parser: Arc<SluiceQueryParser>,
+    /// The names of the statements prepared with Parse, for `DEALLOCATE ALL`.
+    prepared_names: Mutex<std::collections::HashSet<String>>,
 }
 
 impl Connection {
@@ -97,6 +99,7 @@ impl Connection {
             copy_in: tokio::sync::Mutex::new(None),
             rewriter: PostgresCompatibilityParser::new(),
             parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
+            prepared_names: Mutex::new(std::collections::HashSet::new()),
         })
     }
 
@@ -114,17 +117,39 @@ impl Connection {
 
     /// Rewrites Postgres-only constructs (`OPERATOR(pg_catalog.~)`, `::regclass`, ...) that
     /// clients send in catalog queries into forms DataFusion plans.
-    fn rewrite(&self, statement: SluiceStatement) -> SluiceStatement {
+    /// Also qualifies unqualified names along the session's `search_path`.
+    fn rewrite(&self, statement: SluiceStatement) -> PgWireResult<SluiceStatement> {
+        let (setting, user) = {
+            let settings = self.settings.lock();
+            let setting = settings.get("search_path").unwrap_or_default().to_string();
+            (setting, settings.get("session_authorization").unwrap_or_default().to_string())
+        };
+        let catalog = self.server.db.catalog_state();
+        let path = super::search_path::schemas(&setting, &user, &catalog);
+        let unschemed = |e: String| user_error("3F000", e);
         match statement {
+            SluiceStatement::CreateTable(mut create) if !create.temporary => {
+                super::search_path::qualify_created(&mut create.name, &path).map_err(unschemed)?;
+                if let Some(query) = create.query.take() {
+                    let mut select = Statement::Query(query);
+                    super::search_path::qualify(&mut select, &path, &catalog).map_err(unschemed)?;
+                    if let Statement::Query(query) = select {
+                        create.query = Some(query);
+                    }
+                }
+                Ok(SluiceStatement::CreateTable(create))
+            }
             SluiceStatement::Standard(s) => {
                 // Sluice's rewrites go first: datafusion-pg-catalog's rules (which turn scalar
                 // subqueries in projections into joins) must see the subqueries they free.
                 let mut s = *s;
+                super::search_path::qualify(&mut s, &path, &catalog).map_err(unschemed)?;
+                sluice::sql::postgres_forms::array_literals(&mut s).map_err(|e| encode::error(&e))?;
                 super::compat::rewrite(&mut s);
                 let s = self.rewriter.rewrite(s);
-                SluiceStatement::Standard(Box::new(s))
+                Ok(SluiceStatement::Standard(Box::new(s)))
             }
-            other => other,
+            other => Ok(other),
         }
     }
 
@@ -215,7 +240,8 @@ impl Connection {
         format: &Format,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
@@ -240,13 +266,20 @@ impl Connection {
         format: &Format,
     ) -> PgWireResult<Response>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         self.adopt_startup_settings(client);
         let privileges = self.authorize(client);
         sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
+        if let SluiceStatement::Standard(standard) = &statement {
+            if let Statement::Deallocate { name, .. } = standard.as_ref() {
+                self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+                return self.deallocate(client, &name.value);
+            }
+        }
         if let SluiceStatement::Standard(standard) = &statement {
             // The statements the server answers itself (SET, SHOW, ...) wait for ROLLBACK in an
             // aborted transaction block like any other.
@@ -257,7 +290,7 @@ impl Connection {
                 return Ok(response);
             }
         }
-        let statement = self.rewrite(statement);
+        let statement = self.rewrite(statement)?;
         let empty_columns = match &statement {
             SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
             _ => None,
@@ -272,6 +305,28 @@ impl Connection {
         };
         let in_block = self.session.in_transaction_block();
         encode::response(result, format, Some(self.format_options(client)), in_block)
+    }
+
+    /// `DEALLOCATE name` and `DEALLOCATE ALL`: the statements prepared with Parse under a name
+    /// (psycopg and pgjdbc deallocate what they prepared), as in PostgreSQL, where SQL's PREPARE
+    /// and the protocol's share one namespace. 26000 for a name that is not prepared.
+    fn deallocate<C>(&self, client: &mut C, name: &str) -> PgWireResult<Response>
+    where
+        C: ClientPortalStore,
+        C::PortalStore: PortalStore,
+    {
+        let mut names = self.prepared_names.lock();
+        if name.eq_ignore_ascii_case("all") {
+            for name in names.drain() {
+                client.portal_store().rm_statement(&name);
+            }
+            return Ok(Response::Execution(Tag::new("DEALLOCATE ALL")));
+        }
+        if !names.remove(name) {
+            return Err(user_error("26000", format!("prepared statement \"{name}\" does not exist")));
+        }
+        client.portal_store().rm_statement(name);
+        Ok(Response::Execution(Tag::new("DEALLOCATE")))
     }
 
     /// Hands `default_transaction_read_only` to the engine, which applies it.
@@ -400,7 +455,7 @@ impl Connection {
                     let Some(query) = declare.for_query.clone() else {
                         return Err(user_error("42601", "DECLARE needs a query (DECLARE name CURSOR FOR query)"));
                     };
-                    let statement = self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query))));
+                    let statement = self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query))))?;
                     let result = self.run_in_engine(client, statement, &[]).await.map_err(|e| encode::error(&e))?;
                     let StatementResult::Rows { schema, batches } = result else {
                         return Err(user_error("42601", "a cursor needs a query"));
@@ -559,7 +614,7 @@ impl QueryParser for SluiceQueryParser {
             }));
         };
         let mut parameter_count = super::statements::placeholder_count(&statement).map(|n| n.max(types.len()));
-        let statement = connection.rewrite(statement);
+        let statement = connection.rewrite(statement)?;
         let described = connection.session.describe_statement(&statement).await;
         let mut result_schema = described.result_schema;
         if let (None, SluiceStatement::Standard(s)) = (&result_schema, &statement) {
@@ -629,6 +684,26 @@ impl ExtendedQueryHandler for Connection {
         self.parser.clone()
     }
 
+    /// pgwire's Parse, with the statement's name remembered for `DEALLOCATE ALL`.
+    async fn on_parse<C>(&self, client: &mut C, message: pgwire::messages::extendedquery::Parse) -> PgWireResult<()>
+    where
+        C: ClientInfo + ClientPortalStore + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::PortalStore: PortalStore<Statement = Self::Statement>,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let name = message.name.clone().unwrap_or_else(|| DEFAULT_NAME.to_owned());
+        match StoredStatement::parse(client, &message, self.query_parser()).await? {
+            Some(statement) => client.portal_store().put_statement(Arc::new(statement)),
+            None => client.portal_store().put_empty_statement(&name),
+        }
+        if name != DEFAULT_NAME {
+            self.prepared_names.lock().insert(name);
+        }
+        client.send(PgWireBackendMessage::ParseComplete(pgwire::messages::extendedquery::ParseComplete::new())).await?;
+        Ok(())
+    }
+
     /// Sync ends the implicit transaction of the statements executed since the last one: their
     /// writes commit together, or are dropped if one failed (a failed commit is reported here, as
     /// PostgreSQL reports an error at Sync).
@@ -693,8 +768,7 @@ impl ExtendedQueryHandler for Connection {
         let parameters = if prepared.parameter_types == [Type::OID_ARRAY] {
             vec![super::statements::oid_array_parameter(portal.parameters.first().cloned().flatten())?]
         } else {
-            let parameters = arrow_pg::datatypes::df::deserialize_parameters(portal, &types)?;
-            super::statements::param_values(parameters)
+            super::wire_types::decode_parameters(portal, &types)?
         };
         self.run(client, statement, &parameters, &portal.result_column_format).await
     }

@@ -24,10 +24,12 @@ pub mod framing;
 pub mod handler;
 pub mod relations;
 pub mod scram;
+pub mod search_path;
 pub mod settings;
 pub mod socket;
 pub mod statements;
 pub mod text;
+pub mod wire_types;
 
 use std::collections::HashMap;
 use std::net::SocketAddr;

@@ -82,6 +82,8 @@ struct ObjectsState {
     view_names: HashMap<String, String>,
     /// Schema names by OID, as the last `pg_namespace` scan gave them.
     namespaces: HashMap<i32, String>,
+    /// Table sizes in bytes by OID, as the last `pg_class` scan found them.
+    sizes: HashMap<i32, i64>,
 }
 
 impl Objects {
@@ -420,6 +422,7 @@ impl Tables {
             }
         }
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
+        objects.state.lock().sizes = described.iter().map(|(relation, oid, _)| (*oid, relation.size_bytes)).collect();
         // What `sluice_attribute_default` answers in this query (see compat.rs).
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
@@ -483,7 +486,19 @@ impl Tables {
         let identity: StringArray = (0..batch.num_rows())
             .map(|row| Some(column_of(row).and_then(|c| c.identity).map(String::from).unwrap_or_default()))
             .collect();
-        let batch = replace_column(batch, "atthasdef", Arc::new(has_default))?;
+        let declared: Vec<Option<(i32, i32)>> = (0..batch.num_rows())
+            .map(|row| column_of(row).and_then(|c| super::wire_types::declared_oid(&c.type_name)))
+            .collect();
+        let mut batch = replace_column(batch, "atthasdef", Arc::new(has_default))?;
+        if declared.iter().any(Option::is_some) {
+            let (types, modifiers) = (int32_column(&batch, "atttypid")?, int32_column(&batch, "atttypmod")?);
+            let types: Int32Array =
+                declared.iter().enumerate().map(|(row, d)| Some(d.map_or(types.value(row), |d| d.0))).collect();
+            let modifiers: Int32Array =
+                declared.iter().enumerate().map(|(row, d)| Some(d.map_or(modifiers.value(row), |d| d.1))).collect();
+            batch = replace_column(&batch, "atttypid", Arc::new(types))?;
+            batch = replace_column(&batch, "atttypmod", Arc::new(modifiers))?;
+        }
         replace_column(&batch, "attidentity", Arc::new(identity))
     }
 
@@ -1015,5 +1030,123 @@ impl ScalarUDFImpl for OtherTemporarySchema {
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// `pg_table_size(oid)`, `pg_total_relation_size(oid)`, `pg_relation_size(oid)`: a Sluice table's
+/// data files in bytes (its key indexes are rebuilt from them and take no space of their own), as
+/// the session's last `pg_class` scan found them; 0 for other relations (views, catalogs).
+#[derive(Debug)]
+pub struct RelationSize {
+    name: &'static str,
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl RelationSize {
+    pub fn all(objects: &Arc<Objects>) -> Vec<Self> {
+        ["pg_table_size", "pg_total_relation_size", "pg_relation_size"]
+            .into_iter()
+            .map(|name| Self { name, objects: objects.clone(), signature: Signature::variadic_any(Volatility::Stable) })
+            .collect()
+    }
+}
+
+impl PartialEq for RelationSize {
+    fn eq(&self, other: &Self) -> bool {
+        self.name == other.name && Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for RelationSize {}
+
+impl std::hash::Hash for RelationSize {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for RelationSize {
+    fn name(&self) -> &str {
+        self.name
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan(format!("{} needs a relation", self.name)));
+        };
+        let oids = arrow::compute::cast(first, &DataType::Int64)?;
+        let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
+        let state = self.objects.state.lock();
+        let sizes: arrow::array::Int64Array = oids
+            .iter()
+            .map(|oid| {
+                oid.map(|oid| i32::try_from(oid).ok().and_then(|oid| state.sizes.get(&oid).copied()).unwrap_or(0))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(sizes)))
+    }
+}
+
+/// `pg_database_size(name)`: the bytes of the warehouse's files (its one database).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct DatabaseSize {
+    root: std::path::PathBuf,
+    signature: Signature,
+}
+
+impl DatabaseSize {
+    pub fn new(root: impl Into<std::path::PathBuf>) -> Self {
+        Self { root: root.into(), signature: Signature::variadic_any(Volatility::Volatile) }
+    }
+}
+
+/// The bytes of the files under `dir`, at most `budget` entries deep in all (a bound on the walk).
+fn directory_bytes(dir: &std::path::Path, budget: &mut usize) -> i64 {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    let mut total = 0i64;
+    for entry in entries.flatten() {
+        if *budget == 0 {
+            break;
+        }
+        *budget -= 1;
+        match entry.file_type() {
+            Ok(kind) if kind.is_dir() => total += directory_bytes(&entry.path(), budget),
+            Ok(kind) if kind.is_file() => {
+                total += entry.metadata().map(|m| i64::try_from(m.len()).unwrap_or(i64::MAX)).unwrap_or(0)
+            }
+            _ => {}
+        }
+    }
+    total
+}
+
+impl ScalarUDFImpl for DatabaseSize {
+    fn name(&self) -> &str {
+        "pg_database_size"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int64)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let mut budget = 1_000_000;
+        let bytes = directory_bytes(&self.root, &mut budget);
+        let sizes = arrow::array::Int64Array::from(vec![bytes; args.number_rows]);
+        Ok(ColumnarValue::Array(Arc::new(sizes)))
     }
 }

@@ -69,7 +69,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
 }
 
 /// Whether column `i` goes out in text format (a single format code stands for every column).
-fn is_text(format: &Format, i: usize) -> bool {
+pub(super) fn is_text(format: &Format, i: usize) -> bool {
     match format {
         Format::Individual(codes) => codes.get(i).or(codes.first()).is_none_or(|code| *code == 0),
         other => other.is_text(i),

@@ -231,6 +231,68 @@ def sqlalchemy_orm():
     conn.close()
 
 
+def typed_columns():
+    """uuid, jsonb and arrays as PostgreSQL types: SQLAlchemy models with UUID, JSONB and ARRAY
+    columns insert and read back their values; psycopg sends uuid and jsonb parameters (text and
+    binary) and an array for = ANY; the row description carries the types' OIDs."""
+    import uuid
+
+    import psycopg
+    import sqlalchemy
+    from psycopg.types.json import Jsonb
+    from sqlalchemy.dialects.postgresql import ARRAY, JSONB, UUID
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+
+    class Base(DeclarativeBase):
+        pass
+
+    class Item(Base):
+        __tablename__ = "typed_items"
+        id: Mapped[uuid.UUID] = mapped_column(UUID(as_uuid=True), primary_key=True)
+        doc: Mapped[dict] = mapped_column(JSONB)
+        tags: Mapped[list] = mapped_column(ARRAY(sqlalchemy.Text))
+
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/sluice")
+    Base.metadata.drop_all(engine)
+    Base.metadata.create_all(engine)
+    first, second = uuid.UUID("a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11"), uuid.uuid4()
+    with Session(engine) as session:
+        session.add_all([
+            Item(id=first, doc={"kind": "a", "n": [1, 2]}, tags=["x", "y"]),
+            Item(id=second, doc={"kind": "b"}, tags=[]),
+        ])
+        session.commit()
+        got = session.get(Item, first)
+        check("sqlalchemy UUID/JSONB/ARRAY read back", (got.id, got.doc, got.tags), (first, {"kind": "a", "n": [1, 2]}, ["x", "y"]))
+        kinds = session.scalars(sqlalchemy.select(Item.id).where(Item.doc["kind"].astext == "b")).all()
+        check("sqlalchemy JSONB ->> filter", kinds, [second])
+        contains = session.scalars(sqlalchemy.select(Item.id).where(Item.doc.contains({"kind": "a"}))).all()
+        check("sqlalchemy JSONB @> filter", contains, [first])
+        tagged = session.scalars(sqlalchemy.select(Item.id).where(Item.tags.any("y"))).all()
+        check("sqlalchemy ARRAY any()", tagged, [first])
+    engine.dispose()
+
+    conn = psycopg.connect(DSN, autocommit=True)
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        cur.execute("SELECT id, doc FROM typed_items WHERE id = %s", (first,))
+        check(f"psycopg uuid parameter (binary={binary})", cur.fetchall(), [(first, {"kind": "a", "n": [1, 2]})])
+        check(f"psycopg uuid/jsonb OIDs (binary={binary})", [d.type_code for d in cur.description], [2950, 3802])
+        cur.execute("SELECT count(*) FROM typed_items WHERE doc @> %s", (Jsonb({"kind": "b"}),))
+        check(f"psycopg jsonb parameter (binary={binary})", cur.fetchone()[0], 1)
+        cur.execute("SELECT count(*) FROM typed_items WHERE id = ANY(%s)", ([first, second],))
+        check(f"psycopg uuid[] parameter for = ANY (binary={binary})", cur.fetchone()[0], 2)
+    cur = conn.execute("SELECT count(*) FROM typed_items WHERE 'x' = ANY(tags) AND 'x' = ANY(%s)", (["x", "z"],))
+    check("psycopg text list for = ANY", cur.fetchone()[0], 1)
+    try:
+        conn.execute("INSERT INTO typed_items (id) VALUES (%s)", ("not-a-uuid",))
+        failed = None
+    except psycopg.Error as e:
+        failed = e.sqlstate
+    check("a bad uuid is 22P02", failed, "22P02")
+    conn.close()
+
+
 async def asyncpg_client():
     import asyncpg
 
@@ -258,5 +320,6 @@ psycopg3()
 psycopg2_client()
 sqlalchemy_and_pandas()
 sqlalchemy_orm()
+typed_columns()
 asyncio.run(asyncpg_client())
 print("all clients ok")

@@ -45,6 +45,11 @@ fn values() {
     run_case("values");
 }
 
+#[test]
+fn documents() {
+    run_case("documents");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

@@ -157,12 +157,12 @@ async fn results_in_binary_for_every_type() {
             "float4",
             "float8",
             "text",
-            "text",
+            "varchar",
             "bytea",
             "date",
             "timestamp",
             "timestamptz",
-            "text",
+            "json",
             "_int4",
             "_text"
         ]

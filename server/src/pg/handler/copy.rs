@@ -56,7 +56,7 @@ impl Connection {
                 return Err(user_error("0A000", "COPY of a statement other than a query is not supported"));
             }
             let result =
-                self.run_in_engine(client, self.rewrite(statement), &[]).await.map_err(|e| encode::error(&e))?;
+                self.run_in_engine(client, self.rewrite(statement)?, &[]).await.map_err(|e| encode::error(&e))?;
             let StatementResult::Rows { schema, batches } = result else {
                 return Err(user_error("42601", "COPY TO needs a query"));
             };

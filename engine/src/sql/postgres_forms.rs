@@ -1,0 +1,523 @@
+//! PostgreSQL forms that DataFusion would plan differently, or not at all, rewritten in the
+//! statement before it is planned:
+//!
+//! - numbers written with an exponent (`1e3`) as plain decimals (numeric in PostgreSQL);
+//! - `'\x0102'::bytea` as the bytes it means;
+//! - casts to `uuid`, `json` and `jsonb` as calls of their input functions (which check the text
+//!   and mark the result's type, see [`crate::documents`]);
+//! - `'{a,b}'::T[]`, PostgreSQL's array text, as `CAST(ARRAY['a', 'b'] AS T[])`;
+//! - `mod(a, b)` as `a % b` (checked like the operator), `sign(x)` as `signum(x)`;
+//! - set-returning functions in a select list (`SELECT generate_series(1, 3)`,
+//!   `jsonb_array_elements(doc)`) as `unnest(...)` of their list, named as PostgreSQL names them;
+//! - an outermost select list with two columns of one name (`SELECT 1, 1`): the later ones get an
+//!   internal alias, which [`output_name`] turns back into the name when results are named.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    self, DataType as SqlType, Expr, FunctionArg, FunctionArgExpr, FunctionArgumentList, FunctionArguments, Ident,
+    ObjectName, SelectItem, SetExpr, Statement, Value, VisitMut, VisitorMut,
+};
+
+use crate::error::{Error, Result};
+
+/// Rewrites a statement's PostgreSQL forms (see the module's documentation).
+pub fn rewrite(statement: &mut Statement) -> Result<()> {
+    let mut literals = Literals { error: None, arrays_only: false };
+    let _ = statement.visit(&mut literals);
+    if let Some(e) = literals.error {
+        return Err(e);
+    }
+    let _ = statement.visit(&mut SetReturning);
+    if let Statement::Query(query) = statement {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            name_duplicates(&mut select.projection);
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites only the array texts (`'{a,b}'::T[]`, `= ANY('{a,b}')`), which the pgwire layer does
+/// before its own rewrites (datafusion-pg-catalog's would split the text naively).
+pub fn array_literals(statement: &mut Statement) -> Result<()> {
+    let mut literals = Literals { error: None, arrays_only: true };
+    let _ = statement.visit(&mut literals);
+    literals.error.map_or(Ok(()), Err)
+}
+
+/// `CAST(expr AS data_type)`.
+fn cast(expr: Expr, data_type: SqlType) -> Expr {
+    Expr::Cast { kind: ast::CastKind::Cast, expr: Box::new(expr), data_type, array: false, format: None }
+}
+
+/// A function call expression.
+pub fn call(name: &str, args: Vec<Expr>) -> Expr {
+    Expr::Function(ast::Function {
+        name: ObjectName::from(vec![Ident::new(name)]),
+        uses_odbc_syntax: false,
+        parameters: FunctionArguments::None,
+        args: FunctionArguments::List(FunctionArgumentList {
+            duplicate_treatment: None,
+            args: args.into_iter().map(|a| FunctionArg::Unnamed(FunctionArgExpr::Expr(a))).collect(),
+            clauses: vec![],
+        }),
+        filter: None,
+        null_treatment: None,
+        over: None,
+        within_group: vec![],
+    })
+}
+
+fn function_name(function: &ast::Function) -> String {
+    function.name.0.last().map(|part| part.to_string().to_lowercase()).unwrap_or_default()
+}
+
+fn plain_args(function: &ast::Function) -> Option<Vec<Expr>> {
+    let FunctionArguments::List(list) = &function.args else { return None };
+    list.args
+        .iter()
+        .map(|a| match a {
+            FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) => Some(e.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn string_literal(expr: &Expr) -> Option<&str> {
+    let Expr::Value(value) = expr else { return None };
+    match &value.value {
+        Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text) => Some(text),
+        _ => None,
+    }
+}
+
+struct Literals {
+    error: Option<Error>,
+    /// Only the array texts.
+    arrays_only: bool,
+}
+
+impl VisitorMut for Literals {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        match self.rewritten(expr) {
+            Ok(Some(new)) => *expr = new,
+            Ok(None) => {}
+            Err(e) => {
+                self.error = Some(e);
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+impl Literals {
+    fn rewritten(&self, expr: &mut Expr) -> Result<Option<Expr>> {
+        if self.arrays_only {
+            return match expr {
+                Expr::Cast { expr: inner, data_type: data_type @ SqlType::Array(_), .. } => {
+                    Self::cast(inner, data_type)
+                }
+                Expr::AnyOp { .. } | Expr::AllOp { .. } => Self::any_array(expr),
+                _ => Ok(None),
+            };
+        }
+        match expr {
+            // `1e3` is numeric 1000 in PostgreSQL; DataFusion cannot read an exponent as a decimal.
+            Expr::Value(value) => {
+                if let Value::Number(text, _) = &mut value.value {
+                    if let Some(plain) = plain_decimal(text) {
+                        *text = plain;
+                    }
+                }
+                Ok(None)
+            }
+            Expr::Cast { expr: inner, data_type, .. } => Self::cast(inner, data_type),
+            // `x = ANY('{a,b}')`: the text of an array (a parameter bound as text, most often).
+            Expr::AnyOp { .. } | Expr::AllOp { .. } => Self::any_array(expr),
+            Expr::TypedString(typed) => {
+                let text = typed.value.value.clone().into_string();
+                let inner = text.map(|t| Expr::Value(Value::SingleQuotedString(t).into()));
+                match inner {
+                    Some(mut inner) => Self::cast(&mut inner, &typed.data_type),
+                    None => Ok(None),
+                }
+            }
+            Expr::Function(function) if matches!(function_name(function).as_str(), "json_agg" | "jsonb_agg") => {
+                // `jsonb_agg(x [ORDER BY ...])` is the JSON array of `array_agg(x [ORDER BY ...])`.
+                let wrapper =
+                    if function_name(function) == "json_agg" { "__pg_json_array" } else { "__pg_jsonb_array" };
+                let mut aggregate = function.clone();
+                aggregate.name = ObjectName::from(vec![Ident::new("array_agg")]);
+                Ok(Some(call(wrapper, vec![Expr::Function(aggregate)])))
+            }
+            Expr::Function(function) => {
+                let name = function_name(function);
+                let Some(args) = plain_args(function) else { return Ok(None) };
+                Ok(match (name.as_str(), <[Expr; 2]>::try_from(args.clone()), args.as_slice()) {
+                    ("mod", Ok([a, b]), _) => Some(Expr::Nested(Box::new(Expr::BinaryOp {
+                        left: Box::new(Expr::Nested(Box::new(a))),
+                        op: ast::BinaryOperator::Modulo,
+                        right: Box::new(Expr::Nested(Box::new(b))),
+                    }))),
+                    ("sign", _, [x]) => Some(call("signum", vec![x.clone()])),
+                    // `x = ANY($1)` as datafusion-pg-catalog plans it, with the parameter's array
+                    // text bound in: the text is the array.
+                    ("array_has" | "array_contains", _, [array, element])
+                        if string_literal(array).is_some_and(|t| crate::types::array_from_text(t).is_ok()) =>
+                    {
+                        let mut any = Expr::AnyOp {
+                            left: Box::new(element.clone()),
+                            compare_op: ast::BinaryOperator::Eq,
+                            right: Box::new(array.clone()),
+                            is_some: false,
+                        };
+                        Self::any_array(&mut any)?;
+                        match any {
+                            Expr::AnyOp { right, .. } => Some(call(&name, vec![*right, element.clone()])),
+                            _ => None,
+                        }
+                    }
+                    // integer in PostgreSQL, an unsigned 64-bit count in DataFusion.
+                    ("array_length" | "cardinality" | "array_ndims", _, _) if !self.cast_marked(function) => {
+                        let mut marked = function.clone();
+                        marked.name = ObjectName::from(vec![Ident::with_quote('"', name.clone())]);
+                        Some(cast(Expr::Function(marked), SqlType::Int(None)))
+                    }
+                    ("to_char" | "to_date" | "to_timestamp", _, [value, pattern]) => match string_literal(pattern) {
+                        Some(pattern) => {
+                            let (format, upper) = chrono_format(pattern)?;
+                            let literal = Expr::Value(Value::SingleQuotedString(format).into());
+                            let converted = call(&name, vec![value.clone(), literal]);
+                            Some(if upper { call("__pg_upper", vec![converted]) } else { converted })
+                        }
+                        None => None,
+                    },
+                    _ => None,
+                })
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether a call was already rewritten (its name quoted by the rewrite).
+    fn cast_marked(&self, function: &ast::Function) -> bool {
+        matches!(function.name.0.last(), Some(ast::ObjectNamePart::Identifier(i)) if i.quote_style.is_some())
+    }
+
+    fn any_array(expr: &mut Expr) -> Result<Option<Expr>> {
+        let (Expr::AnyOp { right, .. } | Expr::AllOp { right, .. }) = expr else { return Ok(None) };
+        let Some(text) = string_literal(right) else { return Ok(None) };
+        let Ok(items) = crate::types::array_from_text(text) else { return Ok(None) };
+        let numbers = items.iter().flatten().all(|i| i.parse::<i64>().is_ok());
+        let elem = items
+            .into_iter()
+            .map(|item| match item {
+                Some(text) if numbers => Expr::Value(Value::Number(text, false).into()),
+                Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
+                None => Expr::Value(Value::Null.into()),
+            })
+            .collect();
+        **right = Expr::Array(ast::Array { elem, named: true });
+        Ok(None)
+    }
+
+    fn cast(inner: &mut Expr, data_type: &SqlType) -> Result<Option<Expr>> {
+        let input = match data_type {
+            SqlType::Uuid => Some("__pg_uuid"),
+            SqlType::JSON => Some("__pg_json"),
+            SqlType::JSONB => Some("__pg_jsonb"),
+            SqlType::Custom(name, _) => match name.to_string().to_lowercase().as_str() {
+                "uuid" => Some("__pg_uuid"),
+                "json" => Some("__pg_json"),
+                "jsonb" => Some("__pg_jsonb"),
+                _ => None,
+            },
+            _ => None,
+        };
+        if let Some(function) = input {
+            return Ok(Some(call(function, vec![inner.clone()])));
+        }
+        // `id::text` of a uuid (json, jsonb) column is text: the cast drops the column's type,
+        // which DataFusion's cast of a string to a string would keep.
+        if matches!(data_type, SqlType::Text | SqlType::Varchar(None) | SqlType::String(None))
+            && string_literal(inner).is_none()
+            && !matches!(inner, Expr::Value(_))
+        {
+            return Ok(Some(call("__pg_text", vec![inner.clone()])));
+        }
+        match data_type {
+            SqlType::Bytea => {
+                let Some(text) = string_literal(inner) else { return Ok(None) };
+                let bytes = crate::types::bytea_from_text(text).map_err(|e| Error::data("22P02", e))?;
+                Ok(super::params::literal(&datafusion::common::ScalarValue::Binary(Some(bytes))).ok())
+            }
+            SqlType::Array(_) => {
+                let Some(text) = string_literal(inner) else { return Ok(None) };
+                let items = crate::types::array_from_text(text)?;
+                if let SqlType::Array(
+                    ast::ArrayElemTypeDef::SquareBracket(element, _) | ast::ArrayElemTypeDef::AngleBracket(element),
+                ) = data_type
+                {
+                    check_elements(element, &items)?;
+                }
+                let elem = items
+                    .into_iter()
+                    .map(|item| match item {
+                        Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
+                        None => Expr::Value(Value::Null.into()),
+                    })
+                    .collect();
+                Ok(Some(cast(Expr::Array(ast::Array { elem, named: true }), data_type.clone())))
+            }
+            _ => Ok(None),
+        }
+    }
+}
+
+/// A PostgreSQL date/time pattern (`YYYY-MM-DD HH24:MI:SS`, `FMMonth DD, YYYY`) as the chrono
+/// format DataFusion's `to_char`, `to_date` and `to_timestamp` take, and whether the result is to
+/// be upper-cased (`MON`, `MONTH`, `DAY`, `DY`, `AM`). 0A000 names a pattern Sluice lacks.
+/// `Month` and `Day` are not blank-padded to nine characters as PostgreSQL pads them without `FM`.
+pub fn chrono_format(pattern: &str) -> Result<(String, bool)> {
+    // Longest first, so that `HH24` is not read as `HH` then `24`.
+    const TOKENS: &[(&str, &str, &str)] = &[
+        ("HH24", "%H", "%-H"),
+        ("HH12", "%I", "%-I"),
+        ("HH", "%I", "%-I"),
+        ("MI", "%M", "%-M"),
+        ("SSSS", "", ""),
+        ("SS", "%S", "%-S"),
+        ("MS", "%3f", "%3f"),
+        ("US", "%6f", "%6f"),
+        ("YYYY", "%Y", "%Y"),
+        ("YYY", "", ""),
+        ("YY", "%y", "%y"),
+        ("MONTH", "%B", "%B"),
+        ("Month", "%B", "%B"),
+        ("month", "", ""),
+        ("MON", "%b", "%b"),
+        ("Mon", "%b", "%b"),
+        ("mon", "", ""),
+        ("MM", "%m", "%-m"),
+        ("DAY", "%A", "%A"),
+        ("Day", "%A", "%A"),
+        ("day", "", ""),
+        ("DY", "%a", "%a"),
+        ("Dy", "%a", "%a"),
+        ("dy", "", ""),
+        ("DDD", "%j", "%-j"),
+        ("DD", "%d", "%-d"),
+        ("IW", "%V", "%-V"),
+        ("AM", "%p", "%p"),
+        ("PM", "%p", "%p"),
+        ("am", "%P", "%P"),
+        ("pm", "%P", "%P"),
+        ("TZ", "%Z", "%Z"),
+    ];
+    let mut out = String::new();
+    let mut upper = false;
+    let mut lower_literal = false;
+    let mut fill = false;
+    let mut rest = pattern;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix("FM") {
+            fill = true;
+            rest = after;
+            continue;
+        }
+        if let Some(quoted) = rest.strip_prefix('"') {
+            let end = quoted.find('"').unwrap_or(quoted.len());
+            let text = quoted.get(..end).unwrap_or_default();
+            lower_literal |= text.chars().any(|c| c.is_lowercase());
+            out.push_str(&text.replace('%', "%%"));
+            rest = quoted.get(end + 1..).unwrap_or_default();
+            continue;
+        }
+        if let Some((token, plain, filled)) = TOKENS.iter().find(|(t, _, _)| rest.starts_with(t)) {
+            if plain.is_empty() {
+                return Err(Error::NotSupported(format!("the date/time pattern {token} in \"{pattern}\"")));
+            }
+            upper |= matches!(*token, "MONTH" | "MON" | "DAY" | "DY");
+            out.push_str(if fill { filled } else { plain });
+            fill = false;
+            rest = rest.get(token.len()..).unwrap_or_default();
+            continue;
+        }
+        let mut chars = rest.chars();
+        let c = chars.next().unwrap_or_default();
+        if c.is_ascii_alphabetic() && !c.is_ascii_uppercase() || matches!(c, 'Y' | 'D' | 'Q' | 'J' | 'W') {
+            if matches!(c, 'Y' | 'D' | 'Q' | 'J' | 'W') {
+                return Err(Error::NotSupported(format!("the date/time pattern {c} in \"{pattern}\"")));
+            }
+            lower_literal = true;
+        }
+        match c {
+            '%' => out.push_str("%%"),
+            '\\' => {
+                let escaped = chars.next().unwrap_or_default();
+                out.push(escaped);
+            }
+            c => out.push(c),
+        }
+        rest = chars.as_str();
+    }
+    if upper && lower_literal {
+        return Err(Error::NotSupported(format!(
+            "upper-case month or day names with lower-case text in the pattern \"{pattern}\""
+        )));
+    }
+    Ok((out, upper))
+}
+
+/// 22P02 for an element of integer array text that is not an integer, as PostgreSQL reports it
+/// (DataFusion's cast would fail while planning, with another code).
+fn check_elements(element: &SqlType, items: &[Option<String>]) -> Result<()> {
+    let name = match element {
+        SqlType::SmallInt(_) | SqlType::Int2(_) => "smallint",
+        SqlType::Int(_) | SqlType::Integer(_) | SqlType::Int4(_) => "integer",
+        SqlType::BigInt(_) | SqlType::Int8(_) => "bigint",
+        _ => return Ok(()),
+    };
+    for item in items.iter().flatten() {
+        if item.trim().parse::<i64>().is_err() {
+            return Err(Error::data("22P02", format!("invalid input syntax for type {name}: \"{item}\"")));
+        }
+    }
+    Ok(())
+}
+
+/// Set-returning functions in select lists, as `unnest` of their lists.
+struct SetReturning;
+
+impl VisitorMut for SetReturning {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        if let SetExpr::Select(select) = query.body.as_mut() {
+            for item in select.projection.iter_mut() {
+                let (expr, alias) = match item {
+                    SelectItem::UnnamedExpr(expr) => (expr, None),
+                    SelectItem::ExprWithAlias { expr, alias } => (expr, Some(alias.clone())),
+                    _ => continue,
+                };
+                let Expr::Function(function) = expr else { continue };
+                let name = function_name(function);
+                if !crate::functions::json::SET_RETURNING.contains(&name.as_str()) {
+                    continue;
+                }
+                // `generate_series` of integers is integer (int4) in PostgreSQL, bigint here.
+                let integers = name == "generate_series"
+                    && plain_args(function).is_some_and(|args| args.iter().all(small_integer));
+                let mut unnested = call("unnest", vec![expr.clone()]);
+                // The elements of a jsonb array are jsonb (unnest does not keep the list's element
+                // type).
+                if matches!(name.as_str(), "jsonb_array_elements" | "json_array_elements") {
+                    unnested = call("__pg_jsonb", vec![unnested]);
+                }
+                if integers {
+                    unnested = cast(unnested, SqlType::Int(None));
+                }
+                *item = SelectItem::ExprWithAlias {
+                    expr: unnested,
+                    alias: alias.unwrap_or_else(|| Ident::with_quote('"', name)),
+                };
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// An integer literal that fits `integer`.
+fn small_integer(expr: &Expr) -> bool {
+    match expr {
+        Expr::Value(v) => matches!(&v.value, Value::Number(n, _) if n.parse::<i32>().is_ok()),
+        Expr::UnaryOp { op: ast::UnaryOperator::Minus, expr } => small_integer(expr),
+        _ => false,
+    }
+}
+
+/// Marks an alias given to tell apart columns of one name.
+const DUPLICATE_MARK: char = '\u{1}';
+
+/// The name a result column is shown with, for a select-list alias (the duplicates' aliases give
+/// back the name they stand for).
+pub fn output_name(alias: &str) -> Option<&str> {
+    let rest = alias.strip_prefix(DUPLICATE_MARK)?;
+    rest.split_once(DUPLICATE_MARK).map(|(_, name)| name)
+}
+
+fn name_duplicates(projection: &mut [SelectItem]) {
+    let mut seen = HashSet::new();
+    for (i, item) in projection.iter_mut().enumerate() {
+        let Some(name) = super::query::select_item_name(item) else { continue };
+        if seen.insert(name.clone()) {
+            continue;
+        }
+        let alias = Ident::with_quote('"', format!("{DUPLICATE_MARK}{i}{DUPLICATE_MARK}{name}"));
+        match item {
+            SelectItem::UnnamedExpr(expr) => *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias },
+            SelectItem::ExprWithAlias { alias: given, .. } => *given = alias,
+            _ => {}
+        }
+    }
+}
+
+/// A number written with an exponent (`1.5e-7`) as plain decimal digits (`0.00000015`); `None`
+/// when it has no exponent or would need more than 38 digits (it is then read as written).
+fn plain_decimal(text: &str) -> Option<String> {
+    let (mantissa, exponent) = text.split_once(['e', 'E'])?;
+    let exponent: i32 = exponent.parse().ok()?;
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if !whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let digits = format!("{whole}{fraction}");
+    // The position of the decimal point in `digits`.
+    let point = whole.len() as i32 + exponent;
+    if digits.len() as i32 - point.min(0) > 38 || point > 38 {
+        return None;
+    }
+    let text = if point <= 0 {
+        format!("0.{}{digits}", "0".repeat((-point) as usize))
+    } else {
+        match (digits.get(..point as usize), digits.get(point as usize..)) {
+            (Some(whole), Some(fraction)) if !fraction.is_empty() => format!("{whole}.{fraction}"),
+            _ => format!("{digits}{}", "0".repeat((point as usize).saturating_sub(digits.len()))),
+        }
+    };
+    let text = text.trim_start_matches('0');
+    Some(if text.is_empty() || text.starts_with('.') { format!("0{text}") } else { text.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{chrono_format, plain_decimal};
+
+    #[test]
+    fn date_patterns_become_chrono_formats() {
+        let format = |p: &str| chrono_format(p).unwrap();
+        assert_eq!(format("YYYY/MM/DD"), ("%Y/%m/%d".to_string(), false));
+        assert_eq!(format("YYYY-MM-DD HH24:MI:SS.US"), ("%Y-%m-%d %H:%M:%S.%6f".to_string(), false));
+        assert_eq!(format("FMMonth FMDD, YYYY"), ("%B %-d, %Y".to_string(), false));
+        assert_eq!(format("DD-MON-YYYY"), ("%d-%b-%Y".to_string(), true));
+        assert_eq!(format("HH12:MI AM \"o'clock\""), ("%I:%M %p o'clock".to_string(), false));
+        assert_eq!(format("100%"), ("100%%".to_string(), false));
+        assert_eq!(chrono_format("Q").unwrap_err().sqlstate(), "0A000");
+        assert_eq!(chrono_format("DD MON \"de\"").unwrap_err().sqlstate(), "0A000");
+    }
+
+    #[test]
+    fn numbers_with_exponents_become_plain_decimals() {
+        assert_eq!(plain_decimal("1e3").as_deref(), Some("1000"));
+        assert_eq!(plain_decimal("1.5e-7").as_deref(), Some("0.00000015"));
+        assert_eq!(plain_decimal("2.5E1").as_deref(), Some("25"));
+        assert_eq!(plain_decimal("0.5e1").as_deref(), Some("5"));
+        assert_eq!(plain_decimal("12.34e-1").as_deref(), Some("1.234"));
+        assert_eq!(plain_decimal("1e308"), None);
+        assert_eq!(plain_decimal("15"), None);
+    }
+}

@@ -1,0 +1,136 @@
+//! `search_path`: the schemas an unqualified name is looked up in, as PostgreSQL looks it up.
+//!
+//! Before a statement is planned, each unqualified relation it names (not a CTE's name) is
+//! qualified with the first schema of the path that has a table or view of that name; a name found
+//! in none is left as it is (a temporary table, a `pg_catalog` table, or a name the engine reports
+//! as missing). What CREATE TABLE, CREATE VIEW and the like create goes into the first schema of
+//! the path that exists (3F000 when none does, as in PostgreSQL). `"$user"` stands for the
+//! session user's schema, when there is one. With the default path (`"$user", public`, no schema
+//! named after the user) statements are left untouched.
+
+use std::collections::HashSet;
+use std::ops::ControlFlow;
+
+use datafusion::sql::sqlparser::ast::{
+    visit_relations_mut, Ident, ObjectName, ObjectNamePart, Query, Statement, Visit, Visitor,
+};
+use sluice::catalog::CatalogState;
+
+/// The existing schemas of a `search_path` value, in order.
+pub fn schemas(setting: &str, user: &str, catalog: &CatalogState) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for part in setting.split(',') {
+        let part = part.trim();
+        let name = if let Some(quoted) = part.strip_prefix('"').and_then(|p| p.strip_suffix('"')) {
+            quoted.replace("\"\"", "\"")
+        } else {
+            part.to_lowercase()
+        };
+        let name = if name == "$user" { user.to_string() } else { name };
+        if catalog.schemas.contains_key(&name) && !out.contains(&name) {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// Whether a path is the default one (only `public`), which needs no rewriting.
+pub fn is_default(path: &[String]) -> bool {
+    matches!(path, [only] if only == sluice::catalog::DEFAULT_SCHEMA)
+}
+
+fn unqualified(name: &ObjectName) -> Option<&Ident> {
+    match name.0.as_slice() {
+        [ObjectNamePart::Identifier(ident)] => Some(ident),
+        _ => None,
+    }
+}
+
+fn qualified(schema: &str, table: &Ident) -> ObjectName {
+    ObjectName(vec![
+        ObjectNamePart::Identifier(Ident::with_quote('"', schema)),
+        ObjectNamePart::Identifier(table.clone()),
+    ])
+}
+
+fn folded(ident: &Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
+/// The names a statement's CTEs give (left unqualified).
+#[derive(Default)]
+struct CteNames(HashSet<String>);
+
+impl Visitor for CteNames {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &Query) -> ControlFlow<()> {
+        if let Some(with) = &query.with {
+            for cte in &with.cte_tables {
+                self.0.insert(folded(&cte.alias.name));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Qualifies the name of what a statement creates with the first schema of `path`.
+pub fn qualify_created(name: &mut ObjectName, path: &[String]) -> Result<(), String> {
+    if is_default(path) {
+        return Ok(());
+    }
+    if let Some(ident) = unqualified(name).cloned() {
+        let Some(first) = path.first() else { return Err("no schema has been selected to create in".into()) };
+        *name = qualified(first, &ident);
+    }
+    Ok(())
+}
+
+/// Qualifies a statement's unqualified names along `path` (see the module's documentation);
+/// `Err` with 3F000's message when it creates something and no schema of the path exists.
+pub fn qualify(statement: &mut Statement, path: &[String], catalog: &CatalogState) -> Result<(), String> {
+    if is_default(path) {
+        return Ok(());
+    }
+    let exists = |schema: &str, table: &str| {
+        let key = sluice::catalog::key(schema, table);
+        catalog.tables.contains_key(&key) || catalog.views.contains_key(&key)
+    };
+    let lookup = |ident: &Ident| {
+        let table = folded(ident);
+        path.iter().find(|schema| exists(schema, &table)).map(|schema| qualified(schema, ident))
+    };
+    // What a statement creates goes into the first schema of the path.
+    let created = match statement {
+        Statement::CreateTable(create) => Some(&mut create.name),
+        Statement::CreateView(create) => Some(&mut create.name),
+        _ => None,
+    };
+    if let Some(name) = created {
+        qualify_created(name, path)?;
+    }
+    if let Statement::Drop { names, .. } = statement {
+        for name in names.iter_mut() {
+            if let Some(found) = unqualified(name).and_then(lookup) {
+                *name = found;
+            }
+        }
+    }
+    let mut ctes = CteNames::default();
+    let _ = statement.visit(&mut ctes);
+    let _ = visit_relations_mut(statement, |name| {
+        if let Some(ident) = unqualified(name) {
+            if !ctes.0.contains(&folded(ident)) {
+                if let Some(found) = lookup(ident) {
+                    *name = found;
+                }
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
+    Ok(())
+}
