@@ -220,6 +220,7 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         objects.clone(),
         session.temporary_schema(),
     )));
+    context.register_udf(ScalarUDF::from(ArrayToString::new()));
     for (kind, signature) in [
         (Kind::Version, Signature::nullary(Volatility::Stable)),
         (Kind::CurrentSetting, Signature::variadic_any(Volatility::Stable)),
@@ -313,5 +314,71 @@ mod tests {
         assert_eq!(super::type_oid("pg_catalog.text"), Some(25));
         assert_eq!(super::type_oid("_int4"), Some(1007));
         assert_eq!(super::type_oid("hstore"), None);
+    }
+}
+
+/// `array_to_string` that also takes the text DataFusion's catalogs keep ACLs in (`nspacl`,
+/// `proacl`, ... are text, not `aclitem[]`), which psql's `\dn+` and `\df+` join: a text
+/// argument is returned as it is; arrays go to DataFusion's function.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ArrayToString {
+    inner: Arc<ScalarUDF>,
+    signature: Signature,
+}
+
+impl Default for ArrayToString {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ArrayToString {
+    pub fn new() -> Self {
+        Self {
+            inner: datafusion::functions_nested::string::array_to_string_udf(),
+            signature: Signature::user_defined(Volatility::Immutable),
+        }
+    }
+}
+
+fn is_text(data_type: Option<&DataType>) -> bool {
+    matches!(data_type, Some(DataType::Utf8 | DataType::Utf8View | DataType::LargeUtf8))
+}
+
+impl ScalarUDFImpl for ArrayToString {
+    fn name(&self) -> &str {
+        "array_to_string"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if is_text(arg_types.first()) {
+            return Ok(arg_types.to_vec());
+        }
+        let fields: Vec<arrow::datatypes::FieldRef> =
+            arg_types.iter().map(|t| Arc::new(arrow::datatypes::Field::new("f", t.clone(), true))).collect();
+        let coerced =
+            datafusion::logical_expr::type_coercion::functions::fields_with_udf(&fields, self.inner.as_ref())?;
+        Ok(coerced.iter().map(|f| f.data_type().clone()).collect())
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        if is_text(arg_types.first()) {
+            return Ok(DataType::Utf8);
+        }
+        self.inner.return_type(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        if is_text(args.arg_fields.first().map(|f| f.data_type())) {
+            return match args.args.first() {
+                Some(value) => value.cast_to(&DataType::Utf8, None),
+                None => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
+            };
+        }
+        self.inner.invoke_with_args(args)
     }
 }

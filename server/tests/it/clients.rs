@@ -86,6 +86,27 @@ fn psql_meta_commands_and_copy() {
     ] {
         assert!(out.contains(column), "missing {column:?} in\n{out}");
     }
+    // psql's `+` commands: sizes from the tables' files, the catalogs they join.
+    run(&["-c", "INSERT INTO notes VALUES (1), (2)"]);
+    let out = run(&["-c", "\\dt+ notes"]);
+    assert!(out.contains(" public | notes | table |") && out.contains(" bytes |"), "{out}");
+    assert!(!out.contains("| 0 bytes |"), "a table with rows has a size: {out}");
+    for command in ["\\l+", "\\dn+", "\\df+", "\\db", "\\do", "\\dv+", "\\di+"] {
+        run(&["-c", command]);
+    }
+    // search_path: unqualified names are found, and created, along it.
+    let out = run(&[
+        "-c",
+        "SET search_path TO sales, public",
+        "-c",
+        "SELECT count(*) AS orders FROM orders",
+        "-c",
+        "CREATE TABLE returns (id int)",
+        "-c",
+        "SELECT table_schema FROM information_schema.tables WHERE table_name = 'returns'",
+    ]);
+    assert!(out.contains("orders \n--------\n      0"), "{out}");
+    assert!(out.contains(" sales\n"), "{out}");
     let out = run(&["-c", "\\d+ sales.orders"]);
     assert!(out.contains("Storage") && out.contains(" customer |"), "{out}");
     // Keys, indexes, defaults and identity columns, as psql 15 prints them from PostgreSQL 15.
