@@ -35,6 +35,10 @@ pub enum Op {
     Input(TextType),
     /// A cast to text: the value as text, no longer marked with its type.
     Text,
+    /// A cast to `varchar(n)`: cut to `n` characters (a cast does not fail as an assignment does).
+    Varchar,
+    /// `regexp_split_to_array(text, pattern)` (and, unnested, `regexp_split_to_table`).
+    RegexpSplit,
     /// `->` and `json_extract_path` (variadic keys): jsonb.
     Get,
     /// `->>` and `json_extract_path_text`: text.
@@ -107,7 +111,7 @@ impl ScalarUDFImpl for JsonFunction {
         Ok(match self.op {
             Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => DataType::Boolean,
             Op::ArrayLength => DataType::Int32,
-            Op::Elements | Op::ElementsText | Op::ObjectKeys => list_of_text(),
+            Op::Elements | Op::ElementsText | Op::ObjectKeys | Op::RegexpSplit => list_of_text(),
             _ => DataType::Utf8,
         })
     }
@@ -116,6 +120,13 @@ impl ScalarUDFImpl for JsonFunction {
         let data_type = self.return_type(&[])?;
         let typed = match self.op {
             Op::Input(t) | Op::ToJson(t) => Some(t),
+            Op::Varchar => {
+                let length = args.scalar_arguments.get(1).copied().flatten().map(|n| n.to_string());
+                let declared = length.map_or_else(|| "varchar".to_string(), |n| format!("varchar({n})"));
+                let metadata =
+                    std::collections::HashMap::from([(crate::types::DECLARED_TYPE_KEY.to_string(), declared)]);
+                return Ok(Arc::new(Field::new(self.name, DataType::Utf8, true).with_metadata(metadata)));
+            }
             // `->` and `#>` on json give json (as written), on anything else jsonb.
             Op::Get | Op::PathGet => Some(match args.arg_fields.first().and_then(|f| TextType::of_field(f)) {
                 Some(TextType::Json) => TextType::Json,
@@ -248,12 +259,31 @@ impl JsonFunction {
         let mut out = match self.op {
             Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => Output::Bool(vec![]),
             Op::ArrayLength => Output::Int(vec![]),
-            Op::Elements | Op::ElementsText | Op::ObjectKeys => Output::Lists(vec![]),
+            Op::Elements | Op::ElementsText | Op::ObjectKeys | Op::RegexpSplit => Output::Lists(vec![]),
             _ => Output::Text(vec![]),
         };
         for row in 0..rows {
             match (&mut out, self.op) {
                 (Output::Text(values), Op::Input(t)) => values.push(first.text(row).map(|v| t.input(&v)).transpose()?),
+                (Output::Text(values), Op::Varchar) => {
+                    let length = args.get(1).and_then(|n| n.text(row)).and_then(|n| n.parse::<usize>().ok());
+                    values.push(first.text(row).map(|v| match length {
+                        Some(n) => v.chars().take(n).collect(),
+                        None => v,
+                    }))
+                }
+                (Output::Lists(values), Op::RegexpSplit) => {
+                    let pattern = args.get(1).and_then(|p| p.text(row));
+                    values.push(match (first.text(row), pattern) {
+                        (Some(text), Some(pattern)) => {
+                            let regex = regex::Regex::new(&pattern).map_err(|e| {
+                                crate::error::Error::data("2201B", format!("invalid regular expression: {e}"))
+                            })?;
+                            Some(regex.split(&text).map(|part| Some(part.to_string())).collect())
+                        }
+                        _ => None,
+                    });
+                }
                 (Output::Text(values), Op::ToJson(_)) => {
                     if let Some(array) = arrays.first() {
                         values.push(to_json(array, first_type, row)?)
@@ -428,6 +458,8 @@ pub fn functions() -> Vec<ScalarUDF> {
         udf("__pg_json", &[], Op::Input(TextType::Json)),
         udf("__pg_jsonb", &[], Op::Input(TextType::Jsonb)),
         udf("__pg_text", &[], Op::Text),
+        udf("__pg_varchar", &[], Op::Varchar),
+        udf("regexp_split_to_array", &[], Op::RegexpSplit),
         udf("json_get", &["json_extract_path", "jsonb_extract_path"], Op::Get),
         udf("json_get_text", &["json_extract_path_text", "jsonb_extract_path_text"], Op::GetText),
         udf("json_array_length", &["jsonb_array_length"], Op::ArrayLength),
@@ -453,6 +485,11 @@ pub const SET_RETURNING: &[&str] = &[
     "generate_series",
     "regexp_split_to_table",
 ];
+
+/// What a set-returning function of [`SET_RETURNING`] is the list of, when it has another name.
+pub fn list_function(name: &str) -> Option<&'static str> {
+    (name == "regexp_split_to_table").then_some("regexp_split_to_array")
+}
 
 /// Plans the JSON operators: `->` and `->>` on any text; the others when an operand is `json` or
 /// `jsonb` (`||` and `-` keep their text and number meanings otherwise).

@@ -25,6 +25,16 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(format::function());
+    // One process, never a standby.
+    ctx.register_udf(datafusion::logical_expr::create_udf(
+        "pg_is_in_recovery",
+        vec![],
+        arrow::datatypes::DataType::Boolean,
+        datafusion::logical_expr::Volatility::Stable,
+        Arc::new(|_| {
+            Ok(datafusion::logical_expr::ColumnarValue::Scalar(datafusion::common::ScalarValue::Boolean(Some(false))))
+        }),
+    ));
     // Upper-cased month and day names of `to_char` (see `sql::postgres_forms`).
     ctx.register_udf(datafusion::functions::string::upper().as_ref().clone().with_aliases(["__pg_upper"]));
     for function in interval::functions() {

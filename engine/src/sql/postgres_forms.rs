@@ -136,6 +136,13 @@ impl Literals {
                 Ok(None)
             }
             Expr::Cast { expr: inner, data_type, .. } => Self::cast(inner, data_type),
+            // SQL's LOCALTIMESTAMP: the statement's time without its zone (the session's zone
+            // is UTC unless set).
+            Expr::Identifier(ident)
+                if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("localtimestamp") =>
+            {
+                Ok(Some(cast(call("now", vec![]), SqlType::Timestamp(None, ast::TimezoneInfo::WithoutTimeZone))))
+            }
             // `x = ANY('{a,b}')`: the text of an array (a parameter bound as text, most often).
             Expr::AnyOp { .. } | Expr::AllOp { .. } => Self::any_array(expr),
             Expr::TypedString(typed) => {
@@ -153,6 +160,11 @@ impl Literals {
                 let mut aggregate = function.clone();
                 aggregate.name = ObjectName::from(vec![Ident::new("array_agg")]);
                 Ok(Some(call(wrapper, vec![Expr::Function(aggregate)])))
+            }
+            Expr::Function(function)
+                if function_name(function) == "localtimestamp" && matches!(function.args, FunctionArguments::None) =>
+            {
+                Ok(Some(cast(call("now", vec![]), SqlType::Timestamp(None, ast::TimezoneInfo::WithoutTimeZone))))
             }
             Expr::Function(function) => {
                 let name = function_name(function);
@@ -240,6 +252,13 @@ impl Literals {
         };
         if let Some(function) = input {
             return Ok(Some(call(function, vec![inner.clone()])));
+        }
+        // `'abcdef'::varchar(3)` is `abc`: a cast cuts, where an assignment fails (22001).
+        if let SqlType::Varchar(Some(ast::CharacterLength::IntegerLength { length, .. }))
+        | SqlType::CharacterVarying(Some(ast::CharacterLength::IntegerLength { length, .. })) = data_type
+        {
+            let length = Expr::Value(Value::Number(length.to_string(), false).into());
+            return Ok(Some(call("__pg_varchar", vec![inner.clone(), length])));
         }
         // `id::text` of a uuid (json, jsonb) column is text: the cast drops the column's type,
         // which DataFusion's cast of a string to a string would keep.
@@ -412,7 +431,13 @@ impl VisitorMut for SetReturning {
                 // `generate_series` of integers is integer (int4) in PostgreSQL, bigint here.
                 let integers = name == "generate_series"
                     && plain_args(function).is_some_and(|args| args.iter().all(small_integer));
-                let mut unnested = call("unnest", vec![expr.clone()]);
+                let mut listed = expr.clone();
+                if let (Expr::Function(list), Some(list_name)) =
+                    (&mut listed, crate::functions::json::list_function(&name))
+                {
+                    list.name = ObjectName::from(vec![Ident::new(list_name)]);
+                }
+                let mut unnested = call("unnest", vec![listed]);
                 // The elements of a jsonb array are jsonb (unnest does not keep the list's element
                 // type).
                 if matches!(name.as_str(), "jsonb_array_elements" | "json_array_elements") {

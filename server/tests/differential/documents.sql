@@ -3,7 +3,7 @@
 -- output names, cast headings, and information_schema.columns with PostgreSQL's type names.
 -- Compared strictly: column names, column types and the text of every value.
 -- compare: strict
--- minimum: 150
+-- minimum: 190
 
 -- uuid: input forms, output form, errors
 SELECT 'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid AS u;
@@ -188,3 +188,43 @@ SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute
 INSERT INTO typed (id, doc, raw, name, code, price, big, small, ratio, flag, day, at, at_tz, labels, body) VALUES ('a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11', '{"z": 1, "a": 2}', '{"z": 1, "a": 2}', 'nm', 'abc', 12.5, 1, 2, 0.5, true, '2024-01-02', '2024-01-02 03:04:05', '2024-01-02 03:04:05+00', '{a}', 'b');
 SELECT id, doc, raw, name, code, price, qty, labels FROM typed;
 SELECT pg_typeof(id) AS id_type, pg_typeof(doc) AS doc_type FROM typed;
+
+-- Functions people use
+SELECT 'abcdef'::varchar(3) AS cut;
+SELECT regexp_split_to_table('a  b c', '\s+') AS part;
+SELECT regexp_split_to_array('a,b', ',') AS parts;
+SELECT pg_is_in_recovery();
+SELECT localtimestamp IS NOT NULL AS has_localtimestamp;
+SELECT format('%s-%s', 1, 'x') AS formatted;
+SELECT format('%I.%I', 'public', 'My Table') AS qualified;
+SELECT format('%L', 'O''Reilly') AS literal;
+SELECT to_char(date '2024-03-05', 'YYYY-MM-DD') AS iso_day;
+SELECT to_char(timestamp '2024-03-05 14:07:09', 'HH24:MI:SS') AS clock;
+SELECT to_char(timestamp '2024-03-05 14:07:09', 'HH12:MI AM') AS twelve_hour;
+SELECT to_char(date '2024-03-05', 'DD-MON-YYYY') AS upper_month;
+SELECT to_char(date '2024-03-05', 'FMDD Mon YYYY') AS fill_mode;
+SELECT to_date('05/03/2024', 'DD/MM/YYYY') AS parsed_date;
+SELECT interval '1 day' * 3 AS three_days;
+SELECT interval '1 month' * 1.5 AS month_and_half;
+SELECT interval '3 days' / 2 AS half;
+SELECT 2 * interval '1 hour' AS two_hours;
+SELECT age(timestamp '2001-04-10', timestamp '1957-06-13') AS lifetime;
+SELECT jsonb_agg(x ORDER BY x DESC) AS agg FROM (VALUES (1), (2)) AS v(x);
+SELECT json_build_object('a', 1, 'b', 'x') AS built;
+SELECT jsonb_build_object('b', 1, 'a', 2) AS built_jsonb;
+
+-- search_path
+CREATE SCHEMA sp;
+CREATE TABLE sp.only_here (x int);
+SET search_path TO sp, public;
+SELECT count(*) AS found FROM only_here;
+CREATE TABLE made_here (y int);
+SELECT table_schema::text AS made_in FROM information_schema.tables WHERE table_name = 'made_here';
+SET search_path TO nosuch;
+CREATE TABLE nowhere (z int);
+RESET search_path;
+SELECT count(*) AS not_on_path FROM only_here;
+
+-- DEALLOCATE
+DEALLOCATE ALL;
+DEALLOCATE nosuch;
