@@ -262,6 +262,7 @@ impl JsonFunction {
             Op::Elements | Op::ElementsText | Op::ObjectKeys | Op::RegexpSplit => Output::Lists(vec![]),
             _ => Output::Text(vec![]),
         };
+        let mut compiled: Option<(String, regex::Regex)> = None;
         for row in 0..rows {
             match (&mut out, self.op) {
                 (Output::Text(values), Op::Input(t)) => values.push(first.text(row).map(|v| t.input(&v)).transpose()?),
@@ -276,10 +277,16 @@ impl JsonFunction {
                     let pattern = args.get(1).and_then(|p| p.text(row));
                     values.push(match (first.text(row), pattern) {
                         (Some(text), Some(pattern)) => {
-                            let regex = regex::Regex::new(&pattern).map_err(|e| {
-                                crate::error::Error::data("2201B", format!("invalid regular expression: {e}"))
-                            })?;
-                            Some(regex.split(&text).map(|part| Some(part.to_string())).collect())
+                            // Compiled once for the rows that share a pattern (most often all).
+                            if compiled.as_ref().is_none_or(|(p, _)| *p != pattern) {
+                                let regex = regex::Regex::new(&pattern).map_err(|e| {
+                                    crate::error::Error::data("2201B", format!("invalid regular expression: {e}"))
+                                })?;
+                                compiled = Some((pattern, regex));
+                            }
+                            compiled
+                                .as_ref()
+                                .map(|(_, regex)| regex.split(&text).map(|part| Some(part.to_string())).collect())
                         }
                         _ => None,
                     });

@@ -136,13 +136,6 @@ impl Literals {
                 Ok(None)
             }
             Expr::Cast { expr: inner, data_type, .. } => Self::cast(inner, data_type),
-            // SQL's LOCALTIMESTAMP: the statement's time without its zone (the session's zone
-            // is UTC unless set).
-            Expr::Identifier(ident)
-                if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("localtimestamp") =>
-            {
-                Ok(Some(cast(call("now", vec![]), SqlType::Timestamp(None, ast::TimezoneInfo::WithoutTimeZone))))
-            }
             // `x = ANY('{a,b}')`: the text of an array (a parameter bound as text, most often).
             Expr::AnyOp { .. } | Expr::AllOp { .. } => Self::any_array(expr),
             Expr::TypedString(typed) => {
@@ -161,6 +154,8 @@ impl Literals {
                 aggregate.name = ObjectName::from(vec![Ident::new("array_agg")]);
                 Ok(Some(call(wrapper, vec![Expr::Function(aggregate)])))
             }
+            // SQL's LOCALTIMESTAMP: the statement's time without its zone (the session's zone
+            // is UTC unless set).
             Expr::Function(function)
                 if function_name(function) == "localtimestamp" && matches!(function.args, FunctionArguments::None) =>
             {
@@ -178,21 +173,9 @@ impl Literals {
                     ("sign", _, [x]) => Some(call("signum", vec![x.clone()])),
                     // `x = ANY($1)` as datafusion-pg-catalog plans it, with the parameter's array
                     // text bound in: the text is the array.
-                    ("array_has" | "array_contains", _, [array, element])
-                        if string_literal(array).is_some_and(|t| crate::types::array_from_text(t).is_ok()) =>
-                    {
-                        let mut any = Expr::AnyOp {
-                            left: Box::new(element.clone()),
-                            compare_op: ast::BinaryOperator::Eq,
-                            right: Box::new(array.clone()),
-                            is_some: false,
-                        };
-                        Self::any_array(&mut any)?;
-                        match any {
-                            Expr::AnyOp { right, .. } => Some(call(&name, vec![*right, element.clone()])),
-                            _ => None,
-                        }
-                    }
+                    ("array_has" | "array_contains", _, [array, element]) => string_literal(array)
+                        .and_then(array_of_text)
+                        .map(|array| call(&name, vec![array, element.clone()])),
                     // integer in PostgreSQL, an unsigned 64-bit count in DataFusion.
                     ("array_length" | "cardinality" | "array_ndims", _, _) if !self.cast_marked(function) => {
                         let mut marked = function.clone();
@@ -222,18 +205,9 @@ impl Literals {
 
     fn any_array(expr: &mut Expr) -> Result<Option<Expr>> {
         let (Expr::AnyOp { right, .. } | Expr::AllOp { right, .. }) = expr else { return Ok(None) };
-        let Some(text) = string_literal(right) else { return Ok(None) };
-        let Ok(items) = crate::types::array_from_text(text) else { return Ok(None) };
-        let numbers = items.iter().flatten().all(|i| i.parse::<i64>().is_ok());
-        let elem = items
-            .into_iter()
-            .map(|item| match item {
-                Some(text) if numbers => Expr::Value(Value::Number(text, false).into()),
-                Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
-                None => Expr::Value(Value::Null.into()),
-            })
-            .collect();
-        **right = Expr::Array(ast::Array { elem, named: true });
+        if let Some(array) = string_literal(right).and_then(array_of_text) {
+            **right = array;
+        }
         Ok(None)
     }
 
@@ -368,12 +342,10 @@ pub fn chrono_format(pattern: &str) -> Result<(String, bool)> {
         }
         let mut chars = rest.chars();
         let c = chars.next().unwrap_or_default();
-        if c.is_ascii_alphabetic() && !c.is_ascii_uppercase() || matches!(c, 'Y' | 'D' | 'Q' | 'J' | 'W') {
-            if matches!(c, 'Y' | 'D' | 'Q' | 'J' | 'W') {
-                return Err(Error::NotSupported(format!("the date/time pattern {c} in \"{pattern}\"")));
-            }
-            lower_literal = true;
+        if matches!(c, 'Y' | 'D' | 'Q' | 'J' | 'W') {
+            return Err(Error::NotSupported(format!("the date/time pattern {c} in \"{pattern}\"")));
         }
+        lower_literal |= c.is_ascii_lowercase();
         match c {
             '%' => out.push_str("%%"),
             '\\' => {
@@ -390,6 +362,23 @@ pub fn chrono_format(pattern: &str) -> Result<(String, bool)> {
         )));
     }
     Ok((out, upper))
+}
+
+/// Array text (`'{1,2}'`, `'{a,b}'`, most often a parameter bound in) compared with `ANY` as an
+/// `ARRAY[...]` of its elements: numbers when they all are integers, else strings. `None` when
+/// the text is not an array.
+fn array_of_text(text: &str) -> Option<Expr> {
+    let items = crate::types::array_from_text(text).ok()?;
+    let numbers = items.iter().flatten().all(|i| i.parse::<i64>().is_ok());
+    let elem = items
+        .into_iter()
+        .map(|item| match item {
+            Some(text) if numbers => Expr::Value(Value::Number(text, false).into()),
+            Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
+            None => Expr::Value(Value::Null.into()),
+        })
+        .collect();
+    Some(Expr::Array(ast::Array { elem, named: true }))
 }
 
 /// 22P02 for an element of integer array text that is not an integer, as PostgreSQL reports it

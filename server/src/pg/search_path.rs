@@ -12,7 +12,7 @@ use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_relations_mut, Ident, ObjectName, ObjectNamePart, Query, Statement, Visit, Visitor,
+    visit_relations_mut, Ident, ObjectName, ObjectNamePart, ObjectType, Query, Statement, Visit, Visitor,
 };
 use sluice::catalog::CatalogState;
 
@@ -113,7 +113,13 @@ pub fn qualify(statement: &mut Statement, path: &[String], catalog: &CatalogStat
     if let Some(name) = created {
         qualify_created(name, path)?;
     }
-    if let Statement::Drop { names, .. } = statement {
+    // Tables and views are looked up; the other objects DROP names (schemas, indexes) are not.
+    if let Statement::Drop {
+        names,
+        object_type: ObjectType::Table | ObjectType::View | ObjectType::MaterializedView,
+        ..
+    } = statement
+    {
         for name in names.iter_mut() {
             if let Some(found) = unqualified(name).and_then(lookup) {
                 *name = found;
