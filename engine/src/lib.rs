@@ -55,6 +55,7 @@ pub mod catalog;
 pub mod change;
 pub mod control;
 pub mod database;
+pub mod datetime;
 pub mod documents;
 pub mod error;
 pub mod events;

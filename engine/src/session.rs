@@ -174,6 +174,16 @@ impl Session {
         self.block.set_default_read_only(read_only)
     }
 
+    /// The session's time zone (PostgreSQL's `TimeZone`): `timestamptz` values are points in
+    /// time, and this zone is how input without an offset, `now()` and `current_date` read them.
+    /// A zone Arrow does not know leaves UTC.
+    pub fn set_time_zone(&self, zone: &str) {
+        let zone = if zone.parse::<arrow::array::timezone::Tz>().is_ok() { zone } else { "UTC" };
+        let state = self.query.context().state_ref();
+        let mut state = state.write();
+        state.config_mut().options_mut().execution.time_zone = Some(zone.to_string());
+    }
+
     /// The warnings its last statements gave the client (SQLSTATE and message), as PostgreSQL
     /// sends them in a NoticeResponse: COMMIT or ROLLBACK with no transaction block, BEGIN
     /// inside one.

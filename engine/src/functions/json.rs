@@ -65,6 +65,10 @@ pub enum Op {
     ElementsText,
     /// `jsonb_object_keys` as a list.
     ObjectKeys,
+    /// The values of an object, in the order of `ObjectKeys` (`jsonb_each`'s second column).
+    EachValues,
+    /// The values of an object as text (`jsonb_each_text`'s second column).
+    EachValuesText,
 }
 
 #[derive(Debug, PartialEq, Eq, Hash)]
@@ -84,7 +88,9 @@ pub fn udf(name: &'static str, aliases: &[&str], op: Op) -> ScalarUDF {
         | Op::ToJson(_)
         | Op::Elements
         | Op::ElementsText
-        | Op::ObjectKeys => Signature::any(1, Volatility::Immutable),
+        | Op::ObjectKeys
+        | Op::EachValues
+        | Op::EachValuesText => Signature::any(1, Volatility::Immutable),
         _ => Signature::variadic_any(Volatility::Immutable),
     };
     ScalarUDF::from(JsonFunction { name, aliases: aliases.iter().map(|a| a.to_string()).collect(), op, signature })
@@ -111,7 +117,12 @@ impl ScalarUDFImpl for JsonFunction {
         Ok(match self.op {
             Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => DataType::Boolean,
             Op::ArrayLength => DataType::Int32,
-            Op::Elements | Op::ElementsText | Op::ObjectKeys | Op::RegexpSplit => list_of_text(),
+            Op::Elements
+            | Op::ElementsText
+            | Op::ObjectKeys
+            | Op::EachValues
+            | Op::EachValuesText
+            | Op::RegexpSplit => list_of_text(),
             _ => DataType::Utf8,
         })
     }
@@ -259,7 +270,12 @@ impl JsonFunction {
         let mut out = match self.op {
             Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => Output::Bool(vec![]),
             Op::ArrayLength => Output::Int(vec![]),
-            Op::Elements | Op::ElementsText | Op::ObjectKeys | Op::RegexpSplit => Output::Lists(vec![]),
+            Op::Elements
+            | Op::ElementsText
+            | Op::ObjectKeys
+            | Op::EachValues
+            | Op::EachValuesText
+            | Op::RegexpSplit => Output::Lists(vec![]),
             _ => Output::Text(vec![]),
         };
         let mut compiled: Option<(String, regex::Regex)> = None;
@@ -405,11 +421,20 @@ impl JsonFunction {
                         (Some(Value::Object(map)), Op::ObjectKeys) => {
                             Some(documents::ordered(&map).into_iter().map(|(k, _)| Some(k.clone())).collect())
                         }
+                        (Some(Value::Object(map)), Op::EachValues) => Some(
+                            documents::ordered(&map).into_iter().map(|(_, v)| Some(documents::jsonb_text(v))).collect(),
+                        ),
+                        (Some(Value::Object(map)), Op::EachValuesText) => {
+                            Some(documents::ordered(&map).into_iter().map(|(_, v)| documents::as_text(v)).collect())
+                        }
                         (Some(_), Op::ObjectKeys) => {
                             return Err(crate::error::Error::data(
                                 "22023",
                                 "cannot call jsonb_object_keys on a non-object",
                             ))
+                        }
+                        (Some(_), Op::EachValues | Op::EachValuesText) => {
+                            return Err(crate::error::Error::data("22023", "cannot deconstruct a scalar"))
                         }
                         (Some(_), _) => {
                             return Err(crate::error::Error::data("22023", "cannot extract elements from a non-array"))
@@ -477,6 +502,8 @@ pub fn functions() -> Vec<ScalarUDF> {
         udf("jsonb_array_elements", &["json_array_elements"], Op::Elements),
         udf("jsonb_array_elements_text", &["json_array_elements_text"], Op::ElementsText),
         udf("jsonb_object_keys", &["json_object_keys"], Op::ObjectKeys),
+        udf("__pg_jsonb_each_values", &[], Op::EachValues),
+        udf("__pg_jsonb_each_text_values", &[], Op::EachValuesText),
     ]
 }
 

@@ -16,6 +16,10 @@ use sluice_storage::snapshot::Snapshot;
 
 use crate::warehouse::Warehouse;
 
+/// DataFusion's `generate_series` table function, by the name FROM's rewrite calls it
+/// (`crate::sql::lateral`).
+pub const SERIES: &str = "__pg_generate_series";
+
 /// Registers Sluice's functions in a session context.
 pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) {
     for function in json::functions() {
@@ -25,6 +29,12 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(format::function());
+    // DataFusion's streaming generate_series under a second name, which FROM's rewrite calls
+    // (see crate::sql::lateral).
+    let series = ctx.state().table_functions().get("generate_series").map(|f| f.function().clone());
+    if let Some(series) = series {
+        ctx.register_udtf(SERIES, series);
+    }
     // One process, never a standby.
     ctx.register_udf(datafusion::logical_expr::create_udf(
         "pg_is_in_recovery",

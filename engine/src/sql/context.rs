@@ -104,6 +104,9 @@ impl QueryContext {
             .set_str("datafusion.sql_parser.dialect", "PostgreSQL")
             // `0.1` is numeric in PostgreSQL, not float8.
             .set_bool("datafusion.sql_parser.parse_float_as_decimal", true)
+            // `timestamptz` is a point in time (Arrow's zoned timestamp), kept in UTC; a session's
+            // TimeZone only changes how it is printed (server/src/pg/text.rs).
+            .set_str("datafusion.execution.time_zone", "UTC")
             .set_str("datafusion.execution.parquet.coerce_int96", "us")
             .set_bool("datafusion.execution.parquet.pushdown_filters", false);
         let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =

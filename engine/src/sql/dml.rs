@@ -1133,6 +1133,10 @@ fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: 
         // PostgreSQL's array text, `'{a,b}'`.
         return crate::types::array_column_from_text(column, data_type);
     }
+    if text && matches!(data_type, T::Date32 | T::Date64 | T::Timestamp(..) | T::Time32(_) | T::Time64(_)) {
+        // PostgreSQL's date/time input (`'2024-01-01 10:00'`, `'1/8/1999'`, `'epoch'`).
+        return crate::datetime::column_from_text(column, data_type);
+    }
     if matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View)
         && matches!(data_type, T::Binary | T::LargeBinary | T::BinaryView)
     {

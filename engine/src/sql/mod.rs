@@ -8,6 +8,7 @@ pub mod copy_in;
 pub mod ddl;
 pub mod dml;
 pub mod indexes;
+pub mod lateral;
 pub mod params;
 pub mod postgres_forms;
 pub mod quality;

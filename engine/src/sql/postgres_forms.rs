@@ -24,6 +24,7 @@ use crate::error::{Error, Result};
 
 /// Rewrites a statement's PostgreSQL forms (see the module's documentation).
 pub fn rewrite(statement: &mut Statement) -> Result<()> {
+    super::lateral::rewrite(statement)?;
     let mut literals = Literals { error: None, arrays_only: false };
     let _ = statement.visit(&mut literals);
     if let Some(e) = literals.error {
@@ -242,6 +243,9 @@ impl Literals {
         {
             return Ok(Some(call("__pg_text", vec![inner.clone()])));
         }
+        if let (Some(kind), Some(text)) = (datetime_kind(data_type), string_literal(inner)) {
+            return Ok(Some(datetime_literal(text, kind, data_type)?));
+        }
         match data_type {
             SqlType::Bytea => {
                 let Some(text) = string_literal(inner) else { return Ok(None) };
@@ -269,6 +273,44 @@ impl Literals {
             _ => Ok(None),
         }
     }
+}
+
+/// The date/time kind a cast to `data_type` reads text as.
+fn datetime_kind(data_type: &SqlType) -> Option<crate::datetime::Kind> {
+    use crate::datetime::Kind;
+    Some(match data_type {
+        SqlType::Date => Kind::Date,
+        SqlType::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => Kind::TimestampTz,
+        SqlType::Timestamp(..) | SqlType::Datetime(_) => Kind::Timestamp,
+        SqlType::Time(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => Kind::Time,
+        _ => return None,
+    })
+}
+
+/// `'2024-01-01 10:00'::timestamp`, `'yesterday'::date`: the literal as Arrow reads it, or
+/// the clock's expression for the words that name a time relative to now.
+fn datetime_literal(text: &str, kind: crate::datetime::Kind, data_type: &SqlType) -> Result<Expr> {
+    use crate::datetime::Input;
+    let string = |text: String| Expr::Value(Value::SingleQuotedString(text).into());
+    Ok(match crate::datetime::parse(text, kind)? {
+        Input::Value(text) => cast(string(text), data_type.clone()),
+        Input::Now => cast(call("now", vec![]), data_type.clone()),
+        Input::Today(days) => {
+            let today = call("current_date", vec![]);
+            let day = match days {
+                0 => today,
+                n => Expr::BinaryOp {
+                    left: Box::new(today),
+                    op: ast::BinaryOperator::Plus,
+                    right: Box::new(cast(
+                        Expr::Value(Value::SingleQuotedString(format!("{n} days")).into()),
+                        SqlType::Interval { fields: None, precision: None },
+                    )),
+                },
+            };
+            cast(day, data_type.clone())
+        }
+    })
 }
 
 /// A PostgreSQL date/time pattern (`YYYY-MM-DD HH24:MI:SS`, `FMMonth DD, YYYY`) as the chrono
@@ -464,6 +506,11 @@ pub fn output_name(alias: &str) -> Option<&str> {
     rest.split_once(DUPLICATE_MARK).map(|(_, name)| name)
 }
 
+/// An internal alias for the `i`th of several columns named `name` (see [`output_name`]).
+pub fn duplicate_alias(i: usize, name: &str) -> String {
+    format!("{DUPLICATE_MARK}{i}{DUPLICATE_MARK}{name}")
+}
+
 fn name_duplicates(projection: &mut [SelectItem]) {
     let mut seen = HashSet::new();
     for (i, item) in projection.iter_mut().enumerate() {
@@ -471,7 +518,7 @@ fn name_duplicates(projection: &mut [SelectItem]) {
         if seen.insert(name.clone()) {
             continue;
         }
-        let alias = Ident::with_quote('"', format!("{DUPLICATE_MARK}{i}{DUPLICATE_MARK}{name}"));
+        let alias = Ident::with_quote('"', duplicate_alias(i, &name));
         match item {
             SelectItem::UnnamedExpr(expr) => *item = SelectItem::ExprWithAlias { expr: expr.clone(), alias },
             SelectItem::ExprWithAlias { alias: given, .. } => *given = alias,

@@ -353,7 +353,29 @@ pub(crate) fn postgres_names(statement: &Statement, schema: &SchemaRef) -> Schem
     let Statement::Query(query) = statement else { return schema.clone() };
     let SetExpr::Select(select) = query.body.as_ref() else { return schema.clone() };
     if select.projection.len() != schema.fields().len() {
-        return schema.clone();
+        // datafusion-pg-catalog aliases a column named beside a wildcard (`SELECT id, t.*`) as
+        // `__alias_id`, in case the wildcard has one of that name too.
+        let wildcard =
+            select.projection.iter().any(|i| matches!(i, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..)));
+        // And a derived table's duplicate names (`unnest(a, b)`'s two `unnest`) come through `*`.
+        let aliased = |f: &Arc<Field>| {
+            f.name()
+                .strip_prefix(PG_CATALOG_ALIAS)
+                .or_else(|| super::postgres_forms::output_name(f.name()))
+                .map(str::to_string)
+        };
+        if !wildcard || !schema.fields().iter().any(|f| aliased(f).is_some()) {
+            return schema.clone();
+        }
+        let fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .map(|f| match aliased(f) {
+                Some(name) => f.as_ref().clone().with_name(name),
+                None => f.as_ref().clone(),
+            })
+            .collect();
+        return Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()));
     }
     let mut changed = false;
     let fields: Vec<Field> = select
@@ -383,6 +405,9 @@ pub(crate) fn postgres_names(statement: &Statement, schema: &SchemaRef) -> Schem
     }
     Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
+
+/// The prefix of datafusion-pg-catalog's aliases for columns beside a wildcard.
+const PG_CATALOG_ALIAS: &str = "__alias_";
 
 /// The types of placeholders that appear cast (`$1::int`): placeholder number -> Arrow type.
 fn placeholder_casts(statement: &Statement) -> std::collections::HashMap<usize, DataType> {

@@ -257,6 +257,22 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
             }
             return Ok(SluiceStatement::Vacuum { table: Box::new(table), retain_hours, dry_run });
         }
+        // PostgreSQL's `RESET TIME ZONE` is `RESET timezone` (as `SET TIME ZONE` is `SET timezone`).
+        Some("RESET")
+            if word(parser, 1).as_deref() == Some("TIME")
+                && word(parser, 2).as_deref() == Some("ZONE")
+                && matches!(parser.peek_nth_token(3).token, Token::EOF | Token::SemiColon) =>
+        {
+            for _ in 0..3 {
+                parser.next_token();
+            }
+            let name = ObjectName::from(vec![Ident::new("timezone")]);
+            return Ok(SluiceStatement::Standard(Box::new(Statement::Reset(
+                datafusion::sql::sqlparser::ast::ResetStatement {
+                    reset: datafusion::sql::sqlparser::ast::Reset::ConfigurationParameter(name),
+                },
+            ))));
+        }
         Some("RESTORE") => {
             parser.next_token();
             let _ = parser.parse_keyword(Keyword::TABLE);

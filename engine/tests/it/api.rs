@@ -61,7 +61,7 @@ async fn several_handles_and_concurrent_queries() {
     let a = Database::open(&path).await.unwrap();
     let b = Database::open(&path).await.unwrap();
     a.execute("CREATE TABLE shared (n bigint)").await.unwrap();
-    b.execute("INSERT INTO shared SELECT value FROM generate_series(1, 100)").await.unwrap();
+    b.execute("INSERT INTO shared SELECT value FROM generate_series(1, 100) AS g(value)").await.unwrap();
     assert_eq!(rows(&a.query("SELECT count(*) FROM shared").await.unwrap()), ["100"]);
     // Both handles create tables at once: the catalog keeps both.
     let (x, y) = tokio::join!(a.execute("CREATE TABLE from_a (x int)"), b.execute("CREATE TABLE from_b (y int)"));

@@ -160,7 +160,7 @@ impl Connection {
     fn adopt_startup_settings<C: ClientInfo>(&self, client: &C) {
         self.startup_adopted.call_once(|| {
             *self.settings.lock() = Settings::from_startup(client.metadata());
-            self.apply_transaction_defaults();
+            self.apply_settings();
         });
     }
 
@@ -329,11 +329,13 @@ impl Connection {
         Ok(Response::Execution(Tag::new("DEALLOCATE")))
     }
 
-    /// Hands `default_transaction_read_only` to the engine, which applies it.
-    fn apply_transaction_defaults(&self) {
-        let read_only =
-            self.settings.lock().get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
+    /// Hands the settings the engine applies to it: `default_transaction_read_only`, and
+    /// `TimeZone` (how `timestamptz` input without an offset, `now()` and `current_date` read).
+    fn apply_settings(&self) {
+        let settings = self.settings.lock();
+        let read_only = settings.get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
         self.session.set_default_read_only(read_only);
+        self.session.set_time_zone(settings.get("TimeZone").unwrap_or("UTC"));
     }
 
     /// How values are written in text: the session's settings (what the client sent at startup
@@ -352,6 +354,21 @@ impl Connection {
             options.extra_float_digits = digits;
         }
         Arc::new(options)
+    }
+
+    /// Tells the client a reported setting's new value (ParameterStatus), as PostgreSQL does
+    /// after SET and RESET of `TimeZone`, `DateStyle`, `application_name`, ...
+    async fn report_setting<C>(&self, client: &mut C, name: Option<String>) -> PgWireResult<()>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let Some(name) = name else { return Ok(()) };
+        let Some(value) = self.settings.lock().get(&name).map(str::to_string) else { return Ok(()) };
+        client.feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(name.clone(), value.clone()))).await?;
+        client.metadata_mut().insert(name, value);
+        Ok(())
     }
 
     /// Statements the server answers itself; `None` for the rest.
@@ -377,28 +394,23 @@ impl Connection {
                 }
                 for (name, value) in changes {
                     let reported = self.settings.lock().set(&name, &value);
-                    if let Some(name) = reported {
-                        let value = self.settings.lock().get(&name).unwrap_or_default().to_string();
-                        client
-                            .feed(PgWireBackendMessage::ParameterStatus(ParameterStatus::new(
-                                name.clone(),
-                                value.clone(),
-                            )))
-                            .await?;
-                        client.metadata_mut().insert(name, value);
-                    }
+                    self.report_setting(client, reported).await?;
                 }
-                self.apply_transaction_defaults();
+                self.apply_settings();
                 Response::Execution(Tag::new("SET"))
             }
             Statement::Reset(reset) => {
-                match super::statements::reset_target(reset) {
-                    Some(name) => {
-                        let _ = self.settings.lock().reset(&name);
+                let reported = match super::statements::reset_target(reset) {
+                    Some(name) => vec![self.settings.lock().reset(&name)],
+                    None => {
+                        self.settings.lock().reset_all();
+                        super::settings::REPORTED.iter().map(|name| Some(name.to_string())).collect()
                     }
-                    None => self.settings.lock().reset_all(),
+                };
+                for name in reported {
+                    self.report_setting(client, name).await?;
                 }
-                self.apply_transaction_defaults();
+                self.apply_settings();
                 Response::Execution(Tag::new("RESET"))
             }
             Statement::ShowVariable { variable } => {

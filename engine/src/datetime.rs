@@ -1,0 +1,422 @@
+//! PostgreSQL's date/time input: the texts `'2024-01-01 10:00'::timestamp`, `date
+//! '1/8/1999'`, `'epoch'`, `'yesterday'` or `'2024-01-01T10:00:00+02'::timestamptz` stand for.
+//!
+//! Arrow's parser wants seconds and knows no special words, so a literal is read here and
+//! handed on in the one form Arrow reads (`YYYY-MM-DD HH:MM:SS.ffffff[+HH:MM]`); the words that
+//! depend on the clock (`now`, `today`, `tomorrow`, `yesterday`) become `now()` and
+//! `current_date` expressions of the statement. Input follows PostgreSQL's default `DateStyle`
+//! (`ISO, MDY`): `1/8/1999` is January 8.
+
+use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone};
+
+use crate::error::{Error, Result};
+
+/// The kinds of date/time a text is read as.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Date,
+    Timestamp,
+    TimestampTz,
+    Time,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Date => "date",
+            Kind::Timestamp => "timestamp",
+            Kind::TimestampTz => "timestamp with time zone",
+            Kind::Time => "time",
+        }
+    }
+}
+
+/// What a date/time text reads as.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Input {
+    /// A fixed value: the text Arrow reads (with its offset, for a timestamptz that named one).
+    Value(String),
+    /// `now`: the statement's time.
+    Now,
+    /// `today` (0), `tomorrow` (1), `yesterday` (-1): midnight of the session's day, plus days.
+    Today(i32),
+}
+
+/// Reads `text` as PostgreSQL reads input of type `kind`; 22007 for a text that is no
+/// date/time, 22008 for a field out of range (`2024-02-30`), 0A000 for infinity.
+pub fn parse(text: &str, kind: Kind) -> Result<Input> {
+    let syntax = || Error::data("22007", format!("invalid input syntax for type {}: \"{text}\"", kind.name()));
+    let range = || Error::data("22008", format!("date/time field value out of range: \"{text}\""));
+    let lower = text.trim().to_ascii_lowercase();
+    match lower.as_str() {
+        "now" => return Ok(Input::Now),
+        "today" if kind != Kind::Time => return Ok(Input::Today(0)),
+        "tomorrow" if kind != Kind::Time => return Ok(Input::Today(1)),
+        "yesterday" if kind != Kind::Time => return Ok(Input::Today(-1)),
+        "epoch" if kind != Kind::Time => {
+            return Ok(Input::Value(render(kind, epoch(), Some(0))));
+        }
+        "allballs" if kind == Kind::Time => return Ok(Input::Value("00:00:00".into())),
+        "infinity" | "+infinity" | "-infinity" if kind != Kind::Time => {
+            return Err(Error::NotSupported(format!("the {} value {lower} (Arrow has no infinite dates)", kind.name())))
+        }
+        "" => return Err(syntax()),
+        _ => {}
+    }
+    let mut words = Words::new(&lower);
+    let mut date = None;
+    let mut time = None;
+    let mut offset = None;
+    let mut zone_name = None;
+    while let Some(word) = words.next() {
+        if date.is_none() && time.is_none() {
+            if let Some(d) = read_date(&word, &mut words).map_err(|bad| if bad { range() } else { syntax() })? {
+                date = Some(d);
+                continue;
+            }
+        }
+        if time.is_none() && word.starts_with(|c: char| c.is_ascii_digit()) && word.contains(':') {
+            let numeric = word.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '.');
+            let (t, rest) = read_time(&word).ok_or_else(|| if numeric { range() } else { syntax() })?;
+            let t = match words.peek().as_deref() {
+                Some("am" | "pm") => {
+                    let pm = words.next().as_deref() == Some("pm");
+                    am_pm(t, pm).ok_or_else(range)?
+                }
+                _ => t,
+            };
+            time = Some(t);
+            if !rest.is_empty() {
+                offset = Some(read_offset(rest).ok_or_else(syntax)?);
+            }
+            continue;
+        }
+        if time.is_some() && offset.is_none() && zone_name.is_none() {
+            if let Some(o) = read_offset(&word) {
+                offset = Some(o);
+                continue;
+            }
+            // A zone name keeps its original spelling (`America/New_York`).
+            let original = original_word(text, &word);
+            if original.parse::<arrow::array::timezone::Tz>().is_ok() {
+                zone_name = Some(original);
+                continue;
+            }
+        }
+        return Err(syntax());
+    }
+    let date = match (date, kind) {
+        (Some(d), _) => d,
+        (None, Kind::Time) => epoch().date(),
+        (None, _) => return Err(syntax()),
+    };
+    if kind == Kind::Time {
+        let time = time.ok_or_else(syntax)?;
+        return Ok(Input::Value(time.format("%H:%M:%S%.f").to_string()));
+    }
+    let at = date.and_time(time.unwrap_or(NaiveTime::MIN));
+    let offset = match (offset, zone_name) {
+        (Some(o), _) => Some(o),
+        (None, Some(zone)) => {
+            let tz: arrow::array::timezone::Tz = zone.parse().map_err(|_| syntax())?;
+            let local = tz.from_local_datetime(&at).earliest().ok_or_else(range)?;
+            Some(local.offset().fix().local_minus_utc())
+        }
+        (None, None) => None,
+    };
+    Ok(Input::Value(render(kind, at, offset)))
+}
+
+fn epoch() -> NaiveDateTime {
+    NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default().and_time(NaiveTime::MIN)
+}
+
+/// The text Arrow reads for `at` (seconds east of UTC in `offset`, kept for timestamptz only).
+fn render(kind: Kind, at: NaiveDateTime, offset: Option<i32>) -> String {
+    match kind {
+        Kind::Date => at.format("%Y-%m-%d").to_string(),
+        Kind::Time => at.format("%H:%M:%S%.f").to_string(),
+        Kind::Timestamp => at.format("%Y-%m-%d %H:%M:%S%.f").to_string(),
+        Kind::TimestampTz => {
+            let base = at.format("%Y-%m-%dT%H:%M:%S%.f").to_string();
+            match offset {
+                Some(seconds) => {
+                    let sign = if seconds < 0 { '-' } else { '+' };
+                    let seconds = seconds.abs();
+                    format!("{base}{sign}{:02}:{:02}", seconds / 3600, seconds % 3600 / 60)
+                }
+                None => base,
+            }
+        }
+    }
+}
+
+/// The text's words: split at blanks and at a `T` between a date and a time.
+struct Words {
+    words: std::collections::VecDeque<String>,
+}
+
+impl Words {
+    fn new(text: &str) -> Self {
+        let mut words = std::collections::VecDeque::new();
+        for word in text.split(|c: char| c.is_whitespace() || c == ',').filter(|w| !w.is_empty()) {
+            // `2024-01-01t10:00:00`: ISO 8601's T joins the date and the time.
+            match word.find('t') {
+                Some(at)
+                    if at > 0
+                        && word[..at].chars().all(|c| c.is_ascii_digit() || c == '-')
+                        && word[at + 1..].starts_with(|c: char| c.is_ascii_digit()) =>
+                {
+                    words.push_back(word[..at].to_string());
+                    words.push_back(word[at + 1..].to_string());
+                }
+                _ => words.push_back(word.to_string()),
+            }
+        }
+        Self { words }
+    }
+
+    fn peek(&self) -> Option<String> {
+        self.words.front().cloned()
+    }
+
+    fn next(&mut self) -> Option<String> {
+        self.words.pop_front()
+    }
+}
+
+/// The word as the text spelled it (case kept).
+fn original_word(text: &str, lower: &str) -> String {
+    let start = text.to_ascii_lowercase().find(lower).unwrap_or(0);
+    text.get(start..start + lower.len()).unwrap_or(lower).to_string()
+}
+
+const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+
+fn month_of(word: &str) -> Option<u32> {
+    if word.len() < 3 {
+        return None;
+    }
+    let position = MONTHS.iter().position(|m| word.starts_with(m))?;
+    const FULL: [&str; 12] = [
+        "january",
+        "february",
+        "march",
+        "april",
+        "may",
+        "june",
+        "july",
+        "august",
+        "september",
+        "october",
+        "november",
+        "december",
+    ];
+    let full = FULL[position];
+    (full.starts_with(word) || word == "sept").then_some(position as u32 + 1)
+}
+
+/// A date at `word` (taking the words after it for `January 8 1999` and `8 January 1999`);
+/// `Ok(None)` when `word` starts no date, `Err(true)` for a date out of range, `Err(false)` for a
+/// malformed one.
+fn read_date(word: &str, words: &mut Words) -> std::result::Result<Option<NaiveDate>, bool> {
+    let make = |y: i32, m: u32, d: u32| NaiveDate::from_ymd_opt(y, m, d).ok_or(true).map(Some);
+    let number = |s: &str| s.parse::<u32>().map_err(|_| false);
+    if let Some(month) = month_of(word) {
+        // `January 8, 1999`
+        let day = words.next().ok_or(false)?;
+        let year = words.next().ok_or(false)?;
+        return make(year_of(&year)?, month, number(&day)?);
+    }
+    if !word.starts_with(|c: char| c.is_ascii_digit()) || word.contains(':') {
+        return Ok(None);
+    }
+    let parts: Vec<&str> = word.split(['-', '/', '.']).collect();
+    match parts.as_slice() {
+        [whole] if whole.len() == 8 && whole.chars().all(|c| c.is_ascii_digit()) => {
+            make(year_of(&whole[..4])?, number(&whole[4..6])?, number(&whole[6..])?)
+        }
+        [day] if day.chars().all(|c| c.is_ascii_digit()) && words.peek().as_deref().and_then(month_of).is_some() => {
+            // `8 January 1999`
+            let month = words.next().as_deref().and_then(month_of).ok_or(false)?;
+            let year = words.next().ok_or(false)?;
+            make(year_of(&year)?, month, number(day)?)
+        }
+        [year, month, day] if year.len() >= 3 => {
+            let month = match month_of(month) {
+                Some(m) => m,
+                None => number(month)?,
+            };
+            make(year_of(year)?, month, number(day)?)
+        }
+        // `1/8/1999`: month first (DateStyle MDY).
+        [month, day, year] => {
+            let month = match month_of(month) {
+                Some(m) => m,
+                None => number(month)?,
+            };
+            make(year_of(year)?, month, number(day)?)
+        }
+        _ => Err(false),
+    }
+}
+
+fn year_of(text: &str) -> std::result::Result<i32, bool> {
+    let year: i32 = text.parse().map_err(|_| false)?;
+    // Two-digit years as PostgreSQL reads them: 70..99 are 1970..1999, 0..69 are 2000..2069.
+    Ok(match (text.len(), year) {
+        (1 | 2, 0..=69) => 2000 + year,
+        (1 | 2, _) => 1900 + year,
+        _ => year,
+    })
+}
+
+/// `10:00`, `10:00:05`, `10:00:05.123456`, with what follows the time in the word (an
+/// offset: `10:00+02`).
+fn read_time(word: &str) -> Option<(NaiveTime, &str)> {
+    let end = word.find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.')).unwrap_or(word.len());
+    let (time, rest) = word.split_at(end);
+    let mut fields = time.split(':');
+    let hour: u32 = fields.next()?.parse().ok()?;
+    let minute: u32 = fields.next()?.parse().ok()?;
+    let (second, micro) = match fields.next() {
+        Some(s) => {
+            let (whole, fraction) = s.split_once('.').unwrap_or((s, ""));
+            let whole: u32 = whole.parse().ok()?;
+            let digits: String = fraction.chars().chain(std::iter::repeat('0')).take(6).collect();
+            let micro: u32 = if fraction.is_empty() { 0 } else { digits.parse().ok()? };
+            (whole, micro)
+        }
+        None => (0, 0),
+    };
+    if fields.next().is_some() {
+        return None;
+    }
+    // 24:00:00 is midnight at the end of the day in PostgreSQL; Arrow has no such time.
+    let time = NaiveTime::from_hms_micro_opt(hour, minute, second, micro)?;
+    Some((time, rest))
+}
+
+fn am_pm(time: NaiveTime, pm: bool) -> Option<NaiveTime> {
+    use chrono::Timelike;
+    let hour = time.hour();
+    if hour == 0 || hour > 12 {
+        return None;
+    }
+    let hour = match (hour, pm) {
+        (12, false) => 0,
+        (12, true) => 12,
+        (h, true) => h + 12,
+        (h, false) => h,
+    };
+    time.with_hour(hour)
+}
+
+/// `z`, `utc`, `gmt`, `+02`, `-0530`, `+05:30`: seconds east of UTC.
+fn read_offset(word: &str) -> Option<i32> {
+    if matches!(word, "z" | "utc" | "gmt" | "zulu") {
+        return Some(0);
+    }
+    let sign = match word.chars().next()? {
+        '+' => 1,
+        '-' => -1,
+        _ => return None,
+    };
+    let digits = &word[1..];
+    let (hours, minutes) = match digits.split_once(':') {
+        Some((h, m)) => (h, m),
+        None if digits.len() == 4 => (&digits[..2], &digits[2..]),
+        None => (digits, "0"),
+    };
+    if hours.is_empty() || hours.len() > 2 || !hours.chars().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let hours: i32 = hours.parse().ok()?;
+    let minutes: i32 = minutes.parse().ok()?;
+    (hours <= 15 && minutes < 60).then_some(sign * (hours * 3600 + minutes * 60))
+}
+
+/// A text column read as date/time `data_type` (Date32, Timestamp, Time64), each value as
+/// [`parse`] reads it; `now`, `today` and the like are read at the clock's time (UTC).
+pub fn column_from_text(
+    column: &arrow::array::ArrayRef,
+    data_type: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::{Array, AsArray, StringBuilder};
+    use arrow::datatypes::DataType as T;
+    let kind = match data_type {
+        T::Date32 | T::Date64 => Kind::Date,
+        T::Timestamp(_, Some(_)) => Kind::TimestampTz,
+        T::Timestamp(_, None) => Kind::Timestamp,
+        T::Time32(_) | T::Time64(_) => Kind::Time,
+        _ => return Err(Error::Internal(format!("no date/time type: {data_type}"))),
+    };
+    let text = arrow::compute::cast(column, &T::Utf8)?;
+    let text = text.as_string::<i32>();
+    let now = chrono::Utc::now().naive_utc();
+    let mut values = StringBuilder::with_capacity(text.len(), text.value_data().len() + 8 * text.len());
+    for value in text.iter() {
+        match value {
+            None => values.append_null(),
+            Some(value) => match parse(value, kind)? {
+                Input::Value(v) => values.append_value(v),
+                Input::Now => values.append_value(render(kind, now, Some(0))),
+                Input::Today(days) => {
+                    let day = now.date() + chrono::Duration::days(i64::from(days));
+                    values.append_value(render(kind, day.and_time(NaiveTime::MIN), Some(0)))
+                }
+            },
+        }
+    }
+    let values: arrow::array::ArrayRef = std::sync::Arc::new(values.finish());
+    debug_assert_eq!(values.len(), column.len());
+    Ok(arrow::compute::cast(&values, data_type)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(text: &str, kind: Kind) -> String {
+        match parse(text, kind) {
+            Ok(Input::Value(v)) => v,
+            other => panic!("{text}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_what_postgresql_reads() {
+        assert_eq!(value("2024-01-01 10:00", Kind::Timestamp), "2024-01-01 10:00:00");
+        assert_eq!(value("2024-01-01T10:00:05.5", Kind::Timestamp), "2024-01-01 10:00:05.500");
+        assert_eq!(value("20240102", Kind::Date), "2024-01-02");
+        assert_eq!(value("1/8/1999", Kind::Date), "1999-01-08");
+        assert_eq!(value("January 8, 1999", Kind::Date), "1999-01-08");
+        assert_eq!(value("8 Jan 1999", Kind::Date), "1999-01-08");
+        assert_eq!(value("2024-01-01 10:00:00+02", Kind::TimestampTz), "2024-01-01T10:00:00+02:00");
+        assert_eq!(value("2024-01-01 10:00:00 -05:30", Kind::TimestampTz), "2024-01-01T10:00:00-05:30");
+        assert_eq!(value("2024-01-01 10:00 UTC", Kind::TimestampTz), "2024-01-01T10:00:00+00:00");
+        assert_eq!(value("2024-07-01 10:00 Europe/Paris", Kind::TimestampTz), "2024-07-01T10:00:00+02:00");
+        assert_eq!(value("2024-01-01 10:00:00+02", Kind::Timestamp), "2024-01-01 10:00:00");
+        assert_eq!(value("2024-01-01 10:00", Kind::TimestampTz), "2024-01-01T10:00:00");
+        assert_eq!(value("epoch", Kind::Timestamp), "1970-01-01 00:00:00");
+        assert_eq!(value("epoch", Kind::TimestampTz), "1970-01-01T00:00:00+00:00");
+        assert_eq!(value("10:30", Kind::Time), "10:30:00");
+        assert_eq!(value("2024-01-01 10:30:01", Kind::Time), "10:30:01");
+        assert_eq!(value("2024-01-01 10:30", Kind::Date), "2024-01-01");
+        assert_eq!(value("1:05 pm", Kind::Time), "13:05:00");
+        assert_eq!(parse("Yesterday", Kind::Date).ok(), Some(Input::Today(-1)));
+        assert_eq!(parse("now", Kind::TimestampTz).ok(), Some(Input::Now));
+    }
+
+    #[test]
+    fn refuses_what_postgresql_refuses() {
+        let state = |text: &str, kind| parse(text, kind).err().map(|e| e.sqlstate().to_string());
+        assert_eq!(state("2024-02-30", Kind::Date).as_deref(), Some("22008"));
+        assert_eq!(state("2024-13-01", Kind::Date).as_deref(), Some("22008"));
+        assert_eq!(state("banana", Kind::Date).as_deref(), Some("22007"));
+        assert_eq!(state("2024-01-01 25:00", Kind::Timestamp).as_deref(), Some("22008"));
+        assert_eq!(state("2024-01-01 10:00 Mars/Olympus", Kind::TimestampTz).as_deref(), Some("22007"));
+        assert_eq!(state("infinity", Kind::Timestamp).as_deref(), Some("0A000"));
+        assert_eq!(state("", Kind::Date).as_deref(), Some("22007"));
+    }
+}
