@@ -13,6 +13,8 @@
 //! - `timestamptz`: the same, in the session's `TimeZone`, followed by the zone's offset (`+00`,
 //!   `-05`, `+05:30`).
 //! - `time`: `10:00:00`, fractional seconds as for timestamps.
+//! - `numeric`: every digit, to the column's scale (arrow-pg's decimals hold 28 digits, and a
+//!   wider value failed to encode).
 //!
 //! Only the ISO `DateStyle` is rendered here; other styles keep arrow-pg's forms. The column keeps
 //! its type in the row description; only the bytes of its values change.
@@ -49,6 +51,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             }
             DataType::Timestamp(_, zoned) if iso => Some(timestamps(column, zoned.is_some(), &zone)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
+            DataType::Decimal128(..) => Some(arrow::compute::cast(column, &DataType::Utf8)?),
             _ => None,
         };
         if let Some(rendered) = rendered {
@@ -260,5 +263,17 @@ mod tests {
         assert_eq!(fraction(500_000_000), ".5");
         assert_eq!(fraction(123_456_000), ".123456");
         assert_eq!(fraction(0), "");
+    }
+
+    #[test]
+    fn numerics_print_every_digit() {
+        let values = arrow::array::Decimal128Array::from(vec![Some(10i128.pow(30) + 5), Some(-101), Some(0), None])
+            .with_precision_and_scale(38, 2)
+            .unwrap();
+        let schema = Arc::new(Schema::new(vec![Field::new("n", values.data_type().clone(), true)]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(values)]).unwrap();
+        let rendered = render(batch, &Format::UnifiedText, &FormatOptions::default()).unwrap();
+        let text: Vec<Option<&str>> = rendered.column(0).as_string::<i32>().iter().collect();
+        assert_eq!(text, [Some("10000000000000000000000000000.05"), Some("-1.01"), Some("0.00"), None]);
     }
 }

@@ -5,7 +5,12 @@
 //! `sluice::documents`). Here that name becomes the type OID and type modifier in RowDescription,
 //! the binary forms clients ask for (`uuid`: 16 bytes; `jsonb`: a version byte then the text), and
 //! parameters declared with those types are read from their text or binary forms.
+//!
+//! Bind parameters are read here too where arrow-pg (which reads the others) reads them unlike
+//! PostgreSQL: integers and integer arrays in text (spaces, `+`, 22003 out of range), text
+//! arrays in text (`""` and `"NULL"` are strings), numerics wider than their column (22003).
 
+use std::num::IntErrorKind;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, AsArray, BinaryBuilder, RecordBatch};
@@ -16,7 +21,7 @@ use pgwire::api::portal::{Format, Portal};
 use pgwire::api::results::FieldInfo;
 use pgwire::api::stmt::StoredStatement;
 use pgwire::api::Type;
-use pgwire::error::PgWireResult;
+use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use sluice::documents::{self, TextType};
 use sluice::types::DECLARED_TYPE_KEY;
 
@@ -144,27 +149,262 @@ pub fn binary_forms(batch: RecordBatch, format: &Format) -> Result<RecordBatch, 
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
 }
 
-/// Whether a parameter type is one arrow-pg cannot read, which [`decode_parameters`] reads itself.
-fn own_parameter_type(pg: &Type) -> bool {
-    matches!(*pg, Type::UUID | Type::JSON | Type::JSONB | Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY)
+/// Who reads a parameter: arrow-pg, or this module where arrow-pg cannot read the type or reads
+/// it unlike PostgreSQL.
+#[derive(Debug, Clone, PartialEq)]
+enum Reader {
+    ArrowPg,
+    /// `uuid`, `json`, `jsonb` and arrays of them, text or binary: text values in stored form.
+    Document(Type),
+    /// An integer in text, of the parameter's type, as a value of the target type (the inferred
+    /// one). PostgreSQL allows spaces around it and a `+`, and tells a number out of range
+    /// (22003) from text that is not one (22P02); arrow-pg says 22P02 for both.
+    Integer {
+        declared: IntegerType,
+        target: IntegerType,
+    },
+    /// An array of integers in text, each element read as [`Reader::Integer`] reads one.
+    IntegerArray(IntegerType),
+    /// `text[]` or `varchar[]` in text: pgwire reads the elements `""` and `"NULL"` as NULL.
+    TextArray,
+    /// A numeric in text for a `Decimal128(precision, scale)` target: arrow-pg's decimals hold
+    /// 28 digits, and one that does not fit the target's scale keeps a smaller scale, read as the
+    /// target's (100000000000000000000 became 1000000000000000000).
+    Numeric {
+        precision: u8,
+        scale: i8,
+    },
+}
+
+/// The integer types, with PostgreSQL's names and ranges.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum IntegerType {
+    Smallint,
+    Integer,
+    Bigint,
+}
+
+impl IntegerType {
+    fn of_pg(pg: &Type) -> Option<Self> {
+        Some(match *pg {
+            Type::INT2 => Self::Smallint,
+            Type::INT4 => Self::Integer,
+            Type::INT8 => Self::Bigint,
+            _ => return None,
+        })
+    }
+
+    fn of_pg_array(pg: &Type) -> Option<Self> {
+        Some(match *pg {
+            Type::INT2_ARRAY => Self::Smallint,
+            Type::INT4_ARRAY => Self::Integer,
+            Type::INT8_ARRAY => Self::Bigint,
+            _ => return None,
+        })
+    }
+
+    fn of_arrow(data_type: &DataType) -> Option<Self> {
+        Some(match data_type {
+            DataType::Int16 => Self::Smallint,
+            DataType::Int32 => Self::Integer,
+            DataType::Int64 => Self::Bigint,
+            _ => return None,
+        })
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::Smallint => "smallint",
+            Self::Integer => "integer",
+            Self::Bigint => "bigint",
+        }
+    }
+
+    fn arrow(self) -> DataType {
+        match self {
+            Self::Smallint => DataType::Int16,
+            Self::Integer => DataType::Int32,
+            Self::Bigint => DataType::Int64,
+        }
+    }
+
+    /// `value` as a scalar of this type, or 22003 (`text` is what the client sent).
+    fn scalar(self, value: Option<i64>, text: &str) -> sluice::Result<ScalarValue> {
+        let out_of_range = || self.out_of_range(text);
+        Ok(match self {
+            Self::Smallint => ScalarValue::Int16(value.map(i16::try_from).transpose().map_err(|_| out_of_range())?),
+            Self::Integer => ScalarValue::Int32(value.map(i32::try_from).transpose().map_err(|_| out_of_range())?),
+            Self::Bigint => ScalarValue::Int64(value),
+        })
+    }
+
+    fn out_of_range(self, text: &str) -> sluice::Error {
+        sluice::Error::data("22003", format!("value \"{text}\" is out of range for type {}", self.name()))
+    }
+
+    /// An integer's text as PostgreSQL 15 reads it (`int2in`, `int4in`, `int8in`): spaces around
+    /// it, an optional sign, decimal digits.
+    fn input(self, text: &str) -> sluice::Result<i64> {
+        let digits = text.trim_matches(is_pg_space);
+        let value = match digits.parse::<i64>() {
+            Ok(value) => value,
+            Err(e) if matches!(e.kind(), IntErrorKind::PosOverflow | IntErrorKind::NegOverflow) => {
+                return Err(self.out_of_range(text))
+            }
+            Err(_) => {
+                let message = format!("invalid input syntax for type {}: \"{text}\"", self.name());
+                return Err(sluice::Error::data("22P02", message));
+            }
+        };
+        self.scalar(Some(value), text)?;
+        Ok(value)
+    }
+}
+
+/// The spaces PostgreSQL's number input skips around a number (C's `isspace`).
+fn is_pg_space(c: char) -> bool {
+    matches!(c, ' ' | '\t' | '\n' | '\r' | '\x0b' | '\x0c')
+}
+
+/// A numeric's text as PostgreSQL reads it (`numeric_in`: spaces around it, a sign, digits with
+/// a point, an exponent), rounded half away from zero to `scale` digits after the point: the
+/// mantissa of a `Decimal128(_, scale)`, saturated at `i128::MAX` in size (too wide for any
+/// precision, which [`check_numeric_precision`] then reports). 22P02 for text that is not a number.
+fn numeric_input(text: &str, scale: i8) -> sluice::Result<i128> {
+    let invalid = || sluice::Error::data("22P02", format!("invalid input syntax for type numeric: \"{text}\""));
+    let trimmed = text.trim_matches(is_pg_space);
+    let lower = trimmed.to_ascii_lowercase();
+    if ["nan", "infinity", "+infinity", "-infinity", "inf", "+inf", "-inf"].contains(&lower.as_str()) {
+        return Err(sluice::Error::NotSupported(format!("numeric {trimmed} (Sluice stores numerics as decimals)")));
+    }
+    let (negative, unsigned) = match trimmed.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, trimmed.strip_prefix('+').unwrap_or(trimmed)),
+    };
+    let (number, exponent) = match unsigned.split_once(['e', 'E']) {
+        Some((number, exponent)) => (number, exponent.parse::<i32>().map_err(|_| invalid())?),
+        None => (unsigned, 0),
+    };
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    let all_digits = whole.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit());
+    if !all_digits || (whole.is_empty() && fraction.is_empty()) {
+        return Err(invalid());
+    }
+    let digits: String = whole.chars().chain(fraction.chars()).collect();
+    let digits = digits.trim_start_matches('0');
+    // The value times 10^scale is `digits` times 10^shift.
+    let fraction_digits = i64::try_from(fraction.len()).map_err(|_| invalid())?;
+    let shift = i64::from(exponent) - fraction_digits + i64::from(scale);
+    let saturated = |d: &str| if d.is_empty() { 0 } else { d.parse::<i128>().unwrap_or(i128::MAX) };
+    let magnitude = match u32::try_from(shift) {
+        Ok(_) if digits.is_empty() => 0,
+        Ok(shift) => 10i128.checked_pow(shift).and_then(|p| saturated(digits).checked_mul(p)).unwrap_or(i128::MAX),
+        Err(_) => {
+            let dropped = usize::try_from(shift.unsigned_abs()).unwrap_or(usize::MAX);
+            let (kept, rest) = digits.split_at(digits.len().saturating_sub(dropped));
+            // Past all the digits, the first dropped digit is a leading zero.
+            let round_up = dropped <= digits.len() && rest.starts_with(['5', '6', '7', '8', '9']);
+            saturated(kept).saturating_add(i128::from(round_up))
+        }
+    };
+    Ok(if negative { -magnitude } else { magnitude })
+}
+
+/// The type a parameter arrives in, as arrow-pg decides it: the client's, else the inferred one's.
+fn arrival_type(client: Option<&Type>, inferred: Option<&DataType>) -> Option<Type> {
+    client.cloned().or_else(|| inferred.and_then(|t| arrow_pg::datatypes::into_pg_type(t).ok()))
+}
+
+fn reader(pg: &Type, binary: bool, inferred: Option<&DataType>) -> Reader {
+    if matches!(*pg, Type::UUID | Type::JSON | Type::JSONB | Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY) {
+        return Reader::Document(pg.clone());
+    }
+    if binary {
+        return Reader::ArrowPg;
+    }
+    if let Some(declared) = IntegerType::of_pg(pg) {
+        // A target that is not an integer type (an int4 parameter for a float column) is
+        // arrow-pg's to coerce.
+        return match inferred.map(IntegerType::of_arrow) {
+            None => Reader::Integer { declared, target: declared },
+            Some(Some(target)) => Reader::Integer { declared, target },
+            Some(None) => Reader::ArrowPg,
+        };
+    }
+    if let Some(element) = IntegerType::of_pg_array(pg) {
+        return Reader::IntegerArray(element);
+    }
+    if let (&Type::NUMERIC, Some(&DataType::Decimal128(precision, scale))) = (pg, inferred) {
+        return Reader::Numeric { precision, scale };
+    }
+    if matches!(*pg, Type::TEXT_ARRAY | Type::VARCHAR_ARRAY) {
+        return Reader::TextArray;
+    }
+    Reader::ArrowPg
+}
+
+impl Reader {
+    /// A parameter's value from its bytes (None: NULL).
+    fn read(&self, bytes: Option<&[u8]>, binary: bool) -> sluice::Result<ScalarValue> {
+        let list = |items: &[ScalarValue], element: &DataType| {
+            ScalarValue::List(ScalarValue::new_list_nullable(items, element))
+        };
+        let Some(bytes) = bytes else {
+            return Ok(match self {
+                Reader::Integer { target, .. } => target.scalar(None, "")?,
+                Reader::IntegerArray(element) => ScalarValue::new_null_list(element.arrow(), true, 1),
+                Reader::Numeric { precision, scale } => ScalarValue::Decimal128(None, *precision, *scale),
+                Reader::Document(pg) if !is_document_array(pg) => ScalarValue::Utf8(None),
+                _ => ScalarValue::new_null_list(DataType::Utf8, true, 1),
+            });
+        };
+        if let Reader::Document(pg) = self {
+            return document(pg, bytes, binary);
+        }
+        let text = std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?;
+        Ok(match self {
+            Reader::Integer { declared, target } => target.scalar(Some(declared.input(text)?), text)?,
+            Reader::IntegerArray(element) => {
+                let items = sluice::types::array_from_text(text)?
+                    .into_iter()
+                    .map(|item| element.scalar(item.as_deref().map(|t| element.input(t)).transpose()?, text))
+                    .collect::<sluice::Result<Vec<_>>>()?;
+                list(&items, &element.arrow())
+            }
+            Reader::Numeric { precision, scale } => {
+                ScalarValue::Decimal128(Some(numeric_input(text, *scale)?), *precision, *scale)
+            }
+            _ => {
+                let items: Vec<ScalarValue> =
+                    sluice::types::array_from_text(text)?.into_iter().map(ScalarValue::Utf8).collect();
+                list(&items, &DataType::Utf8)
+            }
+        })
+    }
 }
 
 /// The parameters of a portal: `uuid`, `json` and `jsonb` (and arrays of them) read here, from
-/// text or binary, as text values; the others by arrow-pg.
+/// text or binary, as text values; integers, integer arrays and text arrays in text read here as
+/// PostgreSQL reads them; the others by arrow-pg. Numerics wider than their column are 22003.
 pub fn decode_parameters<S: Clone + Default>(
     portal: &Portal<S>,
     inferred: &[Option<&DataType>],
 ) -> PgWireResult<Vec<ScalarValue>> {
-    let declared: Vec<Option<Type>> = portal.statement.parameter_types.clone();
-    let own: Vec<usize> = declared
-        .iter()
-        .enumerate()
-        .filter(|(_, t)| t.as_ref().is_some_and(own_parameter_type))
-        .map(|(i, _)| i)
+    let readers: Vec<Reader> = (0..portal.parameter_len())
+        .map(|i| {
+            let target = inferred.get(i).copied().flatten();
+            let client = portal.statement.parameter_types.get(i).and_then(Option::as_ref);
+            match arrival_type(client, target) {
+                Some(pg) => reader(&pg, portal.parameter_format.is_binary(i), target),
+                None => Reader::ArrowPg,
+            }
+        })
         .collect();
-    if own.is_empty() {
-        let values = arrow_pg::datatypes::df::deserialize_parameters(portal, inferred)?;
-        return Ok(super::statements::param_values(values));
+    if readers.iter().all(|r| *r == Reader::ArrowPg) {
+        let values =
+            super::statements::param_values(arrow_pg::datatypes::df::deserialize_parameters(portal, inferred)?);
+        check_numeric_precision(&values)?;
+        return Ok(values);
     }
     // The others through arrow-pg, with these as text NULLs in their place.
     let mut statement = StoredStatement::new(
@@ -172,8 +412,12 @@ pub fn decode_parameters<S: Clone + Default>(
         portal.statement.statement.clone(),
         portal.statement.parameter_types.clone(),
     );
+    statement.parameter_types.resize(readers.len().max(statement.parameter_types.len()), None);
     let mut parameters = portal.parameters.clone();
-    for &i in &own {
+    for (i, reader) in readers.iter().enumerate() {
+        if *reader == Reader::ArrowPg {
+            continue;
+        }
         if let Some(slot) = statement.parameter_types.get_mut(i) {
             *slot = Some(Type::TEXT);
         }
@@ -189,25 +433,42 @@ pub fn decode_parameters<S: Clone + Default>(
     others.result_column_format = portal.result_column_format.clone();
     let mut values =
         super::statements::param_values(arrow_pg::datatypes::df::deserialize_parameters(&others, inferred)?);
-    for i in own {
-        let (Some(Some(pg)), Some(slot)) = (declared.get(i), values.get_mut(i)) else { continue };
-        let raw = portal.parameters.get(i).cloned().flatten();
-        let binary = portal.parameter_format.is_binary(i);
-        *slot = match raw {
-            None => null_of(pg),
-            Some(bytes) => parameter(pg, &bytes, binary).map_err(|e| super::encode::error(&e))?,
-        };
+    for (i, reader) in readers.iter().enumerate() {
+        let Some(slot) = values.get_mut(i) else { continue };
+        if *reader != Reader::ArrowPg {
+            let raw = portal.parameters.get(i).cloned().flatten();
+            *slot = reader
+                .read(raw.as_deref(), portal.parameter_format.is_binary(i))
+                .map_err(|e| super::encode::error(&e))?;
+        }
     }
+    check_numeric_precision(&values)?;
     Ok(values)
 }
 
-fn null_of(pg: &Type) -> ScalarValue {
-    match *pg {
-        Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY => {
-            ScalarValue::List(ScalarValue::new_list_nullable(&[], &DataType::Utf8))
+/// 22003 for a numeric parameter with more digits than its target's precision allows (arrow-pg
+/// rounds binary ones to the target's scale but does not check the precision), as PostgreSQL
+/// says it.
+fn check_numeric_precision(values: &[ScalarValue]) -> PgWireResult<()> {
+    for value in values {
+        let ScalarValue::Decimal128(Some(mantissa), precision, scale) = value else { continue };
+        let limit = 10u128.checked_pow(u32::from(*precision)).unwrap_or(u128::MAX);
+        if mantissa.unsigned_abs() < limit {
+            continue;
         }
-        _ => ScalarValue::Utf8(None),
+        let integer_digits = i32::from(*precision) - i32::from(*scale);
+        let bound = if integer_digits > 0 { format!("10^{integer_digits}") } else { "1".to_string() };
+        let mut info = ErrorInfo::new("ERROR".into(), "22003".into(), "numeric field overflow".into());
+        info.detail = Some(format!(
+            "A field with precision {precision}, scale {scale} must round to an absolute value less than {bound}."
+        ));
+        return Err(PgWireError::UserError(Box::new(info)));
     }
+    Ok(())
+}
+
+fn is_document_array(pg: &Type) -> bool {
+    matches!(*pg, Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY)
 }
 
 fn element_type(pg: &Type) -> TextType {
@@ -218,10 +479,9 @@ fn element_type(pg: &Type) -> TextType {
     }
 }
 
-fn parameter(pg: &Type, bytes: &[u8], binary: bool) -> sluice::Result<ScalarValue> {
+fn document(pg: &Type, bytes: &[u8], binary: bool) -> sluice::Result<ScalarValue> {
     let text_type = element_type(pg);
-    let array = matches!(*pg, Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY);
-    if !array {
+    if !is_document_array(pg) {
         return Ok(ScalarValue::Utf8(Some(element(text_type, bytes, binary)?)));
     }
     let items: Vec<Option<String>> = if binary {
@@ -314,12 +574,139 @@ mod tests {
         let items = binary_array(&bytes).unwrap();
         assert_eq!(items, vec![Some(vec![7u8; 16]), None]);
         assert!(binary_array(&bytes[..10]).is_err());
-        let value = parameter(&Type::UUID_ARRAY, &bytes, true).unwrap();
+        let value = document(&Type::UUID_ARRAY, &bytes, true).unwrap();
         assert!(matches!(value, ScalarValue::List(_)));
         assert_eq!(
-            parameter(&Type::JSONB, b"\x01{\"b\":1,\"a\":2}", true).unwrap(),
+            document(&Type::JSONB, b"\x01{\"b\":1,\"a\":2}", true).unwrap(),
             ScalarValue::Utf8(Some("{\"a\": 2, \"b\": 1}".into()))
         );
-        assert!(parameter(&Type::UUID, b"nope", false).is_err());
+        assert!(document(&Type::UUID, b"nope", false).is_err());
+    }
+
+    /// Text parameters as a client that sends no types (node-postgres) binds them.
+    fn decode(
+        texts: &[Option<&str>],
+        inferred: &[&DataType],
+        client_types: Vec<Option<Type>>,
+    ) -> PgWireResult<Vec<ScalarValue>> {
+        let mut portal: Portal<()> = Portal::default();
+        portal.statement = Arc::new(StoredStatement::new("s".into(), (), client_types));
+        portal.parameters = texts.iter().map(|t| t.map(|t| bytes::Bytes::copy_from_slice(t.as_bytes()))).collect();
+        portal.parameter_format = Format::UnifiedText;
+        let inferred: Vec<Option<&DataType>> = inferred.iter().copied().map(Some).collect();
+        decode_parameters(&portal, &inferred)
+    }
+
+    fn error(result: PgWireResult<Vec<ScalarValue>>) -> (String, String, Option<String>) {
+        match result {
+            Err(PgWireError::UserError(info)) => (info.code, info.message, info.detail),
+            other => panic!("not a user error: {other:?}"),
+        }
+    }
+
+    fn list(items: &[ScalarValue], element: &DataType) -> ScalarValue {
+        ScalarValue::List(ScalarValue::new_list_nullable(items, element))
+    }
+
+    #[test]
+    fn integers_read_as_postgresql_reads_them() {
+        let values = decode(
+            &[Some(" 42 "), Some("+7"), Some("-8"), None],
+            &[&DataType::Int32, &DataType::Int16, &DataType::Int64, &DataType::Int32],
+            vec![],
+        )
+        .unwrap();
+        assert_eq!(
+            values,
+            [
+                ScalarValue::Int32(Some(42)),
+                ScalarValue::Int16(Some(7)),
+                ScalarValue::Int64(Some(-8)),
+                ScalarValue::Int32(None)
+            ]
+        );
+        let range = error(decode(&[Some("40000")], &[&DataType::Int16], vec![]));
+        assert_eq!(
+            (range.0.as_str(), range.1.as_str()),
+            ("22003", "value \"40000\" is out of range for type smallint")
+        );
+        let range = error(decode(&[Some("9223372036854775808")], &[&DataType::Int64], vec![]));
+        assert_eq!(range.0, "22003");
+        // A bigint the client declared, for an integer column.
+        let range = error(decode(&[Some("3000000000")], &[&DataType::Int32], vec![Some(Type::INT8)]));
+        assert_eq!(range.1, "value \"3000000000\" is out of range for type integer");
+        let syntax = error(decode(&[Some("1.5")], &[&DataType::Int32], vec![]));
+        assert_eq!((syntax.0.as_str(), syntax.1.as_str()), ("22P02", "invalid input syntax for type integer: \"1.5\""));
+        assert_eq!(error(decode(&[Some("")], &[&DataType::Int32], vec![])).0, "22P02");
+        assert_eq!(error(decode(&[Some("- 1")], &[&DataType::Int32], vec![])).0, "22P02");
+    }
+
+    #[test]
+    fn arrays_read_as_postgresql_reads_them() {
+        let int_list = DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true)));
+        let text_list = DataType::List(Arc::new(Field::new_list_field(DataType::Utf8, true)));
+        let values =
+            decode(&[Some("{1, NULL,3}"), Some(r#"{"",NULL,"NULL",x}"#)], &[&int_list, &text_list], vec![]).unwrap();
+        let text = |t: Option<&str>| ScalarValue::Utf8(t.map(str::to_string));
+        assert_eq!(
+            values,
+            [
+                list(
+                    &[ScalarValue::Int32(Some(1)), ScalarValue::Int32(None), ScalarValue::Int32(Some(3))],
+                    &DataType::Int32
+                ),
+                list(&[text(Some("")), text(None), text(Some("NULL")), text(Some("x"))], &DataType::Utf8),
+            ]
+        );
+        let range = error(decode(&[Some("{1,3000000000}")], &[&int_list], vec![]));
+        assert_eq!(
+            (range.0.as_str(), range.1.as_str()),
+            ("22003", "value \"3000000000\" is out of range for type integer")
+        );
+        assert_eq!(error(decode(&[Some("{1,x}")], &[&int_list], vec![])).0, "22P02");
+        assert_eq!(error(decode(&[Some("1,2")], &[&text_list], vec![])).0, "22P02");
+        // NULL arrays are NULL, not empty (a declared uuid[] too).
+        let values =
+            decode(&[None, None, None], &[&int_list, &text_list, &text_list], vec![None, None, Some(Type::UUID_ARRAY)])
+                .unwrap();
+        assert!(values.iter().all(ScalarValue::is_null), "{values:?}");
+    }
+
+    #[test]
+    fn numerics_read_as_postgresql_reads_them() {
+        assert_eq!(numeric_input("1.005", 2).unwrap(), 101);
+        assert_eq!(numeric_input("-1.005", 2).unwrap(), -101);
+        assert_eq!(numeric_input(" 12.5e-1 ", 1).unwrap(), 13);
+        assert_eq!(numeric_input(".5", 0).unwrap(), 1);
+        assert_eq!(numeric_input("+5.", 0).unwrap(), 5);
+        assert_eq!(numeric_input("0.0000001", 2).unwrap(), 0);
+        assert_eq!(numeric_input("0.5E-2", 2).unwrap(), 1);
+        assert_eq!(numeric_input("000", 10).unwrap(), 0);
+        assert_eq!(numeric_input("100000000000000000000", 10).unwrap(), 10i128.pow(30));
+        assert_eq!(numeric_input("1e100", 0).unwrap(), i128::MAX);
+        assert_eq!(numeric_input("-1e100", 0).unwrap(), -i128::MAX);
+        for bad in ["", ".", "abc", "1e", "1.2.3", "--1", "1 2"] {
+            assert_eq!(numeric_input(bad, 2).unwrap_err().sqlstate(), "22P02", "{bad}");
+        }
+        assert_eq!(numeric_input("NaN", 2).unwrap_err().sqlstate(), "0A000");
+        // Wider than arrow-pg's 28-digit decimals: read whole, not rescaled to another scale.
+        let values = decode(&[Some("100000000000000000000")], &[&DataType::Decimal128(38, 10)], vec![]).unwrap();
+        assert_eq!(values, [ScalarValue::Decimal128(Some(10i128.pow(30)), 38, 10)]);
+        let values = decode(&[Some("99999999.994")], &[&DataType::Decimal128(10, 2)], vec![]).unwrap();
+        assert_eq!(values, [ScalarValue::Decimal128(Some(9_999_999_999), 10, 2)]);
+        let overflow = error(decode(&[Some("99999999.995")], &[&DataType::Decimal128(10, 2)], vec![]));
+        assert_eq!(
+            overflow,
+            (
+                "22003".to_string(),
+                "numeric field overflow".to_string(),
+                Some("A field with precision 10, scale 2 must round to an absolute value less than 10^8.".to_string())
+            )
+        );
+        let overflow = error(decode(&[Some("1")], &[&DataType::Decimal128(2, 2)], vec![]));
+        assert_eq!(
+            overflow.2.as_deref(),
+            Some("A field with precision 2, scale 2 must round to an absolute value less than 1.")
+        );
     }
 }

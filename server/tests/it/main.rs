@@ -6,6 +6,7 @@ mod clients;
 mod dbt;
 mod differential;
 mod jdbc;
+mod node;
 mod pg;
 mod security;
 mod serve;
