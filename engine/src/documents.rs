@@ -141,6 +141,64 @@ fn short(text: &str) -> String {
 }
 
 /// A document as `jsonb` prints it.
+/// `jsonb_strip_nulls`: every object field whose value is null removed, at any depth (nulls in
+/// arrays stay).
+pub fn strip_nulls(value: Value) -> Value {
+    match value {
+        Value::Object(map) => {
+            Value::Object(map.into_iter().filter(|(_, v)| !v.is_null()).map(|(k, v)| (k, strip_nulls(v))).collect())
+        }
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nulls).collect()),
+        other => other,
+    }
+}
+
+/// `jsonb_pretty`: jsonb text indented by four spaces, one element or field per line.
+pub fn pretty(value: &Value) -> String {
+    fn write(value: &Value, depth: usize, out: &mut String) {
+        let indent = |out: &mut String, depth: usize| out.push_str(&"    ".repeat(depth));
+        match value {
+            Value::Array(items) => {
+                out.push_str("[\n");
+                for (i, item) in items.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(",\n");
+                    }
+                    indent(out, depth + 1);
+                    write(item, depth + 1, out);
+                }
+                if !items.is_empty() {
+                    out.push('\n');
+                }
+                indent(out, depth);
+                out.push(']');
+            }
+            Value::Object(map) => {
+                out.push_str("{\n");
+                let entries = ordered(map);
+                for (i, (key, item)) in entries.iter().enumerate() {
+                    if i > 0 {
+                        out.push_str(",\n");
+                    }
+                    indent(out, depth + 1);
+                    out.push_str(&Value::String((*key).clone()).to_string());
+                    out.push_str(": ");
+                    write(item, depth + 1, out);
+                }
+                if !entries.is_empty() {
+                    out.push('\n');
+                }
+                indent(out, depth);
+                out.push('}');
+            }
+            other => out.push_str(&jsonb_text(other)),
+        }
+    }
+    let mut out = String::new();
+    write(value, 0, &mut out);
+    out
+}
+
 pub fn jsonb_text(value: &Value) -> String {
     let mut out = String::new();
     write_jsonb(value, &mut out);

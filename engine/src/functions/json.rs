@@ -65,6 +65,10 @@ pub enum Op {
     ElementsText,
     /// `jsonb_object_keys` as a list.
     ObjectKeys,
+    /// `jsonb_strip_nulls`: object fields that are null removed, at every depth.
+    StripNulls,
+    /// `jsonb_pretty`: indented text.
+    Pretty,
     /// The values of an object, in the order of `ObjectKeys` (`jsonb_each`'s second column).
     EachValues,
     /// The values of an object as text (`jsonb_each_text`'s second column).
@@ -84,6 +88,8 @@ pub fn udf(name: &'static str, aliases: &[&str], op: Op) -> ScalarUDF {
     let signature = match op {
         Op::Input(_)
         | Op::TypeOf
+        | Op::StripNulls
+        | Op::Pretty
         | Op::ArrayLength
         | Op::ToJson(_)
         | Op::Elements
@@ -143,7 +149,7 @@ impl ScalarUDFImpl for JsonFunction {
                 Some(TextType::Json) => TextType::Json,
                 _ => TextType::Jsonb,
             }),
-            Op::Concat | Op::Remove | Op::Set => Some(TextType::Jsonb),
+            Op::Concat | Op::Remove | Op::Set | Op::StripNulls => Some(TextType::Jsonb),
             Op::Elements => {
                 let element = TextType::Jsonb.field("item", true);
                 return Ok(Arc::new(Field::new(self.name, DataType::List(Arc::new(element)), true)));
@@ -367,6 +373,11 @@ impl JsonFunction {
                         None => None,
                     });
                 }
+                (Output::Text(values), Op::StripNulls) => values
+                    .push(document(first, first_type, row)?.map(|d| documents::jsonb_text(&documents::strip_nulls(d)))),
+                (Output::Text(values), Op::Pretty) => {
+                    values.push(document(first, first_type, row)?.map(|d| documents::pretty(&d)))
+                }
                 (Output::Text(values), Op::TypeOf) => {
                     values.push(document(first, first_type, row)?.map(|d| documents::type_name(&d).to_string()))
                 }
@@ -496,6 +507,8 @@ pub fn functions() -> Vec<ScalarUDF> {
         udf("json_get_text", &["json_extract_path_text", "jsonb_extract_path_text"], Op::GetText),
         udf("json_array_length", &["jsonb_array_length"], Op::ArrayLength),
         udf("json_typeof", &["jsonb_typeof"], Op::TypeOf),
+        udf("jsonb_strip_nulls", &["json_strip_nulls"], Op::StripNulls),
+        udf("jsonb_pretty", &[], Op::Pretty),
         udf("jsonb_set", &[], Op::Set),
         udf("to_jsonb", &[], Op::ToJson(TextType::Jsonb)),
         udf("to_json", &[], Op::ToJson(TextType::Json)),

@@ -22,24 +22,30 @@ struct JsonBuildObject {
     output: TextType,
     /// An array from a list (`json_agg`), not an object from pairs.
     array: bool,
+    /// An object from a list of keys and a list of values (`json_object_agg`).
+    lists: bool,
     signature: Signature,
 }
 
 /// The functions, to register in a session.
 pub fn functions() -> Vec<ScalarUDF> {
-    let make = |name, output, array| {
+    let make = |name, output, array, lists| {
         ScalarUDF::from(JsonBuildObject {
             name,
             output,
             array,
+            lists,
             signature: Signature::variadic_any(Volatility::Immutable),
         })
     };
     vec![
-        make("json_build_object", TextType::Json, false),
-        make("jsonb_build_object", TextType::Jsonb, false),
-        make("__pg_json_array", TextType::Json, true),
-        make("__pg_jsonb_array", TextType::Jsonb, true),
+        make("json_build_object", TextType::Json, false, false),
+        make("jsonb_build_object", TextType::Jsonb, false, false),
+        make("__pg_json_array", TextType::Json, true, false),
+        make("__pg_jsonb_array", TextType::Jsonb, true, false),
+        // `json_object_agg(k, v)` is planned as this of `array_agg(k)` and `array_agg(v)`.
+        make("__pg_json_object_agg", TextType::Json, false, true),
+        make("__pg_jsonb_object_agg", TextType::Jsonb, false, true),
     ]
 }
 
@@ -173,7 +179,7 @@ impl ScalarUDFImpl for JsonBuildObject {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        if !self.array && !args.args.len().is_multiple_of(2) {
+        if !self.array && !self.lists && !args.args.len().is_multiple_of(2) {
             return exec_err!("argument list must have even number of elements");
         }
         let rows = args.number_rows;
@@ -185,6 +191,36 @@ impl ScalarUDFImpl for JsonBuildObject {
             .collect::<DfResult<_>>()?;
         let mut builder = StringBuilder::new();
         for row in 0..rows {
+            if self.lists {
+                let (Some(Value::Array(keys)), Some(Value::Array(values))) =
+                    (columns.first().and_then(|c| c.get(row)), columns.get(1).and_then(|c| c.get(row)))
+                else {
+                    builder.append_null();
+                    continue;
+                };
+                let mut entries = Vec::with_capacity(keys.len());
+                for (key, value) in keys.iter().zip(values) {
+                    let key = match key {
+                        Value::String(s) => s.clone(),
+                        Value::Null => return exec_err!("field name must not be null"),
+                        other => other.to_string(),
+                    };
+                    entries.push((key, value.clone()));
+                }
+                builder.append_value(match self.output {
+                    TextType::Jsonb => crate::documents::jsonb_text(&Value::Object(entries.into_iter().collect())),
+                    // json keeps every pair, duplicates too, as PostgreSQL prints it.
+                    _ => format!(
+                        "{{ {} }}",
+                        entries
+                            .iter()
+                            .map(|(k, v)| format!("{} : {v}", Value::String(k.clone())))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                });
+                continue;
+            }
             if self.array {
                 match columns.first().and_then(|c| c.get(row)) {
                     Some(Value::Null) | None => builder.append_null(),

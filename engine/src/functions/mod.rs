@@ -6,6 +6,7 @@ pub mod interval;
 pub mod json;
 pub mod json_build;
 pub mod math;
+pub mod number_format;
 pub mod table_changes;
 
 use std::collections::HashMap;
@@ -20,6 +21,44 @@ use crate::warehouse::Warehouse;
 /// (`crate::sql::lateral`).
 pub const SERIES: &str = "__pg_generate_series";
 
+/// The longest `pg_sleep` (in seconds): a sleeping statement holds one of the query threads.
+const LONGEST_SLEEP_S: f64 = 60.0;
+
+/// `pg_sleep(seconds)`: waits, then returns void (an empty text here). The runtime is told the
+/// thread blocks, so other statements go on meanwhile; longer than [`LONGEST_SLEEP_S`] is
+/// refused rather than cut short.
+fn pg_sleep(
+    args: &[datafusion::logical_expr::ColumnarValue],
+) -> datafusion::error::Result<datafusion::logical_expr::ColumnarValue> {
+    use arrow::array::AsArray;
+    use datafusion::logical_expr::ColumnarValue;
+    let seconds: f64 = match args.first() {
+        Some(ColumnarValue::Scalar(v)) => match v.cast_to(&arrow::datatypes::DataType::Float64)? {
+            datafusion::common::ScalarValue::Float64(s) => s.unwrap_or(0.0),
+            _ => 0.0,
+        },
+        Some(ColumnarValue::Array(a)) => {
+            let a = arrow::compute::cast(a, &arrow::datatypes::DataType::Float64)?;
+            a.as_primitive::<arrow::datatypes::Float64Type>().iter().flatten().filter(|s| *s > 0.0).sum()
+        }
+        None => 0.0,
+    };
+    if seconds.is_nan() || seconds > LONGEST_SLEEP_S {
+        return Err(crate::error::Error::NotSupported(format!(
+            "pg_sleep of more than {LONGEST_SLEEP_S} seconds (it holds a query thread)"
+        ))
+        .into());
+    }
+    if seconds > 0.0 {
+        let wait = || std::thread::sleep(std::time::Duration::from_secs_f64(seconds));
+        match tokio::runtime::Handle::try_current().map(|h| h.runtime_flavor()) {
+            Ok(tokio::runtime::RuntimeFlavor::MultiThread) => tokio::task::block_in_place(wait),
+            _ => wait(),
+        }
+    }
+    Ok(ColumnarValue::Scalar(datafusion::common::ScalarValue::Utf8(Some(String::new()))))
+}
+
 /// Registers Sluice's functions in a session context.
 pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<HashMap<String, Arc<Snapshot>>>>) {
     for function in json::functions() {
@@ -29,6 +68,9 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(format::function());
+    for function in number_format::functions() {
+        ctx.register_udf(function);
+    }
     // DataFusion's streaming generate_series under a second name, which FROM's rewrite calls
     // (see crate::sql::lateral).
     let series = ctx.state().table_functions().get("generate_series").map(|f| f.function().clone());
@@ -44,6 +86,13 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         Arc::new(|_| {
             Ok(datafusion::logical_expr::ColumnarValue::Scalar(datafusion::common::ScalarValue::Boolean(Some(false))))
         }),
+    ));
+    ctx.register_udf(datafusion::logical_expr::create_udf(
+        "pg_sleep",
+        vec![arrow::datatypes::DataType::Float64],
+        arrow::datatypes::DataType::Utf8,
+        datafusion::logical_expr::Volatility::Volatile,
+        Arc::new(pg_sleep),
     ));
     // Upper-cased month and day names of `to_char` (see `sql::postgres_forms`).
     ctx.register_udf(datafusion::functions::string::upper().as_ref().clone().with_aliases(["__pg_upper"]));

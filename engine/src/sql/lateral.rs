@@ -134,12 +134,13 @@ fn quoted(name: &str) -> String {
 impl Lateral {
     fn select(&mut self, select: &mut ast::Select) -> Result<()> {
         let mut hidden: Vec<(String, String)> = vec![];
-        for i in 0..select.from.len() {
-            if let Some(call) = call_in(&select.from[i].relation)? {
+        let mut done: Vec<TableWithJoins> = Vec::with_capacity(select.from.len());
+        for mut item in std::mem::take(&mut select.from) {
+            if let Some(call) = call_in(&item.relation)? {
                 let before =
-                    (i > 0).then(|| select.from[..i].iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
+                    (!done.is_empty()).then(|| done.iter().map(ToString::to_string).collect::<Vec<_>>().join(", "));
                 let (factor, condition, keys) = self.derived(call, before)?;
-                select.from[i].relation = factor;
+                item.relation = factor;
                 if let Some(condition) = condition {
                     select.selection = Some(match select.selection.take() {
                         Some(selection) => and(Expr::Nested(Box::new(selection)), condition),
@@ -148,21 +149,21 @@ impl Lateral {
                 }
                 hidden.extend(keys);
             }
-            for j in 0..select.from[i].joins.len() {
-                let Some(call) = call_in(&select.from[i].joins[j].relation)? else { continue };
-                let before = TableWithJoins {
-                    relation: select.from[i].relation.clone(),
-                    joins: select.from[i].joins[..j].to_vec(),
-                };
-                let (factor, condition, keys) = self.derived(call, Some(before.to_string()))?;
-                let join = &mut select.from[i].joins[j];
-                join.relation = factor;
-                if let Some(condition) = condition {
-                    join.join_operator = joined_on(&join.join_operator, condition)?;
+            for mut join in std::mem::take(&mut item.joins) {
+                if let Some(call) = call_in(&join.relation)? {
+                    let before = TableWithJoins { relation: item.relation.clone(), joins: item.joins.clone() };
+                    let (factor, condition, keys) = self.derived(call, Some(before.to_string()))?;
+                    join.relation = factor;
+                    if let Some(condition) = condition {
+                        join.join_operator = joined_on(&join.join_operator, condition)?;
+                    }
+                    hidden.extend(keys);
                 }
-                hidden.extend(keys);
+                item.joins.push(join);
             }
+            done.push(item);
         }
+        select.from = done;
         if !hidden.is_empty() {
             hide(&mut select.projection, &hidden);
         }
@@ -201,7 +202,7 @@ impl Lateral {
                     ));
                 }
                 let mut names: Vec<String> = given.iter().map(|c| c.name.value.clone()).collect();
-                names.extend(columns[given.len()..].iter().map(|(_, name)| name.clone()));
+                names.extend(columns.iter().skip(given.len()).map(|(_, name)| name.clone()));
                 names
             }
             _ => columns.iter().map(|(_, name)| name.clone()).collect(),
@@ -269,7 +270,7 @@ fn columns(call: &Call, args: &[String]) -> Result<Vec<(String, String)>> {
     let first =
         || args.first().cloned().ok_or_else(|| Error::data("42883", format!("function {name}() does not exist")));
     Ok(match name {
-        "unnest" if args.len() == 1 => vec![(format!("unnest({})", args[0]), one("unnest"))],
+        "unnest" if args.len() == 1 => vec![(format!("unnest({})", first()?), one("unnest"))],
         // Each column is `unnest`: the later ones by an alias that is shown as that name.
         "unnest" => args
             .iter()
@@ -360,7 +361,7 @@ fn hide(projection: &mut [SelectItem], hidden: &[(String, String)]) {
             continue;
         }
         let mut all = match options.opt_exclude.take() {
-            Some(ast::ExcludeSelectItem::Single(one)) => vec![one.into()],
+            Some(ast::ExcludeSelectItem::Single(one)) => vec![one],
             Some(ast::ExcludeSelectItem::Multiple(many)) => many,
             None => vec![],
         };

@@ -162,6 +162,30 @@ impl Literals {
             {
                 Ok(Some(cast(call("now", vec![]), SqlType::Timestamp(None, ast::TimezoneInfo::WithoutTimeZone))))
             }
+            Expr::Function(function)
+                if matches!(function_name(function).as_str(), "json_object_agg" | "jsonb_object_agg") =>
+            {
+                // `json_object_agg(k, v)`: the object of `array_agg(k)` and `array_agg(v)` (one
+                // aggregation, so the two lists pair up row by row).
+                let Some([key, value]) = plain_args(function).and_then(|a| <[Expr; 2]>::try_from(a).ok()) else {
+                    return Ok(None);
+                };
+                let wrapper = if function_name(function) == "json_object_agg" {
+                    "__pg_json_object_agg"
+                } else {
+                    "__pg_jsonb_object_agg"
+                };
+                let mut keys = function.clone();
+                keys.name = ObjectName::from(vec![Ident::new("array_agg")]);
+                let mut values = keys.clone();
+                if let FunctionArguments::List(list) = &mut keys.args {
+                    list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(key))];
+                }
+                if let FunctionArguments::List(list) = &mut values.args {
+                    list.args = vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(value))];
+                }
+                Ok(Some(call(wrapper, vec![Expr::Function(keys), Expr::Function(values)])))
+            }
             Expr::Function(function) => {
                 let name = function_name(function);
                 let Some(args) = plain_args(function) else { return Ok(None) };
@@ -172,16 +196,34 @@ impl Literals {
                         right: Box::new(Expr::Nested(Box::new(b))),
                     }))),
                     ("sign", _, [x]) => Some(call("signum", vec![x.clone()])),
+                    // PostgreSQL's array_remove removes every occurrence.
+                    ("array_remove", _, [array, element]) => {
+                        Some(call("array_remove_all", vec![array.clone(), element.clone()]))
+                    }
+                    // double precision in PostgreSQL (extract is numeric).
+                    ("date_part", _, _) if !self.cast_marked(function) => {
+                        let mut marked = function.clone();
+                        marked.name = ObjectName::from(vec![Ident::with_quote('"', name.clone())]);
+                        Some(cast(Expr::Function(marked), SqlType::DoublePrecision))
+                    }
                     // `x = ANY($1)` as datafusion-pg-catalog plans it, with the parameter's array
                     // text bound in: the text is the array.
                     ("array_has" | "array_contains", _, [array, element]) => string_literal(array)
                         .and_then(array_of_text)
                         .map(|array| call(&name, vec![array, element.clone()])),
                     // integer in PostgreSQL, an unsigned 64-bit count in DataFusion.
-                    ("array_length" | "cardinality" | "array_ndims", _, _) if !self.cast_marked(function) => {
+                    ("array_length" | "cardinality" | "array_ndims" | "array_position", _, _)
+                        if !self.cast_marked(function) =>
+                    {
                         let mut marked = function.clone();
                         marked.name = ObjectName::from(vec![Ident::with_quote('"', name.clone())]);
                         Some(cast(Expr::Function(marked), SqlType::Int(None)))
+                    }
+                    // `to_char(1234.5, '9G999D99')`: a number pattern.
+                    ("to_char", _, [value, pattern])
+                        if string_literal(pattern).is_some_and(|p| p.contains(['9', '0'])) =>
+                    {
+                        Some(call("__pg_to_char_number", vec![value.clone(), pattern.clone()]))
                     }
                     ("to_char" | "to_date" | "to_timestamp", _, [value, pattern]) => match string_literal(pattern) {
                         Some(pattern) => {

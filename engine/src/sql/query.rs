@@ -468,16 +468,29 @@ fn expression_name(expr: &Expr) -> Option<String> {
                 // `json_agg(x)` is planned as `__pg_json_array(array_agg(x))`.
                 Some("json_array") => "json_agg".into(),
                 Some("jsonb_array") => "jsonb_agg".into(),
+                Some("to_char_number") => "to_char".into(),
                 Some(type_name) if matches!(expression_name_of_args(function).as_deref(), None | Some("?column?")) => {
                     type_name.to_string()
                 }
                 Some(_) => expression_name_of_args(function).unwrap_or(name),
                 // `x = ANY(array)` as datafusion-pg-catalog rewrites it.
                 None if name == "array_contains" => "?column?".into(),
+                // PostgreSQL's array_remove is DataFusion's array_remove_all.
+                None if name == "array_remove_all" => "array_remove".into(),
                 None => name,
             }
         }),
         Expr::Case { .. } => Some("case".into()),
+        // `interval '1 day'` is named by its type, as a cast is.
+        Expr::TypedString(typed) => Some(cast_type_name(&typed.data_type)),
+        Expr::Interval(_) => Some("interval".into()),
+        // `(array[1, 2])[1]` is named `array`, as its array is.
+        Expr::CompoundFieldAccess { root, .. } => match root.as_ref() {
+            Expr::Nested(inner) if matches!(inner.as_ref(), Expr::Array(_)) => Some("array".into()),
+            other => expression_name(other).or_else(|| column_name(other)),
+        },
+        Expr::Extract { .. } => Some("extract".into()),
+        Expr::Array(_) => Some("array".into()),
         _ => Some("?column?".into()),
     }
 }

@@ -50,6 +50,11 @@ fn documents() {
     run_case("documents");
 }
 
+#[test]
+fn functions() {
+    run_case("functions");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

@@ -495,7 +495,7 @@ async fn portals_return_rows_in_pieces() {
     let statement = transaction.prepare("SELECT x FROM generate_series(1, 10) AS g(x) ORDER BY x").await.unwrap();
     let portal = transaction.bind(&statement, &[]).await.unwrap();
     let first = transaction.query_portal(&portal, 4).await.unwrap();
-    assert_eq!(first.iter().map(|r| r.get::<_, i64>(0)).collect::<Vec<_>>(), [1, 2, 3, 4]);
+    assert_eq!(first.iter().map(|r| r.get::<_, i32>(0)).collect::<Vec<_>>(), [1, 2, 3, 4]);
     let rest = transaction.query_portal(&portal, 100).await.unwrap();
     assert_eq!(rest.len(), 6);
     transaction.commit().await.unwrap();

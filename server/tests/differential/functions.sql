@@ -1,0 +1,183 @@
+-- Date/time input as PostgreSQL reads it, timestamptz and the session's TimeZone, set-returning
+-- functions in FROM (also lateral over the tables before them), number patterns of to_char and
+-- to_number, more jsonb and array functions, and column headings.
+-- Compared strictly: column names, column types and the text of every value.
+-- compare: strict
+-- minimum: 150
+
+-- date/time input forms
+SELECT '2024-01-01 10:00'::timestamp AS minutes_only;
+SELECT '2024-01-01T10:00:05'::timestamp AS iso_t;
+SELECT '2024-01-01 10:00:05.25'::timestamp AS fraction;
+SELECT '2024-01-01 10:00:05.123456'::timestamp AS micros;
+SELECT timestamp '2024-01-01 10:00' AS typed;
+SELECT '20240105'::date AS compact;
+SELECT '1/8/1999'::date AS mdy;
+SELECT 'January 8, 1999'::date AS month_name;
+SELECT '8 Jan 1999'::date AS day_month;
+SELECT date 'Feb 29, 2024' AS leap_day;
+SELECT '2024-01-01 10:30'::date AS date_of_timestamp;
+SELECT 'epoch'::timestamp AS epoch;
+SELECT 'epoch'::date AS epoch_date;
+SELECT 'EPOCH'::timestamptz AS epoch_tz;
+SELECT 'yesterday'::date = current_date - 1 AS yesterday;
+SELECT 'tomorrow'::date = current_date + 1 AS tomorrow;
+SELECT 'today'::date = current_date AS today;
+SELECT 'today'::timestamp = current_date::timestamp AS today_midnight;
+SELECT 'now'::timestamptz <= now() + interval '1 minute' AS now_word;
+SELECT time '10:30' AS time_minutes;
+SELECT '10:30:15.5'::time AS time_fraction;
+SELECT '1:05 pm'::time AS pm;
+SELECT '12:00 am'::time AS midnight;
+SELECT 'allballs'::time AS allballs;
+SELECT '2024-02-30'::date AS bad_day;
+SELECT '2024-13-01'::date AS bad_month;
+SELECT 'banana'::date AS not_a_date;
+SELECT '2024-01-01 25:00'::timestamp AS bad_hour;
+SELECT ''::timestamp AS empty;
+SELECT '2024-01-01 10:00 Mars/Olympus'::timestamptz AS bad_zone;
+
+-- timestamptz: offsets, zone names, the session's zone
+SELECT '2024-01-01 10:00:00+02'::timestamptz AS offset_hours;
+SELECT '2024-01-01 10:00:00-05:30'::timestamptz AS offset_minutes;
+SELECT '2024-01-01 10:00 UTC'::timestamptz AS utc_word;
+SELECT '2024-01-01 10:00Z'::timestamptz AS zulu;
+SELECT '2024-07-01 10:00 Europe/Paris'::timestamptz AS paris_summer;
+SELECT '2024-01-01 10:00 Europe/Paris'::timestamptz AS paris_winter;
+SELECT timestamptz '2024-01-01 10:00:00+02' AS typed_tz;
+SELECT pg_typeof(timestamptz '2024-01-01 10:00:00+02') AS typeof_tz;
+SELECT pg_typeof('2024-01-01'::timestamptz) AS typeof_cast_tz;
+SELECT pg_typeof(now()) AS typeof_now;
+SELECT '2024-01-01 10:00:00+02'::timestamp AS offset_dropped;
+SELECT '2024-01-01 10:00'::timestamptz AS session_zone_input;
+SET TIME ZONE 'America/New_York';
+SHOW TimeZone;
+SELECT '2024-01-01 10:00'::timestamptz AS new_york_input;
+SELECT '2024-01-01 10:00:00+02'::timestamptz AS shown_in_new_york;
+SELECT '2024-07-01 12:00:00+00'::timestamptz AS summer_time;
+SELECT '2024-01-01 10:00'::timestamptz::timestamp AS local_time;
+SELECT to_timestamp(0) AS epoch_in_new_york;
+SET TIME ZONE 'Asia/Tokyo';
+SELECT '2024-01-01 10:00'::timestamptz AS tokyo_input;
+RESET TIME ZONE;
+SHOW timezone;
+SELECT '2024-01-01 10:00'::timestamptz AS after_reset;
+SET TIME ZONE 'Europe/Paris';
+RESET ALL;
+SHOW time zone;
+CREATE TABLE moments (id int, at timestamp, at_tz timestamptz, day date);
+INSERT INTO moments VALUES (1, '2024-01-01 10:00', '2024-01-01 10:00+02', '20240105');
+INSERT INTO moments VALUES (2, 'epoch', 'epoch', '1/8/1999');
+INSERT INTO moments VALUES (3, '2024-01-01T09:08:07.5', '2024-06-01 12:00 Europe/Paris', 'January 8, 1999');
+INSERT INTO moments (id, day) VALUES (4, '2024-13-45');
+INSERT INTO moments (id, at) VALUES (5, 'soon');
+SELECT * FROM moments ORDER BY id;
+SET TIME ZONE 'US/Eastern';
+SELECT id, at_tz FROM moments ORDER BY id;
+INSERT INTO moments (id, at_tz) VALUES (6, '2024-03-01 08:00');
+RESET timezone;
+SELECT at_tz FROM moments WHERE id = 6;
+
+-- set-returning functions in FROM
+SELECT * FROM unnest(ARRAY[1, 2, 3]);
+SELECT * FROM unnest(ARRAY[1, 2]) AS u;
+SELECT u.x FROM unnest(ARRAY['a', 'b']) AS u(x);
+SELECT * FROM unnest(ARRAY[1, 2], ARRAY['a', 'b', 'c']);
+SELECT * FROM generate_series(1, 3);
+SELECT * FROM generate_series(1, 3) g;
+SELECT g FROM generate_series(1, 3) g;
+SELECT * FROM generate_series(1, 3) AS g(n);
+SELECT n * 2 AS doubled FROM generate_series(1, 3) AS g(n) ORDER BY n DESC;
+SELECT * FROM generate_series(10, 1, -4);
+SELECT * FROM generate_series(1::bigint, 2);
+SELECT count(*) FROM generate_series(1, 100000) g;
+SELECT * FROM jsonb_array_elements('[1, "a", {"b": null}]');
+SELECT * FROM jsonb_array_elements_text('[1, "a", null]') AS e(x);
+SELECT value FROM json_array_elements('[true, 2]') e;
+SELECT * FROM jsonb_each('{"a": 1, "b": "x", "c": [1]}');
+SELECT * FROM jsonb_each_text('{"a": 1, "b": "x", "c": null}');
+SELECT key, value FROM json_each('{"a": [1, 2]}');
+SELECT j.key FROM jsonb_each('{"b": 1, "a": 2}') AS j ORDER BY j.key;
+SELECT * FROM jsonb_object_keys('{"b": 1, "aa": 2}');
+SELECT * FROM jsonb_object_keys('{"b": 1}') AS k;
+SELECT * FROM regexp_split_to_table('a b  c', ' +');
+SELECT * FROM jsonb_each('[1]');
+SELECT * FROM jsonb_array_elements('{"a": 1}');
+CREATE TABLE baskets (id int, items int[], doc jsonb);
+INSERT INTO baskets VALUES (1, '{1,2}', '{"k": [1, 2], "m": {"z": 1}}'), (2, '{3}', '{"k": []}'), (3, NULL, NULL);
+SELECT id, x FROM baskets, unnest(items) x ORDER BY id, x;
+SELECT id, u.x FROM baskets, unnest(items) AS u(x) ORDER BY id, x;
+SELECT * FROM baskets b, unnest(b.items) AS item ORDER BY id, item;
+SELECT id, g FROM baskets, generate_series(1, id) g ORDER BY id, g;
+SELECT id, g FROM baskets CROSS JOIN LATERAL generate_series(1, id) g ORDER BY id, g;
+SELECT id, g FROM baskets JOIN LATERAL generate_series(1, id) g ON g > 1 ORDER BY id, g;
+SELECT baskets.id, e FROM baskets, jsonb_array_elements_text(doc -> 'k') e ORDER BY 1, 2;
+SELECT baskets.id, e.value FROM baskets, jsonb_array_elements(doc -> 'k') e ORDER BY 1, 2;
+SELECT id, k, v FROM baskets, jsonb_each(doc) AS j(k, v) ORDER BY id, k;
+SELECT id, j.* FROM baskets LEFT JOIN LATERAL jsonb_each(baskets.doc -> 'm') j ON true ORDER BY id;
+SELECT id, x FROM baskets LEFT JOIN LATERAL unnest(items) x ON true ORDER BY id, x;
+SELECT count(*) AS n FROM baskets, unnest(items) x WHERE x > 1;
+SELECT id, sum(x) AS total FROM baskets, unnest(items) x GROUP BY id ORDER BY id;
+SELECT id, x FROM baskets, unnest(items) x WHERE id = 1 ORDER BY x;
+SELECT * FROM unnest(ARRAY[1, 2]) WITH ORDINALITY;
+
+-- to_char and to_number with number patterns
+SELECT to_char(123.456, '999D99') AS d;
+SELECT to_char(1234567.8, 'FM9,999,999.00') AS grouped;
+SELECT to_char(42, '0000') AS zeros;
+SELECT to_char(42, 'S999') AS plus;
+SELECT to_char(-42, 'S999') AS minus;
+SELECT to_char(42, '999MI') AS mi_positive;
+SELECT to_char(-42, '999MI') AS mi_negative;
+SELECT to_char(-42, '9999') AS minus_default;
+SELECT to_char(0.5, '9.99') AS no_leading_zero;
+SELECT to_char(0.5, '0.99') AS leading_zero;
+SELECT to_char(42, '9099') AS zero_from_here;
+SELECT to_char(1, 'FM9.99') AS fm_point;
+SELECT to_char(1234, '9,999') AS thousands;
+SELECT to_char(12, '9,999') AS group_blank;
+SELECT to_char(12345, '999') AS overflow;
+SELECT to_char(12.345, '99.9') AS rounded;
+SELECT to_char(-0.004, '9.99') AS negative_zero;
+SELECT to_char(1234.5, '$9,999.99') AS dollars;
+SELECT to_char(-1234.5, '$9,999.99') AS negative_dollars;
+SELECT to_char(1234.5, 'L9G999D99') AS locale_marks;
+SELECT to_char(-5, 'FM999') AS fm_negative;
+SELECT to_char(5, 'FM000') AS fm_zeros;
+SELECT to_char(-42, '999PR') AS brackets;
+SELECT to_char(0, '999') AS zero;
+SELECT to_char(0.0, 'FM9.99') AS fm_zero;
+SELECT to_char(3.14159::float8, '9.999') AS float_value;
+SELECT to_char(7::smallint, '00') AS small;
+SELECT to_char(1234567.891, '9G999G999D999') AS all_marks;
+SELECT to_char(42, '9.9EEEE') AS exponent;
+SELECT to_number('12,345.67', '99G999D99') AS n;
+SELECT to_number('-12.5', '999.9') AS negative;
+SELECT to_number('$1,234', 'L9,999') AS currency;
+SELECT to_number('  42', '9999') AS padded;
+SELECT to_number('abc', '999') AS not_a_number;
+
+-- jsonb and json functions
+SELECT jsonb_strip_nulls('{"a": null, "b": [null, {"c": null}], "d": 1}') AS stripped;
+SELECT jsonb_pretty('{"a": 1, "b": [1, {"c": null}], "e": {}, "f": []}') AS pretty;
+SELECT jsonb_pretty('[]') AS pretty_empty;
+SELECT json_object_agg(k, v) AS object FROM (VALUES ('a', 1), ('b', 2)) AS t(k, v);
+SELECT jsonb_object_agg(k, v) AS object FROM (VALUES ('b', 1), ('a', 2), ('b', 3)) AS t(k, v);
+SELECT json_object_agg(id, items) AS object FROM baskets WHERE id < 3;
+SELECT jsonb_object_agg(id, doc) AS object FROM baskets WHERE id < 3;
+
+-- arrays and other functions
+SELECT array_remove(ARRAY[1, 2, 1], 1) AS removed;
+SELECT array_position(ARRAY['a', 'b'], 'b') AS position;
+SELECT pg_typeof(array_position(ARRAY['a', 'b'], 'b')) AS position_type;
+SELECT date_part('year', date '2024-05-01') AS year;
+SELECT pg_typeof(date_part('day', timestamp '2024-05-01 10:00')) AS part_type;
+SELECT pg_sleep(0.01) AS slept;
+SELECT pg_sleep(1000) AS too_long;
+SELECT (ARRAY[1, 2, 3])[2];
+SELECT (ARRAY[1, 2, 3])[2:3];
+SELECT ARRAY[1, 2];
+SELECT interval '90 minutes';
+SELECT interval '1 day' * 3;
+SELECT date '2024-01-31' + 1;
+SELECT date '2024-01-31' - date '2024-01-01';
