@@ -339,6 +339,125 @@ fn read_offset(word: &str) -> Option<i32> {
     (hours <= 15 && minutes < 60).then_some(sign * (hours * 3600 + minutes * 60))
 }
 
+/// PostgreSQL's interval text (`1 year 2 mons 3 days 04:05:06`, `-1:30`, `@ 2 hours`, `1 day
+/// ago`, `3 mins`, ISO 8601's `P1Y2M3DT4H5M6S`) as the units-and-numbers text Arrow reads
+/// (`1 years 2 months 3 days 4 hours 5 minutes 6 seconds`); 22007 for what is none of these.
+pub fn interval_text(text: &str) -> Result<String> {
+    let syntax = || Error::data("22007", format!("invalid input syntax for type interval: \"{text}\""));
+    let lower = text.trim().to_ascii_lowercase();
+    let lower = lower.strip_prefix('@').unwrap_or(&lower).trim().to_string();
+    if let Some(iso) = lower.strip_prefix('p') {
+        return iso_interval(iso).ok_or_else(syntax);
+    }
+    let mut parts: Vec<(String, &str)> = vec![];
+    let words: Vec<&str> = lower.split_whitespace().collect();
+    let mut ago = false;
+    let mut i = 0;
+    while let Some(word) = words.get(i) {
+        i += 1;
+        if *word == "ago" && i == words.len() {
+            ago = true;
+            continue;
+        }
+        if word.contains(':') {
+            // [-]H:MM[:SS[.ffffff]]
+            let (sign, clock) = match word.strip_prefix('-') {
+                Some(rest) => ("-", rest),
+                None => ("", word.strip_prefix('+').unwrap_or(word)),
+            };
+            let fields: Vec<&str> = clock.split(':').collect();
+            let number = |f: &str| !f.is_empty() && f.chars().all(|c| c.is_ascii_digit() || c == '.');
+            if fields.len() > 3 || !fields.iter().all(|f| number(f)) {
+                return Err(syntax());
+            }
+            for (field, unit) in fields.iter().zip(["hours", "minutes", "seconds"]) {
+                parts.push((format!("{sign}{field}"), unit));
+            }
+            continue;
+        }
+        // A number, with its unit joined (`3d`) or as the next word (`3 days`).
+        let digits_end =
+            word.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+')).unwrap_or(word.len());
+        let (number, unit) = word.split_at(digits_end);
+        if number.is_empty() || number.parse::<f64>().is_err() {
+            return Err(syntax());
+        }
+        let unit = if unit.is_empty() {
+            match words.get(i) {
+                Some(next) if next.chars().all(|c| c.is_ascii_alphabetic()) => {
+                    i += 1;
+                    *next
+                }
+                // A bare number is seconds.
+                _ => "seconds",
+            }
+        } else {
+            unit
+        };
+        let unit = match unit {
+            "millennium" | "millennia" | "millenniums" => "millennium",
+            "century" | "centuries" | "c" => "century",
+            "decade" | "decades" | "dec" | "decs" => "decade",
+            "y" | "yr" | "yrs" | "year" | "years" => "years",
+            "mon" | "mons" | "month" | "months" => "months",
+            "w" | "week" | "weeks" => "weeks",
+            "d" | "day" | "days" => "days",
+            "h" | "hr" | "hrs" | "hour" | "hours" => "hours",
+            "m" | "min" | "mins" | "minute" | "minutes" => "minutes",
+            "s" | "sec" | "secs" | "second" | "seconds" => "seconds",
+            "ms" | "msec" | "msecs" | "millisecond" | "milliseconds" => "milliseconds",
+            "us" | "usec" | "usecs" | "microsecond" | "microseconds" => "microseconds",
+            _ => return Err(syntax()),
+        };
+        parts.push((number.to_string(), unit));
+    }
+    if parts.is_empty() {
+        return Err(syntax());
+    }
+    Ok(parts
+        .into_iter()
+        .map(|(number, unit)| {
+            let number = match (ago, number.strip_prefix('-')) {
+                (false, _) => number,
+                (true, Some(positive)) => positive.to_string(),
+                (true, None) => format!("-{}", number.trim_start_matches('+')),
+            };
+            format!("{number} {unit}")
+        })
+        .collect::<Vec<_>>()
+        .join(" "))
+}
+
+/// ISO 8601's duration after its `P`: `1Y2M3DT4H5M6S`, `T1H30M`, `2W`.
+fn iso_interval(iso: &str) -> Option<String> {
+    let mut parts = vec![];
+    let mut number = String::new();
+    let mut in_time = false;
+    for c in iso.chars() {
+        match c {
+            't' => in_time = true,
+            '0'..='9' | '.' | '-' => number.push(c),
+            unit => {
+                let unit = match (unit, in_time) {
+                    ('y', false) => "years",
+                    ('m', false) => "months",
+                    ('w', false) => "weeks",
+                    ('d', false) => "days",
+                    ('h', true) => "hours",
+                    ('m', true) => "minutes",
+                    ('s', true) => "seconds",
+                    _ => return None,
+                };
+                if number.is_empty() {
+                    return None;
+                }
+                parts.push(format!("{} {unit}", std::mem::take(&mut number)));
+            }
+        }
+    }
+    (number.is_empty() && !parts.is_empty()).then(|| parts.join(" "))
+}
+
 /// A text column read as date/time `data_type` (Date32, Timestamp, Time64), each value as
 /// [`parse`] reads it; `now`, `today` and the like are read at the clock's time (UTC).
 pub fn column_from_text(
@@ -409,6 +528,23 @@ mod tests {
         assert_eq!(value("1:05 pm", Kind::Time), "13:05:00");
         assert_eq!(parse("Yesterday", Kind::Date).ok(), Some(Input::Today(-1)));
         assert_eq!(parse("now", Kind::TimestampTz).ok(), Some(Input::Now));
+    }
+
+    #[test]
+    fn reads_intervals_as_postgresql_does() {
+        let read = |text: &str| interval_text(text).unwrap();
+        assert_eq!(read("1 year 2 months 3 days 04:05:06"), "1 years 2 months 3 days 04 hours 05 minutes 06 seconds");
+        assert_eq!(read("-1:30"), "-1 hours -30 minutes");
+        assert_eq!(read("@ 2 hours"), "2 hours");
+        assert_eq!(read("1 day ago"), "-1 days");
+        assert_eq!(read("3 mins"), "3 minutes");
+        assert_eq!(read("1 week 2 d"), "1 weeks 2 days");
+        assert_eq!(read("1.5 hours"), "1.5 hours");
+        assert_eq!(read("PT1H30M"), "1 hours 30 minutes");
+        assert_eq!(read("P1Y2M3DT4H5M6S"), "1 years 2 months 3 days 4 hours 5 minutes 6 seconds");
+        assert_eq!(read("10"), "10 seconds");
+        assert_eq!(interval_text("banana").unwrap_err().sqlstate(), "22007");
+        assert_eq!(interval_text("P1X").unwrap_err().sqlstate(), "22007");
     }
 
     #[test]

@@ -87,6 +87,26 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
             Ok(datafusion::logical_expr::ColumnarValue::Scalar(datafusion::common::ScalarValue::Boolean(Some(false))))
         }),
     ));
+    for (name, quote) in
+        [("quote_literal", format::quote_literal as fn(&str) -> String), ("quote_ident", format::quote_ident)]
+    {
+        ctx.register_udf(datafusion::logical_expr::create_udf(
+            name,
+            vec![arrow::datatypes::DataType::Utf8],
+            arrow::datatypes::DataType::Utf8,
+            datafusion::logical_expr::Volatility::Immutable,
+            Arc::new(move |args| {
+                use arrow::array::AsArray;
+                let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(args)?;
+                let Some(texts) = arrays.first() else {
+                    return Err(datafusion::error::DataFusionError::Plan(format!("{name} takes one argument")));
+                };
+                let texts = arrow::compute::cast(texts, &arrow::datatypes::DataType::Utf8)?;
+                let quoted: arrow::array::StringArray = texts.as_string::<i32>().iter().map(|t| t.map(quote)).collect();
+                Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(quoted)))
+            }),
+        ));
+    }
     ctx.register_udf(datafusion::logical_expr::create_udf(
         "pg_sleep",
         vec![arrow::datatypes::DataType::Float64],

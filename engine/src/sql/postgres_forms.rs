@@ -137,6 +137,39 @@ impl Literals {
                 Ok(None)
             }
             Expr::Cast { expr: inner, data_type, .. } => Self::cast(inner, data_type),
+            // `interval '1 day 04:05:06'`: PostgreSQL's interval text, as Arrow reads it.
+            Expr::Interval(interval)
+                if interval.leading_field.is_none()
+                    && interval.last_field.is_none()
+                    && string_literal(&interval.value).is_some() =>
+            {
+                if let Some(text) = string_literal(&interval.value) {
+                    let text = crate::datetime::interval_text(text)?;
+                    *interval.value = Expr::Value(Value::SingleQuotedString(text).into());
+                }
+                Ok(None)
+            }
+            // `LIKE p ESCAPE '#'`: DataFusion knows only the backslash; the pattern is rewritten
+            // to escape with it.
+            Expr::Like { pattern, escape_char, .. } | Expr::ILike { pattern, escape_char, .. }
+                if escape_char.is_some() =>
+            {
+                let escape = escape_char.as_ref().and_then(|v| match &v.value {
+                    Value::SingleQuotedString(s) | Value::EscapedStringLiteral(s) => Some(s.clone()),
+                    _ => None,
+                });
+                let escape = match escape.as_deref().map(|e| e.chars().collect::<Vec<_>>()).as_deref() {
+                    Some([c]) => Some(*c),
+                    Some([]) => None,
+                    _ => return Err(Error::data("22025", "invalid escape string")),
+                };
+                let Some(text) = string_literal(pattern) else {
+                    return Err(Error::NotSupported("LIKE ... ESCAPE with a pattern that is not a literal".into()));
+                };
+                **pattern = Expr::Value(Value::SingleQuotedString(like_pattern(text, escape)?).into());
+                *escape_char = None;
+                Ok(None)
+            }
             // `x = ANY('{a,b}')`: the text of an array (a parameter bound as text, most often).
             Expr::AnyOp { .. } | Expr::AllOp { .. } => Self::any_array(expr),
             Expr::TypedString(typed) => {
@@ -285,6 +318,10 @@ impl Literals {
         {
             return Ok(Some(call("__pg_text", vec![inner.clone()])));
         }
+        if let (SqlType::Interval { .. }, Some(text)) = (data_type, string_literal(inner)) {
+            let text = crate::datetime::interval_text(text)?;
+            return Ok(Some(cast(Expr::Value(Value::SingleQuotedString(text).into()), data_type.clone())));
+        }
         if let (Some(kind), Some(text)) = (datetime_kind(data_type), string_literal(inner)) {
             return Ok(Some(datetime_literal(text, kind, data_type)?));
         }
@@ -315,6 +352,29 @@ impl Literals {
             _ => Ok(None),
         }
     }
+}
+
+/// A LIKE pattern that escapes with `escape` (none: nothing is escaped) as one that escapes
+/// with a backslash, DataFusion's only escape character.
+fn like_pattern(text: &str, escape: Option<char>) -> Result<String> {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => return Err(Error::data("22025", "LIKE pattern must not end with escape character")),
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
 }
 
 /// The date/time kind a cast to `data_type` reads text as.

@@ -490,6 +490,21 @@ fn expression_name(expr: &Expr) -> Option<String> {
             other => expression_name(other).or_else(|| column_name(other)),
         },
         Expr::Extract { .. } => Some("extract".into()),
+        // SQL's special forms are named by the function PostgreSQL runs.
+        Expr::Position { .. } => Some("position".into()),
+        Expr::Substring { shorthand: true, .. } => Some("substr".into()),
+        Expr::Substring { .. } => Some("substring".into()),
+        Expr::Ceil { .. } => Some("ceil".into()),
+        Expr::Floor { .. } => Some("floor".into()),
+        Expr::Trim { trim_where, .. } => Some(
+            match trim_where {
+                Some(datafusion::sql::sqlparser::ast::TrimWhereField::Leading) => "ltrim",
+                Some(datafusion::sql::sqlparser::ast::TrimWhereField::Trailing) => "rtrim",
+                _ => "btrim",
+            }
+            .into(),
+        ),
+        Expr::Overlay { .. } => Some("overlay".into()),
         Expr::Array(_) => Some("array".into()),
         _ => Some("?column?".into()),
     }

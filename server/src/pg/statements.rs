@@ -108,11 +108,13 @@ pub fn reset_target(reset: &ResetStatement) -> Option<String> {
 /// The column name of `SHOW name` (as Postgres names it).
 pub fn show_column(name: &str) -> String {
     let lower = name.to_lowercase();
-    match lower.as_str() {
+    let name = match lower.as_str() {
         "transaction isolation level" => "transaction_isolation".into(),
         "time zone" => "timezone".into(),
         _ => lower,
-    }
+    };
+    // PostgreSQL names the column as the setting is spelled (`TimeZone`, `DateStyle`).
+    super::settings::REPORTED.iter().find(|r| r.eq_ignore_ascii_case(&name)).map_or(name, |r| r.to_string())
 }
 
 /// The highest `$n` in a statement (0 for none); `None` where Sluice's own statements cannot be

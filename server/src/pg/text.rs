@@ -52,6 +52,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             DataType::Timestamp(_, zoned) if iso => Some(timestamps(column, zoned.is_some(), &zone)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
             DataType::Decimal128(..) => Some(arrow::compute::cast(column, &DataType::Utf8)?),
+            DataType::Interval(_) => Some(intervals(column)?),
             _ => None,
         };
         if let Some(rendered) = rendered {
@@ -69,6 +70,39 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
         .map(|(f, c)| Field::new(f.name(), c.data_type().clone(), true))
         .collect();
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+}
+
+/// Intervals as PostgreSQL prints them (IntervalStyle `postgres`): `1 year 2 mons 3 days
+/// 04:05:06.5`, `-1 days`, `00:00:00`.
+fn intervals(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
+    let unit = arrow::datatypes::IntervalUnit::MonthDayNano;
+    let values = arrow::compute::cast(column, &DataType::Interval(unit))?;
+    let values = values.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
+    Ok(Arc::new(values.iter().map(|v| v.map(|v| interval(v.months, v.days, v.nanoseconds))).collect::<StringArray>()))
+}
+
+/// One interval's text.
+pub fn interval(months: i32, days: i32, nanos: i64) -> String {
+    let mut parts = vec![];
+    let mut unit = |n: i64, one: &str, many: &str| {
+        if n != 0 {
+            parts.push(format!("{n} {}", if n == 1 { one } else { many }));
+        }
+    };
+    unit(i64::from(months / 12), "year", "years");
+    unit(i64::from(months % 12), "mon", "mons");
+    unit(i64::from(days), "day", "days");
+    if nanos != 0 || parts.is_empty() {
+        let sign = if nanos < 0 { "-" } else { "" };
+        let micros = nanos.unsigned_abs() / 1_000;
+        let (seconds, fraction) = (micros / 1_000_000, micros % 1_000_000);
+        let mut clock = format!("{sign}{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60);
+        if fraction != 0 {
+            clock.push_str(format!(".{fraction:06}").trim_end_matches('0'));
+        }
+        parts.push(clock);
+    }
+    parts.join(" ")
 }
 
 /// Whether column `i` goes out in text format (a single format code stands for every column).
@@ -221,6 +255,21 @@ fn times(column: &ArrayRef) -> ArrayRef {
             .collect(),
     };
     Arc::new(rendered)
+}
+
+#[cfg(test)]
+mod interval_tests {
+    #[test]
+    fn intervals_print_as_postgresql_prints_them() {
+        let hour: i64 = 3_600_000_000_000;
+        assert_eq!(super::interval(14, 3, 4 * hour + 306_000_000_000), "1 year 2 mons 3 days 04:05:06");
+        assert_eq!(super::interval(0, -1, 0), "-1 days");
+        assert_eq!(super::interval(0, 0, 0), "00:00:00");
+        assert_eq!(super::interval(0, 0, -hour - hour / 2), "-01:30:00");
+        assert_eq!(super::interval(0, 0, hour + 15_500_000_000), "01:00:15.5");
+        assert_eq!(super::interval(0, 1, 27 * hour), "1 day 27:00:00");
+        assert_eq!(super::interval(-12, 0, 0), "-1 years");
+    }
 }
 
 #[cfg(test)]

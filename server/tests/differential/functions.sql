@@ -181,3 +181,31 @@ SELECT interval '90 minutes';
 SELECT interval '1 day' * 3;
 SELECT date '2024-01-31' + 1;
 SELECT date '2024-01-31' - date '2024-01-01';
+
+-- interval text as PostgreSQL reads it
+SELECT interval '1 year 2 months 3 days 04:05:06' AS mixed;
+SELECT interval 'P1Y2M' AS iso_months;
+SELECT interval 'PT1H30M' AS iso_time;
+SELECT interval 'P1DT2H' AS iso_both;
+SELECT interval '1 day ago' AS ago;
+SELECT interval '-1:30' AS negative_clock;
+SELECT interval '1:30:15.5' AS clock_fraction;
+SELECT interval '@ 2 hours' AS at_sign;
+SELECT interval '3 mins' AS abbreviated;
+SELECT interval '1 week 2 d' AS week_days;
+SELECT interval '1.5 hours' AS fractional_hours;
+SELECT '2 hours 30 minutes'::interval AS cast_text;
+SELECT interval 'banana' AS not_an_interval;
+SELECT now() - interval '1 day' < now() AS arithmetic;
+
+-- LIKE with ESCAPE, and the headings of SQL's special forms
+SELECT 'a%c' LIKE 'a#%c' ESCAPE '#' AS escaped_percent;
+SELECT 'abc' LIKE 'a#%c' ESCAPE '#' AS escaped_no_match;
+SELECT 'a\c' LIKE 'a\c' ESCAPE '#' AS backslash_plain;
+SELECT 'A%C' ILIKE 'a#%c' ESCAPE '#' AS ilike_escaped;
+SELECT 'a_c' LIKE 'a\_c' AS default_escape;
+SELECT 'ab' LIKE 'a#' ESCAPE '#' AS dangling_escape;
+SELECT position('b' in 'abc'), substr('abcdef', 2, 3), substring('abc' from 2);
+SELECT trim('  x '), trim(leading 'x' from 'xxa'), trim(trailing 'x' from 'axx');
+SELECT quote_literal('it''s'), quote_ident('A b'), quote_literal(NULL);
+SHOW DateStyle;
