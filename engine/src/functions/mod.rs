@@ -75,7 +75,7 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     // (see crate::sql::lateral).
     let series = ctx.state().table_functions().get("generate_series").map(|f| f.function().clone());
     if let Some(series) = series {
-        ctx.register_udtf(SERIES, series);
+        ctx.register_udtf(SERIES, Arc::new(IntegerSeries(series)));
     }
     // One process, never a standby.
     ctx.register_udf(datafusion::logical_expr::create_udf(
@@ -126,4 +126,37 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     ctx.register_udf(datafusion::functions::string::uuid().as_ref().clone().with_aliases(["gen_random_uuid"]));
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));
     ctx.register_udtf("table_history", Arc::new(table_changes::TableHistory { db }));
+}
+
+/// DataFusion's generate_series, which takes only `bigint` literals, over arguments of any integer
+/// type: an argument that folds to an `integer` (`array_upper(current_schemas(false), 1)` in
+/// pgjdbc's type lookup) is widened before the call.
+#[derive(Debug)]
+struct IntegerSeries(Arc<dyn datafusion::catalog::TableFunctionImpl>);
+
+impl datafusion::catalog::TableFunctionImpl for IntegerSeries {
+    fn call_with_args(
+        &self,
+        args: datafusion::catalog::TableFunctionArgs,
+    ) -> datafusion::error::Result<Arc<dyn datafusion::catalog::TableProvider>> {
+        use datafusion::common::ScalarValue;
+        use datafusion::logical_expr::Expr;
+        let widened: Vec<Expr> = args
+            .exprs()
+            .iter()
+            .map(|expr| match expr {
+                Expr::Literal(value, metadata) if value.data_type().is_integer() && !value.is_null() => {
+                    match value.cast_to(&arrow::datatypes::DataType::Int64) {
+                        Ok(wide) => Expr::Literal(wide, metadata.clone()),
+                        Err(_) => expr.clone(),
+                    }
+                }
+                Expr::Literal(value, metadata) if value.data_type().is_integer() => {
+                    Expr::Literal(ScalarValue::Int64(None), metadata.clone())
+                }
+                other => other.clone(),
+            })
+            .collect();
+        self.0.call_with_args(datafusion::catalog::TableFunctionArgs::new(&widened, args.session()))
+    }
 }

@@ -197,7 +197,8 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     let objects = Arc::new(super::relations::Objects::default());
     if let Some(catalog) = context.catalog(sluice::session::CATALOG_NAME) {
         if let Some(inner) = catalog.schema("pg_catalog") {
-            let overlay = super::relations::PgCatalogOverlay::new(inner, server.clone(), objects.clone());
+            let overlay =
+                super::relations::PgCatalogOverlay::new(inner, server.clone(), objects.clone(), settings.clone());
             if let Err(e) = catalog.register_schema("pg_catalog", Arc::new(overlay)) {
                 tracing::warn!("pg_catalog lacks keys and defaults in this session: {e}");
             }
@@ -221,6 +222,11 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         session.temporary_schema(),
     )));
     context.register_udf(ScalarUDF::from(ArrayToString::new()));
+    context.register_udf(ScalarUDF::from(ExpandArray::new()));
+    let crate_format_type = context.state().scalar_functions().get("format_type").cloned();
+    if let Some(inner) = crate_format_type {
+        context.register_udf(ScalarUDF::from(FormatType { inner }));
+    }
     for (kind, signature) in [
         (Kind::Version, Signature::nullary(Volatility::Stable)),
         (Kind::CurrentSetting, Signature::variadic_any(Volatility::Stable)),
@@ -308,6 +314,27 @@ mod tests {
         assert_eq!(super::size_pretty(100_000_000), "95 MB");
     }
 
+    #[tokio::test]
+    async fn expand_array_numbers_each_array_from_one() {
+        let context = datafusion::prelude::SessionContext::new();
+        context.register_udf(super::ScalarUDF::from(super::ExpandArray::new()));
+        let sql = "SELECT k, get_field(unnest(sluice_expand_array(a)), 'x') AS x, \
+                   get_field(unnest(sluice_expand_array(a)), 'n') AS n \
+                   FROM (VALUES (1, make_array(3, 4)), (2, make_array(7)), (3, make_array())) AS t(k, a) ORDER BY k, n";
+        let batches = context.sql(sql).await.unwrap().collect().await.unwrap();
+        let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).skip(1).collect();
+        assert_eq!(rows, ["| 1 | 3 | 1 |", "| 1 | 4 | 2 |", "| 2 | 7 | 1 |"], "{text}");
+    }
+
+    #[test]
+    fn pseudo_and_array_types_are_named() {
+        assert_eq!(super::type_name_of_oid(2249).as_deref(), Some("record"));
+        assert_eq!(super::type_name_of_oid(2283).as_deref(), Some("anyelement"));
+        assert_eq!(super::type_name_of_oid(1017).as_deref(), Some("point[]"));
+        assert_eq!(super::type_name_of_oid(2276).as_deref(), Some("\"any\""));
+    }
+
     #[test]
     fn type_names_resolve_to_oids() {
         assert_eq!(super::type_oid("integer"), Some(23));
@@ -380,5 +407,154 @@ impl ScalarUDFImpl for ArrayToString {
             };
         }
         self.inner.invoke_with_args(args)
+    }
+}
+
+/// `format_type(oid, typmod)`: datafusion-pg-catalog's, which names the everyday types as
+/// PostgreSQL does (`integer`, `character varying(20)`, `numeric(10,2)`) and any other as
+/// `oid(2249)`; those are named here from pgwire's list of PostgreSQL's types (`record`,
+/// `anyelement`, `point[]`), as PostgreSQL's `format_type` does (the result of functions in
+/// `pg_get_function_result`, psql's `\df`, pgjdbc's `getFunctions`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FormatType {
+    inner: Arc<ScalarUDF>,
+}
+
+/// PostgreSQL's name of a type datafusion-pg-catalog's `format_type` does not know.
+fn type_name_of_oid(oid: u32) -> Option<String> {
+    let pg = pgwire::api::Type::from_oid(oid)?;
+    Some(match pg.name() {
+        // A keyword, which PostgreSQL quotes.
+        "any" => "\"any\"".into(),
+        name => match name.strip_prefix('_') {
+            Some(element) => format!("{element}[]"),
+            None => name.to_string(),
+        },
+    })
+}
+
+impl ScalarUDFImpl for FormatType {
+    fn name(&self) -> &str {
+        "format_type"
+    }
+
+    fn signature(&self) -> &Signature {
+        self.inner.signature()
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        self.inner.return_type(arg_types)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let formatted = self.inner.invoke_with_args(args)?.into_array(rows)?;
+        let formatted = arrow::compute::cast(&formatted, &DataType::Utf8)?;
+        let named: StringArray = formatted
+            .as_string::<i32>()
+            .iter()
+            .map(|name| {
+                let name = name?;
+                let oid = name.strip_prefix("oid(").and_then(|n| n.strip_suffix(')')).and_then(|n| n.parse().ok());
+                Some(oid.and_then(type_name_of_oid).unwrap_or_else(|| name.to_string()))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(named)))
+    }
+}
+
+/// `sluice_expand_array(a)`: the elements of an array each with its position from 1, as
+/// `{x, n}` structs, which `unnest` makes the rows of PostgreSQL's
+/// `information_schema._pg_expandarray(a)` (compat.rs rewrites the one into the other).
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ExpandArray {
+    signature: Signature,
+}
+
+impl Default for ExpandArray {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExpandArray {
+    pub fn new() -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable) }
+    }
+
+    fn element_fields(element: &DataType) -> arrow::datatypes::Fields {
+        arrow::datatypes::Fields::from(vec![
+            arrow::datatypes::Field::new("x", element.clone(), true),
+            arrow::datatypes::Field::new("n", DataType::Int32, false),
+        ])
+    }
+}
+
+impl ScalarUDFImpl for ExpandArray {
+    fn name(&self) -> &str {
+        "sluice_expand_array"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        let element = match arg_types.first() {
+            Some(DataType::List(field) | DataType::LargeList(field) | DataType::FixedSizeList(field, _)) => {
+                field.data_type().clone()
+            }
+            Some(DataType::Null) => DataType::Null,
+            other => {
+                return Err(datafusion::error::DataFusionError::Plan(format!(
+                    "_pg_expandarray needs an array, not {other:?}"
+                )))
+            }
+        };
+        let item = DataType::Struct(Self::element_fields(&element));
+        Ok(DataType::List(Arc::new(arrow::datatypes::Field::new("item", item, true))))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let Some(first) = args.args.first() else {
+            return Err(datafusion::error::DataFusionError::Plan("_pg_expandarray needs an array".into()));
+        };
+        let arrays = first.clone().into_array(rows)?;
+        let lists = match arrays.data_type() {
+            DataType::List(_) => arrays,
+            DataType::LargeList(field) | DataType::FixedSizeList(field, _) => {
+                arrow::compute::cast(&arrays, &DataType::List(field.clone()))?
+            }
+            // NULL (an untyped NULL argument): no rows.
+            _ => {
+                let element = DataType::Null;
+                let item = DataType::Struct(Self::element_fields(&element));
+                let list = DataType::List(Arc::new(arrow::datatypes::Field::new("item", item, true)));
+                return Ok(ColumnarValue::Array(arrow::array::new_null_array(&list, rows)));
+            }
+        };
+        let lists = lists.as_list::<i32>();
+        // Each element's position within its own array, from 1 (0 for values outside every
+        // list, which a sliced array can hold).
+        let offsets = lists.offsets();
+        let mut positions = vec![0i32; lists.values().len()];
+        for window in offsets.windows(2) {
+            if let [start, end] = window {
+                let (start, end) = (usize::try_from(*start).unwrap_or(0), usize::try_from(*end).unwrap_or(0));
+                for (position, slot) in positions.iter_mut().take(end).skip(start).enumerate() {
+                    *slot = i32::try_from(position + 1).unwrap_or(i32::MAX);
+                }
+            }
+        }
+        let fields = Self::element_fields(lists.values().data_type());
+        let structs = arrow::array::StructArray::try_new(
+            fields.clone(),
+            vec![lists.values().clone(), Arc::new(arrow::array::Int32Array::from(positions)) as ArrayRef],
+            None,
+        )?;
+        let item = Arc::new(arrow::datatypes::Field::new("item", DataType::Struct(fields), true));
+        let out = arrow::array::ListArray::try_new(item, offsets.clone(), Arc::new(structs), lists.nulls().cloned())?;
+        Ok(ColumnarValue::Array(Arc::new(out)))
     }
 }

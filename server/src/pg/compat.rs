@@ -8,6 +8,10 @@
 //! - [`empty_catalog_columns`]: a catalog query that fails to plan but reads a catalog that is
 //!   always empty in Sluice (policies, triggers, inheritance, publications, extended statistics)
 //!   is answered with no rows.
+//! - What pgjdbc's `DatabaseMetaData` and Metabase's sync send: `information_schema.
+//!   _pg_expandarray(a)` and `(row).field`, `'name'::regproc` compared with a `regproc` column,
+//!   int2vector subscripts (`indoption[i]`, from 0), comment functions over `::regclass` casts of
+//!   columns, and correlated subqueries in CASE that DataFusion can join.
 
 use std::borrow::Cow;
 
@@ -125,6 +129,12 @@ pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut InformationSchemaViews);
     let _ = statement.visit(&mut AttrdefSubquery);
     let _ = statement.visit(&mut GenerateSubscripts);
+    let _ = statement.visit(&mut ExpandArray);
+    let _ = statement.visit(&mut CompositeFields);
+    let _ = statement.visit(&mut Int2VectorSubscripts);
+    let _ = statement.visit(&mut NoComments);
+    function_results(statement);
+    let _ = statement.visit(&mut RegprocNames);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
@@ -384,9 +394,238 @@ impl VisitorMut for GenerateSubscripts {
     }
 }
 
+/// `information_schema._pg_expandarray(a)`, the set-returning function pgjdbc's and Metabase's
+/// key and index queries number `indkey` and `conkey` with, becomes
+/// `unnest(sluice_expand_array(a))`: one `(x, n)` struct per element (see catalog.rs), which
+/// `(... ).x` and `(... ).n` read as PostgreSQL's composite fields. Two such calls in one select
+/// list unnest in step, as PostgreSQL runs set-returning functions side by side.
+struct ExpandArray;
+
+impl VisitorMut for ExpandArray {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::ObjectNamePart;
+        let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+        let named = match function.name.0.as_slice() {
+            [ObjectNamePart::Identifier(name)] => name.value.eq_ignore_ascii_case("_pg_expandarray"),
+            [ObjectNamePart::Identifier(schema), ObjectNamePart::Identifier(name)] => {
+                schema.value.eq_ignore_ascii_case("information_schema")
+                    && name.value.eq_ignore_ascii_case("_pg_expandarray")
+            }
+            _ => false,
+        };
+        let FunctionArguments::List(list) = &function.args else { return ControlFlow::Continue(()) };
+        let [array] = list.args.as_slice() else { return ControlFlow::Continue(()) };
+        if !named {
+            return ControlFlow::Continue(());
+        }
+        let sql = format!("unnest(pg_catalog.sluice_expand_array({array}))");
+        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `(composite).field`, PostgreSQL's access to a field of a row value (`(keys).x` of
+/// `_pg_expandarray`'s rows), becomes `get_field(composite, 'field')`: DataFusion reads a field
+/// after a dot only from a column name, not from a function's value or a subquery's column.
+struct CompositeFields;
+
+impl VisitorMut for CompositeFields {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::AccessExpr;
+        let Expr::CompoundFieldAccess { root, access_chain } = expr else { return ControlFlow::Continue(()) };
+        let Expr::Nested(inner) = root.as_ref() else { return ControlFlow::Continue(()) };
+        let mut fields = Vec::with_capacity(access_chain.len());
+        for access in access_chain.iter() {
+            match access {
+                AccessExpr::Dot(Expr::Identifier(field)) => fields.push(field.value.clone()),
+                _ => return ControlFlow::Continue(()),
+            }
+        }
+        let mut text = inner.to_string();
+        for field in fields {
+            text = format!("get_field({text}, '{}')", field.replace('\'', "''"));
+        }
+        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr()) {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `indoption[i]`: Sluice keeps `pg_index.indoption` in int2vector's text form (`0 0`, which
+/// SQLAlchemy splits), and int2vector's subscripts count from 0; pgjdbc's `getIndexInfo` reads
+/// `I_INDOPTION[ORDINAL_POSITION - 1] & 1` for a column's order. The subscript becomes the
+/// `i + 1`th word of the text, as a smallint (NULL past the end, as PostgreSQL's).
+struct Int2VectorSubscripts;
+
+impl VisitorMut for Int2VectorSubscripts {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{AccessExpr, Subscript};
+        let Expr::CompoundFieldAccess { root, access_chain } = expr else { return ControlFlow::Continue(()) };
+        // `t.indoption[i]` is the root `t` with `.indoption` and `[i]` (or `t.indoption` with `[i]`).
+        let mut column: Vec<String> = match root.as_ref() {
+            Expr::Identifier(ident) => vec![ident.to_string()],
+            Expr::CompoundIdentifier(parts) => parts.iter().map(ToString::to_string).collect(),
+            _ => return ControlFlow::Continue(()),
+        };
+        let Some((AccessExpr::Subscript(Subscript::Index { index }), fields)) = access_chain.split_last() else {
+            return ControlFlow::Continue(());
+        };
+        for field in fields {
+            match field {
+                AccessExpr::Dot(Expr::Identifier(ident)) => column.push(ident.to_string()),
+                _ => return ControlFlow::Continue(()),
+            }
+        }
+        let named = column.last().is_some_and(|name| name.trim_matches('"').to_lowercase().ends_with("indoption"));
+        if !named {
+            return ControlFlow::Continue(());
+        }
+        let column = column.join(".");
+        let sql = format!("CAST(NULLIF(split_part({column}, ' ', CAST(({index}) + 1 AS INT)), '') AS SMALLINT)");
+        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+            *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `col_description(...)`, `obj_description(...)`, `shobj_description(...)`: Sluice keeps no
+/// comments, so they are NULL whatever their arguments, which are not evaluated. (Metabase's
+/// describe-fields names its table with `format('%I.%I', schema, table)::regclass`, a cast of a
+/// column to `regclass` that datafusion-pg-catalog cannot make.)
+struct NoComments;
+
+impl VisitorMut for NoComments {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::ObjectNamePart;
+        let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+        let describer = matches!(
+            function.name.0.last(),
+            Some(ObjectNamePart::Identifier(n))
+                if ["col_description", "obj_description", "shobj_description"]
+                    .iter()
+                    .any(|f| n.value.eq_ignore_ascii_case(f))
+        );
+        if describer {
+            if let Ok(null) =
+                Parser::new(&PostgreSqlDialect {}).try_with_sql("CAST(NULL AS TEXT)").and_then(|mut p| p.parse_expr())
+            {
+                *expr = null;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `pg_get_function_result(p.oid)` of a `pg_proc` row `p` (psql's `\df`, pgjdbc's
+/// `getFunctions`, which tells set-returning functions by its `SETOF`) becomes what PostgreSQL
+/// prints for a function without `TABLE` arguments, from `p`'s own columns:
+/// `CASE WHEN p.proretset THEN 'SETOF ' ELSE '' END || format_type(p.prorettype, NULL)`.
+fn function_results(statement: &mut Statement) {
+    use datafusion::sql::sqlparser::ast::ObjectNamePart;
+    // The names `pg_proc` goes by in the statement.
+    let mut procs = Vec::new();
+    let mut aliases = ProcAliases(&mut procs);
+    let _ = statement.visit(&mut aliases);
+    if procs.is_empty() {
+        return;
+    }
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        let Expr::Function(function) = &*expr else { return ControlFlow::<()>::Continue(()) };
+        let named = matches!(
+            function.name.0.last(),
+            Some(ObjectNamePart::Identifier(n)) if n.value.eq_ignore_ascii_case("pg_get_function_result")
+        );
+        let FunctionArguments::List(list) = &function.args else { return ControlFlow::Continue(()) };
+        let [argument] = list.args.as_slice() else { return ControlFlow::Continue(()) };
+        let argument = argument.to_string();
+        let Some((row, column)) = argument.rsplit_once('.') else { return ControlFlow::Continue(()) };
+        if !named || !column.eq_ignore_ascii_case("oid") || !procs.iter().any(|p| p.eq_ignore_ascii_case(row)) {
+            return ControlFlow::Continue(());
+        }
+        let sql = format!(
+            "CASE WHEN {row}.proretset THEN 'SETOF ' ELSE '' END || pg_catalog.format_type({row}.prorettype, NULL)"
+        );
+        if let Ok(result) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+            *expr = Expr::Nested(Box::new(result));
+        }
+        ControlFlow::Continue(())
+    });
+}
+
+/// Collects the alias (or name) of each reference to `pg_proc`.
+struct ProcAliases<'a>(&'a mut Vec<String>);
+
+impl VisitorMut for ProcAliases<'_> {
+    type Break = ();
+
+    fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
+        if let TableFactor::Table { name, alias, .. } = factor {
+            let table = name.0.last().map(|p| p.to_string().to_lowercase()).unwrap_or_default();
+            if table == "pg_proc" {
+                self.0.push(alias.as_ref().map_or_else(|| name.to_string(), |a| a.name.to_string()));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `column = 'pg_catalog.array_in'::regproc` (pgjdbc's type cache asks which types are arrays
+/// so): Sluice's `regproc` columns (`pg_type.typinput`, ...) hold the function's name as
+/// PostgreSQL prints a `regproc`, so the literal is compared as that name. (datafusion-pg-catalog
+/// would look the name up in `pg_proc` and compare the column's text with an oid.)
+struct RegprocNames;
+
+impl VisitorMut for RegprocNames {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::BinaryOperator;
+        let Expr::BinaryOp { left, op: BinaryOperator::Eq | BinaryOperator::NotEq, right } = expr else {
+            return ControlFlow::Continue(());
+        };
+        let is_column = |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+        if is_column(right) {
+            if let Some(name) = regproc_literal(left) {
+                **left = Expr::value(Value::SingleQuotedString(name));
+            }
+        } else if is_column(left) {
+            if let Some(name) = regproc_literal(right) {
+                **right = Expr::value(Value::SingleQuotedString(name));
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// The function name of `'name'::regproc` (without `pg_catalog.`, which PostgreSQL does not print
+/// for its own functions).
+fn regproc_literal(expr: &Expr) -> Option<String> {
+    let Expr::Cast { expr, data_type, .. } = expr else { return None };
+    let type_name = data_type.to_string().to_lowercase();
+    if type_name != "regproc" && type_name != "pg_catalog.regproc" {
+        return None;
+    }
+    let Expr::Value(value) = expr.as_ref() else { return None };
+    let Value::SingleQuotedString(name) = &value.value else { return None };
+    Some(name.strip_prefix("pg_catalog.").unwrap_or(name).to_string())
+}
+
 /// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is
-/// `(SELECT e FROM ... WHERE (w) AND c)` once aggregated; DataFusion cannot plan subqueries
-/// inside CASE.
+/// `(SELECT e FROM ... WHERE (w) AND c)` once aggregated; DataFusion cannot plan such subqueries
+/// inside CASE (see [`joinable_case_subquery`] for those it can). As a whole select item, a
+/// correlated one is then NULL (datafusion-pg-catalog's RemoveSubqueryFromProjection).
 fn case_subquery(expr: &Expr) -> Option<Expr> {
     let Expr::Case { operand: None, conditions, else_result, .. } = expr else { return None };
     let [when] = conditions.as_slice() else { return None };
@@ -422,29 +661,73 @@ impl VisitorMut for AggregateScalarSubqueries {
     type Break = ();
 
     fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
-        if let Some(moved) = case_subquery(expr) {
-            *expr = moved;
+        // A subquery DataFusion can join to stays in its CASE (and is aggregated as the visit
+        // goes on); another has its condition moved in, and is then NULL (see case_subquery).
+        if !joinable_case_subquery(expr) {
+            if let Some(moved) = case_subquery(expr) {
+                *expr = moved;
+            }
         }
-        let Expr::Subquery(query) = expr else { return ControlFlow::Continue(()) };
-        let SetExpr::Select(select) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        if let Expr::Subquery(query) = expr {
+            aggregate_scalar_subquery(query);
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// Whether `expr` is `CASE WHEN c THEN (SELECT e FROM t WHERE a = b [AND ...]) [ELSE NULL] END`
+/// with one table and only equalities of columns, which DataFusion plans as a join once the
+/// subquery is aggregated (pgjdbc's `getUDTs` reads a domain's base type so:
+/// `CASE WHEN t.typtype = 'd' THEN (SELECT ... FROM pg_type base_type WHERE base_type.oid =
+/// t.typbasetype) END`). SQLAlchemy's reflection has CASE subqueries over joins and casts of
+/// columns to `regclass`, which it cannot.
+fn joinable_case_subquery(expr: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    let Expr::Case { operand: None, conditions, .. } = expr else { return false };
+    let [when] = conditions.as_slice() else { return false };
+    let Expr::Subquery(query) = &when.result else { return false };
+    let SetExpr::Select(select) = query.body.as_ref() else { return false };
+    let [from] = select.from.as_slice() else { return false };
+    if !from.joins.is_empty() || !matches!(from.relation, TableFactor::Table { .. }) {
+        return false;
+    }
+    let Some(selection) = &select.selection else { return false };
+    let is_column = |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+    let mut conjuncts = vec![selection];
+    while let Some(e) = conjuncts.pop() {
+        match e {
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                conjuncts.extend([left.as_ref(), right.as_ref()])
+            }
+            Expr::Nested(inner) => conjuncts.push(inner),
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } if is_column(left) && is_column(right) => {}
+            _ => return false,
+        }
+    }
+    true
+}
+
+/// A scalar subquery's one value as `max(value)`, unless it is aggregated already.
+fn aggregate_scalar_subquery(query: &mut datafusion::sql::sqlparser::ast::Query) {
+    {
+        let SetExpr::Select(select) = query.body.as_mut() else { return };
         if select.projection.len() != 1 || select.group_by != GroupByExpr::Expressions(vec![], vec![]) {
-            return ControlFlow::Continue(());
+            return;
         }
         let Some(SelectItem::UnnamedExpr(item) | SelectItem::ExprWithAlias { expr: item, .. }) =
             select.projection.first_mut()
         else {
-            return ControlFlow::Continue(());
+            return;
         };
         let text = item.to_string().to_lowercase();
         if AGGREGATES.iter().any(|a| text.contains(&format!("{a}("))) {
-            return ControlFlow::Continue(());
+            return;
         }
         if let Ok(wrapped) =
             Parser::new(&PostgreSqlDialect {}).try_with_sql(&format!("max({item})")).and_then(|mut p| p.parse_expr())
         {
             *item = wrapped;
         }
-        ControlFlow::Continue(())
     }
 }
 
@@ -515,6 +798,62 @@ mod tests {
         let sql = "SELECT a FROM t JOIN pg_catalog.pg_policy p ON true";
         let statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
         assert_eq!(empty_catalog_columns(&statement), None);
+    }
+
+    #[test]
+    fn expandarray_unnests_numbered_elements() {
+        let sql = "SELECT (information_schema._pg_expandarray(i.indkey)).n, information_schema._pg_expandarray(i.indkey) AS keys FROM pg_index i";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT get_field(unnest(pg_catalog.sluice_expand_array(i.indkey)), 'n'), \
+             unnest(pg_catalog.sluice_expand_array(i.indkey)) AS keys FROM pg_index i"
+        );
+        let sql = "SELECT a FROM t JOIN u ON t.a = (u.keys).x";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(statement.to_string(), "SELECT a FROM t JOIN u ON t.a = get_field(u.keys, 'x')");
+    }
+
+    #[test]
+    fn indoption_subscripts_count_from_zero() {
+        let sql = "SELECT tmp.I_INDOPTION[tmp.ORDINAL_POSITION - 1] & 1 FROM tmp";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT CAST(NULLIF(split_part(tmp.I_INDOPTION, ' ', CAST((tmp.ORDINAL_POSITION - 1) + 1 AS INT)), '') \
+             AS SMALLINT) & 1 FROM tmp"
+        );
+    }
+
+    #[test]
+    fn comments_are_null_without_their_arguments() {
+        let sql = "SELECT col_description(CAST(format('%I.%I', s, t) AS REGCLASS), 1) AS c FROM x";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(statement.to_string(), "SELECT CAST(NULL AS TEXT) AS c FROM x");
+    }
+
+    #[test]
+    fn function_results_are_read_from_pg_proc() {
+        let sql = "SELECT pg_get_function_result(p.oid) FROM pg_catalog.pg_proc p WHERE p.proname = 'abs'";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT (CASE WHEN p.proretset THEN 'SETOF ' ELSE '' END || pg_catalog.format_type(p.prorettype, NULL)) \
+             FROM pg_catalog.pg_proc p WHERE p.proname = 'abs'"
+        );
+    }
+
+    #[test]
+    fn regproc_literal_compares_as_a_name() {
+        let sql = "SELECT typinput = 'pg_catalog.array_in'::regproc AS is_array, 'x'::regproc FROM pg_type";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(statement.to_string(), "SELECT typinput = 'array_in' AS is_array, 'x'::regproc FROM pg_type");
     }
 
     #[test]

@@ -4,10 +4,16 @@
 //! functions that print them (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_expr`). This is
 //! what psql's `\d t` and `\di`, and the drivers' reflection of keys, read.
 //!
+//! It also fills in what datafusion-pg-catalog's own catalogs lack where clients look: the
+//! sequences of serial and identity columns (`pg_class` rows of relkind `S`), each table's and
+//! view's row type (`pg_type`, `pg_class.reltype`), `information_schema` in `pg_namespace`,
+//! PostgreSQL's `relkind` for the catalogs themselves, and the session's settings in
+//! `pg_settings` (pgjdbc's `DatabaseMetaData` reads all of them).
+//!
 //! Tables keep the OIDs datafusion-pg-catalog gives them (read from its own `pg_class` and
-//! `pg_namespace` in the same query); indexes, constraints and defaults get OIDs of their own,
-//! stable for the session, counted from [`OBJECT_OID_FIRST`] so that they never meet the crate's
-//! (which counts up from 16384).
+//! `pg_namespace` in the same query); indexes, constraints, defaults, sequences and row types get
+//! OIDs of their own, stable for the session, counted from [`OBJECT_OID_FIRST`] so that they
+//! never meet the crate's (which counts up from 16384).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -27,6 +33,7 @@ use parking_lot::Mutex;
 use sluice::keys::{IndexInfo, KeyDef};
 use sluice::system::RelationInfo;
 
+use super::settings::Settings;
 use super::ServerState;
 
 /// The first OID given to an index, a constraint or a default (2^30).
@@ -44,6 +51,69 @@ const PG_CONSTRAINT: &str = "pg_constraint";
 const PG_INDEXES: &str = "pg_indexes";
 const PG_VIEWS: &str = "pg_views";
 const PG_TABLES: &str = "pg_tables";
+const PG_SETTINGS: &str = "pg_settings";
+const PG_NAMESPACE: &str = "pg_namespace";
+const PG_TYPE: &str = "pg_type";
+
+/// `pg_catalog`'s OID, PostgreSQL's and datafusion-pg-catalog's.
+const PG_CATALOG_OID: i32 = 11;
+
+/// `information_schema`'s OID in the PostgreSQL catalog data datafusion-pg-catalog ships (its
+/// `pg_type` and `pg_proc` rows name it), which its own `pg_namespace` leaves out.
+const INFORMATION_SCHEMA_OID: i32 = 13283;
+
+/// The relations of PostgreSQL 15's `pg_catalog` that are views (`relkind` `v`), beside the
+/// statistics views (`pg_stat_*`, `pg_statio_*`); the others are tables. datafusion-pg-catalog
+/// makes a view of every catalog it computes, and a table of every one it stores.
+const PG_CATALOG_VIEWS: &[&str] = &[
+    "pg_available_extension_versions",
+    "pg_available_extensions",
+    "pg_backend_memory_contexts",
+    "pg_config",
+    "pg_cursors",
+    "pg_file_settings",
+    "pg_group",
+    "pg_hba_file_rules",
+    "pg_ident_file_mappings",
+    "pg_indexes",
+    "pg_locks",
+    "pg_matviews",
+    "pg_policies",
+    "pg_prepared_statements",
+    "pg_prepared_xacts",
+    "pg_publication_tables",
+    "pg_replication_origin_status",
+    "pg_replication_slots",
+    "pg_roles",
+    "pg_rules",
+    "pg_seclabels",
+    "pg_sequences",
+    "pg_settings",
+    "pg_shadow",
+    "pg_shmem_allocations",
+    "pg_tables",
+    "pg_timezone_abbrevs",
+    "pg_timezone_names",
+    "pg_user",
+    "pg_user_mappings",
+    "pg_views",
+];
+
+/// PostgreSQL's `relkind` of a relation of `pg_catalog`.
+fn catalog_relkind(name: &str) -> &'static str {
+    let statistics = (name.starts_with("pg_stat_") || name.starts_with("pg_statio_") || name.starts_with("pg_stats"))
+        && !name.starts_with("pg_statistic");
+    if statistics || PG_CATALOG_VIEWS.contains(&name) {
+        "v"
+    } else {
+        "r"
+    }
+}
+
+/// Settings PostgreSQL fixes when it is built, which `pg_settings` lists beside the session's
+/// own: pgjdbc reads `max_index_keys` to number the columns of foreign keys. (Sluice's keys have
+/// no such limit; these are PostgreSQL's values, which clients size their queries by.)
+const BUILT_IN_SETTINGS: &[(&str, &str)] = &[("max_index_keys", "32"), ("max_function_args", "100")];
 
 /// What kind of object an OID of this module stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -51,6 +121,11 @@ enum ObjectKind {
     Index,
     Constraint,
     Default,
+    /// The sequence of a serial or identity column.
+    Sequence,
+    /// The composite type of a table's or view's rows, and the array type of it.
+    RowType,
+    RowArrayType,
 }
 
 /// An index's definition, for `pg_get_indexdef`.
@@ -149,11 +224,17 @@ pub struct PgCatalogOverlay {
     inner: Arc<dyn SchemaProvider>,
     server: Arc<ServerState>,
     objects: Arc<Objects>,
+    settings: Arc<Mutex<Settings>>,
 }
 
 impl PgCatalogOverlay {
-    pub fn new(inner: Arc<dyn SchemaProvider>, server: Arc<ServerState>, objects: Arc<Objects>) -> Self {
-        Self { inner, server, objects }
+    pub fn new(
+        inner: Arc<dyn SchemaProvider>,
+        server: Arc<ServerState>,
+        objects: Arc<Objects>,
+        settings: Arc<Mutex<Settings>>,
+    ) -> Self {
+        Self { inner, server, objects, settings }
     }
 }
 
@@ -191,6 +272,18 @@ impl SchemaProvider for PgCatalogOverlay {
                 Some(table) => Catalog::Tables(table),
                 None => return Ok(None),
             },
+            PG_SETTINGS => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Settings(table.schema()),
+                None => return Ok(None),
+            },
+            PG_NAMESPACE => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Namespaces(table),
+                None => return Ok(None),
+            },
+            PG_TYPE => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Types(table),
+                None => return Ok(None),
+            },
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -201,7 +294,8 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Constraint => constraint_schema(),
             Catalog::Indexes => indexes_schema(),
             Catalog::Views => views_schema(),
-            Catalog::Tables(table) => table.schema(),
+            Catalog::Tables(table) | Catalog::Namespaces(table) | Catalog::Types(table) => table.schema(),
+            Catalog::Settings(schema) => schema.clone(),
         };
         Ok(Some(Arc::new(Described {
             name,
@@ -210,6 +304,7 @@ impl SchemaProvider for PgCatalogOverlay {
             pg_catalog: self.inner.clone(),
             server: self.server.clone(),
             objects: self.objects.clone(),
+            settings: self.settings.clone(),
         })))
     }
 
@@ -237,6 +332,12 @@ enum Catalog {
     Views,
     /// datafusion-pg-catalog's `pg_tables` without the views (which it lists as tables).
     Tables(Arc<dyn TableProvider>),
+    /// `pg_settings` (datafusion-pg-catalog's columns): the session's settings.
+    Settings(SchemaRef),
+    /// datafusion-pg-catalog's `pg_namespace` with `information_schema`.
+    Namespaces(Arc<dyn TableProvider>),
+    /// datafusion-pg-catalog's `pg_type` with the row types of the warehouse's tables and views.
+    Types(Arc<dyn TableProvider>),
 }
 
 /// One of this module's catalogs: its rows are made when it is scanned.
@@ -247,6 +348,7 @@ struct Described {
     pg_catalog: Arc<dyn SchemaProvider>,
     server: Arc<ServerState>,
     objects: Arc<Objects>,
+    settings: Arc<Mutex<Settings>>,
 }
 
 impl std::fmt::Debug for Described {
@@ -276,21 +378,45 @@ impl TableProvider for Described {
             let table = self.pg_catalog.table(name).await?;
             table.ok_or_else(|| DataFusionError::Internal(format!("pg_catalog lacks {name}")))
         };
+        // The catalogs that need neither the warehouse's tables nor pg_class.
+        let own = match &self.catalog {
+            Catalog::Settings(_) => Some(vec![settings_rows(&self.schema, &self.settings.lock())?]),
+            Catalog::Namespaces(inner) => {
+                let mut batches = rows(state, inner).await?;
+                batches.push(information_schema_namespace(&self.schema, &batches)?);
+                Some(batches)
+            }
+            _ => None,
+        };
+        if let Some(batches) = own {
+            return MemTable::try_new(self.schema.clone(), vec![batches])?
+                .scan(state, projection, filters, limit)
+                .await;
+        }
         // pg_namespace first: reading pg_class gives OIDs to the schemas it names. A scan of
         // pg_class reads the crate's rows once, for the OIDs and for its own rows.
-        let namespaces = rows(state, &catalog_table("pg_namespace").await?).await?;
+        let namespaces = rows(state, &catalog_table(PG_NAMESPACE).await?).await?;
         let classes = match &self.catalog {
             Catalog::Extended(inner) if self.name == PG_CLASS => rows(state, inner).await?,
             _ => rows(state, &catalog_table(PG_CLASS).await?).await?,
         };
+        if let Catalog::Types(inner) = &self.catalog {
+            let mut batches = rows(state, inner).await?;
+            batches.push(row_types(&self.schema, &namespaces, &classes, &self.objects)?);
+            return MemTable::try_new(self.schema.clone(), vec![batches])?
+                .scan(state, projection, filters, limit)
+                .await;
+        }
         let tables = Tables::read(&namespaces, &classes, &self.server, &self.objects).await?;
         let batches = match &self.catalog {
             Catalog::Extended(_) if self.name == PG_CLASS => {
                 let mut batches = Vec::with_capacity(classes.len() + 1);
                 for batch in &classes {
-                    batches.push(with_null_columns(&self.schema, &tables.mark_indexed(batch)?)?);
+                    let batch = tables.mark_kinds_and_row_types(&tables.mark_indexed(batch)?, &self.objects)?;
+                    batches.push(with_null_columns(&self.schema, &batch)?);
                 }
                 batches.push(tables.index_classes(&self.schema, &self.objects)?);
+                batches.push(tables.sequence_classes(&self.schema, &self.objects)?);
                 batches
             }
             Catalog::Extended(inner) => {
@@ -305,6 +431,7 @@ impl TableProvider for Described {
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
             Catalog::Views => vec![views(&self.schema, &self.server)?],
+            Catalog::Settings(_) | Catalog::Namespaces(_) | Catalog::Types(_) => vec![],
             Catalog::Tables(inner) => {
                 let views: HashSet<(String, String)> =
                     self.server.db.views().into_iter().map(|v| (v.schema, v.name)).collect();
@@ -317,6 +444,134 @@ impl TableProvider for Described {
         };
         MemTable::try_new(self.schema.clone(), vec![batches])?.scan(state, projection, filters, limit).await
     }
+}
+
+/// Schema names by OID, from `pg_namespace`'s rows.
+fn namespace_names(namespaces: &[RecordBatch]) -> DfResult<HashMap<i32, String>> {
+    let mut names = HashMap::new();
+    for batch in namespaces {
+        let (oids, nspnames) = (int32_column(batch, "oid")?, text_column(batch, "nspname")?);
+        for row in 0..batch.num_rows() {
+            names.insert(oids.value(row), nspnames.value(row).to_string());
+        }
+    }
+    Ok(names)
+}
+
+/// `information_schema`'s `pg_namespace` row, unless `batches` have it.
+fn information_schema_namespace(schema: &SchemaRef, batches: &[RecordBatch]) -> DfResult<RecordBatch> {
+    let names = namespace_names(batches)?;
+    if names.values().any(|n| n == "information_schema") {
+        return Ok(RecordBatch::new_empty(schema.clone()));
+    }
+    let values: Vec<(&str, ArrayRef)> = vec![
+        ("oid", Arc::new(Int32Array::from(vec![INFORMATION_SCHEMA_OID]))),
+        ("nspname", Arc::new(StringArray::from(vec!["information_schema"]))),
+        ("nspowner", Arc::new(Int32Array::from(vec![10]))),
+    ];
+    batch_by_name(schema, 1, values)
+}
+
+/// `pg_type`'s rows for the composite type of each table's and view's rows (`typtype` `c`,
+/// named as the relation, `typrelid` its `pg_class` row) and for the array type of it, as
+/// PostgreSQL makes them with every relation (pgjdbc's `getUDTs` lists them as STRUCTs).
+/// The catalogs' own are among datafusion-pg-catalog's rows already.
+fn row_types(
+    schema: &SchemaRef,
+    namespaces: &[RecordBatch],
+    classes: &[RecordBatch],
+    objects: &Objects,
+) -> DfResult<RecordBatch> {
+    let names = namespace_names(namespaces)?;
+    let mut types: Vec<TypeRow> = Vec::new();
+    for batch in classes {
+        let (oids, relnames) = (int32_column(batch, "oid")?, text_column(batch, "relname")?);
+        let (spaces, kinds) = (int32_column(batch, "relnamespace")?, text_column(batch, "relkind")?);
+        for row in 0..batch.num_rows() {
+            let Some(space) = names.get(&spaces.value(row)) else { continue };
+            let own = spaces.value(row) != PG_CATALOG_OID && space != "information_schema";
+            if !own || !matches!(kinds.value(row), "r" | "v" | "m" | "p" | "f") {
+                continue;
+            }
+            let name = relnames.value(row);
+            let composite = objects.oid(ObjectKind::RowType, space, name, "");
+            let array = objects.oid(ObjectKind::RowArrayType, space, name, "");
+            types.push(TypeRow::composite(composite, name, spaces.value(row), oids.value(row), array));
+            types.push(TypeRow::array(array, name, spaces.value(row), composite));
+        }
+    }
+    let ints =
+        |f: fn(&TypeRow) -> i32| -> ArrayRef { Arc::new(types.iter().map(|t| Some(f(t))).collect::<Int32Array>()) };
+    let texts = |f: fn(&TypeRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(types.iter().map(f))) };
+    let flags = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; types.len()])) };
+    let values: Vec<(&str, ArrayRef)> = vec![
+        ("oid", ints(|t| t.oid)),
+        ("typname", texts(|t| &t.name)),
+        ("typnamespace", ints(|t| t.namespace)),
+        ("typowner", ints(|_| 10)),
+        ("typlen", ints(|_| -1)),
+        ("typbyval", flags(false)),
+        ("typtype", texts(|t| if t.relation == 0 { "b" } else { "c" })),
+        ("typcategory", texts(|t| if t.relation == 0 { "A" } else { "C" })),
+        ("typispreferred", flags(false)),
+        ("typisdefined", flags(true)),
+        ("typdelim", texts(|_| ",")),
+        ("typrelid", ints(|t| t.relation)),
+        ("typsubscript", texts(|t| if t.relation == 0 { "array_subscript_handler" } else { "-" })),
+        ("typelem", ints(|t| t.element)),
+        ("typarray", ints(|t| t.array)),
+        ("typinput", texts(|t| if t.relation == 0 { "array_in" } else { "record_in" })),
+        ("typoutput", texts(|t| if t.relation == 0 { "array_out" } else { "record_out" })),
+        ("typreceive", texts(|t| if t.relation == 0 { "array_recv" } else { "record_recv" })),
+        ("typsend", texts(|t| if t.relation == 0 { "array_send" } else { "record_send" })),
+        ("typmodin", texts(|_| "-")),
+        ("typmodout", texts(|_| "-")),
+        ("typanalyze", texts(|t| if t.relation == 0 { "array_typanalyze" } else { "-" })),
+        ("typalign", texts(|_| "d")),
+        ("typstorage", texts(|_| "x")),
+        ("typnotnull", flags(false)),
+        ("typtypmod", ints(|_| -1)),
+    ];
+    batch_by_name(schema, types.len(), values)
+}
+
+/// A `pg_type` row of [`row_types`]: a relation's composite type (`relation` its OID) or the
+/// array type of one (`relation` 0).
+struct TypeRow {
+    oid: i32,
+    name: String,
+    namespace: i32,
+    relation: i32,
+    element: i32,
+    array: i32,
+}
+
+impl TypeRow {
+    fn composite(oid: i32, name: &str, namespace: i32, relation: i32, array: i32) -> Self {
+        Self { oid, name: name.to_string(), namespace, relation, element: 0, array }
+    }
+
+    fn array(oid: i32, name: &str, namespace: i32, element: i32) -> Self {
+        Self { oid, name: format!("_{name}"), namespace, relation: 0, element, array: 0 }
+    }
+}
+
+/// `pg_settings`' rows: the session's settings (`user` context), then [`BUILT_IN_SETTINGS`]
+/// (`internal`, as PostgreSQL lists what it was built with).
+fn settings_rows(schema: &SchemaRef, session: &Settings) -> DfResult<RecordBatch> {
+    let mut rows: Vec<(String, String, &str)> =
+        session.all().into_iter().map(|(name, value)| (name, value, "user")).collect();
+    for (name, value) in BUILT_IN_SETTINGS {
+        if !rows.iter().any(|(n, _, _)| n.eq_ignore_ascii_case(name)) {
+            rows.push((name.to_string(), value.to_string(), "internal"));
+        }
+    }
+    let values: Vec<(&str, ArrayRef)> = vec![
+        ("name", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0.clone())))),
+        ("setting", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1.clone())))),
+        ("context", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.2)))),
+    ];
+    batch_by_name(schema, rows.len(), values)
 }
 
 /// `pg_tables`' rows that are not views.
@@ -379,6 +634,10 @@ struct Tables {
     described: Vec<(RelationInfo, i32, i32)>,
     /// Table OID to its place in `described`.
     by_oid: HashMap<i32, usize>,
+    /// Schema names by OID.
+    schema_names: HashMap<i32, String>,
+    /// The OIDs of views (whose columns PostgreSQL never marks NOT NULL).
+    views: HashSet<i32>,
 }
 
 impl Tables {
@@ -390,13 +649,7 @@ impl Tables {
         server: &ServerState,
         objects: &Objects,
     ) -> DfResult<Self> {
-        let mut schema_oids = HashMap::new();
-        for batch in namespaces {
-            let (oids, names) = (int32_column(batch, "oid")?, text_column(batch, "nspname")?);
-            for row in 0..batch.num_rows() {
-                schema_oids.insert(oids.value(row), names.value(row).to_string());
-            }
-        }
+        let schema_oids = namespace_names(namespaces)?;
         objects.remember_namespaces(&schema_oids);
         let mut table_oids = HashMap::new();
         for batch in classes {
@@ -416,9 +669,11 @@ impl Tables {
             }
         }
         // What `pg_get_viewdef` answers (views have the OIDs of their `pg_class` rows).
+        let mut views = HashSet::new();
         for view in server.db.views() {
             if let Some((oid, _)) = table_oids.get(&(view.schema.clone(), view.name.clone())) {
                 objects.remember_view(*oid, &view.schema, &view.name, view_definition(&view));
+                views.insert(*oid);
             }
         }
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
@@ -427,11 +682,11 @@ impl Tables {
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
                 if let Some(default) = &column.default {
-                    objects.remember_default(*oid, attribute_number(position), default);
+                    objects.remember_default(*oid, attribute_number(position), &shown_default(relation, default));
                 }
             }
         }
-        Ok(Self { described, by_oid })
+        Ok(Self { described, by_oid, schema_names: schema_oids, views })
     }
 
     fn indexes_of(&self) -> impl Iterator<Item = (&RelationInfo, i32, i32, IndexInfo)> {
@@ -475,6 +730,7 @@ impl Tables {
     }
 
     /// `atthasdef` and `attidentity` from the columns' defaults and identities.
+    /// Also `attnotnull` false for the columns of views, as PostgreSQL has them.
     fn mark_defaults(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
         let (relids, names) = (int32_column(batch, "attrelid")?, text_column(batch, "attname")?);
         let column_of = |row: usize| {
@@ -499,6 +755,16 @@ impl Tables {
             batch = replace_column(&batch, "atttypid", Arc::new(types))?;
             batch = replace_column(&batch, "atttypmod", Arc::new(modifiers))?;
         }
+        if !self.views.is_empty() {
+            let relids = int32_column(&batch, "attrelid")?;
+            let before = column(&batch, "attnotnull")?
+                .as_boolean_opt()
+                .ok_or_else(|| DataFusionError::Internal("pg_catalog's attnotnull is not a bool".into()))?;
+            let not_null: BooleanArray = (0..batch.num_rows())
+                .map(|row| Some(!self.views.contains(&relids.value(row)) && before.value(row)))
+                .collect();
+            batch = replace_column(&batch, "attnotnull", Arc::new(not_null))?;
+        }
         replace_column(&batch, "attidentity", Arc::new(identity))
     }
 
@@ -522,6 +788,57 @@ impl Tables {
         batch_by_name(schema, indexes.len(), values)
     }
 
+    /// `relkind` as PostgreSQL has it for the catalogs (`r` for its tables, which
+    /// datafusion-pg-catalog lists as views when it computes them), and `reltype`, the row type
+    /// of each table and view (see [`row_types`]).
+    fn mark_kinds_and_row_types(&self, batch: &RecordBatch, objects: &Objects) -> DfResult<RecordBatch> {
+        let names = text_column(batch, "relname")?;
+        let (spaces, kinds) = (int32_column(batch, "relnamespace")?, text_column(batch, "relkind")?);
+        let before = column(batch, "reltype")?.as_primitive_opt::<Int32Type>().cloned();
+        let mut relkinds = Vec::with_capacity(batch.num_rows());
+        let mut reltypes = Vec::with_capacity(batch.num_rows());
+        for row in 0..batch.num_rows() {
+            let (name, kind) = (names.value(row), kinds.value(row));
+            let space = self.schema_names.get(&spaces.value(row)).map(String::as_str);
+            relkinds.push(if spaces.value(row) == PG_CATALOG_OID { catalog_relkind(name) } else { kind });
+            let own = spaces.value(row) != PG_CATALOG_OID && space != Some("information_schema");
+            reltypes.push(match space {
+                Some(space) if own && matches!(kind, "r" | "v" | "m" | "p" | "f") => {
+                    objects.oid(ObjectKind::RowType, space, name, "")
+                }
+                _ => before.as_ref().map_or(0, |b| b.value(row)),
+            });
+        }
+        let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(relkinds)))?;
+        replace_column(&batch, "reltype", Arc::new(Int32Array::from(reltypes)))
+    }
+
+    /// One `pg_class` row per sequence of a serial or identity column (relkind `S`), named as
+    /// PostgreSQL names it.
+    fn sequence_classes(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let mut sequences = Vec::new();
+        for (relation, _, namespace) in &self.described {
+            for column in &relation.columns {
+                if let Some(name) = sequence_name(relation, column) {
+                    let oid = objects.oid(ObjectKind::Sequence, &relation.schema, &relation.table, &column.name);
+                    sequences.push((oid, name, *namespace));
+                }
+            }
+        }
+        let len = sequences.len();
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("oid", Arc::new(sequences.iter().map(|s| Some(s.0)).collect::<Int32Array>())),
+            ("relname", Arc::new(StringArray::from_iter_values(sequences.iter().map(|s| s.1.clone())))),
+            ("relnamespace", Arc::new(sequences.iter().map(|s| Some(s.2)).collect::<Int32Array>())),
+            ("relkind", Arc::new(StringArray::from(vec!["S"; len]))),
+            ("relpersistence", Arc::new(StringArray::from(vec!["p"; len]))),
+            ("relreplident", Arc::new(StringArray::from(vec!["n"; len]))),
+            ("relispopulated", Arc::new(BooleanArray::from(vec![true; len]))),
+            ("relnatts", Arc::new(Int16Array::from(vec![3; len]))),
+        ];
+        batch_by_name(schema, len, values)
+    }
+
     /// `pg_attrdef`: one row per column default (a SERIAL's `nextval(...)` among them).
     fn attrdef(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
         let mut oids = Vec::new();
@@ -534,7 +851,7 @@ impl Tables {
                 oids.push(objects.oid(ObjectKind::Default, &relation.schema, &relation.table, &column.name));
                 relids.push(*oid);
                 numbers.push(attribute_number(position));
-                expressions.push(default.clone());
+                expressions.push(shown_default(relation, default));
             }
         }
         let values: Vec<(&str, ArrayRef)> = vec![
@@ -652,6 +969,28 @@ impl Tables {
 
 fn index_info(relation: &RelationInfo, def: &KeyDef) -> IndexInfo {
     IndexInfo { schema: relation.schema.clone(), table: relation.table.clone(), def: def.clone() }
+}
+
+/// A column's default as PostgreSQL prints it: the sequence of a serial in another schema than
+/// `public` named with its schema (`nextval('shop.t_id_seq'::regclass)`), as PostgreSQL names
+/// a sequence its default search path does not find.
+fn shown_default(relation: &RelationInfo, default: &str) -> String {
+    match default.strip_prefix("nextval('") {
+        Some(rest) if relation.schema != "public" && !rest.starts_with(&format!("{}.", relation.schema)) => {
+            format!("nextval('{}.{rest}", sluice::names::quoted_if_needed(&relation.schema))
+        }
+        _ => default.to_string(),
+    }
+}
+
+/// The sequence of a serial (named by its default) or identity column (`<table>_<column>_seq`).
+fn sequence_name(relation: &RelationInfo, column: &sluice::system::ColumnInfo) -> Option<String> {
+    let named =
+        column.default.as_deref().and_then(|d| d.strip_prefix("nextval('")).and_then(|rest| rest.split('\'').next());
+    match named {
+        Some(name) => Some(name.rsplit('.').next().unwrap_or(name).to_string()),
+        None => column.identity.map(|_| format!("{}_{}_seq", relation.table, column.name)),
+    }
 }
 
 /// PostgreSQL's `attnum` of the column at `position` (from 1).
