@@ -31,6 +31,8 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
         return Err(e);
     }
     let _ = statement.visit(&mut SetReturning);
+    let _ = statement.visit(&mut WindowCounts);
+    super::query::name_inner_columns(statement);
     if let Statement::Query(query) = statement {
         if let SetExpr::Select(select) = query.body.as_mut() {
             name_duplicates(&mut select.projection);
@@ -540,6 +542,25 @@ fn check_elements(element: &SqlType, items: &[Option<String>]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `row_number()`, `rank()`, `dense_rank()` and `ntile(n)` as `bigint`, PostgreSQL's type for
+/// them (DataFusion's are unsigned, which a client would be told is `numeric`).
+struct WindowCounts;
+
+impl VisitorMut for WindowCounts {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+        if function.over.is_none()
+            || !matches!(function_name(function).as_str(), "row_number" | "rank" | "dense_rank" | "ntile")
+        {
+            return ControlFlow::Continue(());
+        }
+        *expr = cast(expr.clone(), SqlType::BigInt(None));
+        ControlFlow::Continue(())
+    }
 }
 
 /// Set-returning functions in select lists, as `unnest` of their lists.

@@ -543,3 +543,61 @@ fn cast_type_name(data_type: &datafusion::sql::sqlparser::ast::DataType) -> Stri
         other => other.to_string().to_lowercase(),
     }
 }
+
+/// Names the unaliased expressions of inner queries (CTEs, derived tables, subqueries) as
+/// PostgreSQL names them, so that the outer query can refer to them by those names:
+/// `WITH w AS (SELECT x, count(1) FROM t GROUP BY x) SELECT count FROM w` (DataFusion would name
+/// it `count(Int64(1))`). An expression is given an alias only when no other item of its list
+/// has that name. The outermost list is named in
+/// [`postgres_names`] instead.
+pub(crate) fn name_inner_columns(statement: &mut Statement) {
+    struct Inner {
+        depth: usize,
+    }
+    impl datafusion::sql::sqlparser::ast::VisitorMut for Inner {
+        type Break = ();
+        fn pre_visit_query(&mut self, query: &mut datafusion::sql::sqlparser::ast::Query) -> ControlFlow<()> {
+            if self.depth > 0 {
+                name_set_expr(query.body.as_mut());
+            }
+            self.depth += 1;
+            ControlFlow::Continue(())
+        }
+        fn post_visit_query(&mut self, _query: &mut datafusion::sql::sqlparser::ast::Query) -> ControlFlow<()> {
+            self.depth = self.depth.saturating_sub(1);
+            ControlFlow::Continue(())
+        }
+    }
+    fn name_set_expr(body: &mut SetExpr) {
+        match body {
+            SetExpr::Select(select) => name_projection(&mut select.projection),
+            SetExpr::SetOperation { left, right, .. } => {
+                name_set_expr(left);
+                name_set_expr(right);
+            }
+            _ => {}
+        }
+    }
+    fn name_projection(projection: &mut [SelectItem]) {
+        let names: Vec<Option<String>> = projection
+            .iter()
+            .map(|item| match item {
+                SelectItem::UnnamedExpr(expr) => expression_name(expr).or_else(|| column_name(expr)),
+                other => select_item_name(other),
+            })
+            .collect();
+        for (i, item) in projection.iter_mut().enumerate() {
+            let SelectItem::UnnamedExpr(expr) = item else { continue };
+            let Some(name) = expression_name(expr) else { continue };
+            let unique = names.iter().enumerate().all(|(j, other)| j == i || other.as_deref() != Some(name.as_str()));
+            if !unique {
+                continue;
+            }
+            *item = SelectItem::ExprWithAlias {
+                expr: expr.clone(),
+                alias: datafusion::sql::sqlparser::ast::Ident::with_quote('"', name),
+            };
+        }
+    }
+    let _ = datafusion::sql::sqlparser::ast::VisitMut::visit(statement, &mut Inner { depth: 0 });
+}

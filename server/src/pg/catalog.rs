@@ -75,6 +75,8 @@ enum Kind {
     SizePretty,
     /// `to_regtype(text)`: the oid of a type name, NULL when there is no such type.
     ToRegtype,
+    /// `pg_encoding_to_char(int)`: an encoding's name (Sluice speaks only UTF8, number 6).
+    EncodingName,
 }
 
 struct SettingsFunction {
@@ -112,6 +114,7 @@ impl ScalarUDFImpl for SettingsFunction {
             Kind::Visible(name) | Kind::NoFunction(name) => name,
             Kind::SizePretty => "pg_size_pretty",
             Kind::ToRegtype => "to_regtype",
+            Kind::EncodingName => "pg_encoding_to_char",
         }
     }
 
@@ -176,6 +179,16 @@ impl ScalarUDFImpl for SettingsFunction {
                     out.push(Some(value));
                 }
                 Kind::SizePretty => out.push(arg(0).and_then(|v| v.parse::<i64>().ok()).map(size_pretty)),
+                // PostgreSQL's names of the encodings 0 and 6; '' for a number it does not know
+                // (Sluice's server and client encodings are always UTF8).
+                Kind::EncodingName => out.push(arg(0).map(|n| {
+                    match n.trim() {
+                        "0" => "SQL_ASCII",
+                        "6" => "UTF8",
+                        _ => "",
+                    }
+                    .to_string()
+                })),
                 Kind::Version | Kind::Visible(_) | Kind::NoFunction(_) | Kind::ToRegtype => {}
             }
         }
@@ -225,7 +238,9 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     let crate_format_type = context.state().scalar_functions().get("format_type").cloned();
     if let Some(inner) = crate_format_type {
-        context.register_udf(ScalarUDF::from(FormatType { inner }));
+        let format_type = Arc::new(ScalarUDF::from(FormatType { inner }));
+        context.register_udf(ScalarUDF::from(FormatTypes::new(format_type.clone())));
+        context.register_udf(format_type.as_ref().clone());
     }
     for (kind, signature) in [
         (Kind::Version, Signature::nullary(Volatility::Stable)),
@@ -254,6 +269,7 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::NoFunction("shobj_description"), Signature::any(2, Volatility::Stable)),
         (Kind::SizePretty, Signature::any(1, Volatility::Immutable)),
         (Kind::ToRegtype, Signature::any(1, Volatility::Stable)),
+        (Kind::EncodingName, Signature::any(1, Volatility::Stable)),
     ] {
         context.register_udf(ScalarUDF::from(SettingsFunction { kind, settings: settings.clone(), signature }));
     }
@@ -460,6 +476,103 @@ impl ScalarUDFImpl for FormatType {
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(named)))
+    }
+}
+
+/// `sluice_format_types(oids)`: `oids::regtype[]::text[]`, each type named as `format_type` names
+/// it (pgcli's completion reads `proargtypes::regtype[]::text[]`). The oids come as an array, or
+/// as the text of one that some catalog columns hold (`[23, 25]`, `{23,25}`, `23 25`).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FormatTypes {
+    format_type: Arc<ScalarUDF>,
+    signature: Signature,
+}
+
+impl FormatTypes {
+    fn new(format_type: Arc<ScalarUDF>) -> Self {
+        Self { format_type, signature: Signature::any(1, Volatility::Stable) }
+    }
+
+    /// The oids of one row's value: a list's elements, or the numbers in its text.
+    fn oids(value: &ArrayRef, row: usize) -> DfResult<Option<Vec<Option<i64>>>> {
+        if value.is_null(row) {
+            return Ok(None);
+        }
+        let elements = match value.data_type() {
+            DataType::List(_) => value.as_list::<i32>().value(row),
+            DataType::LargeList(_) => value.as_list::<i64>().value(row),
+            DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => {
+                let text = arrow::compute::cast(&value.slice(row, 1), &DataType::Utf8)?;
+                let text = text.as_string::<i32>().value(0).to_string();
+                let oids = text
+                    .split(|c: char| !c.is_ascii_digit())
+                    .filter(|n| !n.is_empty())
+                    .map(|n| n.parse::<i64>().ok())
+                    .collect();
+                return Ok(Some(oids));
+            }
+            other => {
+                return Err(datafusion::error::DataFusionError::Plan(format!("cannot cast type {other} to regtype[]")))
+            }
+        };
+        let elements = arrow::compute::cast(&elements, &DataType::Int64)?;
+        Ok(Some(elements.as_primitive::<arrow::datatypes::Int64Type>().iter().collect()))
+    }
+}
+
+impl ScalarUDFImpl for FormatTypes {
+    fn name(&self) -> &str {
+        "sluice_format_types"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::List(Arc::new(arrow::datatypes::Field::new("item", DataType::Utf8, true))))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let Some(first) = args.args.first() else {
+            return Err(datafusion::error::DataFusionError::Plan("sluice_format_types needs an argument".into()));
+        };
+        let value = first.clone().into_array(rows)?;
+        let mut lists = Vec::with_capacity(rows);
+        for row in 0..rows {
+            let Some(oids) = Self::oids(&value, row)? else {
+                lists.push(None);
+                continue;
+            };
+            let count = oids.len();
+            let oids = Arc::new(arrow::array::Int64Array::from(oids)) as ArrayRef;
+            let named = self.format_type.invoke_with_args(ScalarFunctionArgs {
+                args: vec![ColumnarValue::Array(oids), ColumnarValue::Scalar(ScalarValue::Int32(None))],
+                arg_fields: vec![
+                    Arc::new(arrow::datatypes::Field::new("oid", DataType::Int64, true)),
+                    Arc::new(arrow::datatypes::Field::new("typmod", DataType::Int32, true)),
+                ],
+                number_rows: count,
+                return_field: Arc::new(arrow::datatypes::Field::new("format_type", DataType::Utf8, true)),
+                config_options: args.config_options.clone(),
+            })?;
+            let named = arrow::compute::cast(&named.into_array(count)?, &DataType::Utf8)?;
+            lists.push(Some(named.as_string::<i32>().iter().map(|n| n.map(str::to_string)).collect::<Vec<_>>()));
+        }
+        let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+        for list in lists {
+            match list {
+                Some(names) => {
+                    for name in names {
+                        builder.values().append_option(name);
+                    }
+                    builder.append(true);
+                }
+                None => builder.append(false),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(builder.finish())))
     }
 }
 

@@ -89,15 +89,41 @@ pub fn substitute(sql: &str) -> Cow<'_, str> {
 pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
     let Statement::Query(query) = statement else { return None };
     let reads = catalog_reads(statement);
-    if !reads.only_catalogs || !reads.an_empty_one {
-        return None;
-    }
     let mut body = query.body.as_ref();
     while let SetExpr::SetOperation { left, .. } = body {
         body = left.as_ref();
     }
     let SetExpr::Select(select) = body else { return None };
+    let foreign_keys = matches!(query.body.as_ref(), SetExpr::Select(_))
+        && select.selection.as_ref().is_some_and(asks_for_foreign_keys);
+    if !reads.only_catalogs || !(reads.an_empty_one || foreign_keys) {
+        return None;
+    }
     select.projection.iter().map(sluice::sql::query::select_item_name).collect()
+}
+
+/// Whether a WHERE clause keeps only foreign keys (`fk.contype = 'f'` among its conjuncts), which
+/// Sluice never has (it refuses FOREIGN KEY constraints): pgcli's completion asks so, with
+/// correlated subqueries DataFusion cannot plan.
+fn asks_for_foreign_keys(selection: &Expr) -> bool {
+    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    match selection {
+        Expr::Nested(inner) => asks_for_foreign_keys(inner),
+        Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+            asks_for_foreign_keys(left) || asks_for_foreign_keys(right)
+        }
+        Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+            let column = match left.as_ref() {
+                Expr::Identifier(ident) => Some(ident),
+                Expr::CompoundIdentifier(parts) => parts.last(),
+                _ => None,
+            };
+            let foreign = matches!(right.as_ref(), Expr::Value(v)
+                if matches!(&v.value, Value::SingleQuotedString(text) if text == "f"));
+            column.is_some_and(|c| c.value.eq_ignore_ascii_case("contype")) && foreign
+        }
+        _ => false,
+    }
 }
 
 /// What relations a statement reads.
@@ -135,6 +161,7 @@ pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut NoComments);
     function_results(statement);
     let _ = statement.visit(&mut RegprocNames);
+    let _ = statement.visit(&mut RegtypeNames);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
@@ -143,7 +170,7 @@ pub fn rewrite(statement: &mut Statement) {
 
 /// The catalogs Sluice adds to `pg_catalog` (see `catalog.rs`), found without the schema as
 /// PostgreSQL finds them (pg_catalog is first on every search path).
-const SLUICE_PG_CATALOGS: &[&str] = &["pg_indexes"];
+const SLUICE_PG_CATALOGS: &[&str] = &["pg_indexes", "pg_stat_activity"];
 
 fn qualify_sluice_catalogs(statement: &mut Statement) {
     let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
@@ -493,6 +520,85 @@ impl VisitorMut for Int2VectorSubscripts {
         let sql = format!("CAST(NULLIF(split_part({column}, ' ', CAST(({index}) + 1 AS INT)), '') AS SMALLINT)");
         if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
             *expr = rewritten;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// A type's name from its oid: `x::regtype::text` becomes `format_type(x, NULL)` and
+/// `x::regtype[]::text[]` (also over `COALESCE` of such casts) `sluice_format_types(x)`, as
+/// PostgreSQL prints a `regtype` (`bigint`, `character varying`, `text[]`). Sluice's `regtype` is an
+/// `integer` (datafusion-pg-catalog's), whose text would be the number. pgcli's completion and
+/// psql's `\df` read argument and column types so.
+struct RegtypeNames;
+
+/// The type of a cast in lower case without a `pg_catalog.` qualifier (`regtype`, `text[]`).
+fn cast_type(data_type: &datafusion::sql::sqlparser::ast::DataType) -> String {
+    let text = data_type.to_string().to_lowercase();
+    text.strip_prefix("pg_catalog.").map(str::to_string).unwrap_or(text)
+}
+
+/// Replaces each `CAST(e AS regtype[])` in `expr` (through parentheses and `COALESCE`) by
+/// `sluice_format_types(e)`; whether there was one.
+fn name_type_arrays(expr: &mut Expr) -> bool {
+    match expr {
+        Expr::Nested(inner) => name_type_arrays(inner),
+        Expr::Cast { expr: inner, data_type, .. } if cast_type(data_type) == "regtype[]" => {
+            let sql = format!("pg_catalog.sluice_format_types({inner})");
+            match Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+                Ok(named) => {
+                    *expr = named;
+                    true
+                }
+                Err(_) => false,
+            }
+        }
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case("coalesce") => {
+            let FunctionArguments::List(list) = &mut function.args else { return false };
+            let mut any = false;
+            for arg in list.args.iter_mut() {
+                if let datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                    datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(e),
+                ) = arg
+                {
+                    any |= name_type_arrays(e);
+                }
+            }
+            any
+        }
+        _ => false,
+    }
+}
+
+impl VisitorMut for RegtypeNames {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Cast { expr: inner, data_type, .. } = expr else { return ControlFlow::Continue(()) };
+        match cast_type(data_type).as_str() {
+            "text" | "varchar" | "character varying" | "name" => {
+                let Expr::Cast { expr: oid, data_type: reg, .. } = inner.as_ref() else {
+                    return ControlFlow::Continue(());
+                };
+                // A name's cast (`'int4'::regtype::text`) is datafusion-pg-catalog's to resolve.
+                let literal = matches!(oid.as_ref(), Expr::Value(v) if !matches!(v.value, Value::Number(..)));
+                if cast_type(reg) != "regtype" || literal {
+                    return ControlFlow::Continue(());
+                }
+                let sql = format!("pg_catalog.format_type({oid}, NULL)");
+                if let Ok(named) =
+                    Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr())
+                {
+                    *expr = named;
+                }
+            }
+            "text[]" | "varchar[]" | "name[]" => {
+                let mut operand = inner.as_ref().clone();
+                if name_type_arrays(&mut operand) {
+                    *expr = operand;
+                }
+            }
+            _ => {}
         }
         ControlFlow::Continue(())
     }

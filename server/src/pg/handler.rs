@@ -62,6 +62,8 @@ pub struct Prepared {
     pub result_schema: Option<SchemaRef>,
     /// How many values a Bind must supply (`None`: not known, not checked).
     pub parameter_count: Option<usize>,
+    /// The statement's text, as the client sent it (for `pg_stat_activity`).
+    pub text: String,
 }
 
 /// An open cursor: its rows and how far FETCH has read.
@@ -83,6 +85,8 @@ pub struct Connection {
     parser: Arc<SluiceQueryParser>,
     /// The names of the statements prepared with Parse, for `DEALLOCATE ALL`.
     prepared_names: Mutex<std::collections::HashSet<String>>,
+    /// This connection's row of `pg_stat_activity`.
+    activity: super::activity::Registration,
 }
 
 impl Connection {
@@ -90,7 +94,9 @@ impl Connection {
         let session = server.db.session();
         let settings = Arc::new(Mutex::new(Settings::default()));
         super::catalog::install(&session, &server, settings.clone());
+        let activity = server.activity.register();
         Arc::new_cyclic(|weak: &std::sync::Weak<Connection>| Connection {
+            activity,
             server,
             session,
             settings,
@@ -144,6 +150,7 @@ impl Connection {
                 // subqueries in projections into joins) must see the subqueries they free.
                 let mut s = *s;
                 super::search_path::qualify(&mut s, &path, &catalog).map_err(unschemed)?;
+                super::search_path::current_schemas(&mut s, &path);
                 sluice::sql::postgres_forms::array_literals(&mut s).map_err(|e| encode::error(&e))?;
                 super::compat::rewrite(&mut s);
                 let s = self.rewriter.rewrite(s);
@@ -161,7 +168,34 @@ impl Connection {
         self.startup_adopted.call_once(|| {
             *self.settings.lock() = Settings::from_startup(client.metadata());
             self.apply_settings();
+            let pid = client.pid_and_secret_key().0;
+            let metadata = client.metadata();
+            let address = client.socket_addr();
+            self.activity.update(|backend| {
+                backend.pid = pid;
+                backend.user = metadata.get("user").cloned().unwrap_or_default();
+                backend.database = metadata.get("database").cloned().unwrap_or_else(|| backend.user.clone());
+                backend.client_addr = Some(address.ip().to_string());
+                backend.client_port = Some(i32::from(address.port()));
+            });
+            // `pg_backend_pid()`: the pid this connection was given at startup (its cancel key's),
+            // which `pg_stat_activity` shows too.
+            self.session.context().register_udf(datafusion::logical_expr::create_udf(
+                "pg_backend_pid",
+                vec![],
+                DataType::Int32,
+                datafusion::logical_expr::Volatility::Stable,
+                Arc::new(move |_| Ok(datafusion::logical_expr::ColumnarValue::Scalar(ScalarValue::Int32(Some(pid))))),
+            ));
         });
+    }
+
+    /// A statement's text begins to run: `pg_stat_activity` shows it.
+    fn note_started<C: ClientInfo>(&self, client: &C, text: &str) {
+        self.adopt_startup_settings(client);
+        let application = self.settings.lock().get("application_name").unwrap_or_default().to_string();
+        self.activity.update(|backend| backend.application_name = application);
+        self.activity.started(text, self.session.in_transaction_block());
     }
 
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
@@ -249,6 +283,7 @@ impl Connection {
         if response.is_err() {
             self.session.statement_failed();
         }
+        self.activity.finished(self.session.in_transaction_block(), response.is_err());
         // PostgreSQL's warnings (COMMIT with no transaction block, BEGIN inside one), before the
         // statement's own answer.
         for (sqlstate, message) in self.session.take_warnings() {
@@ -542,6 +577,7 @@ impl SimpleQueryHandler for Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        self.note_started(client, query);
         let statements = parse_statements(&super::compat::substitute(query)).map_err(|e| {
             // A statement that does not parse aborts the transaction block too.
             self.session.statement_failed();
@@ -623,6 +659,7 @@ impl QueryParser for SluiceQueryParser {
                 arrow_parameter_types: vec![],
                 result_schema: None,
                 parameter_count: Some(0),
+                text: sql.to_string(),
             }));
         };
         let mut parameter_count = super::statements::placeholder_count(&statement).map(|n| n.max(types.len()));
@@ -668,6 +705,7 @@ impl QueryParser for SluiceQueryParser {
             arrow_parameter_types: arrow_types,
             result_schema,
             parameter_count,
+            text: sql.to_string(),
         }))
     }
 
@@ -770,6 +808,7 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let prepared = &portal.statement.statement;
+        self.note_started(client, &prepared.text);
         let Some(statement) = prepared.statement.clone() else { return Ok(Response::EmptyQuery) };
         // Outside a block, the statements up to the next Sync are one implicit transaction, as
         // in PostgreSQL: `on_sync` commits it (not COPY, which commits when its rows are in).

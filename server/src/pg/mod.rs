@@ -13,6 +13,7 @@
 //! A client that sends garbage or vanishes costs only its own connection: each connection is
 //! its own task, [`socket`] bounds message sizes, and nothing here panics on input.
 
+pub mod activity;
 pub mod auth;
 pub mod catalog;
 pub mod compat;
@@ -22,6 +23,7 @@ pub mod copy_out;
 pub mod encode;
 pub mod framing;
 pub mod handler;
+pub mod procs;
 pub mod relations;
 pub mod scram;
 pub mod search_path;
@@ -105,6 +107,8 @@ pub struct ServerState {
     pub require_tls: bool,
     /// One per authenticated connection (`connections_max`).
     pub connection_slots: Arc<Semaphore>,
+    /// The connections, for `pg_stat_activity`.
+    pub activity: Arc<activity::Activity>,
 }
 
 /// A connection's cancel handle, kept under Sluice's own type: pgwire finds its own
@@ -302,6 +306,7 @@ pub async fn serve(db: Database, config: ServerConfig) -> Result<Server, String>
         parameters: Arc::new(SluiceParameters),
         require_tls: config.require_tls,
         connection_slots: Arc::new(Semaphore::new(config.connections_max.max(1))),
+        activity: Arc::new(activity::Activity::default()),
     });
     let listener =
         TcpListener::bind(config.listen).await.map_err(|e| format!("cannot listen on {}: {e}", config.listen))?;

@@ -54,6 +54,8 @@ const PG_TABLES: &str = "pg_tables";
 const PG_SETTINGS: &str = "pg_settings";
 const PG_NAMESPACE: &str = "pg_namespace";
 const PG_TYPE: &str = "pg_type";
+const PG_PROC: &str = "pg_proc";
+const PG_STAT_ACTIVITY: &str = "pg_stat_activity";
 
 /// `pg_catalog`'s OID, PostgreSQL's and datafusion-pg-catalog's.
 const PG_CATALOG_OID: i32 = 11;
@@ -248,7 +250,7 @@ impl std::fmt::Debug for PgCatalogOverlay {
 impl SchemaProvider for PgCatalogOverlay {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
-        for own in [PG_INDEXES, PG_VIEWS] {
+        for own in [PG_INDEXES, PG_VIEWS, PG_STAT_ACTIVITY] {
             if !names.iter().any(|n| n == own) {
                 names.push(own.into());
             }
@@ -267,6 +269,7 @@ impl SchemaProvider for PgCatalogOverlay {
             PG_INDEX => Catalog::Index,
             PG_CONSTRAINT => Catalog::Constraint,
             PG_INDEXES => Catalog::Indexes,
+            PG_STAT_ACTIVITY => Catalog::Activity,
             PG_VIEWS => Catalog::Views,
             PG_TABLES => match self.inner.table(&name).await? {
                 Some(table) => Catalog::Tables(table),
@@ -284,6 +287,10 @@ impl SchemaProvider for PgCatalogOverlay {
                 Some(table) => Catalog::Types(table),
                 None => return Ok(None),
             },
+            PG_PROC => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Procs(table),
+                None => return Ok(None),
+            },
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -296,6 +303,8 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Views => views_schema(),
             Catalog::Tables(table) | Catalog::Namespaces(table) | Catalog::Types(table) => table.schema(),
             Catalog::Settings(schema) => schema.clone(),
+            Catalog::Procs(table) => super::procs::schema(&table.schema()),
+            Catalog::Activity => super::activity::schema(),
         };
         Ok(Some(Arc::new(Described {
             name,
@@ -309,11 +318,17 @@ impl SchemaProvider for PgCatalogOverlay {
     }
 
     fn table_exist(&self, name: &str) -> bool {
-        name.eq_ignore_ascii_case(PG_INDEXES) || name.eq_ignore_ascii_case(PG_VIEWS) || self.inner.table_exist(name)
+        name.eq_ignore_ascii_case(PG_INDEXES)
+            || name.eq_ignore_ascii_case(PG_VIEWS)
+            || name.eq_ignore_ascii_case(PG_STAT_ACTIVITY)
+            || self.inner.table_exist(name)
     }
 
     async fn table_type(&self, name: &str) -> DfResult<Option<TableType>> {
-        if name.eq_ignore_ascii_case(PG_INDEXES) || name.eq_ignore_ascii_case(PG_VIEWS) {
+        if name.eq_ignore_ascii_case(PG_INDEXES)
+            || name.eq_ignore_ascii_case(PG_VIEWS)
+            || name.eq_ignore_ascii_case(PG_STAT_ACTIVITY)
+        {
             return Ok(Some(TableType::View));
         }
         self.inner.table_type(name).await
@@ -338,6 +353,10 @@ enum Catalog {
     Namespaces(Arc<dyn TableProvider>),
     /// datafusion-pg-catalog's `pg_type` with the row types of the warehouse's tables and views.
     Types(Arc<dyn TableProvider>),
+    /// datafusion-pg-catalog's `pg_proc` with its array columns as arrays (see procs.rs).
+    Procs(Arc<dyn TableProvider>),
+    /// `pg_stat_activity`: this server's connections (see activity.rs).
+    Activity,
 }
 
 /// One of this module's catalogs: its rows are made when it is scanned.
@@ -386,6 +405,8 @@ impl TableProvider for Described {
                 batches.push(information_schema_namespace(&self.schema, &batches)?);
                 Some(batches)
             }
+            Catalog::Procs(inner) => Some(super::procs::rows(&self.schema, &rows(state, inner).await?)?),
+            Catalog::Activity => Some(vec![super::activity::rows(&self.schema, &self.server.activity)?]),
             _ => None,
         };
         if let Some(batches) = own {
@@ -431,7 +452,11 @@ impl TableProvider for Described {
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
             Catalog::Views => vec![views(&self.schema, &self.server)?],
-            Catalog::Settings(_) | Catalog::Namespaces(_) | Catalog::Types(_) => vec![],
+            Catalog::Settings(_)
+            | Catalog::Namespaces(_)
+            | Catalog::Types(_)
+            | Catalog::Procs(_)
+            | Catalog::Activity => vec![],
             Catalog::Tables(inner) => {
                 let views: HashSet<(String, String)> =
                     self.server.db.views().into_iter().map(|v| (v.schema, v.name)).collect();

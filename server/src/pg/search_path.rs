@@ -140,3 +140,40 @@ pub fn qualify(statement: &mut Statement, path: &[String], catalog: &CatalogStat
     });
     Ok(())
 }
+
+/// `current_schemas(true)` and `current_schemas(false)`: the schemas of the path, with
+/// `pg_catalog` first when implicit ones are asked for and the path does not name it, as
+/// PostgreSQL answers (pgcli's and pgjdbc's name lookups read it).
+pub fn current_schemas(statement: &mut Statement, path: &[String]) {
+    use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value};
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        let Expr::Function(function) = expr else { return ControlFlow::<()>::Continue(()) };
+        let name = function.name.0.last().map(|p| p.to_string().to_lowercase()).unwrap_or_default();
+        if name != "current_schemas" {
+            return ControlFlow::Continue(());
+        }
+        let FunctionArguments::List(list) = &function.args else { return ControlFlow::Continue(()) };
+        let implicit = match list.args.as_slice() {
+            [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(v)))] => match &v.value {
+                Value::Boolean(b) => *b,
+                _ => return ControlFlow::Continue(()),
+            },
+            _ => return ControlFlow::Continue(()),
+        };
+        let mut schemas: Vec<String> = Vec::with_capacity(path.len() + 1);
+        if implicit && !path.iter().any(|s| s == "pg_catalog") {
+            schemas.push("pg_catalog".into());
+        }
+        schemas.extend(path.iter().cloned());
+        let items: Vec<String> = schemas.iter().map(|s| format!("'{}'", s.replace('\'', "''"))).collect();
+        let sql = format!("CAST(ARRAY[{}] AS TEXT[])", items.join(", "));
+        let parsed =
+            datafusion::sql::sqlparser::parser::Parser::new(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {})
+                .try_with_sql(&sql)
+                .and_then(|mut p| p.parse_expr());
+        if let Ok(array) = parsed {
+            *expr = array;
+        }
+        ControlFlow::Continue(())
+    });
+}

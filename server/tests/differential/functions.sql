@@ -209,3 +209,14 @@ SELECT position('b' in 'abc'), substr('abcdef', 2, 3), substring('abc' from 2);
 SELECT trim('  x '), trim(leading 'x' from 'xxa'), trim(trailing 'x' from 'axx');
 SELECT quote_literal('it''s'), quote_ident('A b'), quote_literal(NULL);
 SHOW DateStyle;
+
+-- names of unaliased expressions inside derived tables and CTEs, and catalog names
+WITH w AS (SELECT x, count(1) FROM generate_series(1, 3) AS t(x) GROUP BY x) SELECT x, count FROM w ORDER BY x;
+SELECT * FROM (SELECT lower('A'), upper('b'), 1 + 1) s;
+SELECT s.max FROM (SELECT max(x) FROM generate_series(3, 5) AS t(x)) s;
+SELECT * FROM (SELECT x, row_number() OVER (ORDER BY x), rank() OVER (ORDER BY x) FROM generate_series(7, 8) AS t(x)) s ORDER BY row_number;
+SELECT 20::regtype::text AS bigint_name, 1043::regtype::text AS varchar_name, 1009::regtype::text AS array_name;
+SELECT current_schemas(true) AS with_implicit, current_schemas(false) AS path_only;
+SELECT pg_encoding_to_char(6) AS utf8, pg_encoding_to_char(0) AS ascii;
+SELECT proname, proargnames FROM pg_proc WHERE proname = 'aclexplode';
+SELECT proname, proallargtypes::regtype[]::text[] AS all_types FROM pg_proc WHERE proname = 'aclexplode';

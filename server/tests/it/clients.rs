@@ -251,6 +251,25 @@ fn python_clients() {
     assert!(stdout.contains("all clients ok"), "{stdout}");
 }
 
+/// pgcli's completion (tests/it/pgcli_completion.py): its own queries (schemas, tables, views,
+/// columns with their types, functions with their argument types, foreign keys, data types,
+/// casing) fill its completer, which then completes as in a pgcli session. The expected values
+/// are PostgreSQL 15's; the script passes against it unchanged (with `--postgres`).
+#[test]
+fn pgcli_completes_from_the_catalog() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("data"), &[]);
+    let python = std::env::var("SLUICE_PYTHON")
+        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/pgcli_completion.py");
+    let output = Command::new(&python).arg(&script).arg(server.port.to_string()).output().unwrap_or_else(|e| {
+        panic!("cannot run {python} (run ./scripts/test, which makes the venv): {e}");
+    });
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("pgcli ok"), "{stdout}");
+}
+
 /// A Kafka pipeline defined and watched through psql, ingested by the `sluice serve` process from
 /// librdkafka's mock cluster (served by this test process on a loopback port).
 #[test]

@@ -807,3 +807,53 @@ async fn views_are_listed_in_pg_views() {
     let rows = client.query("SELECT viewname FROM pg_views WHERE viewname = 'vv'", &[]).await.unwrap();
     assert_eq!(rows.len(), 1);
 }
+
+/// `pg_stat_activity` shows every connection with its own pid (`pg_backend_pid()`), user,
+/// application, state and last statement; a connection that closed is gone from it.
+#[tokio::test(flavor = "multi_thread")]
+async fn pg_stat_activity_lists_the_connections() {
+    let server = TestServer::start().await;
+    let watcher = server.connect().await;
+    let other = server.connect().await;
+    other.batch_execute("SET application_name = 'loader'").await.unwrap();
+    other.batch_execute("BEGIN").await.unwrap();
+    other.batch_execute("SELECT 41 + 1").await.unwrap();
+    let other_pid: i32 = other.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    let own_pid: i32 = watcher.query_one("SELECT pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert_ne!(own_pid, other_pid);
+    let rows = watcher
+        .query(
+            "SELECT pid, application_name, state, query, xact_start IS NOT NULL FROM pg_stat_activity \
+             WHERE pid != pg_backend_pid() AND state = 'idle in transaction'",
+            &[],
+        )
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, i32>(0), other_pid);
+    assert_eq!(rows[0].get::<_, String>(1), "loader");
+    assert_eq!(rows[0].get::<_, String>(3), "SELECT pg_backend_pid()");
+    assert!(rows[0].get::<_, bool>(4));
+    // A failed statement leaves the block aborted, as pg_stat_activity says.
+    assert!(other.batch_execute("SELECT 1 / 0").await.is_err());
+    let state: String =
+        watcher.query_one("SELECT state FROM pg_stat_activity WHERE pid = $1", &[&other_pid]).await.unwrap().get(0);
+    assert_eq!(state, "idle in transaction (aborted)");
+    let own: String =
+        watcher.query_one("SELECT state FROM pg_stat_activity WHERE pid = pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert_eq!(own, "active");
+    drop(other);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let count: i64 = watcher
+            .query_one("SELECT count(*) FROM pg_catalog.pg_stat_activity WHERE pid = $1", &[&other_pid])
+            .await
+            .unwrap()
+            .get(0);
+        if count == 0 {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "a closed connection stays in pg_stat_activity");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
