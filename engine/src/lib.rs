@@ -97,4 +97,4 @@ pub use database::{Database, DatabaseOptions};
 pub struct ReadmeDoctests;
 pub use error::{Error, Result};
 pub use privileges::Privileges;
-pub use session::{PreparedStatement, Session, StatementResult};
+pub use session::{CatalogView, PreparedStatement, Session, StatementResult};

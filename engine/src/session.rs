@@ -197,6 +197,13 @@ impl Session {
         self.block.in_implicit()
     }
 
+    /// The catalog as this session's statements see it, for the Postgres catalogs: a handle that
+    /// reads it anew each time, with the tables and views its transaction block created or
+    /// dropped (committed by others otherwise).
+    pub fn catalog_view(&self) -> CatalogView {
+        CatalogView { db: self.query.db.clone(), staging: self.query.staging.clone() }
+    }
+
     /// Whether the session is inside a transaction block (BEGIN ... COMMIT / ROLLBACK).
     pub fn in_transaction_block(&self) -> bool {
         self.block.in_block()
@@ -577,5 +584,30 @@ pub fn standard(statement: &SluiceStatement) -> Option<&Statement> {
     match statement {
         SluiceStatement::Standard(s) => Some(s),
         _ => None,
+    }
+}
+
+/// The catalog as one session sees it (see [`Session::catalog_view`]).
+#[derive(Clone)]
+pub struct CatalogView {
+    db: Arc<crate::warehouse::Warehouse>,
+    staging: Arc<crate::staging::Staging>,
+}
+
+impl std::fmt::Debug for CatalogView {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CatalogView")
+    }
+}
+
+impl CatalogView {
+    /// Every table's columns (defaults, identity) and keys.
+    pub async fn relations(&self) -> Vec<crate::system::RelationInfo> {
+        crate::system::relations_in(&self.db, self.staging.catalog_view(&self.db.catalog)).await
+    }
+
+    /// The views.
+    pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
+        self.staging.catalog_view(&self.db.catalog).views.values().cloned().collect()
     }
 }

@@ -608,7 +608,12 @@ pub struct ColumnInfo {
 /// The columns and keys of every table of the warehouse (not materialized views), sorted by
 /// schema and name; a table that does not open is left out, and said so in the log.
 pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
-    let state = db.catalog.current();
+    relations_in(db, db.catalog.current()).await
+}
+
+/// Every table's columns and keys in `state`, a catalog as one session sees it (with the tables
+/// its transaction block created).
+pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogState>) -> Vec<RelationInfo> {
     let mut out = Vec::new();
     for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
         let snapshot = match db.open_table(entry).await {

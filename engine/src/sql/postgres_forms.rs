@@ -32,6 +32,7 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
     }
     let _ = statement.visit(&mut SetReturning);
     let _ = statement.visit(&mut WindowCounts);
+    let _ = statement.visit(&mut FetchAsLimit);
     super::query::name_inner_columns(statement);
     if let Statement::Query(query) = statement {
         if let SetExpr::Select(select) = query.body.as_mut() {
@@ -542,6 +543,34 @@ fn check_elements(element: &SqlType, items: &[Option<String>]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `FETCH FIRST|NEXT [n] ROW[S] ONLY` (SQL's form of LIMIT, which SQLAlchemy writes for
+/// PostgreSQL) as `LIMIT n`, which DataFusion plans (it refuses FETCH). `WITH TIES` and `PERCENT`
+/// stay, and are refused as not supported.
+struct FetchAsLimit;
+
+impl VisitorMut for FetchAsLimit {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        let Some(fetch) = &query.fetch else { return ControlFlow::Continue(()) };
+        if fetch.with_ties || fetch.percent {
+            return ControlFlow::Continue(());
+        }
+        let count = fetch.quantity.clone().unwrap_or_else(|| Expr::value(Value::Number("1".into(), false)));
+        match &mut query.limit_clause {
+            None => {
+                query.limit_clause =
+                    Some(ast::LimitClause::LimitOffset { limit: Some(count), offset: None, limit_by: vec![] })
+            }
+            Some(ast::LimitClause::LimitOffset { limit: limit @ None, .. }) => *limit = Some(count),
+            // LIMIT and FETCH both: left for the planner to refuse.
+            Some(_) => return ControlFlow::Continue(()),
+        }
+        query.fetch = None;
+        ControlFlow::Continue(())
+    }
 }
 
 /// `row_number()`, `rank()`, `dense_rank()` and `ntile(n)` as `bigint`, PostgreSQL's type for

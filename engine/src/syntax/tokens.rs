@@ -5,11 +5,50 @@
 //!   (pg_dump writes `START WITH 1 INCREMENT BY 1 NO MINVALUE NO MAXVALUE CACHE 1`); sqlparser
 //!   takes them only in the order INCREMENT, MINVALUE, MAXVALUE, START, CACHE, CYCLE. They are put
 //!   in that order (an option sqlparser does not know leaves the list as written, for its error).
+//! - `FETCH FIRST (n) ROWS ONLY`: PostgreSQL takes the count in parentheses (SQLAlchemy writes
+//!   `FETCH FIRST (%(param)s) ROWS ONLY`); sqlparser only without them. Parentheses around a
+//!   single number or parameter there are dropped.
 
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
-/// The tokens with each identity option list in the order sqlparser reads.
+/// The tokens with each identity option list in the order sqlparser reads, and FETCH counts
+/// without their parentheses.
 pub fn canonical(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    fetch_counts(identity_options(tokens))
+}
+
+/// `FETCH FIRST|NEXT ( n ) ROW|ROWS` as `FETCH FIRST|NEXT n ROW|ROWS`, for a number or parameter n.
+fn fetch_counts(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    if !tokens.iter().any(|t| is_word(&t.token, "FETCH")) {
+        return tokens;
+    }
+    let significant: Vec<usize> =
+        tokens.iter().enumerate().filter(|(_, t)| !matches!(t.token, Token::Whitespace(_))).map(|(i, _)| i).collect();
+    let mut dropped = std::collections::HashSet::new();
+    for window in significant.windows(6) {
+        let [fetch, first, open, value, close, rows] = window else { continue };
+        let token = |i: &usize| tokens.get(*i).map(|t| &t.token);
+        let word = |i: &usize, words: &[&str]| token(i).is_some_and(|t| words.iter().any(|w| is_word(t, w)));
+        let count = matches!(token(value), Some(Token::Number(..) | Token::Placeholder(_)));
+        if word(fetch, &["FETCH"])
+            && word(first, &["FIRST", "NEXT"])
+            && token(open) == Some(&Token::LParen)
+            && count
+            && token(close) == Some(&Token::RParen)
+            && word(rows, &["ROW", "ROWS"])
+        {
+            dropped.insert(*open);
+            dropped.insert(*close);
+        }
+    }
+    if dropped.is_empty() {
+        return tokens;
+    }
+    tokens.into_iter().enumerate().filter(|(i, _)| !dropped.contains(i)).map(|(_, t)| t).collect()
+}
+
+/// The tokens with each identity option list in the order sqlparser reads.
+fn identity_options(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
     if !tokens.iter().any(|t| is_word(&t.token, "IDENTITY")) {
         return tokens;
     }
@@ -142,5 +181,17 @@ mod tests {
         // Unknown options are left for sqlparser to report.
         assert_eq!(rewritten("x IDENTITY (SEQUENCE NAME s START WITH 1)"), "x IDENTITY (SEQUENCE NAME s START WITH 1)");
         assert_eq!(rewritten("x IDENTITY, y"), "x IDENTITY, y");
+    }
+
+    #[test]
+    fn fetch_counts_lose_their_parentheses() {
+        assert_eq!(
+            rewritten("SELECT 1 OFFSET (1) ROWS FETCH FIRST (2) ROWS ONLY"),
+            "SELECT 1 OFFSET (1) ROWS FETCH FIRST 2 ROWS ONLY"
+        );
+        assert_eq!(rewritten("SELECT 1 FETCH NEXT ( $1 ) ROW ONLY"), "SELECT 1 FETCH NEXT $1 ROW ONLY");
+        // An expression keeps them (sqlparser reports it), as does text that only looks alike.
+        assert_eq!(rewritten("SELECT 1 FETCH FIRST (1 + 1) ROWS ONLY"), "SELECT 1 FETCH FIRST (1 + 1) ROWS ONLY");
+        assert_eq!(rewritten("SELECT 'FETCH FIRST (2) ROWS'"), "SELECT 'FETCH FIRST (2) ROWS'");
     }
 }

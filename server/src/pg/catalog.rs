@@ -210,8 +210,13 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     let objects = Arc::new(super::relations::Objects::default());
     if let Some(catalog) = context.catalog(sluice::session::CATALOG_NAME) {
         if let Some(inner) = catalog.schema("pg_catalog") {
-            let overlay =
-                super::relations::PgCatalogOverlay::new(inner, server.clone(), objects.clone(), settings.clone());
+            let overlay = super::relations::PgCatalogOverlay::new(
+                inner,
+                server.clone(),
+                session.catalog_view(),
+                objects.clone(),
+                settings.clone(),
+            );
             if let Err(e) = catalog.register_schema("pg_catalog", Arc::new(overlay)) {
                 tracing::warn!("pg_catalog lacks keys and defaults in this session: {e}");
             }

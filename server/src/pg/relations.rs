@@ -225,6 +225,8 @@ impl Objects {
 pub struct PgCatalogOverlay {
     inner: Arc<dyn SchemaProvider>,
     server: Arc<ServerState>,
+    /// The warehouse's tables and views as the session sees them (with its block's own).
+    view: sluice::CatalogView,
     objects: Arc<Objects>,
     settings: Arc<Mutex<Settings>>,
 }
@@ -233,10 +235,11 @@ impl PgCatalogOverlay {
     pub fn new(
         inner: Arc<dyn SchemaProvider>,
         server: Arc<ServerState>,
+        view: sluice::CatalogView,
         objects: Arc<Objects>,
         settings: Arc<Mutex<Settings>>,
     ) -> Self {
-        Self { inner, server, objects, settings }
+        Self { inner, server, view, objects, settings }
     }
 }
 
@@ -312,6 +315,7 @@ impl SchemaProvider for PgCatalogOverlay {
             schema,
             pg_catalog: self.inner.clone(),
             server: self.server.clone(),
+            view: self.view.clone(),
             objects: self.objects.clone(),
             settings: self.settings.clone(),
         })))
@@ -366,6 +370,7 @@ struct Described {
     schema: SchemaRef,
     pg_catalog: Arc<dyn SchemaProvider>,
     server: Arc<ServerState>,
+    view: sluice::CatalogView,
     objects: Arc<Objects>,
     settings: Arc<Mutex<Settings>>,
 }
@@ -428,7 +433,7 @@ impl TableProvider for Described {
                 .scan(state, projection, filters, limit)
                 .await;
         }
-        let tables = Tables::read(&namespaces, &classes, &self.server, &self.objects).await?;
+        let tables = Tables::read(&namespaces, &classes, &self.view, &self.objects).await?;
         let batches = match &self.catalog {
             Catalog::Extended(_) if self.name == PG_CLASS => {
                 let mut batches = Vec::with_capacity(classes.len() + 1);
@@ -451,7 +456,7 @@ impl TableProvider for Described {
             Catalog::Index => vec![tables.index(&self.schema, &self.objects)?],
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
-            Catalog::Views => vec![views(&self.schema, &self.server)?],
+            Catalog::Views => vec![views(&self.schema, &self.view)?],
             Catalog::Settings(_)
             | Catalog::Namespaces(_)
             | Catalog::Types(_)
@@ -459,7 +464,7 @@ impl TableProvider for Described {
             | Catalog::Activity => vec![],
             Catalog::Tables(inner) => {
                 let views: HashSet<(String, String)> =
-                    self.server.db.views().into_iter().map(|v| (v.schema, v.name)).collect();
+                    self.view.views().into_iter().map(|v| (v.schema, v.name)).collect();
                 let mut batches = rows(state, inner).await?;
                 for batch in &mut batches {
                     *batch = without_views(batch, &views)?;
@@ -671,7 +676,7 @@ impl Tables {
     async fn read(
         namespaces: &[RecordBatch],
         classes: &[RecordBatch],
-        server: &ServerState,
+        view: &sluice::CatalogView,
         objects: &Objects,
     ) -> DfResult<Self> {
         let schema_oids = namespace_names(namespaces)?;
@@ -688,14 +693,14 @@ impl Tables {
             }
         }
         let mut described = Vec::new();
-        for relation in server.db.relations().await {
+        for relation in view.relations().await {
             if let Some((oid, namespace)) = table_oids.get(&(relation.schema.clone(), relation.table.clone())) {
                 described.push((relation, *oid, *namespace));
             }
         }
         // What `pg_get_viewdef` answers (views have the OIDs of their `pg_class` rows).
         let mut views = HashSet::new();
-        for view in server.db.views() {
+        for view in view.views() {
             if let Some((oid, _)) = table_oids.get(&(view.schema.clone(), view.name.clone())) {
                 objects.remember_view(*oid, &view.schema, &view.name, view_definition(&view));
                 views.insert(*oid);
@@ -1182,8 +1187,8 @@ fn views_schema() -> SchemaRef {
 
 /// `pg_views`' rows: each view's schema, name and query (as PostgreSQL, `pg_get_viewdef`'s text
 /// ends with a semicolon).
-fn views(schema: &SchemaRef, server: &ServerState) -> DfResult<RecordBatch> {
-    let mut views = server.db.views();
+fn views(schema: &SchemaRef, view: &sluice::CatalogView) -> DfResult<RecordBatch> {
+    let mut views = view.views();
     views.sort_by(|a, b| (&a.schema, &a.name).cmp(&(&b.schema, &b.name)));
     let values: Vec<(&str, ArrayRef)> = vec![
         ("schemaname", Arc::new(StringArray::from_iter_values(views.iter().map(|v| v.schema.clone())))),

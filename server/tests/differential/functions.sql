@@ -220,3 +220,9 @@ SELECT current_schemas(true) AS with_implicit, current_schemas(false) AS path_on
 SELECT pg_encoding_to_char(6) AS utf8, pg_encoding_to_char(0) AS ascii;
 SELECT proname, proargnames FROM pg_proc WHERE proname = 'aclexplode';
 SELECT proname, proallargtypes::regtype[]::text[] AS all_types FROM pg_proc WHERE proname = 'aclexplode';
+
+-- FETCH FIRST|NEXT, as SQLAlchemy writes a limit for PostgreSQL
+SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x OFFSET (1) ROWS FETCH FIRST (2) ROWS ONLY;
+SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x DESC FETCH NEXT 1 ROW ONLY;
+SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x FETCH FIRST ROWS ONLY;
+SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x OFFSET 3 ROWS FETCH FIRST 10 ROWS ONLY;

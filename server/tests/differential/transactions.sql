@@ -344,3 +344,16 @@ DROP TABLE ddl_as;
 /* 107 */ COMMIT;
 SELECT count(*) AS view_gone FROM ddl_as_view;
 /* 2 */ DROP TABLE ddl_keep;
+
+-- The catalogs inside a block show what the block created (pg_constraint, pg_views), and after
+-- ROLLBACK no longer.
+/* 108 */ BEGIN;
+CREATE TABLE cat_in_block (id int PRIMARY KEY, n int CONSTRAINT cat_in_block_n CHECK (n > 0));
+CREATE VIEW cat_in_block_view AS SELECT id FROM cat_in_block;
+SELECT conname, contype FROM pg_constraint WHERE conrelid = 'cat_in_block'::regclass ORDER BY conname;
+SELECT pg_get_constraintdef(oid, true) AS check_text FROM pg_constraint WHERE conname = 'cat_in_block_n';
+SELECT viewname FROM pg_views WHERE viewname = 'cat_in_block_view';
+SELECT column_name FROM information_schema.columns WHERE table_name = 'cat_in_block' ORDER BY ordinal_position;
+/* 108 */ ROLLBACK;
+SELECT count(*) AS constraints_after_rollback FROM pg_constraint WHERE conname = 'cat_in_block_n';
+SELECT count(*) AS views_after_rollback FROM pg_views WHERE viewname = 'cat_in_block_view';
