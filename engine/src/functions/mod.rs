@@ -20,6 +20,9 @@ use crate::warehouse::Warehouse;
 /// DataFusion's `generate_series` table function, by the name FROM's rewrite calls it
 /// (`crate::sql::lateral`).
 pub const SERIES: &str = "__pg_generate_series";
+/// The function that turns a LIKE pattern escaped with another character into one escaped with a
+/// backslash (DataFusion's only escape character), for patterns that are not literals.
+pub const LIKE_PATTERN: &str = "__pg_like_pattern";
 
 /// The longest `pg_sleep` (in seconds): a sleeping statement holds one of the query threads.
 const LONGEST_SLEEP_S: f64 = 60.0;
@@ -107,6 +110,15 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
             }),
         ));
     }
+    // A LIKE pattern with its own escape character, computed at run time (see
+    // `sql::postgres_forms`): `__pg_like_pattern(pattern, escape)`.
+    ctx.register_udf(datafusion::logical_expr::create_udf(
+        LIKE_PATTERN,
+        vec![arrow::datatypes::DataType::Utf8, arrow::datatypes::DataType::Utf8],
+        arrow::datatypes::DataType::Utf8,
+        datafusion::logical_expr::Volatility::Immutable,
+        Arc::new(like_patterns),
+    ));
     ctx.register_udf(datafusion::logical_expr::create_udf(
         "pg_sleep",
         vec![arrow::datatypes::DataType::Float64],
@@ -159,4 +171,39 @@ impl datafusion::catalog::TableFunctionImpl for IntegerSeries {
             .collect();
         self.0.call_with_args(datafusion::catalog::TableFunctionArgs::new(&widened, args.session()))
     }
+}
+
+/// `__pg_like_pattern(pattern, escape)`: each pattern rewritten to escape with a backslash
+/// (`escape` empty: nothing is escaped), as `crate::sql::postgres_forms` does for literal ones.
+fn like_patterns(
+    args: &[datafusion::logical_expr::ColumnarValue],
+) -> datafusion::error::Result<datafusion::logical_expr::ColumnarValue> {
+    use arrow::array::AsArray;
+    let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(args)?;
+    let (Some(patterns), Some(escapes)) = (arrays.first(), arrays.get(1)) else {
+        return Err(datafusion::error::DataFusionError::Plan(format!("{LIKE_PATTERN} takes two arguments")));
+    };
+    let patterns = arrow::compute::cast(patterns, &arrow::datatypes::DataType::Utf8)?;
+    let escapes = arrow::compute::cast(escapes, &arrow::datatypes::DataType::Utf8)?;
+    let mut out = arrow::array::StringBuilder::with_capacity(patterns.len(), 0);
+    for (pattern, escape) in patterns.as_string::<i32>().iter().zip(escapes.as_string::<i32>().iter()) {
+        let (Some(pattern), Some(escape)) = (pattern, escape) else {
+            out.append_null();
+            continue;
+        };
+        let escape = match escape.chars().collect::<Vec<_>>().as_slice() {
+            [c] => Some(*c),
+            [] => None,
+            _ => {
+                return Err(datafusion::error::DataFusionError::External(Box::new(crate::error::Error::data(
+                    "22025",
+                    "invalid escape string",
+                ))))
+            }
+        };
+        let converted = crate::sql::postgres_forms::like_pattern(pattern, escape)
+            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        out.append_value(converted);
+    }
+    Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(out.finish())))
 }

@@ -167,7 +167,12 @@ impl Literals {
                     _ => return Err(Error::data("22025", "invalid escape string")),
                 };
                 let Some(text) = string_literal(pattern) else {
-                    return Err(Error::NotSupported("LIKE ... ESCAPE with a pattern that is not a literal".into()));
+                    // A pattern made at run time (`'%' || $1 || '%'`) is rewritten row by row.
+                    let escape =
+                        Expr::Value(Value::SingleQuotedString(escape.map(String::from).unwrap_or_default()).into());
+                    **pattern = call(crate::functions::LIKE_PATTERN, vec![(**pattern).clone(), escape]);
+                    *escape_char = None;
+                    return Ok(None);
                 };
                 **pattern = Expr::Value(Value::SingleQuotedString(like_pattern(text, escape)?).into());
                 *escape_char = None;
@@ -359,7 +364,7 @@ impl Literals {
 
 /// A LIKE pattern that escapes with `escape` (none: nothing is escaped) as one that escapes
 /// with a backslash, DataFusion's only escape character.
-fn like_pattern(text: &str, escape: Option<char>) -> Result<String> {
+pub(crate) fn like_pattern(text: &str, escape: Option<char>) -> Result<String> {
     let mut out = String::with_capacity(text.len() + 4);
     let mut chars = text.chars();
     while let Some(c) = chars.next() {

@@ -226,3 +226,9 @@ SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x OFFSET (1) ROWS FETCH FIR
 SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x DESC FETCH NEXT 1 ROW ONLY;
 SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x FETCH FIRST ROWS ONLY;
 SELECT x FROM generate_series(1, 5) AS t(x) ORDER BY x OFFSET 3 ROWS FETCH FIRST 10 ROWS ONLY;
+
+-- LIKE ... ESCAPE with a pattern made at run time (SQLAlchemy's contains(autoescape=True))
+SELECT s, s LIKE '%' || '50/%' || '%' ESCAPE '/' AS m FROM (VALUES ('a50%b'), ('a50xb'), ('a\b')) t(s) ORDER BY s;
+SELECT 'ab%' LIKE 'ab' || '#%' ESCAPE '#' AS escaped, 'abc' LIKE 'ab' || '#' ESCAPE '#' AS dangling;
+SELECT 'a\b' LIKE 'a' || '\b' ESCAPE '' AS no_escape, 'AB%' ILIKE 'ab' || '!%' ESCAPE '!' AS case_blind;
+SELECT 'x' LIKE 'x' || '' ESCAPE 'ab' AS two_characters;
