@@ -201,9 +201,34 @@ fn like_patterns(
                 ))))
             }
         };
-        let converted = crate::sql::postgres_forms::like_pattern(pattern, escape)
-            .map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
+        let converted =
+            like_pattern(pattern, escape).map_err(|e| datafusion::error::DataFusionError::External(Box::new(e)))?;
         out.append_value(converted);
     }
     Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(out.finish())))
+}
+
+/// A LIKE pattern that escapes with `escape` (none: nothing is escaped) as one that escapes
+/// with a backslash, DataFusion's only escape character.
+pub fn like_pattern(text: &str, escape: Option<char>) -> crate::error::Result<String> {
+    let mut out = String::with_capacity(text.len() + 4);
+    let mut chars = text.chars();
+    while let Some(c) = chars.next() {
+        if Some(c) == escape {
+            match chars.next() {
+                Some(next) => {
+                    out.push('\\');
+                    out.push(next);
+                }
+                None => {
+                    return Err(crate::error::Error::data("22025", "LIKE pattern must not end with escape character"))
+                }
+            }
+        } else if c == '\\' {
+            out.push_str("\\\\");
+        } else {
+            out.push(c);
+        }
+    }
+    Ok(out)
 }

@@ -174,7 +174,8 @@ impl Literals {
                     *escape_char = None;
                     return Ok(None);
                 };
-                **pattern = Expr::Value(Value::SingleQuotedString(like_pattern(text, escape)?).into());
+                **pattern =
+                    Expr::Value(Value::SingleQuotedString(crate::functions::like_pattern(text, escape)?).into());
                 *escape_char = None;
                 Ok(None)
             }
@@ -360,29 +361,6 @@ impl Literals {
             _ => Ok(None),
         }
     }
-}
-
-/// A LIKE pattern that escapes with `escape` (none: nothing is escaped) as one that escapes
-/// with a backslash, DataFusion's only escape character.
-pub(crate) fn like_pattern(text: &str, escape: Option<char>) -> Result<String> {
-    let mut out = String::with_capacity(text.len() + 4);
-    let mut chars = text.chars();
-    while let Some(c) = chars.next() {
-        if Some(c) == escape {
-            match chars.next() {
-                Some(next) => {
-                    out.push('\\');
-                    out.push(next);
-                }
-                None => return Err(Error::data("22025", "LIKE pattern must not end with escape character")),
-            }
-        } else if c == '\\' {
-            out.push_str("\\\\");
-        } else {
-            out.push(c);
-        }
-    }
-    Ok(out)
 }
 
 /// The date/time kind a cast to `data_type` reads text as.
