@@ -83,6 +83,40 @@ impl Pattern {
         (count(whole), count(fraction))
     }
 
+    /// What precedes the number's first digit or its point: the padding of the places left
+    /// empty (none in fill mode) and the sign, where the pattern puts none of its own (`-` or a
+    /// blank), a leading `S`, or PR's `<`.
+    fn begin(
+        &self,
+        out: &mut String,
+        pending_pad: &mut String,
+        sign_done: &mut bool,
+        negative: bool,
+        explicit_sign: bool,
+    ) {
+        if !self.fill_mode {
+            out.push_str(pending_pad);
+        }
+        pending_pad.clear();
+        if *sign_done {
+            return;
+        }
+        if !explicit_sign {
+            if negative {
+                out.push('-');
+            } else if !self.fill_mode {
+                out.push(' ');
+            }
+            *sign_done = true;
+        } else if self.tokens.first() == Some(&Token::Sign) {
+            out.push(if negative { '-' } else { '+' });
+            *sign_done = true;
+        } else if self.tokens.contains(&Token::Brackets) && negative {
+            out.push('<');
+            *sign_done = true;
+        }
+    }
+
     /// `number` (its digits before and after the point, and whether it is negative) as the
     /// pattern prints it.
     fn render(&self, whole: &str, fraction: &str, negative: bool) -> String {
@@ -100,13 +134,6 @@ impl Pattern {
         let mut in_fraction = false;
         let mut sign_done = false;
         let mut pending_pad = String::new();
-        let sign_text = |out: &mut String| {
-            if negative {
-                out.push('-');
-            } else if !self.fill_mode {
-                out.push(' ');
-            }
-        };
         // Trailing zeros of the fraction printed where `9`s stand are dropped in fill mode.
         let mut fraction_out = String::new();
         let mut trailing_droppable = 0usize;
@@ -133,22 +160,7 @@ impl Pattern {
                     match digit {
                         Some(d) => {
                             if !started {
-                                if !self.fill_mode {
-                                    out.push_str(&pending_pad);
-                                }
-                                pending_pad.clear();
-                                if !explicit_sign && !sign_done {
-                                    sign_text(&mut out);
-                                    sign_done = true;
-                                }
-                                if self.tokens.first() == Some(&Token::Sign) && !sign_done {
-                                    out.push(if negative { '-' } else { '+' });
-                                    sign_done = true;
-                                }
-                                if self.tokens.contains(&Token::Brackets) && negative && !sign_done {
-                                    out.push('<');
-                                    sign_done = true;
-                                }
+                                self.begin(&mut out, &mut pending_pad, &mut sign_done, negative, explicit_sign);
                             }
                             started = true;
                             out.push(d);
@@ -167,22 +179,7 @@ impl Pattern {
                 }
                 Token::Point => {
                     if !started {
-                        if !self.fill_mode {
-                            out.push_str(&pending_pad);
-                        }
-                        pending_pad.clear();
-                        if !explicit_sign && !sign_done {
-                            sign_text(&mut out);
-                            sign_done = true;
-                        }
-                        if self.tokens.first() == Some(&Token::Sign) && !sign_done {
-                            out.push(if negative { '-' } else { '+' });
-                            sign_done = true;
-                        }
-                        if self.tokens.contains(&Token::Brackets) && negative && !sign_done {
-                            out.push('<');
-                            sign_done = true;
-                        }
+                        self.begin(&mut out, &mut pending_pad, &mut sign_done, negative, explicit_sign);
                         started = true;
                     }
                     in_fraction = true;

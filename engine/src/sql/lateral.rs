@@ -57,22 +57,13 @@ struct Call {
     alias: Option<TableAlias>,
 }
 
-/// The set-returning functions that can stand in FROM.
-const FUNCTIONS: &[&str] = &[
-    "unnest",
-    "generate_series",
-    "regexp_split_to_table",
-    "jsonb_array_elements",
-    "json_array_elements",
-    "jsonb_array_elements_text",
-    "json_array_elements_text",
-    "jsonb_object_keys",
-    "json_object_keys",
-    "jsonb_each",
-    "json_each",
-    "jsonb_each_text",
-    "json_each_text",
-];
+/// The set-returning functions that can stand in FROM: those a select list unnests
+/// ([`crate::functions::json::SET_RETURNING`]), `unnest` itself, and the `each` functions, whose
+/// rows have two columns.
+fn set_returning(name: &str) -> bool {
+    matches!(name, "unnest" | "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text")
+        || crate::functions::json::SET_RETURNING.contains(&name)
+}
 
 fn call_in(factor: &TableFactor) -> Result<Option<Call>> {
     let plain = |args: &[FunctionArg]| -> Option<Vec<Expr>> {
@@ -98,7 +89,7 @@ fn call_in(factor: &TableFactor) -> Result<Option<Call>> {
         }
         _ => return Ok(None),
     };
-    if !FUNCTIONS.contains(&name.as_str()) {
+    if !set_returning(&name) {
         return Ok(None);
     }
     if ordinality {

@@ -24,6 +24,11 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
 
+/// An expression's text, parsed as PostgreSQL's (what the rewrites below put in a statement).
+pub(crate) fn parse_expr(sql: &str) -> Result<Expr, datafusion::sql::sqlparser::parser::ParserError> {
+    Parser::new(&PostgreSqlDialect {}).try_with_sql(sql).and_then(|mut p| p.parse_expr())
+}
+
 /// Query fragments clients send, and what Sluice answers in their place.
 const SUBSTITUTIONS: &[(&str, &str)] = &[
     // psql `\d+ t`: the options of the table's TOAST table.
@@ -387,7 +392,7 @@ fn attrdef_subquery(expr: &Expr) -> Option<Expr> {
         }
     }
     let sql = format!("pg_catalog.sluice_attribute_default({}, {})", relation?, number?);
-    Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()).ok()
+    parse_expr(&sql).ok()
 }
 
 /// `generate_subscripts(a, d)` (SQLAlchemy's key reflection numbers `conkey` with it) is
@@ -414,7 +419,7 @@ impl VisitorMut for GenerateSubscripts {
         let sql = format!(
             "unnest(generate_series(1, CAST(CASE WHEN {dimension} = 1 THEN cardinality({array}) ELSE 0 END AS BIGINT)))"
         );
-        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+        if let Ok(rewritten) = parse_expr(&sql) {
             *expr = rewritten;
         }
         ControlFlow::Continue(())
@@ -448,7 +453,7 @@ impl VisitorMut for ExpandArray {
             return ControlFlow::Continue(());
         }
         let sql = format!("unnest(pg_catalog.sluice_expand_array({array}))");
-        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+        if let Ok(rewritten) = parse_expr(&sql) {
             *expr = rewritten;
         }
         ControlFlow::Continue(())
@@ -478,7 +483,7 @@ impl VisitorMut for CompositeFields {
         for field in fields {
             text = format!("get_field({text}, '{}')", field.replace('\'', "''"));
         }
-        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&text).and_then(|mut p| p.parse_expr()) {
+        if let Ok(rewritten) = parse_expr(&text) {
             *expr = rewritten;
         }
         ControlFlow::Continue(())
@@ -518,7 +523,7 @@ impl VisitorMut for Int2VectorSubscripts {
         }
         let column = column.join(".");
         let sql = format!("CAST(NULLIF(split_part({column}, ' ', CAST(({index}) + 1 AS INT)), '') AS SMALLINT)");
-        if let Ok(rewritten) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+        if let Ok(rewritten) = parse_expr(&sql) {
             *expr = rewritten;
         }
         ControlFlow::Continue(())
@@ -545,7 +550,7 @@ fn name_type_arrays(expr: &mut Expr) -> bool {
         Expr::Nested(inner) => name_type_arrays(inner),
         Expr::Cast { expr: inner, data_type, .. } if cast_type(data_type) == "regtype[]" => {
             let sql = format!("pg_catalog.sluice_format_types({inner})");
-            match Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+            match parse_expr(&sql) {
                 Ok(named) => {
                     *expr = named;
                     true
@@ -586,9 +591,7 @@ impl VisitorMut for RegtypeNames {
                     return ControlFlow::Continue(());
                 }
                 let sql = format!("pg_catalog.format_type({oid}, NULL)");
-                if let Ok(named) =
-                    Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr())
-                {
+                if let Ok(named) = parse_expr(&sql) {
                     *expr = named;
                 }
             }
@@ -624,9 +627,7 @@ impl VisitorMut for NoComments {
                     .any(|f| n.value.eq_ignore_ascii_case(f))
         );
         if describer {
-            if let Ok(null) =
-                Parser::new(&PostgreSqlDialect {}).try_with_sql("CAST(NULL AS TEXT)").and_then(|mut p| p.parse_expr())
-            {
+            if let Ok(null) = parse_expr("CAST(NULL AS TEXT)") {
                 *expr = null;
             }
         }
@@ -663,7 +664,7 @@ fn function_results(statement: &mut Statement) {
         let sql = format!(
             "CASE WHEN {row}.proretset THEN 'SETOF ' ELSE '' END || pg_catalog.format_type({row}.prorettype, NULL)"
         );
-        if let Ok(result) = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_expr()) {
+        if let Ok(result) = parse_expr(&sql) {
             *expr = Expr::Nested(Box::new(result));
         }
         ControlFlow::Continue(())
@@ -829,9 +830,7 @@ fn aggregate_scalar_subquery(query: &mut datafusion::sql::sqlparser::ast::Query)
         if AGGREGATES.iter().any(|a| text.contains(&format!("{a}("))) {
             return;
         }
-        if let Ok(wrapped) =
-            Parser::new(&PostgreSqlDialect {}).try_with_sql(&format!("max({item})")).and_then(|mut p| p.parse_expr())
-        {
+        if let Ok(wrapped) = parse_expr(&format!("max({item})")) {
             *item = wrapped;
         }
     }
@@ -883,11 +882,7 @@ fn array_subquery(expr: &Expr) -> Option<Expr> {
             format!(" ORDER BY {}", keys.join(", "))
         }
     };
-    let aggregate = Parser::new(&PostgreSqlDialect {})
-        .try_with_sql(&format!("array_agg({item}{order})"))
-        .ok()?
-        .parse_expr()
-        .ok()?;
+    let aggregate = parse_expr(&format!("array_agg({item}{order})")).ok()?;
     select.projection = vec![SelectItem::UnnamedExpr(aggregate)];
     Some(Expr::Subquery(query))
 }

@@ -167,11 +167,7 @@ pub fn current_schemas(statement: &mut Statement, path: &[String]) {
         schemas.extend(path.iter().cloned());
         let items: Vec<String> = schemas.iter().map(|s| format!("'{}'", s.replace('\'', "''"))).collect();
         let sql = format!("CAST(ARRAY[{}] AS TEXT[])", items.join(", "));
-        let parsed =
-            datafusion::sql::sqlparser::parser::Parser::new(&datafusion::sql::sqlparser::dialect::PostgreSqlDialect {})
-                .try_with_sql(&sql)
-                .and_then(|mut p| p.parse_expr());
-        if let Ok(array) = parsed {
+        if let Ok(array) = super::compat::parse_expr(&sql) {
             *expr = array;
         }
         ControlFlow::Continue(())

@@ -236,19 +236,26 @@ fn psql_with_require_tls() {
     assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
 }
 
-#[test]
-fn python_clients() {
+/// Runs tests/it/<script> with the venv's Python against a fresh `sluice serve`; its standard
+/// output, once it exited successfully and printed `done`.
+fn run_python_client(script: &str, done: &str) -> String {
     let dir = tempfile::tempdir().unwrap();
     let server = serve(&dir.path().join("data"), &[]);
     let python = std::env::var("SLUICE_PYTHON")
         .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/clients.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it").join(script);
     let output = Command::new(&python).arg(&script).arg(server.port.to_string()).output().unwrap_or_else(|e| {
         panic!("cannot run {python} (run ./scripts/test, which makes the venv): {e}");
     });
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("all clients ok"), "{stdout}");
+    assert!(stdout.contains(done), "{stdout}");
+    stdout
+}
+
+#[test]
+fn python_clients() {
+    run_python_client("clients.py", "all clients ok");
 }
 
 /// pgcli's completion (tests/it/pgcli_completion.py): its own queries (schemas, tables, views,
@@ -257,17 +264,7 @@ fn python_clients() {
 /// are PostgreSQL 15's; the script passes against it unchanged (with `--postgres`).
 #[test]
 fn pgcli_completes_from_the_catalog() {
-    let dir = tempfile::tempdir().unwrap();
-    let server = serve(&dir.path().join("data"), &[]);
-    let python = std::env::var("SLUICE_PYTHON")
-        .unwrap_or_else(|_| format!("{}/../.venv/bin/python", env!("CARGO_MANIFEST_DIR")));
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/it/pgcli_completion.py");
-    let output = Command::new(&python).arg(&script).arg(server.port.to_string()).output().unwrap_or_else(|e| {
-        panic!("cannot run {python} (run ./scripts/test, which makes the venv): {e}");
-    });
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&output.stderr));
-    assert!(stdout.contains("pgcli ok"), "{stdout}");
+    run_python_client("pgcli_completion.py", "pgcli ok");
 }
 
 /// A Kafka pipeline defined and watched through psql, ingested by the `sluice serve` process from
