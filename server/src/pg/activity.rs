@@ -31,9 +31,12 @@ pub struct Backend {
     pub xact_start: Option<i64>,
     pub query_start: Option<i64>,
     pub state_change: Option<i64>,
-    /// None until its first statement (PostgreSQL's `idle` then too).
     pub state: &'static str,
     pub query: String,
+    /// Whether the connection's role owns the warehouse: it sees every connection whole.
+    pub owner: bool,
+    /// Shown to a role that may not see it: only who and where it is.
+    pub hidden: bool,
 }
 
 /// The server's connections.
@@ -71,13 +74,42 @@ impl Activity {
         Registration { id, activity: self.clone() }
     }
 
-    /// Every connection, in the order they connected.
-    pub fn backends(&self) -> Vec<Backend> {
-        self.backends.lock().values().cloned().collect()
+    /// Every connection as the connection `viewer` may see it, in the order they connected. As in
+    /// PostgreSQL, a role sees all of its own connections, the owner (PostgreSQL's superuser)
+    /// everyone's; of another role's connection only who and where it is, with its statement
+    /// shown as `<insufficient privilege>` and its times, client and state as NULL.
+    pub fn backends(&self, viewer: u64) -> Vec<Backend> {
+        let backends = self.backends.lock();
+        let (viewer_user, owner) = match backends.get(&viewer) {
+            Some(backend) => (backend.user.clone(), backend.owner),
+            None => (String::new(), false),
+        };
+        backends
+            .iter()
+            .map(|(id, backend)| {
+                if owner || *id == viewer || backend.user == viewer_user {
+                    return backend.clone();
+                }
+                Backend {
+                    pid: backend.pid,
+                    user: backend.user.clone(),
+                    database: backend.database.clone(),
+                    application_name: backend.application_name.clone(),
+                    query: "<insufficient privilege>".into(),
+                    hidden: true,
+                    ..Backend::default()
+                }
+            })
+            .collect()
     }
 }
 
 impl Registration {
+    /// The connection's number in [`Activity`].
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Changes what is shown of this connection.
     pub fn update(&self, change: impl FnOnce(&mut Backend)) {
         if let Some(backend) = self.activity.backends.lock().get_mut(&self.id) {
@@ -159,9 +191,10 @@ pub fn schema() -> arrow::datatypes::SchemaRef {
 pub fn rows(
     schema: &arrow::datatypes::SchemaRef,
     activity: &Activity,
+    viewer: u64,
 ) -> datafusion::common::Result<arrow::array::RecordBatch> {
     use arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray, TimestampMicrosecondArray};
-    let backends: Vec<Backend> = activity.backends().into_iter().filter(|b| b.pid != 0).collect();
+    let backends: Vec<Backend> = activity.backends(viewer).into_iter().filter(|b| b.pid != 0).collect();
     let text = |f: &dyn Fn(&Backend) -> Option<String>| -> ArrayRef {
         Arc::new(backends.iter().map(f).collect::<StringArray>())
     };
@@ -180,13 +213,13 @@ pub fn rows(
         text(&|b| b.client_addr.clone()),
         text(&|_| None),
         Arc::new(backends.iter().map(|b| b.client_port).collect::<Int32Array>()),
-        time(&|b| Some(b.backend_start)),
+        time(&|b| (!b.hidden).then_some(b.backend_start)),
         time(&|b| b.xact_start),
         time(&|b| b.query_start),
         time(&|b| b.state_change),
         text(&|_| None),
         text(&|_| None),
-        text(&|b| Some(b.state.to_string())),
+        text(&|b| (!b.hidden).then(|| b.state.to_string())),
         nulls_int32(),
         nulls_int32(),
         Arc::new(Int64Array::new_null(backends.len())),

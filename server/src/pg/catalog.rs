@@ -197,7 +197,9 @@ impl ScalarUDFImpl for SettingsFunction {
 }
 
 /// Installs the Postgres catalog and functions into a session.
-pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex<Settings>>) {
+/// `connection` is the session's connection in [`super::activity::Activity`] (whose rights decide
+/// what `pg_stat_activity` shows it of the others).
+pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex<Settings>>, connection: u64) {
     let context = session.context();
     if let Err(e) = datafusion_pg_catalog::setup_pg_catalog(
         context,
@@ -214,6 +216,7 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
                 inner,
                 server.clone(),
                 session.catalog_view(),
+                connection,
                 objects.clone(),
                 settings.clone(),
             );

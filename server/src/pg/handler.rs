@@ -93,8 +93,8 @@ impl Connection {
     pub fn new(server: Arc<ServerState>) -> Arc<Self> {
         let session = server.db.session();
         let settings = Arc::new(Mutex::new(Settings::default()));
-        super::catalog::install(&session, &server, settings.clone());
         let activity = server.activity.register();
+        super::catalog::install(&session, &server, settings.clone(), activity.id());
         Arc::new_cyclic(|weak: &std::sync::Weak<Connection>| Connection {
             activity,
             server,
@@ -201,6 +201,7 @@ impl Connection {
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
         let privileges = super::auth::privileges(&self.server, client);
         self.session.set_privileges(privileges);
+        self.activity.update(|backend| backend.owner = privileges.owner);
         privileges
     }
 

@@ -227,6 +227,8 @@ pub struct PgCatalogOverlay {
     server: Arc<ServerState>,
     /// The warehouse's tables and views as the session sees them (with its block's own).
     view: sluice::CatalogView,
+    /// The session's connection in `pg_stat_activity`.
+    connection: u64,
     objects: Arc<Objects>,
     settings: Arc<Mutex<Settings>>,
 }
@@ -236,10 +238,11 @@ impl PgCatalogOverlay {
         inner: Arc<dyn SchemaProvider>,
         server: Arc<ServerState>,
         view: sluice::CatalogView,
+        connection: u64,
         objects: Arc<Objects>,
         settings: Arc<Mutex<Settings>>,
     ) -> Self {
-        Self { inner, server, view, objects, settings }
+        Self { inner, server, view, connection, objects, settings }
     }
 }
 
@@ -316,6 +319,7 @@ impl SchemaProvider for PgCatalogOverlay {
             pg_catalog: self.inner.clone(),
             server: self.server.clone(),
             view: self.view.clone(),
+            connection: self.connection,
             objects: self.objects.clone(),
             settings: self.settings.clone(),
         })))
@@ -371,6 +375,7 @@ struct Described {
     pg_catalog: Arc<dyn SchemaProvider>,
     server: Arc<ServerState>,
     view: sluice::CatalogView,
+    connection: u64,
     objects: Arc<Objects>,
     settings: Arc<Mutex<Settings>>,
 }
@@ -411,7 +416,9 @@ impl TableProvider for Described {
                 Some(batches)
             }
             Catalog::Procs(inner) => Some(super::procs::rows(&self.schema, &rows(state, inner).await?)?),
-            Catalog::Activity => Some(vec![super::activity::rows(&self.schema, &self.server.activity)?]),
+            Catalog::Activity => {
+                Some(vec![super::activity::rows(&self.schema, &self.server.activity, self.connection)?])
+            }
             _ => None,
         };
         if let Some(batches) = own {

@@ -528,6 +528,24 @@ async fn scram_passwords_and_read_only_roles() {
     let writer = server.connect_as("writer", Some("pw2")).await.unwrap();
     writer.batch_execute("INSERT INTO r VALUES (3)").await.unwrap();
     assert!(server.connect_as("writer", Some("bad")).await.is_err());
+
+    // pg_stat_activity: a role that does not own the warehouse sees of another role's connection
+    // only who it is, as PostgreSQL shows a non-superuser; the owner sees every statement.
+    admin.batch_execute("SELECT 'the admin''s statement'").await.unwrap();
+    let rows = writer
+        .query("SELECT query, state, client_addr, backend_start FROM pg_stat_activity WHERE usename = 'admin'", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].get::<_, String>(0), "<insufficient privilege>");
+    assert_eq!(rows[0].get::<_, Option<String>>(1), None);
+    assert_eq!(rows[0].get::<_, Option<String>>(2), None);
+    let own: String =
+        writer.query_one("SELECT query FROM pg_stat_activity WHERE pid = pg_backend_pid()", &[]).await.unwrap().get(0);
+    assert!(own.contains("pg_backend_pid"), "{own}");
+    let seen: String =
+        admin.query_one("SELECT query FROM pg_stat_activity WHERE usename = 'writer'", &[]).await.unwrap().get(0);
+    assert!(seen.contains("pg_stat_activity"), "{seen}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
