@@ -63,6 +63,11 @@ pub enum Error {
     #[error("duplicate key value violates unique constraint \"{constraint}\"")]
     UniqueViolation { table: String, constraint: String, key: String },
 
+    /// A row whose referenced key is missing, or a key still referenced (`detail`: PostgreSQL's
+    /// DETAIL line, `Key (a)=(1) is not present in table "p".`).
+    #[error("{message}")]
+    ForeignKeyViolation { message: String, detail: String },
+
     /// A row violated an expectation declared `ON VIOLATION FAIL UPDATE`.
     #[error("expectation \"{constraint}\" on {table} failed ({rows} violating rows): nothing was written to {table}")]
     ExpectationFailed { table: String, constraint: String, rows: u64 },
@@ -118,6 +123,7 @@ impl Error {
             Error::Data { sqlstate, .. } => sqlstate,
             Error::NotNullViolation { .. } => "23502",
             Error::UniqueViolation { .. } => "23505",
+            Error::ForeignKeyViolation { .. } => "23503",
             Error::CheckViolation { .. } | Error::ExpectationFailed { .. } => "23514",
             Error::SerializationFailure(_) => "40001",
             Error::PermissionDenied(_) => "42501",
@@ -152,6 +158,7 @@ impl Error {
     pub fn detail(&self) -> Option<String> {
         match self {
             Error::UniqueViolation { key, .. } => Some(format!("Key {key} already exists.")),
+            Error::ForeignKeyViolation { detail, .. } => Some(detail.clone()),
             _ => None,
         }
     }

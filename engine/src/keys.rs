@@ -873,6 +873,58 @@ impl TableKeys {
 }
 
 impl TableKeys {
+    /// The keys of `index` that `columns` (its key columns, in its order and types) hold, one per
+    /// row, in Arrow's row format.
+    pub fn encode(&self, index: usize, columns: &[ArrayRef]) -> Result<Vec<Vec<u8>>> {
+        let Some(index) = self.indexes.get(index) else { return Ok(vec![]) };
+        let rows = index.converter.convert_columns(columns)?;
+        Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+    }
+
+    /// Key columns (as [`TableKeys::encode`] takes them) from keys in the row format.
+    pub fn decode(&self, index: usize, keys: &[Vec<u8>]) -> Result<Vec<ArrayRef>> {
+        let Some(index) = self.indexes.get(index) else { return Ok(vec![]) };
+        let parser = index.converter.parser();
+        Ok(index.converter.convert_rows(keys.iter().map(|k| parser.parse(k)))?)
+    }
+
+    /// Whether a row of the index's snapshot holds `key`, other than the rows in `deleted` (by
+    /// path).
+    pub fn holds(&self, index: usize, key: &[u8], deleted: Option<&HashMap<String, RoaringTreemap>>) -> bool {
+        let Some(index) = self.indexes.get(index) else { return false };
+        let Some(loc) = index.map.get(key) else { return false };
+        index.rows_of_loc(*loc).into_iter().any(|loc| {
+            let gone = self
+                .path_of(loc)
+                .and_then(|path| deleted?.get(path))
+                .is_some_and(|rows| rows.contains(u64::from(loc.row)));
+            !gone
+        })
+    }
+
+    /// The keys of `index` held by the rows in `deleted` (by path), without reading them: each
+    /// row's hash names its key in the index.
+    pub fn keys_in_rows(&self, index: usize, deleted: &HashMap<String, RoaringTreemap>) -> Vec<Vec<u8>> {
+        let Some(at) = self.indexes.get(index) else { return vec![] };
+        let mut keys = Vec::new();
+        for (path, rows) in deleted {
+            let Some(&id) = self.by_path.get(path) else { continue };
+            let Some(Some(file)) = self.files.get(id as usize) else { continue };
+            let Some(hashes) = file.hashes.get(index) else { continue };
+            for row in rows.iter() {
+                let Some(&hash) = hashes.get(row as usize).filter(|h| **h != 0) else { continue };
+                let here = Loc { file: id, row: row as u32 };
+                let found = at.map.key_hashed_where(hash, |loc| at.rows_of_loc(*loc).contains(&here));
+                if let Some(key) = found {
+                    keys.push(key.to_vec());
+                }
+            }
+        }
+        keys
+    }
+}
+
+impl TableKeys {
     /// Checks, for a transaction whose commit was moved onto a later version (see
     /// [`sluice_storage::stage::Rebase`]), that the rows it inserts add no key that `latest` (the
     /// table's index at that version) holds outside the rows the transaction deletes
@@ -1030,7 +1082,8 @@ pub fn key_text(def: &KeyDef, batch: &RecordBatch, columns: &[usize], row: usize
     format!("{}=({})", def.column_list(), values.join(", "))
 }
 
-fn value_text(array: &ArrayRef, row: usize) -> String {
+/// A value as PostgreSQL shows it in a key's message.
+pub fn value_text(array: &ArrayRef, row: usize) -> String {
     if array.is_null(row) {
         return "null".into();
     }
@@ -1098,6 +1151,9 @@ pub struct KeyGuard {
     snapshot: Arc<Snapshot>,
     /// A shared index's: where it publishes itself once caught up.
     publish: Option<PublishTo>,
+    /// Other tables' indexes held with this one until its holder's commit is done (the tables a
+    /// write's foreign keys reference), by table id.
+    held: Vec<(String, KeyGuard)>,
 }
 
 impl std::ops::Deref for KeyGuard {
@@ -1116,6 +1172,16 @@ impl KeyGuard {
     /// A transaction's own copy of the index, at the guard's snapshot (see [`crate::staging`]).
     pub fn private_copy(&self) -> Result<KeyCell> {
         Ok(Arc::new(tokio::sync::Mutex::new(self.keys.private_copy()?)))
+    }
+
+    /// Holds another table's index (by its id) until this guard's commit is done.
+    pub fn hold(&mut self, id: String, guard: KeyGuard) {
+        self.held.push((id, guard));
+    }
+
+    /// The index of another table this guard holds.
+    pub fn held(&self, id: &str) -> Option<&KeyGuard> {
+        self.held.iter().find(|(held, _)| held == id).map(|(_, guard)| guard)
     }
 
     /// Catches the index up with the commit the guard's holder just made.
@@ -1276,7 +1342,7 @@ pub async fn lock_cell(cell: Arc<tokio::sync::Mutex<TableKeys>>, table: &Arc<Tab
 async fn caught_up(mut keys: tokio::sync::OwnedMutexGuard<TableKeys>, table: &Arc<Table>) -> Result<KeyGuard> {
     let snapshot = table.snapshot().await?;
     keys.catch_up(&snapshot).await?;
-    Ok(KeyGuard { keys, table: table.clone(), snapshot, publish: None })
+    Ok(KeyGuard { keys, table: table.clone(), snapshot, publish: None, held: Vec::new() })
 }
 
 /// What finds rows by key through `cell` (see [`KeyIndexes::locator`]).

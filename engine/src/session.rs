@@ -326,6 +326,14 @@ impl Session {
             let ended = Box::pin(self.transaction_ended(commits && result.is_ok())).await;
             return result.and_then(|r| ended.map(|()| r));
         }
+        if !self.block.in_block() && self.query.cascades_from(&statement) {
+            // A DELETE or TRUNCATE whose foreign keys cascade runs in a transaction of its own,
+            // so that the referencing tables' changes commit with it (or none does).
+            self.block.begin_implicit();
+            let result = Box::pin(self.run_with(statement, parameters, control)).await;
+            let ended = Box::pin(self.end_implicit()).await;
+            return result.and_then(|r| ended.map(|()| r));
+        }
         self.block.admit(&statement)?;
         let mut statement = statement;
         if let Err(e) = self.qualify(&mut statement) {

@@ -590,6 +590,49 @@ pub struct RelationInfo {
     pub checks: Vec<(String, String)>,
     /// The bytes of the table's current data files (what `pg_table_size` reports).
     pub size_bytes: i64,
+    /// Its FOREIGN KEY constraints, by name.
+    pub foreign_keys: Vec<ForeignKeyInfo>,
+}
+
+/// A FOREIGN KEY constraint with the table it references, as the catalogs show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ForeignKeyInfo {
+    pub name: String,
+    pub columns: Vec<String>,
+    pub parent_schema: String,
+    pub parent_table: String,
+    pub parent_columns: Vec<String>,
+    /// The parent's unique key or unique index that the constraint uses (its name).
+    pub parent_key: Option<String>,
+    pub on_delete: crate::catalog::references::RefAction,
+    pub on_update: crate::catalog::references::RefAction,
+    pub match_full: bool,
+}
+
+impl ForeignKeyInfo {
+    /// As `pg_get_constraintdef` shows it, the parent's name qualified unless it is in `public`
+    /// (PostgreSQL qualifies it when it is not on the search path).
+    pub fn definition(&self) -> String {
+        let parent = if self.parent_schema == crate::catalog::DEFAULT_SCHEMA {
+            crate::names::quoted_if_needed(&self.parent_table)
+        } else {
+            format!(
+                "{}.{}",
+                crate::names::quoted_if_needed(&self.parent_schema),
+                crate::names::quoted_if_needed(&self.parent_table)
+            )
+        };
+        crate::catalog::references::ForeignKey {
+            name: self.name.clone(),
+            columns: self.columns.clone(),
+            parent: String::new(),
+            parent_columns: self.parent_columns.clone(),
+            on_delete: self.on_delete,
+            on_update: self.on_update,
+            match_full: self.match_full,
+        }
+        .definition(&parent)
+    }
 }
 
 /// A column's default and identity, as PostgreSQL shows them.
@@ -655,7 +698,43 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
             indexes: crate::keys::key_defs(snapshot.configuration()),
             checks: snapshot.constraints(),
             size_bytes: snapshot.files().map(|f| f.size).sum(),
+            foreign_keys: Vec::new(),
         });
+    }
+    // Each foreign key with its parent's name and the parent's key it uses.
+    let mut foreign_keys = Vec::new();
+    for (at, relation) in out.iter().enumerate() {
+        let Some(entry) = state.table(&relation.schema, &relation.table) else { continue };
+        for key in &entry.foreign_keys {
+            let Some(parent) = state.table_by_id(&key.parent) else { continue };
+            let parent_key = out
+                .iter()
+                .find(|r| r.schema == parent.schema && r.table == parent.name)
+                .and_then(|r| r.indexes.iter().find(|k| k.unique && k.is_on(&key.parent_columns)))
+                .map(|k| k.name.clone());
+            foreign_keys.push((
+                at,
+                ForeignKeyInfo {
+                    name: key.name.clone(),
+                    columns: key.columns.clone(),
+                    parent_schema: parent.schema.clone(),
+                    parent_table: parent.name.clone(),
+                    parent_columns: key.parent_columns.clone(),
+                    parent_key,
+                    on_delete: key.on_delete,
+                    on_update: key.on_update,
+                    match_full: key.match_full,
+                },
+            ));
+        }
+    }
+    for (at, key) in foreign_keys {
+        if let Some(relation) = out.get_mut(at) {
+            relation.foreign_keys.push(key);
+        }
+    }
+    for relation in &mut out {
+        relation.foreign_keys.sort_by(|a, b| a.name.cmp(&b.name));
     }
     out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
     out

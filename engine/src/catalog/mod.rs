@@ -16,6 +16,7 @@
 //! file.
 
 pub mod changes;
+pub mod references;
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock};
@@ -235,6 +236,9 @@ pub struct TableEntry {
     /// A materialized view's definition.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub view: Option<ViewDefinition>,
+    /// Its FOREIGN KEY constraints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub foreign_keys: Vec<references::ForeignKey>,
 }
 
 /// What defines a materialized view (its state and progress are in its own table's folder).
@@ -276,6 +280,7 @@ impl TableEntry {
             options: BTreeMap::new(),
             source: None,
             view: None,
+            foreign_keys: vec![],
         }
     }
 }

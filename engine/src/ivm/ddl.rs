@@ -100,6 +100,7 @@ pub(crate) async fn create_materialized_view(
         options: create.options.iter().cloned().collect(),
         source: None,
         view: Some(ViewDefinition { query, refresh, refresh_interval_ms, inputs, views }),
+        foreign_keys: vec![],
     };
     let store = cx.db.store_for(&entry)?;
     let delta = CreateDelta {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
+use datafusion::sql::sqlparser::ast::ForeignKeyConstraint;
 use datafusion::sql::sqlparser::ast::{
     AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, ObjectName,
     ObjectType, RenameTableNameKind, SchemaName, SequenceOptions, SqlOption, TableConstraint,
@@ -41,6 +42,9 @@ pub struct TableDefinition {
     pub constraints: Vec<(String, String)>,
     /// PRIMARY KEY and UNIQUE constraints.
     pub keys: Vec<KeyDef>,
+    /// FOREIGN KEY constraints as written (column REFERENCES with its column filled in): they
+    /// are checked against the tables they reference when the table is made.
+    pub references: Vec<ForeignKeyConstraint>,
 }
 
 pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableConstraint]) -> Result<TableDefinition> {
@@ -48,6 +52,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
     let mut defaults = BTreeMap::new();
     let mut checks = Vec::new();
     let mut keys: Vec<KeyDef> = Vec::new();
+    let mut references = Vec::new();
     for def in columns {
         let name = normalize(&def.name);
         let mut nullable = true;
@@ -107,10 +112,13 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 ColumnOption::Generated { .. } => {
                     return Err(Error::NotSupported("generated columns (GENERATED ALWAYS AS (expr))".into()))
                 }
-                ColumnOption::ForeignKey(_) => {
-                    return Err(Error::NotSupported(
-                        "REFERENCES (foreign keys): Sluice does not enforce them, so it refuses them".into(),
-                    ))
+                ColumnOption::ForeignKey(clause) => {
+                    let mut clause = clause.clone();
+                    clause.columns = vec![def.name.clone()];
+                    if clause.name.is_none() {
+                        clause.name = option.name.clone();
+                    }
+                    references.push(clause);
                 }
                 other => return Err(Error::NotSupported(format!("column option {other}"))),
             }
@@ -187,11 +195,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 }
                 keys.push(unique_def(table, unique, columns)?);
             }
-            TableConstraint::ForeignKey(_) => {
-                return Err(Error::NotSupported(
-                    "FOREIGN KEY constraints: Sluice does not enforce them, so it refuses them".into(),
-                ))
-            }
+            TableConstraint::ForeignKey(clause) => references.push(clause.clone()),
             other => return Err(Error::NotSupported(format!("table constraint {other}"))),
         }
     }
@@ -205,7 +209,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
         }
     }
     schema.check_names().map_err(|e| Error::Plan(e.to_string()))?;
-    Ok(TableDefinition { schema, defaults, constraints: checks, keys })
+    Ok(TableDefinition { schema, defaults, constraints: checks, keys, references })
 }
 
 /// The identity a `serial`, `bigserial` or `smallserial` column declares (BY DEFAULT, from 1).
@@ -322,8 +326,11 @@ impl QueryContext {
     ) -> Result<StatementResult> {
         match object_type {
             ObjectType::Table => {
-                for name in names {
-                    self.drop_table(&table_name(name)?, if_exists, cascade).await?;
+                let together: Vec<TableName> = names.iter().map(table_name).collect::<Result<_>>()?;
+                let keys: std::collections::HashSet<String> =
+                    together.iter().map(|n| key(&n.schema, &n.name)).collect();
+                for name in &together {
+                    self.drop_table_with(name, if_exists, cascade, &keys).await?;
                 }
                 Ok(StatementResult::command("DROP TABLE"))
             }
@@ -340,6 +347,18 @@ impl QueryContext {
     }
 
     pub(crate) async fn drop_table(&self, name: &TableName, if_exists: bool, cascade: bool) -> Result<()> {
+        self.drop_table_with(name, if_exists, cascade, &std::collections::HashSet::new()).await
+    }
+
+    /// DROP TABLE of `name`, one of the tables `together` (by key) that the statement drops: a
+    /// foreign key of one of those does not hold the others back.
+    async fn drop_table_with(
+        &self,
+        name: &TableName,
+        if_exists: bool,
+        cascade: bool,
+        together: &std::collections::HashSet<String>,
+    ) -> Result<()> {
         let table_key = key(&name.schema, &name.name);
         if let Some(entry) = self.catalog_state().tables.get(&table_key) {
             if self.staging.holds_catalog() && self.staging.has_writes_on(&entry.id) {
@@ -394,6 +413,7 @@ impl QueryContext {
                 }
                 if state.tables.contains_key(&table_key) {
                     super::views::drop_dependents(state, &table_key, cascade)?;
+                    drop_references(state, &table_key, cascade, together)?;
                 }
                 match state.tables.remove(&table_key) {
                     Some(entry) => {
@@ -442,6 +462,10 @@ impl QueryContext {
                         "2BP01",
                         format!("cannot drop schema {name} because other objects depend on it (use DROP SCHEMA ... CASCADE)"),
                     ));
+                }
+                let keys: std::collections::HashSet<String> = tables.iter().map(|t| t.qualified_name()).collect();
+                for table in &tables {
+                    drop_references(state, &table.qualified_name(), true, &keys)?;
                 }
                 for table in &tables {
                     state.tables.remove(&table.qualified_name());
@@ -501,7 +525,16 @@ impl QueryContext {
                     .map(|f| Field::new(f.name(), f.data_type().clone(), true))
                     .collect::<Vec<_>>();
                 let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
-                (TableDefinition { schema, defaults: BTreeMap::new(), constraints: vec![], keys: vec![] }, Some(plan))
+                (
+                    TableDefinition {
+                        schema,
+                        defaults: BTreeMap::new(),
+                        constraints: vec![],
+                        keys: vec![],
+                        references: vec![],
+                    },
+                    Some(plan),
+                )
             }
             None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
         };
@@ -526,6 +559,22 @@ impl QueryContext {
             ),
             None => (crate::paths::managed_location(&name.schema, &name.name, &id), true),
         };
+        let mut foreign_keys = Vec::with_capacity(definition.references.len());
+        let mut taken: std::collections::HashSet<String> = definition
+            .keys
+            .iter()
+            .map(|k| k.name.clone())
+            .chain(definition.constraints.iter().map(|c| c.0.clone()))
+            .collect();
+        for clause in &definition.references {
+            let own = super::references::Referenced {
+                name: name.clone(),
+                id: id.clone(),
+                schema: &definition.schema,
+                keys: definition.keys.clone(),
+            };
+            foreign_keys.push(self.define_foreign_key(&name, &definition.schema, own, &mut taken, clause).await?);
+        }
         let mut options = BTreeMap::new();
         if let Some(on_commit) = create.on_commit.filter(|_| temporary) {
             options.insert(super::temporary::ON_COMMIT_OPTION.to_string(), on_commit.words().to_string());
@@ -543,6 +592,7 @@ impl QueryContext {
             options,
             source: None,
             view: None,
+            foreign_keys,
         };
         let store = self.db.store_for(&entry)?;
         let table = if !managed && Table::exists(&store).await? {
@@ -713,6 +763,28 @@ impl QueryContext {
                         "ADD COLUMN with PRIMARY KEY or UNIQUE (add the column, then ADD CONSTRAINT)".into(),
                     ));
                 }
+                // A REFERENCES of the new column is checked before the column is added, and
+                // added after it (the column's values are its default's).
+                let mut foreign_keys = Vec::new();
+                if !definition.references.is_empty() {
+                    let mut with_column = schema.clone();
+                    with_column.fields.extend(definition.schema.fields.iter().cloned());
+                    let keys = crate::keys::key_defs(&configuration);
+                    let mut taken: std::collections::HashSet<String> = keys
+                        .iter()
+                        .map(|k| k.name.clone())
+                        .chain(entry.foreign_keys.iter().map(|k| k.name.clone()))
+                        .collect();
+                    for clause in &definition.references {
+                        let own = super::references::Referenced {
+                            name: name.clone(),
+                            id: entry.id.clone(),
+                            schema: &with_column,
+                            keys: keys.clone(),
+                        };
+                        foreign_keys.push(self.define_foreign_key(name, &with_column, own, &mut taken, clause).await?);
+                    }
+                }
                 let mut field =
                     definition.schema.fields.into_iter().next().ok_or_else(|| Error::Internal("no column".into()))?;
                 if crate::identity::Identity::of(&field).is_some() {
@@ -757,6 +829,11 @@ impl QueryContext {
                     if not_null_after_fill {
                         self.set_nullable(object, &entry, &column_name, false).await?;
                     }
+                }
+                for foreign_key in foreign_keys {
+                    self.clear_statement_state();
+                    self.validate_foreign_key(&entry, &foreign_key).await?;
+                    self.update_entry(&entry, |e| e.foreign_keys.push(foreign_key.clone())).await?;
                 }
             }
             AlterTableOperation::AlterColumn { column_name, op } => {
@@ -812,6 +889,8 @@ impl QueryContext {
                         .await?
                     }
                     AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                        let new_type = declared_type(&data_type)?.data_type.to_arrow();
+                        self.check_key_type(&entry, &column, &new_type).await?;
                         self.set_column_type(object, &entry, &table, &column, &data_type, using.as_ref()).await?
                     }
                     other => return Err(Error::NotSupported(format!("ALTER COLUMN ... {other}"))),
@@ -832,10 +911,33 @@ impl QueryContext {
                 let def = unique_def(&name.name, &unique, columns)?;
                 self.add_key(object, &entry, &table, def).await?;
             }
-            AlterTableOperation::AddConstraint { constraint: TableConstraint::ForeignKey(_), .. } => {
-                return Err(Error::NotSupported(
-                    "FOREIGN KEY constraints: Sluice does not enforce them, so it refuses them".into(),
-                ))
+            AlterTableOperation::AddConstraint { constraint: TableConstraint::ForeignKey(clause), not_valid } => {
+                let keys = crate::keys::key_defs(&configuration);
+                let mut taken: std::collections::HashSet<String> = keys
+                    .iter()
+                    .map(|k| k.name.clone())
+                    .chain(configuration.keys().filter_map(|k| k.strip_prefix(CONSTRAINT_PREFIX)).map(String::from))
+                    .chain(entry.foreign_keys.iter().map(|k| k.name.clone()))
+                    .collect();
+                let own =
+                    super::references::Referenced { name: name.clone(), id: entry.id.clone(), schema: &schema, keys };
+                let foreign_key = self.define_foreign_key(name, &schema, own, &mut taken, &clause).await?;
+                // NOT VALID: the rows there are not checked (VALIDATE CONSTRAINT checks them).
+                if !not_valid {
+                    self.validate_foreign_key(&entry, &foreign_key).await?;
+                }
+                self.update_entry(&entry, |e| e.foreign_keys.push(foreign_key.clone())).await?;
+            }
+            AlterTableOperation::ValidateConstraint { name: constraint } => {
+                let constraint = normalize(&constraint);
+                match entry.foreign_keys.iter().find(|k| k.name == constraint) {
+                    Some(foreign_key) => self.validate_foreign_key(&entry, foreign_key).await?,
+                    None if configuration.contains_key(&format!("{CONSTRAINT_PREFIX}{constraint}"))
+                        || configuration.contains_key(&format!("{}{constraint}", crate::keys::KEY_PREFIX)) => {}
+                    None => {
+                        return Err(Error::UndefinedObject { kind: "constraint", name: constraint });
+                    }
+                }
             }
             AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                 let old = normalize(&old_column_name);
@@ -854,6 +956,15 @@ impl QueryContext {
                 for partition in partitions.iter_mut().filter(|p| p.eq_ignore_ascii_case(&previous)) {
                     *partition = new.clone();
                 }
+                // Keys and indexes name their columns: they follow the rename.
+                let mut configuration = configuration;
+                for mut def in crate::keys::key_defs(&configuration) {
+                    if def.columns.contains(&previous) {
+                        rename_in(&mut def.columns, &previous, &new);
+                        let (property, text) = def.property();
+                        configuration.insert(property, text);
+                    }
+                }
                 let snapshot = table.snapshot().await?;
                 self.metadata_committed(
                     &entry,
@@ -866,8 +977,36 @@ impl QueryContext {
                     }
                 })
                 .await?;
+                let id = entry.id.clone();
+                self.update_catalog(|state| {
+                    for table in state.tables.values_mut() {
+                        let own = table.id == id;
+                        for foreign_key in &mut table.foreign_keys {
+                            if own {
+                                rename_in(&mut foreign_key.columns, &previous, &new);
+                            }
+                            if foreign_key.parent == id {
+                                rename_in(&mut foreign_key.parent_columns, &previous, &new);
+                            }
+                        }
+                    }
+                    Ok(())
+                })
+                .await?;
             }
-            AlterTableOperation::DropColumn { column_names, if_exists, .. } => {
+            AlterTableOperation::DropColumn { column_names, if_exists, drop_behavior, .. } => {
+                let dropped: Vec<String> = column_names.iter().map(normalize).collect();
+                // Foreign keys that reference the columns go with CASCADE (2BP01 without); the
+                // table's own foreign keys on them go with them, as in PostgreSQL.
+                let cascade = matches!(drop_behavior, Some(datafusion::sql::sqlparser::ast::DropBehavior::Cascade));
+                let what = format!("column {}", dropped.join(", "));
+                self.drop_references_to_columns(&entry, &dropped, cascade, &[], &what).await?;
+                if entry.foreign_keys.iter().any(|k| k.columns.iter().any(|c| dropped.contains(c))) {
+                    self.update_entry(&entry, |e| {
+                        e.foreign_keys.retain(|k| !k.columns.iter().any(|c| dropped.contains(c)))
+                    })
+                    .await?;
+                }
                 let configuration =
                     self.with_column_mapping(&entry, &table, &snapshot, &mut schema, configuration).await?;
                 for column in column_names {
@@ -908,8 +1047,26 @@ impl QueryContext {
                 let properties = HashMap::from([(format!("{CONSTRAINT_PREFIX}{constraint}"), check.expr.to_string())]);
                 self.metadata_committed(&entry, table.set_properties(properties, &[]).await?).await?;
             }
-            AlterTableOperation::DropConstraint { name: constraint, if_exists, .. } => {
+            AlterTableOperation::DropConstraint { name: constraint, if_exists, drop_behavior } => {
+                let dropped = normalize(&constraint);
+                if entry.foreign_keys.iter().any(|k| k.name == dropped) {
+                    return self.update_entry(&entry, |e| e.foreign_keys.retain(|k| k.name != dropped)).await;
+                }
                 let key_property = format!("{}{}", crate::keys::KEY_PREFIX, normalize(&constraint));
+                if let Some(def) = configuration.get(&key_property).and_then(|text| KeyDef::parse(&dropped, text)) {
+                    // The foreign keys that use it (a unique key on the same columns still serves them).
+                    let cascade = matches!(drop_behavior, Some(datafusion::sql::sqlparser::ast::DropBehavior::Cascade));
+                    let others: Vec<KeyDef> =
+                        crate::keys::key_defs(&configuration).into_iter().filter(|k| k.name != dropped).collect();
+                    self.drop_references_to_columns(
+                        &entry,
+                        &def.columns,
+                        cascade,
+                        &others,
+                        &format!("constraint {dropped}"),
+                    )
+                    .await?;
+                }
                 if configuration.contains_key(&key_property) {
                     let _lock = self.db.keys.lock(&entry.id, &table).await?;
                     return self
@@ -926,6 +1083,27 @@ impl QueryContext {
                     };
                 }
                 self.metadata_committed(&entry, table.set_properties(HashMap::new(), &[key]).await?).await?;
+            }
+            AlterTableOperation::RenameConstraint { old_name, new_name }
+                if entry.foreign_keys.iter().any(|k| k.name == normalize(&old_name)) =>
+            {
+                let (old, new) = (normalize(&old_name), normalize(&new_name));
+                let keys = crate::keys::key_defs(&configuration);
+                let taken = keys.iter().any(|k| k.name == new)
+                    || configuration.contains_key(&format!("{CONSTRAINT_PREFIX}{new}"))
+                    || entry.foreign_keys.iter().any(|k| k.name == new);
+                if taken {
+                    return Err(Error::data(
+                        "42710",
+                        format!("constraint \"{new}\" for relation \"{}\" already exists", name.name),
+                    ));
+                }
+                self.update_entry(&entry, |e| {
+                    for key in e.foreign_keys.iter_mut().filter(|k| k.name == old) {
+                        key.name = new.clone();
+                    }
+                })
+                .await?;
             }
             AlterTableOperation::RenameTable {
                 table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),
@@ -1139,6 +1317,45 @@ impl QueryContext {
         self.db.writer.commit(&entry.qualified_name(), Operation::Metadata, None, outcome).await
     }
 
+    /// Before `what` (a key or columns of `entry`) goes: the foreign keys of other tables that
+    /// reference any of `columns` through no key among `others` are dropped with `cascade`,
+    /// and refuse it without (2BP01).
+    async fn drop_references_to_columns(
+        &self,
+        entry: &TableEntry,
+        columns: &[String],
+        cascade: bool,
+        others: &[KeyDef],
+        what: &str,
+    ) -> Result<()> {
+        let id = entry.id.clone();
+        let served = |parent_columns: &[String]| others.iter().any(|k| k.unique && k.is_on(parent_columns));
+        let dependent = |k: &crate::catalog::references::ForeignKey| {
+            k.parent == id && k.parent_columns.iter().any(|c| columns.contains(c)) && !served(&k.parent_columns)
+        };
+        let state = self.catalog_state();
+        let Some((child, key)) = state.references_to(&id).find(|(_, k)| dependent(k)) else { return Ok(()) };
+        if !cascade {
+            return Err(Error::data(
+                "2BP01",
+                format!(
+                    "cannot drop {what} of table {} because other objects depend on it (constraint {} on table {} \
+                     depends on it; use DROP ... CASCADE to drop the dependent objects too)",
+                    entry.name, key.name, child.name
+                ),
+            ));
+        }
+        drop(state);
+        self.update_catalog(|state| {
+            for table in state.tables.values_mut() {
+                table.foreign_keys.retain(|k| !dependent(k));
+            }
+            Ok(())
+        })
+        .await
+        .map(|_| ())
+    }
+
     async fn update_entry(&self, entry: &TableEntry, change: impl Fn(&mut TableEntry)) -> Result<()> {
         let key = entry.qualified_name();
         self.update_catalog(|state| {
@@ -1205,6 +1422,51 @@ impl QueryContext {
         let outcome = handle.restore(snapshot.version()).await?;
         self.db.writer.commit(&entry.qualified_name(), Operation::Restore, None, outcome).await?;
         Ok(StatementResult::command("RESTORE"))
+    }
+}
+
+/// Before a DROP of the table `table_key`: the foreign keys of other tables (not among
+/// `together`, dropped by the same statement) that reference it are dropped with CASCADE, and
+/// refuse the DROP without (2BP01, as PostgreSQL).
+fn drop_references(
+    state: &mut crate::catalog::CatalogState,
+    table_key: &str,
+    cascade: bool,
+    together: &std::collections::HashSet<String>,
+) -> Result<()> {
+    let Some(entry) = state.tables.get(table_key) else { return Ok(()) };
+    let (id, name) = (entry.id.clone(), entry.name.clone());
+    let dependents: Vec<(String, String)> = state
+        .references_to(&id)
+        .filter(|(child, _)| child.id != id && !together.contains(&child.qualified_name()))
+        .map(|(child, key)| (child.qualified_name(), key.name.clone()))
+        .collect();
+    if dependents.is_empty() {
+        return Ok(());
+    }
+    if !cascade {
+        let (child, constraint) = dependents.first().cloned().unwrap_or_default();
+        return Err(Error::data(
+            "2BP01",
+            format!(
+                "cannot drop table {name} because other objects depend on it (constraint {constraint} on table {} \
+                 depends on table {name}; use DROP ... CASCADE to drop the dependent objects too)",
+                child.rsplit('.').next().unwrap_or(&child)
+            ),
+        ));
+    }
+    for (child, constraint) in dependents {
+        if let Some(child) = state.tables.get_mut(&child) {
+            child.foreign_keys.retain(|k| !(k.parent == id && k.name == constraint));
+        }
+    }
+    Ok(())
+}
+
+/// Renames `old` to `new` in a list of column names.
+fn rename_in(columns: &mut [String], old: &str, new: &str) {
+    for column in columns.iter_mut().filter(|c| c.as_str() == old) {
+        *column = new.to_string();
     }
 }
 

@@ -322,23 +322,56 @@ impl QueryContext {
         Ok(written)
     }
 
-    /// For a target with keys or identity columns: locks the table (its key index) and checks the
-    /// rows a commit inserts (`deleted`: the rows it deletes, by file path; `None`: all of them).
-    /// The caller holds the guard until its commit is done (an append commits on the guard's
-    /// snapshot, with the identity columns' new high-water marks), then hands it to
-    /// [`keys_committed`].
+    /// For a target with keys, identity columns or foreign keys (either end): locks the table
+    /// (its key index) and checks the rows a commit inserts (`deleted`: the rows it deletes, by
+    /// file path; `None`: all of them). The caller holds the guard until its commit is done (an
+    /// append commits on the guard's snapshot, with the identity columns' new high-water marks),
+    /// then hands it to [`keys_committed`]. A removed key that a foreign key references with
+    /// ON UPDATE other than NO ACTION or RESTRICT cannot happen (Sluice refuses those actions).
     pub(crate) async fn check_keys(
         &self,
         target: &Target,
         deleted: Option<&HashMap<String, RoaringTreemap>>,
         inserted: &[RecordBatch],
     ) -> Result<Option<KeyGuard>> {
+        let (guard, cascades) = self.check_writes(target, deleted, inserted, false).await?;
+        if !cascades.is_empty() {
+            return Err(Error::Internal("an UPDATE asked for a foreign key's cascade".into()));
+        }
+        Ok(guard)
+    }
+
+    /// [`QueryContext::check_keys`], and the foreign keys that reference the target: with
+    /// `deleting` (a DELETE), what their ON DELETE actions ask of the referencing tables, to run
+    /// after the write ([`QueryContext::run_cascades`]).
+    pub(crate) async fn check_writes(
+        &self,
+        target: &Target,
+        deleted: Option<&HashMap<String, RoaringTreemap>>,
+        inserted: &[RecordBatch],
+        deleting: bool,
+    ) -> Result<(Option<KeyGuard>, Vec<super::references::Cascade>)> {
+        let referenced = self.catalog_state().is_referenced(&target.entry.id);
+        if deleted.is_none() && referenced {
+            return Err(Error::NotSupported(format!(
+                "replacing every row of {} (INSERT OVERWRITE): foreign keys reference it",
+                target.name
+            )));
+        }
+        let removes = referenced && deleted.is_some_and(|rows| rows.values().any(|r| !r.is_empty()));
+        let references = !target.entry.foreign_keys.is_empty() && inserted.iter().any(|b| b.num_rows() > 0);
         if crate::keys::unique_defs(target.snapshot.configuration()).is_empty()
             && crate::identity::identity_columns(target.snapshot.schema()).is_empty()
+            && !removes
+            && !references
         {
-            return Ok(None);
+            return Ok((None, Vec::new()));
         }
-        let guard = Box::pin(self.lock_keys(target)).await?;
+        let guard = if references {
+            Box::pin(self.lock_for_write(target)).await?
+        } else {
+            Box::pin(self.lock_keys(target)).await?
+        };
         // Rows found at the statement's snapshot, checked at a later one: another writer may
         // have moved them (an autocommit statement runs again on the newer snapshot).
         let reads_rows = deleted.is_none_or(|rows| rows.values().any(|r| !r.is_empty()));
@@ -351,7 +384,22 @@ impl QueryContext {
             )));
         }
         guard.check(&target.name.name, deleted, inserted)?;
-        Ok(Some(guard))
+        if references {
+            self.check_parents(target, &guard, deleted, inserted)?;
+        }
+        let cascades = match deleted {
+            Some(deleted) if removes => {
+                Box::pin(self.check_children(target, &guard, deleted, inserted, deleting)).await?
+            }
+            _ => Vec::new(),
+        };
+        if !cascades.is_empty() && !target.table.is_staged() {
+            return Err(Error::Internal(format!(
+                "a cascade from {} outside a transaction (it would not commit with the write)",
+                target.name
+            )));
+        }
+        Ok((Some(guard), cascades))
     }
 
     /// Locks the key index a write to `target` checks against: the table's, or for a staged
@@ -497,7 +545,7 @@ impl QueryContext {
 
     /// Registers the target with its hidden columns for one statement; returns its name in
     /// [`TEMP_SCHEMA`].
-    fn register_dml_relation(&self, target: &Target) -> String {
+    pub(super) fn register_dml_relation(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
         let mut provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
             .with_hidden_columns();
@@ -528,7 +576,7 @@ impl QueryContext {
     }
 
     /// Plans and runs a query built from a statement's syntax tree.
-    async fn collect_built(&self, query: Query) -> Result<Vec<RecordBatch>> {
+    pub(super) async fn collect_built(&self, query: Query) -> Result<Vec<RecordBatch>> {
         let plan = self.plan_statement(ast::Statement::Query(Box::new(query))).await?;
         Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
     }
@@ -565,6 +613,13 @@ impl QueryContext {
             self.returning(schema, vec![], alias.clone(), items.clone()).await?;
         }
         if count > 0 {
+            // A table that foreign keys reference: its removed keys are checked (and their
+            // cascades found) under its key index's lock, held until the commit is done.
+            let (keys, cascades) = if self.catalog_state().is_referenced(&target.entry.id) {
+                self.check_writes(&target, Some(&by_path_rows(&deleted)), &[], true).await?
+            } else {
+                (None, Vec::new())
+            };
             let mutation = Mutation { deleted, operation: "DELETE".into(), ..Default::default() };
             let outcome = target.table.mutate(&target.snapshot, mutation).await?;
             let handed = if hand_over {
@@ -573,6 +628,8 @@ impl QueryContext {
                 None
             };
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Delete, handed, outcome).await?;
+            keys_committed(keys).await;
+            self.run_cascades(cascades).await?;
         }
         if let Some(items) = delete.returning {
             // Each deleted row once, though a USING join may have found it more than once.
@@ -674,6 +731,17 @@ impl QueryContext {
             return Err(Error::NotSupported("MERGE into this kind of relation".into()));
         };
         let target = self.target(name).await?;
+        let state = self.catalog_state();
+        if let Some((child, key)) = state.references_to(&target.entry.id).find(|(_, k)| !k.on_delete.checks_only()) {
+            return Err(Error::NotSupported(format!(
+                "MERGE into {}: foreign key {} of {} references it with ON DELETE {} (use DELETE and INSERT or UPDATE)",
+                target.name,
+                key.name,
+                child.name,
+                key.on_delete.words()
+            )));
+        }
+        drop(state);
         let (relation, t) = self.dml_relation(&target, &merge.table)?;
         // The source, read inside `(SELECT *, TRUE AS "__sluice_present" FROM <source>) AS s`.
         let (source, s) = match &merge.source {
@@ -890,8 +958,13 @@ impl QueryContext {
     }
 
     pub(crate) async fn truncate_statement(&self, truncate: Truncate) -> Result<StatementResult> {
+        let mut named = Vec::with_capacity(truncate.table_names.len());
         for target in &truncate.table_names {
-            let target = self.target(&target.name).await?;
+            named.push(self.target(&target.name).await?.entry);
+        }
+        let cascade = truncate.cascade == Some(ast::CascadeOption::Cascade);
+        for entry in self.truncated_with_references(named, cascade)? {
+            let target = self.target(&crate::names::object_name(&entry.schema, &entry.name)).await?;
             let request =
                 WriteRequest { mode: SaveMode::Overwrite, operation: Some("TRUNCATE".into()), ..Default::default() };
             let outcome = target.table.write_on(&target.snapshot, request).await?;

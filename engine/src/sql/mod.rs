@@ -13,6 +13,7 @@ pub mod params;
 pub mod postgres_forms;
 pub mod quality;
 pub mod query;
+pub mod references;
 pub mod sequences;
 pub mod temporary;
 pub mod upsert;

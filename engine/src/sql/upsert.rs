@@ -72,7 +72,12 @@ impl QueryContext {
         let inserted = match on {
             None => self.insert_checked(target, proposed).await?,
             Some(OnConflict { conflict_target, action }) => {
-                let guard = self.lock_keys(target).await?;
+                // The tables its foreign keys reference are locked with it (see references.rs).
+                let guard = if target.entry.foreign_keys.is_empty() {
+                    self.lock_keys(target).await?
+                } else {
+                    self.lock_for_write(target).await?
+                };
                 let update = match action {
                     OnConflictAction::DoNothing => None,
                     OnConflictAction::DoUpdate(update) => Some(update),
@@ -149,6 +154,7 @@ impl QueryContext {
         let kept = filter_record_batch(&proposed, &BooleanArray::from(keep))?;
         let rows = vec![kept];
         guard.check(&target.name.name, Some(&HashMap::new()), &rows)?;
+        self.check_references(target, &guard, &HashMap::new(), &rows).await?;
         self.append(target, Some(guard), rows).await
     }
 
@@ -281,9 +287,11 @@ impl QueryContext {
         let count = order.len() as u64;
         if deleted_rows.is_empty() {
             guard.check(&target.name.name, Some(&HashMap::new()), &rows)?;
+            self.check_references(target, &guard, &HashMap::new(), &rows).await?;
             return self.append(target, Some(guard), rows).await;
         }
         guard.check(&target.name.name, Some(&deleted_rows), &rows)?;
+        self.check_references(target, &guard, &deleted_rows, &rows).await?;
         let deleted = deleted_rows
             .into_iter()
             .map(|(path, set)| {

@@ -55,6 +55,11 @@ fn functions() {
     run_case("functions");
 }
 
+#[test]
+fn foreign_keys() {
+    run_case("foreign_keys");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
