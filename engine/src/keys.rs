@@ -902,6 +902,13 @@ impl TableKeys {
         })
     }
 
+    /// Whether a row in a file not among `files` holds `key` (a row a transaction added).
+    pub fn holds_outside(&self, index: usize, key: &[u8], files: &HashSet<&str>) -> bool {
+        let Some(at) = self.indexes.get(index) else { return false };
+        let Some(loc) = at.map.get(key) else { return false };
+        at.rows_of_loc(*loc).into_iter().any(|loc| self.path_of(loc).is_some_and(|path| !files.contains(path)))
+    }
+
     /// The keys of `index` held by the rows in `deleted` (by path), without reading them: each
     /// row's hash names its key in the index.
     pub fn keys_in_rows(&self, index: usize, deleted: &HashMap<String, RoaringTreemap>) -> Vec<Vec<u8>> {

@@ -289,6 +289,9 @@ impl QueryContext {
                 }
             }
             let parent_name = self.name_of(&key.parent);
+            // In a transaction block, the keys found in the parent's rows are checked again at
+            // COMMIT (another session may delete them meanwhile).
+            let mut relied = Vec::new();
             for batch in inserted.iter().filter(|b| b.num_rows() > 0) {
                 let mut given = Vec::with_capacity(order.len());
                 for &at in &order {
@@ -322,6 +325,11 @@ impl QueryContext {
                         && keys.get(row).is_some_and(|k| {
                             inserted_keys.contains(k) || parent.holds(index, k, if own { deleted } else { None })
                         });
+                    if found && !own {
+                        if let Some(k) = keys.get(row) {
+                            relied.push(k.clone());
+                        }
+                    }
                     if !found {
                         let columns: Vec<String> =
                             key.columns.iter().map(|c| crate::names::quoted_if_needed(c)).collect();
@@ -341,6 +349,15 @@ impl QueryContext {
                         });
                     }
                 }
+            }
+            if target.table.is_staged() && !relied.is_empty() {
+                relied.sort();
+                relied.dedup();
+                self.staging.rely(crate::staging::Reliance::Present {
+                    parent: key.parent.clone(),
+                    columns: def.columns.clone(),
+                    keys: relied,
+                });
             }
         }
         Ok(())
@@ -391,6 +408,14 @@ impl QueryContext {
                     Error::Internal(format!("foreign key {} does not cover key {}", key.name, def.name))
                 })?;
                 keys.push(arrays.get(at).cloned().ok_or_else(|| Error::Internal("a decoded key".into()))?);
+            }
+            if target.table.is_staged() {
+                // Another session may add a row that references the removed keys before the
+                // block commits: COMMIT checks that the referencing table did not change.
+                let child_target = Box::pin(self.target(&object_name(&child.schema, &child.name))).await?;
+                if let Some(version) = child_target.table.stage_base_version() {
+                    self.staging.rely(crate::staging::Reliance::Unchanged { child: child.id.clone(), version });
+                }
             }
             let action = if deleting { key.on_delete } else { key.on_update };
             if !action.checks_only() {

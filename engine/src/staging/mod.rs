@@ -68,6 +68,24 @@ pub struct Staging {
     state: Mutex<State>,
     /// The block's catalog changes (its DDL).
     catalog: Mutex<CatalogChanges>,
+    /// What the block's foreign key checks found in other sessions' rows, checked again at
+    /// COMMIT.
+    relied: Mutex<Vec<Reliance>>,
+}
+
+/// What a foreign key check in a block relied on in rows the block did not write. Other
+/// sessions' writes are checked against the block's only once it commits, so COMMIT checks
+/// these again, under the key locks of the tables they name: a change another session committed
+/// in between is 40001, nothing applied.
+#[derive(Debug, Clone)]
+pub enum Reliance {
+    /// Keys (in the row format of `parent`'s key on `columns`) that rows the block inserted
+    /// reference: they must still be there.
+    Present { parent: String, columns: Vec<String>, keys: Vec<Vec<u8>> },
+    /// The block removed keys of a table that `child` references: nobody may have committed to
+    /// `child` since `version` (the version the block read it at), since a row added there
+    /// could reference them.
+    Unchanged { child: String, version: u64 },
 }
 
 #[derive(Debug, Default)]
@@ -338,9 +356,15 @@ impl Staging {
         Ok(())
     }
 
+    /// Records what a foreign key check relied on (see [`Reliance`]).
+    pub fn rely(&self, reliance: Reliance) {
+        self.relied.lock().unwrap_or_else(|p| p.into_inner()).push(reliance);
+    }
+
     /// Forgets every staged table, deleting the files the block wrote (ROLLBACK, or a session
     /// that ends in a block).
     pub async fn discard(&self, db: &Warehouse) {
+        self.relied.lock().unwrap_or_else(|p| p.into_inner()).clear();
         let tables = std::mem::take(&mut lock(self).tables);
         for table in tables.into_values() {
             table.staged.discard_stage().await;
@@ -354,13 +378,14 @@ impl Staging {
     pub async fn commit(&self, db: &Warehouse) -> Result<()> {
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
         let catalog = std::mem::take(&mut *lock_catalog(self));
+        let relied = std::mem::take(&mut *self.relied.lock().unwrap_or_else(|p| p.into_inner()));
         let written: Vec<(String, StagedTable)> =
             tables.into_iter().filter(|(_, t)| t.staged.has_staged_commits()).collect();
         if written.is_empty() && catalog.is_empty() {
             return Ok(());
         }
         let held = catalog.changes_catalog().then_some(&catalog);
-        let committed = match commit_tables(db, &written, held).await {
+        let committed = match commit_tables(db, &written, held, &relied).await {
             Ok(committed) => committed,
             Err(e) => {
                 delete_created(db, catalog.created_tables().to_vec()).await;
@@ -402,19 +427,40 @@ async fn commit_tables<'a>(
     db: &Warehouse,
     written: &'a [(String, StagedTable)],
     catalog: Option<&CatalogChanges>,
+    relied: &[Reliance],
 ) -> Result<Vec<(&'a StagedTable, u64)>> {
-    // The key locks of the keyed tables, in id order (every other writer takes one at a time:
-    // no cycle), held until each index has caught up with its commit.
-    let mut guards = Vec::new();
-    for (id, table) in written {
-        if table.keys.is_some() {
-            guards.push(db.keys.lock(id, &table.real).await?);
+    // The key locks of the keyed tables and of the tables whose keys the block's rows reference,
+    // in id order (other writers take theirs in that order too: no cycle), held until each
+    // index has caught up with its commit.
+    let mut ids: Vec<(String, Arc<Table>)> =
+        written.iter().filter(|(_, t)| t.keys.is_some()).map(|(id, t)| (id.clone(), t.real.clone())).collect();
+    let state = db.catalog.current();
+    for reliance in relied {
+        let Reliance::Present { parent, .. } = reliance else { continue };
+        if ids.iter().any(|(id, _)| id == parent) || written.iter().any(|(id, _)| id == parent) {
+            continue;
         }
+        // A parent dropped meanwhile has none of the keys: the check below fails.
+        if let Some(entry) = state.table_by_id(parent) {
+            ids.push((parent.clone(), db.open_table(entry).await?));
+        }
+    }
+    ids.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut guards = Vec::new();
+    for (id, real) in &ids {
+        guards.push((id.clone(), db.keys.lock(id, real).await?));
+    }
+    if let Err(error) = check_reliances(db, written, &guards, relied).await {
+        for (_, table) in written {
+            table.staged.discard_stage().await;
+        }
+        return Err(error);
     }
     // Row-level conflict resolution: a keyed table that others committed to since the block
     // first read it gets its commit moved onto their latest version when they changed other
     // rows, checked against that version's keys (see sluice_storage::stage::Rebase).
-    for ((id, table), guard) in written.iter().filter(|(_, t)| t.keys.is_some()).zip(&guards) {
+    for (id, table) in written.iter().filter(|(_, t)| t.keys.is_some()) {
+        let Some((_, guard)) = guards.iter().find(|(g, _)| g == id) else { continue };
         let latest = guard.snapshot().clone();
         let moved = match table.real.rebase_stage(&table.staged, &latest).await {
             Ok(Rebase::Unchanged) => continue,
@@ -508,12 +554,65 @@ async fn commit_tables<'a>(
         record.delete(db).await;
     }
     drop(gate);
-    for guard in guards {
+    for (_, guard) in guards {
         if let Err(e) = guard.committed().await {
             tracing::warn!("a key index did not catch up with a transaction's commit: {e}");
         }
     }
     Ok(committed)
+}
+
+/// Checks what the block's foreign key checks relied on (see [`Reliance`]), under the key locks
+/// `guards` (by table id), before anything commits: 40001 if another session changed it.
+async fn check_reliances(
+    db: &Warehouse,
+    written: &[(String, StagedTable)],
+    guards: &[(String, crate::keys::KeyGuard)],
+    relied: &[Reliance],
+) -> Result<()> {
+    let state = db.catalog.current();
+    for reliance in relied {
+        match reliance {
+            Reliance::Present { parent, columns, keys } => {
+                let name = state.table_by_id(parent).map_or_else(|| parent.clone(), |t| t.qualified_name());
+                let gone = || {
+                    Error::SerializationFailure(format!(
+                        "a row of {name} that this transaction's rows reference was deleted or changed by a \
+                         concurrent transaction"
+                    ))
+                };
+                let Some((_, guard)) = guards.iter().find(|(id, _)| id == parent) else { return Err(gone()) };
+                let Some(index) = guard.index_on(columns) else { return Err(gone()) };
+                // A key the block inserted itself is in a file the committed table lacks.
+                let own = match written.iter().find(|(id, _)| id == parent).and_then(|(_, t)| t.keys.clone()) {
+                    Some(cell) => Some(cell.lock_owned().await),
+                    None => None,
+                };
+                let live: HashSet<&str> = guard.snapshot().files().map(|f| f.path.as_str()).collect();
+                for key in keys {
+                    let found = guard.holds(index, key, None)
+                        || own.as_ref().is_some_and(|own| {
+                            own.index_on(columns).is_some_and(|at| own.holds_outside(at, key, &live))
+                        });
+                    if !found {
+                        return Err(gone());
+                    }
+                }
+            }
+            Reliance::Unchanged { child, version } => {
+                let Some(entry) = state.table_by_id(child) else { continue };
+                let latest = db.open_table(entry).await?.snapshot().await?.version();
+                if latest != *version {
+                    return Err(Error::SerializationFailure(format!(
+                        "{} changed (version {latest}, this transaction read version {version}) while this \
+                         transaction removed keys it references",
+                        entry.qualified_name()
+                    )));
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The folder of the records of transactions committing to several tables.

@@ -6,6 +6,7 @@ mod common;
 mod crash;
 mod fixtures;
 mod flows;
+mod foreign_keys;
 mod interop;
 #[cfg(feature = "kafka")]
 mod kafka;
