@@ -622,16 +622,21 @@ impl ForeignKeyInfo {
                 crate::names::quoted_if_needed(&self.parent_table)
             )
         };
-        crate::catalog::references::ForeignKey {
-            name: self.name.clone(),
-            columns: self.columns.clone(),
-            parent: String::new(),
-            parent_columns: self.parent_columns.clone(),
-            on_delete: self.on_delete,
-            on_update: self.on_update,
-            match_full: self.match_full,
+        let list = |columns: &[String]| -> String {
+            columns.iter().map(|c| crate::names::quoted_if_needed(c)).collect::<Vec<_>>().join(", ")
+        };
+        let mut text =
+            format!("FOREIGN KEY ({}) REFERENCES {parent}({})", list(&self.columns), list(&self.parent_columns));
+        if self.match_full {
+            text.push_str(" MATCH FULL");
         }
-        .definition(&parent)
+        if self.on_update != crate::catalog::references::RefAction::NoAction {
+            text.push_str(&format!(" ON UPDATE {}", self.on_update.words()));
+        }
+        if self.on_delete != crate::catalog::references::RefAction::NoAction {
+            text.push_str(&format!(" ON DELETE {}", self.on_delete.words()));
+        }
+        text
     }
 }
 

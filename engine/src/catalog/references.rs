@@ -70,28 +70,6 @@ pub struct ForeignKey {
     pub match_full: bool,
 }
 
-impl ForeignKey {
-    /// The constraint as `pg_get_constraintdef` shows it, given the parent's name as it should be
-    /// printed: `FOREIGN KEY (a) REFERENCES p(id) ON DELETE CASCADE`.
-    pub fn definition(&self, parent: &str) -> String {
-        let list = |columns: &[String]| -> String {
-            columns.iter().map(|c| crate::names::quoted_if_needed(c)).collect::<Vec<_>>().join(", ")
-        };
-        let mut text =
-            format!("FOREIGN KEY ({}) REFERENCES {parent}({})", list(&self.columns), list(&self.parent_columns));
-        if self.match_full {
-            text.push_str(" MATCH FULL");
-        }
-        if self.on_update != RefAction::NoAction {
-            text.push_str(&format!(" ON UPDATE {}", self.on_update.words()));
-        }
-        if self.on_delete != RefAction::NoAction {
-            text.push_str(&format!(" ON DELETE {}", self.on_delete.words()));
-        }
-        text
-    }
-}
-
 impl CatalogState {
     /// The table with this id.
     pub fn table_by_id(&self, id: &str) -> Option<&TableEntry> {
