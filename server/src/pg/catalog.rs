@@ -238,6 +238,8 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         context.register_udf(ScalarUDF::from(size));
     }
     context.register_udf(ScalarUDF::from(super::relations::DatabaseSize::new(server.db.location())));
+    context.register_udf(ScalarUDF::from(super::relations::RegclassName::new(objects.clone())));
+    context.register_udf(ScalarUDF::from(super::relations::AttributeNames::new(objects.clone())));
     context.register_udf(ScalarUDF::from(super::relations::OtherTemporarySchema::new(
         objects.clone(),
         session.temporary_schema(),

@@ -12,14 +12,19 @@
 //!   _pg_expandarray(a)` and `(row).field`, `'name'::regproc` compared with a `regproc` column,
 //!   int2vector subscripts (`indoption[i]`, from 0), comment functions over `::regclass` casts of
 //!   columns, and correlated subqueries in CASE that DataFusion can join.
+//! - `x::regclass` printed (psql's `\d t` lists the tables that reference one so) becomes the
+//!   relation's name, and pgcli's correlated subquery naming a foreign key's columns a function.
+//! - `information_schema`'s constraint views (`table_constraints`, `key_column_usage`,
+//!   `referential_constraints`, `constraint_column_usage`, `constraint_table_usage`) as queries
+//!   over `pg_catalog`.
 
 use std::borrow::Cow;
 
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    visit_relations, Expr, FunctionArguments, GroupByExpr, OrderByKind, SelectItem, SetExpr, Statement, TableFactor,
-    Value, VisitMut, VisitorMut,
+    visit_relations, Expr, FunctionArguments, GroupByExpr, Ident, OrderByKind, SelectItem, SetExpr, Statement,
+    TableFactor, Value, VisitMut, VisitorMut,
 };
 use datafusion::sql::sqlparser::dialect::PostgreSqlDialect;
 use datafusion::sql::sqlparser::parser::Parser;
@@ -99,36 +104,10 @@ pub fn empty_catalog_columns(statement: &Statement) -> Option<Vec<String>> {
         body = left.as_ref();
     }
     let SetExpr::Select(select) = body else { return None };
-    let foreign_keys = matches!(query.body.as_ref(), SetExpr::Select(_))
-        && select.selection.as_ref().is_some_and(asks_for_foreign_keys);
-    if !reads.only_catalogs || !(reads.an_empty_one || foreign_keys) {
+    if !reads.only_catalogs || !reads.an_empty_one {
         return None;
     }
     select.projection.iter().map(sluice::sql::query::select_item_name).collect()
-}
-
-/// Whether a WHERE clause keeps only foreign keys (`fk.contype = 'f'` among its conjuncts), which
-/// Sluice never has (it refuses FOREIGN KEY constraints): pgcli's completion asks so, with
-/// correlated subqueries DataFusion cannot plan.
-fn asks_for_foreign_keys(selection: &Expr) -> bool {
-    use datafusion::sql::sqlparser::ast::BinaryOperator;
-    match selection {
-        Expr::Nested(inner) => asks_for_foreign_keys(inner),
-        Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-            asks_for_foreign_keys(left) || asks_for_foreign_keys(right)
-        }
-        Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
-            let column = match left.as_ref() {
-                Expr::Identifier(ident) => Some(ident),
-                Expr::CompoundIdentifier(parts) => parts.last(),
-                _ => None,
-            };
-            let foreign = matches!(right.as_ref(), Expr::Value(v)
-                if matches!(&v.value, Value::SingleQuotedString(text) if text == "f"));
-            column.is_some_and(|c| c.value.eq_ignore_ascii_case("contype")) && foreign
-        }
-        _ => false,
-    }
 }
 
 /// What relations a statement reads.
@@ -159,6 +138,7 @@ pub fn rewrite(statement: &mut Statement) {
     qualify_sluice_catalogs(statement);
     let _ = statement.visit(&mut InformationSchemaViews);
     let _ = statement.visit(&mut AttrdefSubquery);
+    let _ = statement.visit(&mut AttributeNamesSubquery);
     let _ = statement.visit(&mut GenerateSubscripts);
     let _ = statement.visit(&mut ExpandArray);
     let _ = statement.visit(&mut CompositeFields);
@@ -167,6 +147,7 @@ pub fn rewrite(statement: &mut Statement) {
     function_results(statement);
     let _ = statement.visit(&mut RegprocNames);
     let _ = statement.visit(&mut RegtypeNames);
+    regclass_names(statement);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
         let _ = statement.visit(&mut AggregateScalarSubqueries);
@@ -284,13 +265,65 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
         "SELECT current_database() AS constraint_catalog, k.nspname AS constraint_schema, k.conname AS constraint_name,
            current_database() AS table_catalog, k.nspname AS table_schema, k.relname AS table_name,
            a.attname AS column_name, CAST(k.ordinal_position AS INT) AS ordinal_position,
-           CAST(NULL AS INT) AS position_in_unique_constraint
-         FROM (SELECT n.nspname, c.conname, r.relname, c.conrelid, unnest(c.conkey) AS attnum,
+           CAST(CASE WHEN k.contype = 'f' THEN array_position(i.indkey, k.confkey[k.ordinal_position]) END AS INT)
+             AS position_in_unique_constraint
+         FROM (SELECT n.nspname, c.conname, c.contype, c.conindid, c.confkey, r.relname, c.conrelid,
+                 unnest(c.conkey) AS attnum,
                  unnest(generate_series(1, CAST(cardinality(c.conkey) AS BIGINT))) AS ordinal_position
                FROM pg_catalog.pg_constraint c JOIN pg_catalog.pg_class r ON r.oid = c.conrelid
                  JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
                WHERE c.contype IN ('p', 'u', 'f')) k
-           JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.attnum",
+           JOIN pg_catalog.pg_attribute a ON a.attrelid = k.conrelid AND a.attnum = k.attnum
+           LEFT JOIN pg_catalog.pg_index i ON i.indexrelid = k.conindid",
+    ),
+    // A foreign key's unique constraint is the parent's key whose index it uses (PostgreSQL finds it
+    // through pg_depend): none when that is a unique index made by CREATE UNIQUE INDEX.
+    (
+        "referential_constraints",
+        "SELECT CAST(current_database() AS TEXT) AS constraint_catalog, CAST(ncon.nspname AS TEXT) AS constraint_schema,
+           CAST(con.conname AS TEXT) AS constraint_name,
+           CAST(CASE WHEN npkc.nspname IS NULL THEN NULL ELSE current_database() END AS TEXT)
+             AS unique_constraint_catalog,
+           CAST(npkc.nspname AS TEXT) AS unique_constraint_schema, CAST(pkc.conname AS TEXT) AS unique_constraint_name,
+           CAST(CASE con.confmatchtype WHEN 'f' THEN 'FULL' WHEN 'p' THEN 'PARTIAL' WHEN 's' THEN 'NONE' END AS TEXT)
+             AS match_option,
+           CAST(CASE con.confupdtype WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT'
+             WHEN 'r' THEN 'RESTRICT' WHEN 'a' THEN 'NO ACTION' END AS TEXT) AS update_rule,
+           CAST(CASE con.confdeltype WHEN 'c' THEN 'CASCADE' WHEN 'n' THEN 'SET NULL' WHEN 'd' THEN 'SET DEFAULT'
+             WHEN 'r' THEN 'RESTRICT' WHEN 'a' THEN 'NO ACTION' END AS TEXT) AS delete_rule
+         FROM pg_catalog.pg_constraint con JOIN pg_catalog.pg_namespace ncon ON ncon.oid = con.connamespace
+           LEFT JOIN pg_catalog.pg_constraint pkc ON pkc.conindid = con.conindid AND pkc.conrelid = con.confrelid
+             AND pkc.contype IN ('p', 'u')
+           LEFT JOIN pg_catalog.pg_namespace npkc ON npkc.oid = pkc.connamespace
+         WHERE con.contype = 'f'",
+    ),
+    // The columns a constraint uses: a key's own, the referenced ones of a foreign key, those a
+    // CHECK reads (its conkey).
+    (
+        "constraint_column_usage",
+        "SELECT CAST(current_database() AS TEXT) AS table_catalog, CAST(nr.nspname AS TEXT) AS table_schema,
+           CAST(r.relname AS TEXT) AS table_name, CAST(a.attname AS TEXT) AS column_name,
+           CAST(current_database() AS TEXT) AS constraint_catalog, CAST(nc.nspname AS TEXT) AS constraint_schema,
+           CAST(c.conname AS TEXT) AS constraint_name
+         FROM (SELECT conname, connamespace, CASE WHEN contype = 'f' THEN confrelid ELSE conrelid END AS relid,
+                 unnest(CASE WHEN contype = 'f' THEN confkey ELSE conkey END) AS attnum
+               FROM pg_catalog.pg_constraint WHERE contype IN ('c', 'p', 'u', 'f')) c
+           JOIN pg_catalog.pg_namespace nc ON nc.oid = c.connamespace
+           JOIN pg_catalog.pg_class r ON r.oid = c.relid
+           JOIN pg_catalog.pg_namespace nr ON nr.oid = r.relnamespace
+           JOIN pg_catalog.pg_attribute a ON a.attrelid = c.relid AND a.attnum = c.attnum
+         WHERE r.relkind IN ('r', 'p')",
+    ),
+    // The table a constraint uses: a key's own, the referenced one of a foreign key.
+    (
+        "constraint_table_usage",
+        "SELECT CAST(current_database() AS TEXT) AS table_catalog, CAST(nr.nspname AS TEXT) AS table_schema,
+           CAST(r.relname AS TEXT) AS table_name, CAST(current_database() AS TEXT) AS constraint_catalog,
+           CAST(nc.nspname AS TEXT) AS constraint_schema, CAST(c.conname AS TEXT) AS constraint_name
+         FROM pg_catalog.pg_constraint c JOIN pg_catalog.pg_namespace nc ON nc.oid = c.connamespace
+           JOIN pg_catalog.pg_class r ON r.oid = CASE WHEN c.contype = 'f' THEN c.confrelid ELSE c.conrelid END
+           JOIN pg_catalog.pg_namespace nr ON nr.oid = r.relnamespace
+         WHERE c.contype IN ('p', 'u', 'f') AND r.relkind IN ('r', 'p')",
     ),
 ];
 
@@ -393,6 +426,67 @@ fn attrdef_subquery(expr: &Expr) -> Option<Expr> {
     }
     let sql = format!("pg_catalog.sluice_attribute_default({}, {})", relation?, number?);
     parse_expr(&sql).ok()
+}
+
+/// pgcli's foreign keys name a constraint's columns with a correlated subquery DataFusion does not
+/// plan, `(SELECT array_agg(attname ORDER BY i) FROM (SELECT unnest(k) AS attnum,
+/// generate_subscripts(k, 1) AS i) x JOIN pg_attribute c USING (attnum) WHERE c.attrelid = r)`:
+/// it becomes `sluice_attribute_names(r, k)`, the same names in the same order (see relations.rs).
+struct AttributeNamesSubquery;
+
+impl VisitorMut for AttributeNamesSubquery {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        if let Some(call) = attribute_names_subquery(expr) {
+            *expr = call;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+fn attribute_names_subquery(expr: &Expr) -> Option<Expr> {
+    use datafusion::sql::sqlparser::ast::{BinaryOperator, FunctionArg, FunctionArgExpr};
+    let Expr::Subquery(query) = expr else { return None };
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    let [SelectItem::UnnamedExpr(Expr::Function(aggregate))] = select.projection.as_slice() else { return None };
+    let [from] = select.from.as_slice() else { return None };
+    let [join] = from.joins.as_slice() else { return None };
+    let TableFactor::Table { name, alias, .. } = &join.relation else { return None };
+    let TableFactor::Derived { subquery, .. } = &from.relation else { return None };
+    let SetExpr::Select(numbered) = subquery.body.as_ref() else { return None };
+    if !aggregate.name.to_string().eq_ignore_ascii_case("array_agg")
+        || !name.to_string().to_lowercase().ends_with("pg_attribute")
+    {
+        return None;
+    }
+    // The array unnested as `attnum`.
+    let array = numbered.projection.iter().find_map(|item| {
+        let SelectItem::ExprWithAlias { expr: Expr::Function(unnest), alias } = item else { return None };
+        let FunctionArguments::List(list) = &unnest.args else { return None };
+        let [FunctionArg::Unnamed(FunctionArgExpr::Expr(array))] = list.args.as_slice() else { return None };
+        let unnests = unnest.name.to_string().eq_ignore_ascii_case("unnest");
+        (unnests && alias.value.eq_ignore_ascii_case("attnum")).then_some(array)
+    })?;
+    // The relation, from `c.attrelid = r`.
+    let attribute = alias.as_ref().map_or_else(|| "pg_attribute".to_string(), |a| a.name.value.to_lowercase());
+    let is_attrelid = |e: &Expr| match e {
+        Expr::Identifier(ident) => ident.value.eq_ignore_ascii_case("attrelid"),
+        Expr::CompoundIdentifier(parts) => match parts.as_slice() {
+            [table, column] => {
+                table.value.eq_ignore_ascii_case(&attribute) && column.value.eq_ignore_ascii_case("attrelid")
+            }
+            _ => false,
+        },
+        _ => false,
+    };
+    let Some(Expr::BinaryOp { left, op: BinaryOperator::Eq, right }) = &select.selection else { return None };
+    let relation = match (is_attrelid(left), is_attrelid(right)) {
+        (true, false) => right,
+        (false, true) => left,
+        _ => return None,
+    };
+    parse_expr(&format!("pg_catalog.sluice_attribute_names({relation}, {array})")).ok()
 }
 
 /// `generate_subscripts(a, d)` (SQLAlchemy's key reflection numbers `conkey` with it) is
@@ -729,6 +823,76 @@ fn regproc_literal(expr: &Expr) -> Option<String> {
     Some(name.strip_prefix("pg_catalog.").unwrap_or(name).to_string())
 }
 
+/// `x::regclass` printed is the relation's name in PostgreSQL (psql's `\d` shows the tables
+/// that reference one so: `conrelid::pg_catalog.regclass AS ontable`). datafusion-pg-catalog keeps
+/// it an OID, so that it compares with OIDs; where it is printed (an item of the statement's own
+/// select list) or cast on to text, it becomes `sluice_regclass_name(x)` (see relations.rs). A
+/// constant (`'t'::regclass`, `$1::regclass`) is left to datafusion-pg-catalog, which looks the
+/// name up.
+fn regclass_names(statement: &mut Statement) {
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        let Expr::Cast { expr: inner, data_type, .. } = &*expr else { return ControlFlow::<()>::Continue(()) };
+        let text = matches!(
+            data_type.to_string().to_lowercase().as_str(),
+            "text" | "pg_catalog.text" | "varchar" | "character varying" | "name" | "pg_catalog.name"
+        );
+        if let Some(name) = regclass_name(inner).filter(|_| text) {
+            *expr = name;
+        }
+        ControlFlow::Continue(())
+    });
+    if let Statement::Query(query) = statement {
+        regclass_select_items(query.body.as_mut());
+    }
+}
+
+fn regclass_select_items(body: &mut SetExpr) {
+    match body {
+        SetExpr::SetOperation { left, right, .. } => {
+            regclass_select_items(left);
+            regclass_select_items(right);
+        }
+        SetExpr::Select(select) => {
+            for item in &mut select.projection {
+                match item {
+                    SelectItem::UnnamedExpr(expr) => {
+                        let Some(name) = regclass_name(expr) else { continue };
+                        // PostgreSQL names the column after the cast's column, or `regclass`.
+                        let alias = match expr {
+                            Expr::Cast { expr: inner, .. } => match inner.as_ref() {
+                                Expr::Identifier(ident) => ident.clone(),
+                                Expr::CompoundIdentifier(parts) => {
+                                    parts.last().cloned().unwrap_or_else(|| Ident::new("regclass"))
+                                }
+                                _ => Ident::new("regclass"),
+                            },
+                            _ => Ident::new("regclass"),
+                        };
+                        *item = SelectItem::ExprWithAlias { expr: name, alias };
+                    }
+                    SelectItem::ExprWithAlias { expr, .. } => {
+                        if let Some(name) = regclass_name(expr) {
+                            *expr = name;
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// `sluice_regclass_name(x)` for `x::regclass` of an `x` that is not a constant.
+fn regclass_name(expr: &Expr) -> Option<Expr> {
+    let Expr::Cast { expr: inner, data_type, .. } = expr else { return None };
+    let type_name = data_type.to_string().to_lowercase();
+    if (type_name != "regclass" && type_name != "pg_catalog.regclass") || matches!(inner.as_ref(), Expr::Value(_)) {
+        return None;
+    }
+    parse_expr(&format!("pg_catalog.sluice_regclass_name({inner})")).ok()
+}
+
 /// `CASE WHEN c THEN (SELECT e FROM ... WHERE w) [ELSE NULL] END` is
 /// `(SELECT e FROM ... WHERE (w) AND c)` once aggregated; DataFusion cannot plan such subqueries
 /// inside CASE (see [`joinable_case_subquery`] for those it can). As a whole select item, a
@@ -955,6 +1119,45 @@ mod tests {
         let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
         rewrite(&mut statement);
         assert_eq!(statement.to_string(), "SELECT typinput = 'array_in' AS is_array, 'x'::regproc FROM pg_type");
+    }
+
+    #[test]
+    fn regclass_printed_is_a_name() {
+        let sql = "SELECT conname, conrelid::pg_catalog.regclass AS ontable, c.confrelid::regclass, \
+                   conrelid::regclass::text AS t FROM pg_constraint c \
+                   WHERE conrelid = 'x'::regclass AND confrelid IN (SELECT conrelid::regclass FROM pg_constraint) \
+                   ORDER BY c.oid::regclass::pg_catalog.text";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT conname, pg_catalog.sluice_regclass_name(conrelid) AS ontable, \
+             pg_catalog.sluice_regclass_name(c.confrelid) AS confrelid, \
+             pg_catalog.sluice_regclass_name(conrelid) AS t FROM pg_constraint c \
+             WHERE conrelid = 'x'::REGCLASS AND confrelid IN (SELECT conrelid::REGCLASS FROM pg_constraint) \
+             ORDER BY pg_catalog.sluice_regclass_name(c.oid)"
+        );
+    }
+
+    #[test]
+    fn pgcli_key_columns_are_named_by_a_function() {
+        let sql = "SELECT unnest((SELECT array_agg(attname ORDER BY i) FROM \
+                   (SELECT unnest(confkey) AS attnum, generate_subscripts(confkey, 1) AS i) x \
+                   JOIN pg_catalog.pg_attribute c USING (attnum) WHERE c.attrelid = fk.confrelid)) AS parentcolumn \
+                   FROM pg_catalog.pg_constraint fk WHERE fk.contype = 'f'";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT unnest(pg_catalog.sluice_attribute_names(fk.confrelid, confkey)) AS parentcolumn \
+             FROM pg_catalog.pg_constraint fk WHERE fk.contype = 'f'"
+        );
+        // Another table than pg_attribute: left as it is.
+        let sql = "SELECT (SELECT array_agg(a ORDER BY i) FROM (SELECT unnest(k) AS attnum) x \
+                   JOIN t c USING (attnum) WHERE c.attrelid = r) FROM u";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert!(statement.to_string().contains("array_agg"), "{statement}");
     }
 
     #[test]

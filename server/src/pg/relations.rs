@@ -1,8 +1,9 @@
-//! What `pg_catalog` says about Sluice's tables beyond their Arrow schemas: keys and indexes
-//! (`pg_index`, `pg_constraint`, `pg_indexes`, and each index's own `pg_class` row), column
-//! defaults and identity (`pg_attrdef`, `pg_attribute.atthasdef` and `attidentity`), and the
-//! functions that print them (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_expr`). This is
-//! what psql's `\d t` and `\di`, and the drivers' reflection of keys, read.
+//! What `pg_catalog` says about Sluice's tables beyond their Arrow schemas: keys, indexes and
+//! constraints (`pg_index`, `pg_constraint` with CHECK and FOREIGN KEY constraints, `pg_indexes`,
+//! and each index's own `pg_class` row), column defaults and identity (`pg_attrdef`,
+//! `pg_attribute.atthasdef` and `attidentity`), and the functions that print them
+//! (`pg_get_indexdef`, `pg_get_constraintdef`, `pg_get_expr`, a `regclass`'s name). This is what
+//! psql's `\d t` and `\di`, and the drivers' reflection of keys, read.
 //!
 //! It also fills in what datafusion-pg-catalog's own catalogs lack where clients look: the
 //! sequences of serial and identity columns (`pg_class` rows of relkind `S`), each table's and
@@ -31,7 +32,7 @@ use datafusion::logical_expr::{ColumnarValue, Expr, ScalarFunctionArgs, ScalarUD
 use datafusion::physical_plan::ExecutionPlan;
 use parking_lot::Mutex;
 use sluice::keys::{IndexInfo, KeyDef};
-use sluice::system::RelationInfo;
+use sluice::system::{ForeignKeyInfo, RelationInfo};
 
 use super::settings::Settings;
 use super::ServerState;
@@ -121,7 +122,10 @@ const BUILT_IN_SETTINGS: &[(&str, &str)] = &[("max_index_keys", "32"), ("max_fun
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 enum ObjectKind {
     Index,
+    /// A key's or CHECK's constraint (a key's has its index's name).
     Constraint,
+    /// A FOREIGN KEY constraint (OIDs of their own: its name may be a key's of the parent too).
+    ForeignKey,
     Default,
     /// The sequence of a serial or identity column.
     Sequence,
@@ -161,6 +165,10 @@ struct ObjectsState {
     namespaces: HashMap<i32, String>,
     /// Table sizes in bytes by OID, as the last `pg_class` scan found them.
     sizes: HashMap<i32, i64>,
+    /// Relation names as a `regclass` prints them, by OID, as the last `pg_class` scan found them.
+    relation_names: HashMap<i32, String>,
+    /// The column names of Sluice's tables (`attnum` 1 first), by OID, as the last scan found them.
+    attribute_names: HashMap<i32, Vec<String>>,
 }
 
 impl Objects {
@@ -178,7 +186,12 @@ impl Objects {
     }
 
     fn remember_check(&self, oid: i32, expression: &str) {
-        self.state.lock().constraints.insert(oid, format!("CHECK ({expression})"));
+        self.remember_constraint(oid, format!("CHECK ({expression})"));
+    }
+
+    /// What `pg_get_constraintdef` answers for the constraint `oid`.
+    fn remember_constraint(&self, oid: i32, definition: String) {
+        self.state.lock().constraints.insert(oid, definition);
     }
 
     fn remember_namespaces(&self, namespaces: &HashMap<i32, String>) {
@@ -675,6 +688,18 @@ struct Tables {
     schema_names: HashMap<i32, String>,
     /// The OIDs of views (whose columns PostgreSQL never marks NOT NULL).
     views: HashSet<i32>,
+    /// Schema and table name to the table's place in `described`.
+    by_name: HashMap<(String, String), usize>,
+}
+
+/// A FOREIGN KEY of a table of [`Tables`] with the table it references (both in `described`).
+struct ForeignKeyRow<'a> {
+    child: &'a RelationInfo,
+    child_oid: i32,
+    namespace: i32,
+    key: &'a ForeignKeyInfo,
+    parent: &'a RelationInfo,
+    parent_oid: i32,
 }
 
 impl Tables {
@@ -714,7 +739,10 @@ impl Tables {
             }
         }
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
+        let by_name =
+            described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
         objects.state.lock().sizes = described.iter().map(|(relation, oid, _)| (*oid, relation.size_bytes)).collect();
+        remember_names(&table_oids, &described, objects);
         // What `sluice_attribute_default` answers in this query (see compat.rs).
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
@@ -723,7 +751,30 @@ impl Tables {
                 }
             }
         }
-        Ok(Self { described, by_oid, schema_names: schema_oids, views })
+        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name })
+    }
+
+    /// Each foreign key whose table and referenced table both have a `pg_class` row.
+    fn foreign_keys(&self) -> Vec<ForeignKeyRow<'_>> {
+        let mut out = Vec::new();
+        for (child, child_oid, namespace) in &self.described {
+            for key in &child.foreign_keys {
+                let parent = (key.parent_schema.clone(), key.parent_table.clone());
+                let Some((parent, parent_oid, _)) = self.by_name.get(&parent).and_then(|i| self.described.get(*i))
+                else {
+                    continue;
+                };
+                out.push(ForeignKeyRow {
+                    child,
+                    child_oid: *child_oid,
+                    namespace: *namespace,
+                    key,
+                    parent,
+                    parent_oid: *parent_oid,
+                });
+            }
+        }
+        out
     }
 
     fn indexes_of(&self) -> impl Iterator<Item = (&RelationInfo, i32, i32, IndexInfo)> {
@@ -732,22 +783,21 @@ impl Tables {
         })
     }
 
-    /// `relhasindex` set on the tables that have keys or indexes, `relchecks` counted.
+    /// `relhasindex` set on the tables that have keys or indexes, `relhastriggers` on both ends of
+    /// a foreign key (PostgreSQL enforces one with triggers on each table, and psql's `\d` shows
+    /// foreign keys only of a table that has triggers), `relchecks` counted.
     fn mark_indexed(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
         let batch = self.count_checks(batch)?;
-        let batch = &batch;
         let indexed: HashSet<i32> = self
             .described
             .iter()
             .filter(|(relation, _, _)| !relation.indexes.is_empty())
             .map(|(_, oid, _)| *oid)
             .collect();
-        let oids = int32_column(batch, "oid")?;
-        let before = column(batch, "relhasindex")?.as_boolean_opt().cloned();
-        let after: BooleanArray = (0..batch.num_rows())
-            .map(|row| Some(indexed.contains(&oids.value(row)) || before.as_ref().is_some_and(|b| b.value(row))))
-            .collect();
-        replace_column(batch, "relhasindex", Arc::new(after))
+        let batch = set_flag(&batch, "relhasindex", &indexed)?;
+        let triggered: HashSet<i32> =
+            self.foreign_keys().iter().flat_map(|key| [key.child_oid, key.parent_oid]).collect();
+        set_flag(&batch, "relhastriggers", &triggered)
     }
 
     /// `relchecks`: the table's CHECK constraints.
@@ -949,8 +999,45 @@ impl Tables {
         batch_by_name(schema, indexes.len(), values)
     }
 
-    /// `pg_constraint`: one row per PRIMARY KEY, UNIQUE or CHECK constraint.
+    /// `pg_constraint`: one row per PRIMARY KEY, UNIQUE, CHECK or FOREIGN KEY constraint.
     fn constraint(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
+        let mut rows = self.key_and_check_constraints(objects);
+        rows.extend(self.foreign_key_constraints(objects));
+        let flag = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; rows.len()])) };
+        let ints = |f: fn(&ConstraintRow) -> i32| -> ArrayRef {
+            Arc::new(rows.iter().map(|r| Some(f(r))).collect::<Int32Array>())
+        };
+        let texts =
+            |f: fn(&ConstraintRow) -> &str| -> ArrayRef { Arc::new(StringArray::from_iter_values(rows.iter().map(f))) };
+        let numbers = |f: fn(&ConstraintRow) -> &Option<Vec<Option<i16>>>| -> ArrayRef {
+            Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(rows.iter().map(|r| f(r).clone())))
+        };
+        let values: Vec<(&str, ArrayRef)> = vec![
+            ("oid", ints(|r| r.oid)),
+            ("conname", texts(|r| &r.name)),
+            ("connamespace", ints(|r| r.namespace)),
+            ("contype", texts(|r| r.kind)),
+            ("condeferrable", flag(false)),
+            ("condeferred", flag(false)),
+            ("convalidated", flag(true)),
+            ("conrelid", ints(|r| r.relation)),
+            ("conindid", ints(|r| r.index)),
+            ("confrelid", ints(|r| r.referenced)),
+            ("conislocal", flag(true)),
+            // PostgreSQL's CHECK constraints are inherited by a table's children, its keys not.
+            ("connoinherit", Arc::new(rows.iter().map(|r| Some(r.kind != "c")).collect::<BooleanArray>())),
+            ("confupdtype", texts(|r| r.on_update)),
+            ("confdeltype", texts(|r| r.on_delete)),
+            ("confmatchtype", texts(|r| r.match_type)),
+            ("conkey", numbers(|r| &r.key)),
+            ("confkey", numbers(|r| &r.referenced_key)),
+            ("conbin", Arc::new(rows.iter().map(|r| r.expression.clone()).collect::<StringArray>())),
+        ];
+        batch_by_name(schema, rows.len(), values)
+    }
+
+    /// The PRIMARY KEY, UNIQUE and CHECK constraints' rows of `pg_constraint`.
+    fn key_and_check_constraints(&self, objects: &Objects) -> Vec<ConstraintRow> {
         let mut rows = Vec::new();
         for (relation, oid, namespace) in &self.described {
             for def in relation.indexes.iter().filter(|d| !d.index) {
@@ -958,36 +1045,44 @@ impl Tables {
                 let own = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, &def.name);
                 let index = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &def.name);
                 objects.remember(&info, index, Some(own));
-                let numbers: Vec<Option<i16>> = def.columns.iter().map(|c| column_number(relation, c)).collect();
                 let kind = if def.primary { "p" } else { "u" };
-                rows.push((own, def.name.clone(), *namespace, kind, *oid, index, Some(numbers), None));
+                let mut row = ConstraintRow::new(own, &def.name, *namespace, kind, *oid);
+                row.index = index;
+                row.key = Some(column_numbers(relation, &def.columns));
+                rows.push(row);
             }
             for (name, expression) in &relation.checks {
                 let own = objects.oid(ObjectKind::Constraint, &relation.schema, &relation.table, name);
                 objects.remember_check(own, expression);
-                rows.push((own, name.clone(), *namespace, "c", *oid, 0, None, Some(expression.clone())));
+                let mut row = ConstraintRow::new(own, name, *namespace, "c", *oid);
+                row.key = check_columns(relation, expression);
+                row.expression = Some(expression.clone());
+                rows.push(row);
             }
         }
-        let flag = |value: bool| -> ArrayRef { Arc::new(BooleanArray::from(vec![value; rows.len()])) };
-        let values: Vec<(&str, ArrayRef)> = vec![
-            ("oid", Arc::new(rows.iter().map(|r| Some(r.0)).collect::<Int32Array>())),
-            ("conname", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.1.clone())))),
-            ("connamespace", Arc::new(rows.iter().map(|r| Some(r.2)).collect::<Int32Array>())),
-            ("contype", Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.3)))),
-            ("condeferrable", flag(false)),
-            ("condeferred", flag(false)),
-            ("convalidated", flag(true)),
-            ("conrelid", Arc::new(rows.iter().map(|r| Some(r.4)).collect::<Int32Array>())),
-            ("conindid", Arc::new(rows.iter().map(|r| Some(r.5)).collect::<Int32Array>())),
-            ("conislocal", flag(true)),
-            ("connoinherit", flag(true)),
-            ("confupdtype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
-            ("confdeltype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
-            ("confmatchtype", Arc::new(StringArray::from(vec![" "; rows.len()]))),
-            ("conkey", Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(rows.iter().map(|r| r.6.clone())))),
-            ("conbin", Arc::new(rows.iter().map(|r| r.7.clone()).collect::<StringArray>())),
-        ];
-        batch_by_name(schema, rows.len(), values)
+        rows
+    }
+
+    /// The FOREIGN KEY constraints' rows of `pg_constraint`: `conindid` is the referenced key's
+    /// index, `conkey` and `confkey` the columns of both ends in the constraint's order.
+    fn foreign_key_constraints(&self, objects: &Objects) -> Vec<ConstraintRow> {
+        let mut rows = Vec::new();
+        for ForeignKeyRow { child, child_oid, namespace, key, parent, parent_oid } in self.foreign_keys() {
+            let own = objects.oid(ObjectKind::ForeignKey, &child.schema, &child.table, &key.name);
+            objects.remember_constraint(own, key.definition());
+            let index =
+                key.parent_key.as_ref().map(|k| objects.oid(ObjectKind::Index, &parent.schema, &parent.table, k));
+            let mut row = ConstraintRow::new(own, &key.name, namespace, "f", child_oid);
+            row.index = index.unwrap_or(0);
+            row.key = Some(column_numbers(child, &key.columns));
+            row.referenced = parent_oid;
+            row.referenced_key = Some(column_numbers(parent, &key.parent_columns));
+            row.on_update = key.on_update.code();
+            row.on_delete = key.on_delete.code();
+            row.match_type = if key.match_full { "f" } else { "s" };
+            rows.push(row);
+        }
+        rows
     }
 
     /// `pg_indexes`: schema, table, index name and `CREATE INDEX` text.
@@ -1002,6 +1097,132 @@ impl Tables {
         ];
         batch_by_name(schema, indexes.len(), values)
     }
+}
+
+/// What `sluice_regclass_name` prints for each relation of `pg_class` (tables, views, catalogs)
+/// and for Sluice's indexes and sequences, by OID; what `sluice_attribute_names` knows of the
+/// columns of Sluice's tables.
+fn remember_names(
+    table_oids: &HashMap<(String, String), (i32, i32)>,
+    described: &[(RelationInfo, i32, i32)],
+    objects: &Objects,
+) {
+    let mut names: HashMap<i32, String> =
+        table_oids.iter().map(|((schema, name), (oid, _))| (*oid, regclass_text(schema, name))).collect();
+    let columns: HashMap<i32, Vec<String>> = described
+        .iter()
+        .map(|(relation, oid, _)| (*oid, relation.columns.iter().map(|c| c.name.clone()).collect()))
+        .collect();
+    for (relation, _, _) in described {
+        for def in &relation.indexes {
+            let oid = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &def.name);
+            names.insert(oid, regclass_text(&relation.schema, &def.name));
+        }
+        for column in &relation.columns {
+            if let Some(sequence) = sequence_name(relation, column) {
+                let oid = objects.oid(ObjectKind::Sequence, &relation.schema, &relation.table, &column.name);
+                names.insert(oid, regclass_text(&relation.schema, &sequence));
+            }
+        }
+    }
+    let mut state = objects.state.lock();
+    state.relation_names = names;
+    state.attribute_names = columns;
+}
+
+/// A relation's name as a `regclass` prints it: without its schema where the default search path
+/// finds it (`public`, `pg_catalog`, the session's temporary schema; as `pg_get_constraintdef`
+/// names a referenced table), quoted where it must be.
+fn regclass_text(schema: &str, name: &str) -> String {
+    let unqualified = schema == "public" || schema == "pg_catalog" || sluice::catalog::is_temporary_schema(schema);
+    if unqualified {
+        sluice::names::quoted_if_needed(name)
+    } else {
+        format!("{}.{}", sluice::names::quoted_if_needed(schema), sluice::names::quoted_if_needed(name))
+    }
+}
+
+/// The boolean column `name` of `pg_class` rows, set for the OIDs in `oids` (and left as it was
+/// for the others).
+fn set_flag(batch: &RecordBatch, name: &str, oids: &HashSet<i32>) -> DfResult<RecordBatch> {
+    let relations = int32_column(batch, "oid")?;
+    let before = column(batch, name)?.as_boolean_opt().cloned();
+    let after: BooleanArray = (0..batch.num_rows())
+        .map(|row| Some(oids.contains(&relations.value(row)) || before.as_ref().is_some_and(|b| b.value(row))))
+        .collect();
+    replace_column(batch, name, Arc::new(after))
+}
+
+/// One row of `pg_constraint`.
+struct ConstraintRow {
+    oid: i32,
+    name: String,
+    namespace: i32,
+    /// `contype`: `p`, `u`, `c` or `f`.
+    kind: &'static str,
+    relation: i32,
+    /// A key's own index, a foreign key's referenced one; 0 for a CHECK.
+    index: i32,
+    /// `conkey`: the `attnum`s of its columns (of a CHECK, those its expression reads).
+    key: Option<Vec<Option<i16>>>,
+    /// A foreign key's referenced table (`confrelid`) and columns (`confkey`).
+    referenced: i32,
+    referenced_key: Option<Vec<Option<i16>>>,
+    /// A foreign key's actions and match type as `pg_constraint` codes them; a space for another.
+    on_update: &'static str,
+    on_delete: &'static str,
+    match_type: &'static str,
+    /// A CHECK's expression (`conbin`).
+    expression: Option<String>,
+}
+
+impl ConstraintRow {
+    fn new(oid: i32, name: &str, namespace: i32, kind: &'static str, relation: i32) -> Self {
+        Self {
+            oid,
+            name: name.to_string(),
+            namespace,
+            kind,
+            relation,
+            index: 0,
+            key: None,
+            referenced: 0,
+            referenced_key: None,
+            on_update: " ",
+            on_delete: " ",
+            match_type: " ",
+            expression: None,
+        }
+    }
+}
+
+/// The `attnum`s of `columns` of `relation`, in their order.
+fn column_numbers(relation: &RelationInfo, columns: &[String]) -> Vec<Option<i16>> {
+    columns.iter().map(|c| column_number(relation, c)).collect()
+}
+
+/// The `attnum`s of the columns a CHECK expression reads, each once, in the order they first
+/// appear (as PostgreSQL fills a CHECK's `conkey`); None when it reads none or does not parse.
+fn check_columns(relation: &RelationInfo, expression: &str) -> Option<Vec<Option<i16>>> {
+    use datafusion::sql::sqlparser::ast::Expr as SqlExpr;
+    let parsed = super::compat::parse_expr(expression).ok()?;
+    let mut numbers: Vec<Option<i16>> = Vec::new();
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(&parsed, |expr| {
+        let ident = match expr {
+            SqlExpr::Identifier(ident) => Some(ident),
+            SqlExpr::CompoundIdentifier(parts) => parts.last(),
+            _ => None,
+        };
+        if let Some(ident) = ident {
+            let name = if ident.quote_style.is_some() { ident.value.clone() } else { ident.value.to_lowercase() };
+            let number = column_number(relation, &name);
+            if number.is_some() && !numbers.contains(&number) {
+                numbers.push(number);
+            }
+        }
+        std::ops::ControlFlow::<()>::Continue(())
+    });
+    (!numbers.is_empty()).then_some(numbers)
 }
 
 fn index_info(relation: &RelationInfo, def: &KeyDef) -> IndexInfo {
@@ -1409,6 +1630,159 @@ impl ScalarUDFImpl for OtherTemporarySchema {
     }
 }
 
+/// `sluice_regclass_name(oid)`: a relation's OID as a `regclass` prints it (what compat.rs makes
+/// of `x::regclass` in a select list or cast to text), from the session's last `pg_class` scan
+/// (which a query over `pg_class`, `pg_constraint`, `pg_index` or `pg_attribute` makes); an OID
+/// it does not know prints as its number and 0 as `-`, as in PostgreSQL.
+#[derive(Debug)]
+pub struct RegclassName {
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl RegclassName {
+    pub fn new(objects: Arc<Objects>) -> Self {
+        Self { objects, signature: Signature::any(1, Volatility::Stable) }
+    }
+}
+
+impl PartialEq for RegclassName {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for RegclassName {}
+
+impl std::hash::Hash for RegclassName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for RegclassName {
+    fn name(&self) -> &str {
+        "sluice_regclass_name"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan("sluice_regclass_name needs an argument".into()));
+        };
+        let oids = arrow::compute::cast(first, &DataType::Int64)?;
+        let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
+        let state = self.objects.state.lock();
+        let out: StringArray = oids
+            .iter()
+            .map(|oid| {
+                let oid = oid?;
+                if oid == 0 {
+                    return Some("-".to_string());
+                }
+                let known = i32::try_from(oid).ok().and_then(|oid| state.relation_names.get(&oid));
+                Some(known.cloned().unwrap_or_else(|| oid.to_string()))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// `sluice_attribute_names(relation, attnums)`: the names of a Sluice table's columns numbered
+/// `attnums` (an `int2[]`), in that order, a number it lacks left out; NULL for none (what
+/// compat.rs makes of pgcli's correlated subquery `(SELECT array_agg(attname ORDER BY i) FROM
+/// (SELECT unnest(conkey) AS attnum, generate_subscripts(conkey, 1) AS i) x JOIN pg_attribute c
+/// USING (attnum) WHERE c.attrelid = fk.conrelid)`), from the session's last catalog scan.
+#[derive(Debug)]
+pub struct AttributeNames {
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl AttributeNames {
+    pub fn new(objects: Arc<Objects>) -> Self {
+        Self { objects, signature: Signature::any(2, Volatility::Stable) }
+    }
+}
+
+impl PartialEq for AttributeNames {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for AttributeNames {}
+
+impl std::hash::Hash for AttributeNames {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for AttributeNames {
+    fn name(&self) -> &str {
+        "sluice_attribute_names"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::List(Arc::new(Field::new("item", DataType::Utf8, true))))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [relations, numbers] = arrays.as_slice() else {
+            return Err(DataFusionError::Plan("sluice_attribute_names needs a relation and attnums".into()));
+        };
+        let relations = arrow::compute::cast(relations, &DataType::Int64)?;
+        let relations = relations.as_primitive::<arrow::datatypes::Int64Type>();
+        let numbers =
+            arrow::compute::cast(numbers, &DataType::List(Arc::new(Field::new("item", DataType::Int64, true))))?;
+        let numbers = numbers.as_list::<i32>();
+        let state = self.objects.state.lock();
+        let names = (0..relations.len().min(numbers.len())).map(|row| {
+            if relations.is_null(row) || numbers.is_null(row) {
+                return None;
+            }
+            let columns = i32::try_from(relations.value(row)).ok().and_then(|oid| state.attribute_names.get(&oid))?;
+            let list = numbers.value(row);
+            let list = list.as_primitive_opt::<arrow::datatypes::Int64Type>()?;
+            let names: Vec<Option<String>> = list
+                .iter()
+                .filter_map(|n| {
+                    let position = usize::try_from(n?).ok()?.checked_sub(1)?;
+                    columns.get(position).cloned().map(Some)
+                })
+                .collect();
+            (!names.is_empty()).then_some(names)
+        });
+        let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+        for row in names {
+            match row {
+                Some(names) => {
+                    for name in names {
+                        builder.values().append_option(name);
+                    }
+                    builder.append(true);
+                }
+                None => builder.append(false),
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(builder.finish())))
+    }
+}
+
 /// `pg_table_size(oid)`, `pg_total_relation_size(oid)`, `pg_relation_size(oid)`: a Sluice table's
 /// data files in bytes (its key indexes are rebuilt from them and take no space of their own), as
 /// the session's last `pg_class` scan found them; 0 for other relations (views, catalogs).
@@ -1524,5 +1898,46 @@ impl ScalarUDFImpl for DatabaseSize {
         let bytes = directory_bytes(&self.root, &mut budget);
         let sizes = arrow::array::Int64Array::from(vec![bytes; args.number_rows]);
         Ok(ColumnarValue::Array(Arc::new(sizes)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn relation(columns: &[&str]) -> RelationInfo {
+        let column = |name: &&str| sluice::system::ColumnInfo {
+            name: name.to_string(),
+            default: None,
+            identity: None,
+            type_name: "integer".into(),
+            nullable: true,
+        };
+        RelationInfo {
+            schema: "public".into(),
+            table: "t".into(),
+            columns: columns.iter().map(column).collect(),
+            indexes: vec![],
+            checks: vec![],
+            size_bytes: 0,
+            foreign_keys: vec![],
+        }
+    }
+
+    #[test]
+    fn check_columns_in_the_order_they_appear() {
+        let t = relation(&["x", "y", "Z"]);
+        assert_eq!(check_columns(&t, "y > x AND x < 100"), Some(vec![Some(2), Some(1)]));
+        assert_eq!(check_columns(&t, "\"Z\" IS NOT NULL OR t.y = 1"), Some(vec![Some(3), Some(2)]));
+        assert_eq!(check_columns(&t, "Z > 0"), None, "an unquoted name is folded to lower case");
+        assert_eq!(check_columns(&t, "true"), None);
+        assert_eq!(check_columns(&t, "x >"), None);
+    }
+
+    #[test]
+    fn regclass_names_qualified_off_the_default_path() {
+        assert_eq!(regclass_text("public", "orders"), "orders");
+        assert_eq!(regclass_text("pg_catalog", "pg_class"), "pg_class");
+        assert_eq!(regclass_text("shop", "Order Lines"), "shop.\"Order Lines\"");
     }
 }

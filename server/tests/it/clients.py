@@ -163,6 +163,13 @@ def sqlalchemy_orm():
         name: Mapped[str | None] = mapped_column(index=True)
         __table_args__ = (sqlalchemy.Index("ix_orm_users_email_name", "email", "name"),)
 
+    class Address(Base):
+        __tablename__ = "orm_addresses"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        # create_all sends it as a table constraint, FOREIGN KEY(user_id) REFERENCES orm_users (id).
+        user_id: Mapped[int] = mapped_column(sqlalchemy.ForeignKey("orm_users.id", ondelete="CASCADE"))
+        city: Mapped[str]
+
     engine = sqlalchemy.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/sluice")
     Base.metadata.create_all(engine)
     with Session(engine) as session:
@@ -219,6 +226,23 @@ def sqlalchemy_orm():
     )
     columns = {c["name"]: (c["default"], c["autoincrement"]) for c in inspector.get_columns("orm_users")}
     check("sqlalchemy reflects the serial key", columns["id"], ("nextval('orm_users_id_seq'::regclass)", True))
+    # A foreign key: a row without its user is refused, one with it kept, and reflection reads the
+    # key back (SQLAlchemy parses pg_get_constraintdef's text).
+    with Session(engine) as session:
+        session.add(Address(user_id=999, city="nowhere"))
+        try:
+            session.commit()
+            failed = None
+        except IntegrityError as e:
+            session.rollback()
+            failed = e.orig.sqlstate
+        check("sqlalchemy orm foreign key violation", failed, "23503")
+        session.add(Address(user_id=1, city="Oslo"))
+        session.commit()
+    keys = [(k["name"], k["constrained_columns"], k["referred_table"], k["referred_columns"], k["options"])
+            for k in inspector.get_foreign_keys("orm_addresses")]
+    check("sqlalchemy reflects the foreign key", keys,
+          [("orm_addresses_user_id_fkey", ["user_id"], "orm_users", ["id"], {"ondelete": "CASCADE"})])
     engine.dispose()
     # Django's form: INSERT ... RETURNING "table"."id".
     import psycopg

@@ -145,6 +145,19 @@ fn psql_meta_commands_and_copy() {
     let out = run(&["-c", "\\d catc"]);
     let checks = "Check constraints:\n    \"b_small\" CHECK (b < 10)\n    \"catc_a_check\" CHECK (a > 0)\n";
     assert!(out.contains(checks), "{out}");
+    // Foreign keys: the referencing table lists them, the referenced one the tables that use it.
+    run(&["-c", "CREATE TABLE catc_child (id int, a int REFERENCES kv ON DELETE CASCADE, v text REFERENCES kv (v))"]);
+    let out = run(&["-c", "\\d catc_child"]);
+    let keys =
+        "Foreign-key constraints:\n    \"catc_child_a_fkey\" FOREIGN KEY (a) REFERENCES kv(k) ON DELETE CASCADE\n    \
+                \"catc_child_v_fkey\" FOREIGN KEY (v) REFERENCES kv(v)\n";
+    assert!(out.contains(keys), "{out}");
+    let out = run(&["-c", "\\d kv"]);
+    let referenced = "Referenced by:\n    \
+        TABLE \"catc_child\" CONSTRAINT \"catc_child_a_fkey\" FOREIGN KEY (a) REFERENCES kv(k) ON DELETE CASCADE\n    \
+        TABLE \"catc_child\" CONSTRAINT \"catc_child_v_fkey\" FOREIGN KEY (v) REFERENCES kv(v)\n";
+    assert!(out.contains(referenced), "{out}");
+    run(&["-c", "DROP TABLE catc_child"]);
     run(&["-c", "DROP INDEX kv_n"]);
     let out = run(&["-c", "\\d kv"]);
     assert!(!out.contains("kv_n") && out.contains("\"kv_pkey\" PRIMARY KEY, btree (k)"), "{out}");

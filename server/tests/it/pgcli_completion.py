@@ -4,7 +4,7 @@ pgcli (pinned in scripts/requirements.txt) runs its completion queries through i
 (search_path, schemata, tables, views, table and view columns with types and defaults,
 databases, foreign keys, functions with argument types, data types, casing), each refresher of
 its CompletionRefresher fills a PGCompleter with them, and the completer is asked what a user
-typing in pgcli would see. Every expected value is what PostgreSQL 15 answers: the script passes
+typing in pgcli would see (joins along a foreign key among them). Every expected value is what PostgreSQL 15 answers: the script passes
 against PostgreSQL 15 unchanged (run it with `--postgres`), and against Sluice with the
 differences in KNOWN_DIFFERENCES, each with its reason.
 
@@ -51,13 +51,14 @@ executor = PGExecute(database, user, "x", "127.0.0.1", port, "")
 with executor.conn.cursor() as cursor:
     for statement in [
         "DROP VIEW IF EXISTS shop.active_customers",
-        "DROP TABLE IF EXISTS shop.customers",
         "DROP TABLE IF EXISTS shop.orders",
+        "DROP TABLE IF EXISTS shop.customers",
         "DROP SCHEMA IF EXISTS shop",
         "CREATE SCHEMA shop",
         "CREATE TABLE shop.customers (id bigint PRIMARY KEY, name varchar(40) NOT NULL DEFAULT 'x', "
         "tags text[], joined timestamp, active boolean)",
-        "CREATE TABLE shop.orders (order_id bigint PRIMARY KEY, customer_id bigint, amount numeric(10,2))",
+        "CREATE TABLE shop.orders (order_id bigint PRIMARY KEY, customer_id bigint REFERENCES shop.customers, "
+        "amount numeric(10,2))",
         "CREATE VIEW shop.active_customers AS SELECT id, name FROM shop.customers WHERE active",
     ]:
         cursor.execute(statement)
@@ -84,7 +85,8 @@ check("column default text", [c[5] for c in columns if c[5] is not None], ["'x':
 check("view column types", [(c[1], c[2], c[3]) for c in executor.view_columns() if c[0] == "shop"],
       [("active_customers", "id", "bigint"), ("active_customers", "name", "character varying")])
 check("databases", database in executor.databases(), True)
-check("foreign keys", list(executor.foreignkeys()), [])
+check("foreign keys", [tuple(k) for k in executor.foreignkeys() if k[0] == "shop"],
+      [("shop", "customers", "id", "shop", "orders", "customer_id")])
 functions = {}
 for function in executor.functions():
     functions.setdefault((function.schema_name, function.func_name), set()).add(
@@ -135,6 +137,11 @@ check("complete a set-returning function", {"generate_series()", "jsonb_each()"}
       set(completions("SELECT * FROM generate_se") + completions("SELECT * FROM jsonb_ea")), True)
 check("complete a built-in function", completions("SELECT lowe"), ["LOWER"])
 check("complete a schema", "shop" in completions("SELECT * FROM sh"), True)
+# Joins along the foreign key, from either end.
+check("complete a join", [c for c in completions("SELECT * FROM shop.orders o JOIN ") if " ON " in c],
+      ["shop.customers ON customers.id = o.customer_id"])
+check("complete a join condition", completions("SELECT * FROM shop.customers c JOIN shop.orders o ON ")[:1],
+      ["o.customer_id = c.id"])
 
 executor.conn.close()
 if unexpected_passes:

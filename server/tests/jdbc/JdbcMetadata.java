@@ -42,15 +42,6 @@ public class JdbcMetadata {
     static final Map<String, String> KNOWN_DIFFERENCES = new LinkedHashMap<>();
 
     static {
-        String foreignKeys = "Sluice refuses FOREIGN KEY constraints (0A000: it does not enforce them), so there are "
-            + "no foreign keys to report";
-        KNOWN_DIFFERENCES.put("create foreign keys", foreignKeys);
-        KNOWN_DIFFERENCES.put("getImportedKeys shop.orders", foreignKeys);
-        KNOWN_DIFFERENCES.put("getImportedKeys shop.order_lines", foreignKeys);
-        KNOWN_DIFFERENCES.put("getExportedKeys shop.customers", foreignKeys);
-        KNOWN_DIFFERENCES.put("getExportedKeys shop.orders", foreignKeys);
-        KNOWN_DIFFERENCES.put("getCrossReference shop.customers shop.orders", foreignKeys);
-        KNOWN_DIFFERENCES.put("metabase describe-fks", foreignKeys);
         String serial = "a serial column is bigint in Sluice (Delta identity columns are longs: engine/src/sql/ddl.rs "
             + "define_columns), integer in PostgreSQL";
         KNOWN_DIFFERENCES.put("getColumns shop.customers.id", serial);
