@@ -607,6 +607,8 @@ pub struct ForeignKeyInfo {
     pub on_delete: crate::catalog::references::RefAction,
     pub on_update: crate::catalog::references::RefAction,
     pub match_full: bool,
+    /// Added NOT VALID and not validated since (`pg_constraint.convalidated` false).
+    pub not_valid: bool,
 }
 
 impl ForeignKeyInfo {
@@ -635,6 +637,9 @@ impl ForeignKeyInfo {
         }
         if self.on_delete != crate::catalog::references::RefAction::NoAction {
             text.push_str(&format!(" ON DELETE {}", self.on_delete.words()));
+        }
+        if self.not_valid {
+            text.push_str(" NOT VALID");
         }
         text
     }
@@ -729,6 +734,7 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
                     on_delete: key.on_delete,
                     on_update: key.on_update,
                     match_full: key.match_full,
+                    not_valid: key.not_valid,
                 },
             ));
         }

@@ -68,6 +68,10 @@ pub struct ForeignKey {
     /// NULL is not checked).
     #[serde(default)]
     pub match_full: bool,
+    /// Added NOT VALID: the rows there when it was added were not checked (VALIDATE CONSTRAINT
+    /// checks them and clears this).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub not_valid: bool,
 }
 
 impl CatalogState {

@@ -921,9 +921,11 @@ impl QueryContext {
                     .collect();
                 let own =
                     super::references::Referenced { name: name.clone(), id: entry.id.clone(), schema: &schema, keys };
-                let foreign_key = self.define_foreign_key(name, &schema, own, &mut taken, &clause).await?;
+                let mut foreign_key = self.define_foreign_key(name, &schema, own, &mut taken, &clause).await?;
                 // NOT VALID: the rows there are not checked (VALIDATE CONSTRAINT checks them).
-                if !not_valid {
+                if not_valid {
+                    foreign_key.not_valid = true;
+                } else {
                     self.validate_foreign_key(&entry, &foreign_key).await?;
                 }
                 self.update_entry(&entry, |e| e.foreign_keys.push(foreign_key.clone())).await?;
@@ -931,7 +933,15 @@ impl QueryContext {
             AlterTableOperation::ValidateConstraint { name: constraint } => {
                 let constraint = normalize(&constraint);
                 match entry.foreign_keys.iter().find(|k| k.name == constraint) {
-                    Some(foreign_key) => self.validate_foreign_key(&entry, foreign_key).await?,
+                    Some(foreign_key) => {
+                        self.validate_foreign_key(&entry, foreign_key).await?;
+                        self.update_entry(&entry, |e| {
+                            for key in e.foreign_keys.iter_mut().filter(|k| k.name == constraint) {
+                                key.not_valid = false;
+                            }
+                        })
+                        .await?;
+                    }
                     None if configuration.contains_key(&format!("{CONSTRAINT_PREFIX}{constraint}"))
                         || configuration.contains_key(&format!("{}{constraint}", crate::keys::KEY_PREFIX)) => {}
                     None => {

@@ -206,7 +206,16 @@ impl QueryContext {
                 ));
             }
         }
-        Ok(ForeignKey { name, columns, parent: parent.id, parent_columns, on_delete, on_update, match_full })
+        Ok(ForeignKey {
+            name,
+            columns,
+            parent: parent.id,
+            parent_columns,
+            on_delete,
+            on_update,
+            match_full,
+            not_valid: false,
+        })
     }
 
     /// The table with this id as a write's target, at the statement's snapshot.

@@ -1019,7 +1019,7 @@ impl Tables {
             ("contype", texts(|r| r.kind)),
             ("condeferrable", flag(false)),
             ("condeferred", flag(false)),
-            ("convalidated", flag(true)),
+            ("convalidated", Arc::new(rows.iter().map(|r| Some(r.validated)).collect::<BooleanArray>())),
             ("conrelid", ints(|r| r.relation)),
             ("conindid", ints(|r| r.index)),
             ("confrelid", ints(|r| r.referenced)),
@@ -1080,6 +1080,7 @@ impl Tables {
             row.on_update = key.on_update.code();
             row.on_delete = key.on_delete.code();
             row.match_type = if key.match_full { "f" } else { "s" };
+            row.validated = !key.not_valid;
             rows.push(row);
         }
         rows
@@ -1174,6 +1175,8 @@ struct ConstraintRow {
     match_type: &'static str,
     /// A CHECK's expression (`conbin`).
     expression: Option<String>,
+    /// `convalidated`: false for a foreign key added NOT VALID and not validated since.
+    validated: bool,
 }
 
 impl ConstraintRow {
@@ -1192,6 +1195,7 @@ impl ConstraintRow {
             on_delete: " ",
             match_type: " ",
             expression: None,
+            validated: true,
         }
     }
 }
