@@ -328,11 +328,24 @@ impl Session {
         }
         if !self.block.in_block() && self.query.cascades_from(&statement) {
             // A DELETE or TRUNCATE whose foreign keys cascade runs in a transaction of its own,
-            // so that the referencing tables' changes commit with it (or none does).
-            self.block.begin_implicit();
-            let result = Box::pin(self.run_with(statement, parameters, control)).await;
-            let ended = Box::pin(self.end_implicit()).await;
-            return result.and_then(|r| ended.map(|()| r));
+            // so that the referencing tables' changes commit with it (or none does). Its COMMIT
+            // lost to a concurrent one: it runs again on the newer snapshots, as an autocommit
+            // statement does (nothing of it was committed or sent).
+            let mut attempt = 0;
+            loop {
+                self.block.begin_implicit();
+                let result = Box::pin(self.run_with(statement.clone(), parameters, control.clone())).await;
+                let ended = Box::pin(self.end_implicit()).await;
+                match result.and_then(|r| ended.map(|()| r)) {
+                    Err(Error::SerializationFailure(reason)) if attempt < AUTOCOMMIT_RETRY_MAX => {
+                        attempt += 1;
+                        tracing::debug!(attempt, "a cascading statement lost a commit race and runs again: {reason}");
+                        let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
+                        tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+                    }
+                    other => return other,
+                }
+            }
         }
         self.block.admit(&statement)?;
         let mut statement = statement;
