@@ -582,6 +582,17 @@ impl QueryContext {
     }
 
     pub(crate) async fn delete_statement(&self, delete: Delete) -> Result<StatementResult> {
+        let (result, cascades) = self.delete_rows(delete).await?;
+        self.run_cascades(cascades).await?;
+        Ok(result)
+    }
+
+    /// A DELETE, and what its foreign keys' ON DELETE actions ask of the tables that reference
+    /// the rows it deleted (for [`QueryContext::run_cascades`]).
+    pub(super) async fn delete_rows(
+        &self,
+        delete: Delete,
+    ) -> Result<(StatementResult, Vec<super::references::Cascade>)> {
         if delete.limit.is_some() || !delete.order_by.is_empty() {
             return Err(Error::NotSupported("DELETE with ORDER BY or LIMIT".into()));
         }
@@ -612,6 +623,7 @@ impl QueryContext {
             let schema = target.snapshot.arrow_schema();
             self.returning(schema, vec![], alias.clone(), items.clone()).await?;
         }
+        let mut pending = Vec::new();
         if count > 0 {
             // A table that foreign keys reference: its removed keys are checked (and their
             // cascades found) under its key index's lock, held until the commit is done.
@@ -629,16 +641,16 @@ impl QueryContext {
             };
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Delete, handed, outcome).await?;
             keys_committed(keys).await;
-            self.run_cascades(cascades).await?;
+            pending = cascades;
         }
         if let Some(items) = delete.returning {
             // Each deleted row once, though a USING join may have found it more than once.
             let rows = distinct_rows(old_rows(&target, &batches, 0)?, &batches, first)?;
             let schema = target.snapshot.arrow_schema();
             let (schema, batches) = self.returning(schema, rows, alias, items).await?;
-            return Ok(StatementResult::Returned { tag: format!("DELETE {count}"), schema, batches });
+            return Ok((StatementResult::Returned { tag: format!("DELETE {count}"), schema, batches }, pending));
         }
-        Ok(StatementResult::count("DELETE", count))
+        Ok((StatementResult::count("DELETE", count), pending))
     }
 
     pub(crate) async fn update_statement(&self, update: Update) -> Result<StatementResult> {

@@ -530,10 +530,13 @@ impl QueryContext {
     }
 
     /// Does what removed parent keys ask of the tables that reference them (see [`Cascade`]):
-    /// each is a DELETE or UPDATE of the referencing rows, itself checked (and cascading) as any.
-    /// Runs in the transaction of the statement that removed the keys, after its write.
+    /// each is a DELETE or UPDATE of the referencing rows, itself checked as any. Runs in the
+    /// transaction of the statement that removed the keys, after its write. The cascades a
+    /// cascading DELETE asks for join the queue: a chain of any length runs one statement after
+    /// another, not nested (its length must not use stack).
     pub(crate) async fn run_cascades(&self, cascades: Vec<Cascade>) -> Result<()> {
-        for cascade in cascades {
+        let mut pending: std::collections::VecDeque<Cascade> = cascades.into();
+        while let Some(cascade) = pending.pop_front() {
             let child = object_name(&cascade.child.schema, &cascade.child.name);
             let keys_relation = self.register_keys(&cascade.keys)?;
             let matches: Vec<String> = cascade
@@ -572,7 +575,8 @@ impl QueryContext {
             match crate::syntax::parser::parse_statement_text(&sql)? {
                 SluiceStatement::Standard(statement) => match *statement {
                     Statement::Delete(delete) => {
-                        Box::pin(self.delete_statement(delete)).await?;
+                        let (_, more) = Box::pin(self.delete_rows(delete)).await?;
+                        pending.extend(more);
                     }
                     Statement::Update(update) => {
                         Box::pin(self.update_statement(update)).await?;

@@ -149,3 +149,23 @@ async fn a_block_commits_nothing_that_a_concurrent_commit_made_an_orphan() {
     block.execute("COMMIT").await.unwrap();
     assert_eq!(count(&db, "SELECT count(*) FROM child WHERE pid = 3").await, 1);
 }
+
+/// A long chain of ON DELETE CASCADE (each row references the one before it) is deleted whole by
+/// deleting its head: the cascades run one after another, not nested, so the chain's length
+/// does not use stack.
+#[tokio::test]
+async fn a_long_cascade_chain_goes_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE chain (id int PRIMARY KEY, previous int REFERENCES chain ON DELETE CASCADE)")
+        .await
+        .unwrap();
+    db.execute(
+        "INSERT INTO chain SELECT i, CASE WHEN i = 0 THEN NULL ELSE i - 1 END FROM generate_series(0, 299) AS s(i)",
+    )
+    .await
+    .unwrap();
+    db.execute("INSERT INTO chain VALUES (1000, NULL)").await.unwrap();
+    db.execute("DELETE FROM chain WHERE id = 0").await.unwrap();
+    assert_eq!(count(&db, "SELECT count(*) FROM chain").await, 1);
+}
