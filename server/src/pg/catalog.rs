@@ -447,6 +447,23 @@ struct FormatType {
 }
 
 /// PostgreSQL's name of a type datafusion-pg-catalog's `format_type` does not know.
+/// A `text[]` column from its rows (None: a NULL array).
+pub(super) fn text_lists(rows: impl IntoIterator<Item = Option<Vec<Option<String>>>>) -> ArrayRef {
+    let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
+    for row in rows {
+        match row {
+            Some(names) => {
+                for name in names {
+                    builder.values().append_option(name);
+                }
+                builder.append(true);
+            }
+            None => builder.append(false),
+        }
+    }
+    Arc::new(builder.finish())
+}
+
 fn type_name_of_oid(oid: u32) -> Option<String> {
     let pg = pgwire::api::Type::from_oid(oid)?;
     Some(match pg.name() {
@@ -570,19 +587,7 @@ impl ScalarUDFImpl for FormatTypes {
             let named = arrow::compute::cast(&named.into_array(count)?, &DataType::Utf8)?;
             lists.push(Some(named.as_string::<i32>().iter().map(|n| n.map(str::to_string)).collect::<Vec<_>>()));
         }
-        let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
-        for list in lists {
-            match list {
-                Some(names) => {
-                    for name in names {
-                        builder.values().append_option(name);
-                    }
-                    builder.append(true);
-                }
-                None => builder.append(false),
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(builder.finish())))
+        Ok(ColumnarValue::Array(text_lists(lists)))
     }
 }
 

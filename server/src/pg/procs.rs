@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, AsArray, Int32Builder, ListBuilder, RecordBatch, StringBuilder};
+use arrow::array::{Array, ArrayRef, AsArray, Int32Builder, ListBuilder, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::common::Result as DfResult;
 
@@ -83,21 +83,9 @@ fn arrays(column: &ArrayRef, element: Element) -> DfResult<ArrayRef> {
     let text = arrow::compute::cast(column, &DataType::Utf8)?;
     let text = text.as_string::<i32>();
     Ok(match element {
-        Element::Text => {
-            let mut builder = ListBuilder::new(StringBuilder::new());
-            for value in text.iter() {
-                match value.and_then(items) {
-                    Some(items) => {
-                        for item in items {
-                            builder.values().append_value(item);
-                        }
-                        builder.append(true);
-                    }
-                    None => builder.append(false),
-                }
-            }
-            Arc::new(builder.finish())
-        }
+        Element::Text => super::catalog::text_lists(
+            text.iter().map(|value| value.and_then(items).map(|items| items.into_iter().map(Some).collect())),
+        ),
         Element::Oid => {
             let mut builder = ListBuilder::new(Int32Builder::new());
             for value in text.iter() {

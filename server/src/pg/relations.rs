@@ -1771,19 +1771,7 @@ impl ScalarUDFImpl for AttributeNames {
                 .collect();
             (!names.is_empty()).then_some(names)
         });
-        let mut builder = arrow::array::ListBuilder::new(arrow::array::StringBuilder::new());
-        for row in names {
-            match row {
-                Some(names) => {
-                    for name in names {
-                        builder.values().append_option(name);
-                    }
-                    builder.append(true);
-                }
-                None => builder.append(false),
-            }
-        }
-        Ok(ColumnarValue::Array(Arc::new(builder.finish())))
+        Ok(ColumnarValue::Array(super::catalog::text_lists(names)))
     }
 }
 

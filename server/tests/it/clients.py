@@ -145,11 +145,21 @@ def sqlalchemy_and_pandas():
         engine.dispose()
 
 
+def commit_sqlstate(session):
+    """Commits an ORM session: None, or the SQLSTATE of the integrity error that rolled it back."""
+    from sqlalchemy.exc import IntegrityError
+    try:
+        session.commit()
+        return None
+    except IntegrityError as e:
+        session.rollback()
+        return e.orig.sqlstate
+
+
 def sqlalchemy_orm():
     """Declarative models with an autoincrement key and a unique column: add, flush (INSERT ...
     RETURNING id), update, delete, and a unique violation rolled back, as applications do."""
     import sqlalchemy
-    from sqlalchemy.exc import IntegrityError
     from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
     class Base(DeclarativeBase):
@@ -190,13 +200,7 @@ def sqlalchemy_orm():
         check("sqlalchemy orm rollback drops the row", session.scalar(sqlalchemy.select(sqlalchemy.func.count()).select_from(User).where(User.email == "r@x")), 0)
     with Session(engine) as session:
         session.add(User(email="a@x", name="dup"))
-        try:
-            session.commit()
-            failed = None
-        except IntegrityError as e:
-            session.rollback()
-            failed = e.orig.sqlstate
-        check("sqlalchemy orm unique violation", failed, "23505")
+        check("sqlalchemy orm unique violation", commit_sqlstate(session), "23505")
         c = User(email="c@x", name="C")
         session.add(c)
         session.commit()
@@ -230,13 +234,7 @@ def sqlalchemy_orm():
     # key back (SQLAlchemy parses pg_get_constraintdef's text).
     with Session(engine) as session:
         session.add(Address(user_id=999, city="nowhere"))
-        try:
-            session.commit()
-            failed = None
-        except IntegrityError as e:
-            session.rollback()
-            failed = e.orig.sqlstate
-        check("sqlalchemy orm foreign key violation", failed, "23503")
+        check("sqlalchemy orm foreign key violation", commit_sqlstate(session), "23503")
         session.add(Address(user_id=1, city="Oslo"))
         session.commit()
     keys = [(k["name"], k["constrained_columns"], k["referred_table"], k["referred_columns"], k["options"])
