@@ -326,7 +326,7 @@ impl Session {
             let ended = Box::pin(self.transaction_ended(commits && result.is_ok())).await;
             return result.and_then(|r| ended.map(|()| r));
         }
-        if !self.block.in_block() && self.query.cascades_from(&statement) {
+        if !self.block.in_block() && self.cascades(&statement) {
             // A DELETE or TRUNCATE whose foreign keys cascade runs in a transaction of its own,
             // so that the referencing tables' changes commit with it (or none does). Its COMMIT
             // lost to a concurrent one: it runs again on the newer snapshots, as an autocommit
@@ -406,6 +406,13 @@ impl Session {
             self.block.created_temporary(name);
         }
         Box::pin(self.statement_ended(result)).await
+    }
+
+    /// Whether a statement's foreign keys cascade (its names qualified as it will run them: a
+    /// session's temporary tables first).
+    fn cascades(&self, statement: &SluiceStatement) -> bool {
+        let mut qualified = statement.clone();
+        self.qualify(&mut qualified).is_ok() && self.query.cascades_from(&qualified)
     }
 
     /// The position among the tables the block created of the one an ALTER TABLE or CREATE

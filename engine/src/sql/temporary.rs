@@ -102,6 +102,19 @@ impl Namespace {
                 if let Some(query) = create.query.as_mut() {
                     visit_names(query.as_mut(), rewrite)?;
                 }
+                // The tables its foreign keys reference (a temporary table's may be temporary).
+                for column in create.columns.iter_mut() {
+                    for option in column.options.iter_mut() {
+                        if let datafusion::sql::sqlparser::ast::ColumnOption::ForeignKey(key) = &mut option.option {
+                            rewrite(&mut key.foreign_table)?;
+                        }
+                    }
+                }
+                for constraint in create.constraints.iter_mut() {
+                    if let datafusion::sql::sqlparser::ast::TableConstraint::ForeignKey(key) = constraint {
+                        rewrite(&mut key.foreign_table)?;
+                    }
+                }
             }
             SluiceStatement::InsertByName { table, query, .. } => {
                 rewrite(table)?;
@@ -121,6 +134,28 @@ impl Namespace {
                     }
                 }
                 visit_names(statement.as_mut(), rewrite)?;
+                if let Statement::AlterTable(alter) = statement.as_mut() {
+                    for operation in alter.operations.iter_mut() {
+                        if let datafusion::sql::sqlparser::ast::AlterTableOperation::AddConstraint {
+                            constraint: datafusion::sql::sqlparser::ast::TableConstraint::ForeignKey(key),
+                            ..
+                        } = operation
+                        {
+                            rewrite(&mut key.foreign_table)?;
+                        }
+                        if let datafusion::sql::sqlparser::ast::AlterTableOperation::AddColumn { column_def, .. } =
+                            operation
+                        {
+                            for option in column_def.options.iter_mut() {
+                                if let datafusion::sql::sqlparser::ast::ColumnOption::ForeignKey(key) =
+                                    &mut option.option
+                                {
+                                    rewrite(&mut key.foreign_table)?;
+                                }
+                            }
+                        }
+                    }
+                }
                 if let Statement::CreateView(create) = statement.as_mut() {
                     self.qualify_new_view(create)?;
                 }

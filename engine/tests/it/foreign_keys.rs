@@ -169,3 +169,18 @@ async fn a_long_cascade_chain_goes_whole() {
     db.execute("DELETE FROM chain WHERE id = 0").await.unwrap();
     assert_eq!(count(&db, "SELECT count(*) FROM chain").await, 1);
 }
+
+/// Temporary tables cascade too (the DELETE runs in a transaction of its own, as any).
+#[tokio::test]
+async fn temporary_tables_cascade() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    let session = db.session();
+    session.execute("CREATE TEMP TABLE tparent (id int PRIMARY KEY)").await.unwrap();
+    session.execute("CREATE TEMP TABLE tchild (id int, pid int REFERENCES tparent ON DELETE CASCADE)").await.unwrap();
+    session.execute("INSERT INTO tparent VALUES (1), (2)").await.unwrap();
+    session.execute("INSERT INTO tchild VALUES (1, 1), (2, 2)").await.unwrap();
+    session.execute("DELETE FROM tparent WHERE id = 1").await.unwrap();
+    let rows = crate::common::rows(&session.query("SELECT id FROM tchild").await.unwrap());
+    assert_eq!(rows, vec!["2".to_string()]);
+}
