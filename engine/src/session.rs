@@ -471,7 +471,14 @@ impl Session {
         match statement {
             SluiceStatement::CreateTable(create) => self.query.create_table(*create).await,
             SluiceStatement::DescribeHistory { table, limit } => self.query.describe_history(&table, limit).await,
-            SluiceStatement::Optimize { table } => self.query.optimize(&table).await,
+            SluiceStatement::Optimize { table, purge: false, predicate: None } => self.query.optimize(&table).await,
+            SluiceStatement::Optimize { table, purge: true, predicate: None } => self.query.reorg_purge(&table).await,
+            SluiceStatement::Optimize { predicate: Some(_), .. } => {
+                Err(Error::NotSupported("REORG TABLE ... WHERE (purge the whole table instead)".into()))
+            }
+            SluiceStatement::DropFeature { table, feature, truncate_history } => {
+                self.query.drop_feature(&table, &feature, truncate_history).await
+            }
             SluiceStatement::Vacuum { table, retain_hours, dry_run } => {
                 self.query.vacuum(&table, retain_hours, dry_run).await
             }

@@ -2,7 +2,9 @@
 //! with the commits that won the race, and retrying those that do not conflict.
 //!
 //! Conflict rules (Delta's `WriteSerializable` level; the protocol leaves them to writers):
-//! - a winning commit that changes the metadata or protocol conflicts with every transaction;
+//! - a winning commit that changes the metadata or protocol conflicts with every transaction,
+//!   except one that only declares deletion vectors (a table's first DELETE) for a transaction
+//!   that changes neither metadata nor protocol, or declares the same;
 //! - removing a file that a winning commit also removed (or re-added with a new deletion vector)
 //!   conflicts: the same rows would be deleted twice or an update lost;
 //! - two commits with a `txn` for the same appId, or domain metadata for the same domain, conflict;
@@ -104,6 +106,8 @@ impl CommitOutcome {
 #[derive(Debug, Clone)]
 pub struct Transaction {
     read_version: Option<u64>,
+    /// The protocol of the snapshot the transaction was built on.
+    read_protocol: Option<crate::actions::Protocol>,
     actions: Vec<Action>,
     operation: String,
     operation_parameters: Map<String, Value>,
@@ -119,6 +123,7 @@ impl Transaction {
     pub fn new(snapshot: Option<&Snapshot>, operation: impl Into<String>) -> Self {
         Self {
             read_version: snapshot.map(Snapshot::version),
+            read_protocol: snapshot.map(|s| s.protocol().clone()),
             actions: Vec::new(),
             operation: operation.into(),
             operation_parameters: Map::new(),
@@ -264,7 +269,7 @@ impl Transaction {
         for action in winning {
             match action {
                 Action::Metadata(_) => return conflict(ConflictReason::MetadataChanged),
-                Action::Protocol(_) => return conflict(ConflictReason::ProtocolChanged),
+                Action::Protocol(p) if !self.accepts_protocol(p) => return conflict(ConflictReason::ProtocolChanged),
                 Action::Remove(r) if removed.contains(r.path.as_str()) => {
                     return conflict(ConflictReason::ConcurrentDelete { path: r.path.clone() })
                 }
@@ -284,6 +289,22 @@ impl Transaction {
             }
         }
         None
+    }
+
+    /// Whether a winning commit's protocol `winning` leaves this transaction valid: it only
+    /// declared deletion vectors (the first DELETE of a table, see
+    /// [`crate::protocol::with_feature`]), and this transaction changes neither metadata nor
+    /// protocol, or declares the same protocol itself. Any other protocol change conflicts.
+    fn accepts_protocol(&self, winning: &crate::actions::Protocol) -> bool {
+        let Some(read) = &self.read_protocol else { return false };
+        if !protocol::adds_only(read, winning, "deletionVectors") {
+            return false;
+        }
+        self.actions.iter().all(|a| match a {
+            Action::Metadata(_) => false,
+            Action::Protocol(ours) => ours == winning,
+            _ => true,
+        })
     }
 
     /// Commits to `store`, rebasing over non-conflicting winners.

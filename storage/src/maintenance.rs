@@ -1,4 +1,5 @@
-//! Maintenance: OPTIMIZE (bin-packing small files and purging deletion vectors), VACUUM (deleting
+//! Maintenance: OPTIMIZE (bin-packing small files and purging deletion vectors), REORG ... APPLY
+//! (PURGE) and DROP FEATURE deletionVectors (handing a table to readers without them), VACUUM (deleting
 //! files that the table's log gave up longer than the retention period ago) and RESTORE (making an
 //! old version the newest).
 
@@ -56,6 +57,77 @@ impl Table {
             }
             chosen.extend(files.iter().filter(|f| f.deletion_vector.is_some()).cloned());
         }
+        let mut transaction = Transaction::new(Some(&snapshot), "OPTIMIZE");
+        transaction.parameter("minFileSize", small);
+        self.rewrite_files(&snapshot, chosen, transaction).await
+    }
+
+    /// Rewrites every file that has a deletion vector into files without one (Databricks'
+    /// `REORG TABLE t APPLY (PURGE)`), so the deleted rows are gone from the data files too.
+    pub async fn purge_deletion_vectors(&self) -> Result<OptimizeResult> {
+        let snapshot = self.snapshot().await?;
+        let chosen: Vec<Arc<Add>> =
+            snapshot.files_sorted().into_iter().filter(|f| f.deletion_vector.is_some()).collect();
+        let mut transaction = Transaction::new(Some(&snapshot), "REORG");
+        transaction.parameter("applyPurge", true);
+        self.rewrite_files(&snapshot, chosen, transaction).await
+    }
+
+    /// Drops a table feature (Databricks' `ALTER TABLE t DROP FEATURE deletionVectors`), so that
+    /// readers without it read the table: commits the protocol without the feature (the lowest
+    /// one the remaining features allow, legacy versions when they suffice) and checkpoints that
+    /// version, so readers of the latest version need nothing from the commits before it. Only
+    /// `deletionVectors` can be dropped, once `delta.enableDeletionVectors` is off and no live
+    /// file has a deletion vector (see [`Table::purge_deletion_vectors`]). `None` when the table
+    /// does not declare the feature.
+    ///
+    /// Versions before the drop keep their protocol: time travel to them still needs deletion
+    /// vectors, and VACUUM keeps their files for its usual retention.
+    pub async fn drop_feature(&self, feature: &str) -> Result<Option<CommitOutcome>> {
+        if feature != "deletionVectors" {
+            return Err(Error::InvalidArgument(format!(
+                "table feature {feature} cannot be dropped (only deletionVectors can)"
+            )));
+        }
+        let snapshot = self.snapshot().await?;
+        if !protocol::has_reader_feature(snapshot.protocol(), feature)
+            && !protocol::has_writer_feature(snapshot.protocol(), feature)
+        {
+            return Ok(None);
+        }
+        if snapshot.property_is_true(protocol::ENABLE_DELETION_VECTORS_KEY) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is still true: turn it off first",
+                protocol::ENABLE_DELETION_VECTORS_KEY
+            )));
+        }
+        if snapshot.files().any(|f| f.deletion_vector.is_some()) {
+            return Err(Error::InvalidArgument(
+                "live files still have deletion vectors: purge them first (REORG TABLE ... APPLY (PURGE))".into(),
+            ));
+        }
+        let lower = protocol::without_feature(snapshot.protocol(), snapshot.metadata(), snapshot.schema(), feature)?;
+        let mut transaction = Transaction::new(Some(&snapshot), "DROP FEATURE");
+        transaction.parameter("featureName", feature);
+        transaction.add_action(Action::Protocol(lower));
+        let outcome = self.commit(&snapshot, transaction).await?;
+        if let CommitOutcome::Committed(committed) = &outcome {
+            let dropped = self.snapshot().await?;
+            if dropped.version() == committed.version {
+                self.checkpoint(&dropped).await?;
+            }
+        }
+        Ok(Some(outcome))
+    }
+
+    /// Rewrites `chosen` (live files of `snapshot`) without their deleted rows, in one commit
+    /// that changes no data.
+    async fn rewrite_files(
+        &self,
+        snapshot: &Snapshot,
+        chosen: Vec<Arc<Add>>,
+        mut transaction: Transaction,
+    ) -> Result<OptimizeResult> {
         if chosen.is_empty() {
             return Ok(OptimizeResult { outcome: None, files_removed: 0, files_added: 0 });
         }
@@ -65,16 +137,14 @@ impl Table {
                 Some(dv) => RowMask::Without(Arc::new(crate::scan::read_dv(self.store(), dv, &add.path).await?)),
                 None => RowMask::All,
             };
-            rows.extend(self.read_rows(&snapshot, add, mask).await?);
+            rows.extend(self.read_rows(snapshot, add, mask).await?);
         }
-        let adds = self.write_files(&snapshot, &rows, false).await?;
+        let adds = self.write_files(snapshot, &rows, false).await?;
         let now = now_ms();
-        let mut transaction = Transaction::new(Some(&snapshot), "OPTIMIZE");
-        transaction.parameter("minFileSize", small);
         transaction.add_actions(chosen.iter().map(|a| Action::Remove(a.to_remove(now, false))));
         let files_added = adds.len();
         transaction.add_actions(adds.into_iter().map(Action::Add));
-        let outcome = self.commit(&snapshot, transaction).await?;
+        let outcome = self.commit(snapshot, transaction).await?;
         Ok(OptimizeResult { outcome: Some(outcome), files_removed: chosen.len(), files_added })
     }
 

@@ -162,6 +162,11 @@ fn is_true(metadata: &Metadata, key: &str) -> bool {
 }
 
 /// The writer features a table's metadata and schema use.
+///
+/// `delta.enableDeletionVectors` is not one of them: it says that deletes may write deletion
+/// vectors, and the protocol gains the feature in the commit that writes the first one
+/// ([`with_feature`]), so a table that never deleted a row stays readable by readers that lack
+/// deletion vectors.
 pub fn needed_features(metadata: &Metadata, schema: &StructType) -> Result<BTreeSet<&'static str>> {
     let mut features = BTreeSet::new();
     if is_true(metadata, APPEND_ONLY_KEY) {
@@ -178,9 +183,6 @@ pub fn needed_features(metadata: &Metadata, schema: &StructType) -> Result<BTree
     }
     if ColumnMappingMode::from_configuration(&metadata.configuration)? != ColumnMappingMode::None {
         features.insert("columnMapping");
-    }
-    if is_true(metadata, ENABLE_DELETION_VECTORS_KEY) {
-        features.insert("deletionVectors");
     }
     if schema.fields.iter().any(|f| f.metadata.contains_key(IDENTITY_START_KEY)) {
         features.insert("identityColumns");
@@ -207,14 +209,104 @@ fn schema_has_invariants(schema: &StructType) -> bool {
 /// The lowest protocol that serves `metadata` and `schema` without dropping anything the current
 /// protocol already has (protocols are never downgraded).
 pub fn required_protocol(current: Option<&Protocol>, metadata: &Metadata, schema: &StructType) -> Result<Protocol> {
+    let writer: BTreeSet<String> = needed_features(metadata, schema)?.into_iter().map(String::from).collect();
+    lowest_protocol(current, writer, schema_has_generated_columns(schema))
+}
+
+/// The protocol `current` upgraded to also declare `feature` (for a commit that starts using it,
+/// such as the first deletion vector).
+pub fn with_feature(current: &Protocol, metadata: &Metadata, schema: &StructType, feature: &str) -> Result<Protocol> {
     let mut writer: BTreeSet<String> = needed_features(metadata, schema)?.into_iter().map(String::from).collect();
+    writer.insert(feature.to_string());
+    lowest_protocol(Some(current), writer, schema_has_generated_columns(schema))
+}
+
+/// The protocol `current` without `feature` (Delta's DROP FEATURE): the lowest protocol that
+/// still declares every other feature `current` has and the metadata and schema use, in legacy
+/// versions when no remaining feature needs table features.
+pub fn without_feature(
+    current: &Protocol,
+    metadata: &Metadata,
+    schema: &StructType,
+    feature: &str,
+) -> Result<Protocol> {
+    if needed_features(metadata, schema)?.contains(feature) {
+        return Err(Error::InvalidArgument(format!("the table still uses {feature}: turn it off first")));
+    }
+    let mut writer: BTreeSet<String> = needed_features(metadata, schema)?.into_iter().map(String::from).collect();
+    if current.min_writer_version == 7 {
+        writer.extend(current.writer_features.iter().flatten().cloned());
+    } else {
+        writer.extend(legacy_writer_features(current.min_writer_version).iter().map(|f| f.to_string()));
+    }
+    if current.min_reader_version == 3 {
+        writer.extend(current.reader_features.iter().flatten().cloned());
+    }
+    writer.remove(feature);
+    if !has_generated_columns_or_legacy(current, schema) {
+        writer.remove("generatedColumns");
+    }
+    lowest_protocol(None, writer, schema_has_generated_columns(schema))
+}
+
+/// Whether `generatedColumns` is real for this table: a column is generated, or the table lists
+/// the feature explicitly.
+fn has_generated_columns_or_legacy(current: &Protocol, schema: &StructType) -> bool {
+    schema_has_generated_columns(schema)
+        || (current.min_writer_version == 7
+            && current.writer_features.iter().flatten().any(|f| f == "generatedColumns"))
+}
+
+/// Whether `after` differs from `before` only by declaring `feature` (moving from legacy versions
+/// to table features on the way, which may leave out an unused `generatedColumns`).
+pub fn adds_only(before: &Protocol, after: &Protocol, feature: &str) -> bool {
+    let (reader_before, writer_before) = (reader_features_of(before), writer_features_of(before));
+    let (reader_after, writer_after) = (reader_features_of(after), writer_features_of(after));
+    writer_after.iter().all(|f| f == feature || writer_before.contains(f))
+        && writer_before.iter().all(|f| f == "generatedColumns" || writer_after.contains(f))
+        && reader_after.iter().all(|f| f == feature || reader_before.contains(f))
+        && reader_before.iter().all(|f| reader_after.contains(f))
+}
+
+fn reader_features_of(protocol: &Protocol) -> BTreeSet<String> {
+    match protocol.min_reader_version {
+        3 => protocol.reader_features.iter().flatten().cloned().collect(),
+        2 => BTreeSet::from(["columnMapping".to_string()]),
+        _ => BTreeSet::new(),
+    }
+}
+
+fn writer_features_of(protocol: &Protocol) -> BTreeSet<String> {
+    match protocol.min_writer_version {
+        7 => protocol.writer_features.iter().flatten().cloned().collect(),
+        v => legacy_writer_features(v).iter().map(|f| f.to_string()).collect(),
+    }
+}
+
+fn schema_has_generated_columns(schema: &StructType) -> bool {
+    schema.fields.iter().any(|f| f.metadata.contains_key("delta.generationExpression"))
+}
+
+fn lowest_protocol(
+    current: Option<&Protocol>,
+    mut writer: BTreeSet<String>,
+    has_generated_columns: bool,
+) -> Result<Protocol> {
     let mut uses_table_features = writer.iter().any(|f| TABLE_FEATURES_ONLY.contains(&f.as_str()));
     if let Some(current) = current {
         if current.min_writer_version == 7 {
             uses_table_features = true;
             writer.extend(current.writer_features.iter().flatten().cloned());
         } else if uses_table_features {
-            writer.extend(legacy_writer_features(current.min_writer_version).iter().map(|f| f.to_string()));
+            // The legacy version's features become explicit; `generatedColumns` only where a column
+            // is generated (Sluice does not write generated columns, and a feature listed but
+            // unused would make the table unwritable for it).
+            writer.extend(
+                legacy_writer_features(current.min_writer_version)
+                    .iter()
+                    .filter(|f| **f != "generatedColumns" || has_generated_columns)
+                    .map(|f| f.to_string()),
+            );
         }
         if current.min_reader_version == 3 {
             uses_table_features = true;
@@ -288,7 +380,10 @@ mod tests {
         assert_eq!((plain.min_reader_version, plain.min_writer_version), (1, 2));
         let cdf = required_protocol(None, &metadata(&[(ENABLE_CHANGE_DATA_FEED_KEY, "true")]), &schema).unwrap();
         assert_eq!((cdf.min_reader_version, cdf.min_writer_version), (1, 4));
-        let dv = required_protocol(Some(&cdf), &metadata(&[(ENABLE_DELETION_VECTORS_KEY, "true")]), &schema).unwrap();
+        let enabled = metadata(&[(ENABLE_DELETION_VECTORS_KEY, "true")]);
+        let lazy = required_protocol(Some(&cdf), &enabled, &schema).unwrap();
+        assert_eq!(lazy, cdf, "the property alone does not declare deletion vectors");
+        let dv = with_feature(&cdf, &enabled, &schema, "deletionVectors").unwrap();
         assert_eq!((dv.min_reader_version, dv.min_writer_version), (3, 7));
         assert_eq!(dv.reader_features, Some(vec!["deletionVectors".to_string()]));
         assert!(dv.writer_features.as_ref().unwrap().contains(&"changeDataFeed".to_string()));

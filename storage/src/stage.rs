@@ -28,6 +28,9 @@ use crate::log::{self, LogFile, LogFileKind};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 
+/// The deletion vectors table feature.
+const DV: &str = "deletionVectors";
+
 /// The commitInfo operation parameter naming the warehouse transaction a commit belongs to.
 pub const TRANSACTION_ID_PARAMETER: &str = "transactionId";
 
@@ -245,11 +248,11 @@ impl Table {
             let movable = !stage.read_whole
                 && !stage.commits.iter().any(|c| {
                     c.transaction.is_replacing_data()
-                        || c.transaction.actions().iter().any(|a| {
-                            matches!(
-                                a,
-                                Action::Metadata(_) | Action::Protocol(_) | Action::Txn(_) | Action::DomainMetadata(_)
-                            )
+                        || c.transaction.actions().iter().any(|a| match a {
+                            // The first deletion vector's protocol upgrade moves with the stage.
+                            Action::Protocol(p) => !crate::protocol::adds_only(stage.base.protocol(), p, DV),
+                            Action::Metadata(_) | Action::Txn(_) | Action::DomainMetadata(_) => true,
+                            _ => false,
                         })
                 });
             if !movable {
@@ -259,7 +262,7 @@ impl Table {
         };
         if latest.version() <= base.version()
             || latest.metadata() != base.metadata()
-            || latest.protocol() != base.protocol()
+            || !crate::protocol::adds_only(base.protocol(), latest.protocol(), DV)
         {
             return Ok(Rebase::Unchanged);
         }
@@ -333,6 +336,12 @@ impl Table {
         }
         for f in after.files().filter(|f| !in_base.contains(f.path.as_str())) {
             actions.push(Action::Add((**f).clone()));
+        }
+        if actions.iter().any(|a| matches!(a, Action::Add(add) if add.deletion_vector.is_some()))
+            && !crate::protocol::has_reader_feature(latest.protocol(), DV)
+        {
+            let upgraded = crate::protocol::with_feature(latest.protocol(), latest.metadata(), latest.schema(), DV)?;
+            actions.push(Action::Protocol(upgraded));
         }
         if !dv_file.is_empty() {
             let (path, bytes) = dv_file.finish();

@@ -2,7 +2,9 @@
 //! DROP TABLE, ALTER TABLE, DESCRIBE HISTORY, OPTIMIZE, VACUUM, RESTORE.
 //!
 //! New tables get deletion vectors (`delta.enableDeletionVectors = true`) unless the statement
-//! says otherwise, so DELETE and UPDATE mask rows instead of rewriting files. Column defaults live
+//! says otherwise, so DELETE and UPDATE mask rows instead of rewriting files; the protocol
+//! declares the feature only from the first DELETE or UPDATE (see `sluice_storage::protocol`), so
+//! a table that never had one stays readable by readers without deletion vectors. Column defaults live
 //! in the catalog; NOT NULL and CHECK constraints live in the Delta table (nullability and
 //! `delta.constraints.*`), where other engines see and enforce them too. Renaming or dropping a
 //! column turns on column mapping (`delta.columnMapping.mode = name`) as Delta requires.
@@ -1398,6 +1400,68 @@ impl QueryContext {
     pub(crate) async fn optimize(&self, table: &ObjectName) -> Result<StatementResult> {
         let (entry, table, _) = self.resolve_table(table).await?;
         let result = table.optimize(None).await?;
+        self.rewritten(&entry, result).await
+    }
+
+    /// `REORG TABLE t APPLY (PURGE)`: the files with deletion vectors rewritten without them.
+    pub(crate) async fn reorg_purge(&self, table: &ObjectName) -> Result<StatementResult> {
+        let (entry, table, _) = self.resolve_table(table).await?;
+        let result = table.purge_deletion_vectors().await?;
+        self.rewritten(&entry, result).await
+    }
+
+    /// `ALTER TABLE t DROP FEATURE deletionVectors`: the property turned off, the deletion
+    /// vectors purged and the protocol lowered, in three commits (see
+    /// `sluice_storage::table::Table::drop_feature`).
+    pub(crate) async fn drop_feature(
+        &self,
+        name: &ObjectName,
+        feature: &str,
+        truncate_history: bool,
+    ) -> Result<StatementResult> {
+        if truncate_history {
+            return Err(Error::NotSupported(
+                "DROP FEATURE ... TRUNCATE HISTORY (Sluice drops the feature at once and keeps the history, \
+                 which delta.logRetentionDuration trims)"
+                    .into(),
+            ));
+        }
+        if feature != "deletionVectors" {
+            return Err(Error::NotSupported(format!("DROP FEATURE {feature} (only deletionVectors can be dropped)")));
+        }
+        let (entry, table, snapshot) = self.resolve_table(name).await?;
+        let protocol = snapshot.protocol();
+        if !sluice_storage::protocol::has_reader_feature(protocol, feature)
+            && !sluice_storage::protocol::has_writer_feature(protocol, feature)
+        {
+            return Err(Error::Plan(format!(
+                "table {} does not have the table feature {feature}",
+                entry.qualified_name()
+            )));
+        }
+        if snapshot.property_is_true(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY) {
+            let off = HashMap::from([(
+                sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.to_string(),
+                "false".to_string(),
+            )]);
+            self.metadata_committed(&entry, table.set_properties(off, &[]).await.map_err(plan_error)?).await?;
+        }
+        let purged = table.purge_deletion_vectors().await?;
+        if let Some(outcome) = purged.outcome {
+            self.db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
+        }
+        if let Some(outcome) = table.drop_feature(feature).await.map_err(plan_error)? {
+            self.metadata_committed(&entry, outcome).await?;
+        }
+        Ok(StatementResult::command("ALTER TABLE"))
+    }
+
+    /// The result of OPTIMIZE or REORG, once its commit is told.
+    async fn rewritten(
+        &self,
+        entry: &TableEntry,
+        result: sluice_storage::maintenance::OptimizeResult,
+    ) -> Result<StatementResult> {
         if let Some(outcome) = result.outcome {
             self.db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
         }

@@ -122,7 +122,8 @@ impl Namespace {
             }
             SluiceStatement::InsertOverriding { insert, .. } => visit_names(insert.as_mut(), rewrite)?,
             SluiceStatement::DescribeHistory { table, .. }
-            | SluiceStatement::Optimize { table }
+            | SluiceStatement::Optimize { table, .. }
+            | SluiceStatement::DropFeature { table, .. }
             | SluiceStatement::Restore { table, .. } => rewrite(table)?,
             SluiceStatement::Vacuum { table, .. } => rewrite(table)?,
             SluiceStatement::Standard(statement) => {

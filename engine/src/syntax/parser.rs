@@ -26,8 +26,19 @@ pub enum SluiceStatement {
         table: ObjectName,
         limit: Option<u64>,
     },
+    /// `OPTIMIZE t`, or with `purge` Databricks' `REORG TABLE t [WHERE ...] APPLY (PURGE)` (only
+    /// the files with deletion vectors are rewritten; `predicate` is the WHERE, which Sluice
+    /// refuses).
     Optimize {
         table: ObjectName,
+        purge: bool,
+        predicate: Option<Box<datafusion::sql::sqlparser::ast::Expr>>,
+    },
+    /// `ALTER TABLE t DROP FEATURE name [TRUNCATE HISTORY]` (Databricks' spelling).
+    DropFeature {
+        table: ObjectName,
+        feature: String,
+        truncate_history: bool,
     },
     Vacuum {
         table: Box<ObjectName>,
@@ -235,7 +246,41 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
             parser.next_token();
             let _ = parser.parse_keyword(Keyword::TABLE);
             let table = parser.parse_object_name(false)?;
-            return Ok(SluiceStatement::Optimize { table });
+            return Ok(SluiceStatement::Optimize { table, purge: false, predicate: None });
+        }
+        Some("REORG") if word(parser, 1).as_deref() == Some("TABLE") => {
+            parser.next_token();
+            parser.next_token();
+            let table = parser.parse_object_name(false)?;
+            let predicate =
+                if parser.parse_keyword(Keyword::WHERE) { Some(Box::new(parser.parse_expr()?)) } else { None };
+            parser.expect_keyword_is(Keyword::APPLY)?;
+            parser.expect_token(&Token::LParen)?;
+            if word(parser, 0).as_deref() != Some("PURGE") {
+                return parser.expected("PURGE", parser.peek_token());
+            }
+            parser.next_token();
+            parser.expect_token(&Token::RParen)?;
+            return Ok(SluiceStatement::Optimize { table, purge: true, predicate });
+        }
+        Some("ALTER") if word(parser, 1).as_deref() == Some("TABLE") && drop_feature_at(parser).is_some() => {
+            parser.next_token();
+            parser.next_token();
+            let table = parser.parse_object_name(false)?;
+            parser.expect_keyword_is(Keyword::DROP)?;
+            parser.next_token();
+            let feature = parser.parse_identifier()?.value;
+            let truncate_history = if word(parser, 0).as_deref() == Some("TRUNCATE") {
+                parser.next_token();
+                if word(parser, 0).as_deref() != Some("HISTORY") {
+                    return parser.expected("HISTORY", parser.peek_token());
+                }
+                parser.next_token();
+                true
+            } else {
+                false
+            };
+            return Ok(SluiceStatement::DropFeature { table, feature, truncate_history });
         }
         Some("VACUUM") => {
             parser.next_token();
@@ -284,6 +329,23 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
         _ => {}
     }
     Ok(SluiceStatement::Standard(Box::new(parser.parse_statement()?)))
+}
+
+/// Where `DROP FEATURE` follows `ALTER TABLE <name>` (a name of up to three parts).
+fn drop_feature_at(parser: &Parser) -> Option<usize> {
+    let mut n = 2;
+    for _ in 0..3 {
+        if !matches!(parser.peek_nth_token(n).token, Token::Word(_)) {
+            return None;
+        }
+        if parser.peek_nth_token(n + 1).token == Token::Period {
+            n += 2;
+        } else {
+            n += 1;
+            break;
+        }
+    }
+    (word(parser, n).as_deref() == Some("DROP") && word(parser, n + 1).as_deref() == Some("FEATURE")).then_some(n)
 }
 
 /// Tokens at most between INSERT and its OVERRIDING clause that are looked at.

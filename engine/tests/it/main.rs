@@ -4,6 +4,7 @@ mod api;
 mod changes;
 mod common;
 mod crash;
+mod delta_readers;
 mod fixtures;
 mod flows;
 mod foreign_keys;

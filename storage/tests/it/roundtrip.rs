@@ -205,17 +205,19 @@ async fn two_writers_deleting_the_same_file_conflict() {
     let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true")]).await;
     committed(table.append(vec![batch(0..10)]).await.unwrap());
     let other = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
-    let snapshot = table.snapshot().await.unwrap();
-    let file = snapshot.files_sorted()[0].clone();
-    let deletion = |row: u64| sluice_storage::write::Mutation {
-        deleted: vec![(file.clone(), [row].into_iter().collect())],
+    let deletion = |snapshot: &sluice_storage::snapshot::Snapshot, row: u64| sluice_storage::write::Mutation {
+        deleted: vec![(snapshot.files_sorted()[0].clone(), [row].into_iter().collect())],
         operation: "DELETE".into(),
         ..Default::default()
     };
-    committed(table.mutate(&snapshot, deletion(1)).await.unwrap());
-    match other.mutate(&snapshot, deletion(2)).await.unwrap() {
+    // The first delete declares the deletion vectors feature (version 2).
+    let first = table.snapshot().await.unwrap();
+    committed(table.mutate(&first, deletion(&first, 0)).await.unwrap());
+    let snapshot = table.snapshot().await.unwrap();
+    committed(table.mutate(&snapshot, deletion(&snapshot, 1)).await.unwrap());
+    match other.mutate(&snapshot, deletion(&snapshot, 2)).await.unwrap() {
         CommitOutcome::Conflict(conflict) => {
-            assert_eq!(conflict.winning_version, 2);
+            assert_eq!(conflict.winning_version, 3);
             assert!(matches!(conflict.reason, ConflictReason::ConcurrentDelete { .. }));
         }
         CommitOutcome::Committed(c) => panic!("the second delete committed as version {}", c.version),
@@ -231,9 +233,9 @@ async fn two_writers_deleting_the_same_file_conflict() {
                 .await
                 .unwrap()
         ),
-        3
+        4
     );
-    assert_eq!(ids(&table, None).await.len(), 10);
+    assert_eq!(ids(&table, None).await.len(), 9);
 }
 
 #[tokio::test]
