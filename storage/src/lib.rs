@@ -34,11 +34,13 @@
 pub mod actions;
 pub mod cdf;
 pub mod checkpoint;
+pub mod checksum;
 pub mod commit;
 pub mod deletion_vector;
 pub mod error;
 pub mod gate;
 pub mod log;
+pub mod log_cleanup;
 pub mod maintenance;
 pub mod parquet;
 pub mod partition;

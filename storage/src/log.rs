@@ -19,8 +19,22 @@ use crate::store::TableStore;
 pub enum LogFileKind {
     Commit,
     ClassicCheckpoint,
-    MultiPartCheckpoint { part: u32, parts: u32 },
-    V2Checkpoint { parquet: bool },
+    MultiPartCheckpoint {
+        part: u32,
+        parts: u32,
+    },
+    V2Checkpoint {
+        parquet: bool,
+    },
+    /// A version checksum (`<version>.crc`, see [`crate::checksum`]).
+    Checksum,
+}
+
+impl LogFileKind {
+    /// Whether the file is (part of) a checkpoint.
+    pub fn is_checkpoint(&self) -> bool {
+        !matches!(self, LogFileKind::Commit | LogFileKind::Checksum)
+    }
 }
 
 /// A file of the log, with what the listing said about it.
@@ -43,6 +57,7 @@ pub fn parse_file_name(name: &str) -> Option<(u64, LogFileKind)> {
     let version: u64 = digits.parse().ok()?;
     let kind = match rest {
         ".json" => LogFileKind::Commit,
+        ".crc" => LogFileKind::Checksum,
         ".checkpoint.parquet" => LogFileKind::ClassicCheckpoint,
         _ => {
             let rest = rest.strip_prefix(".checkpoint.")?;
@@ -148,10 +163,10 @@ pub async fn list_log(store: &TableStore, start: Option<u64>) -> Result<Vec<LogF
 }
 
 /// The newest complete checkpoint in `files` at or below `max_version`.
-fn newest_checkpoint(files: &[LogFile], max_version: u64) -> Option<CheckpointFiles> {
+pub(crate) fn newest_checkpoint(files: &[LogFile], max_version: u64) -> Option<CheckpointFiles> {
     let mut best: Option<CheckpointFiles> = None;
     let mut by_version: std::collections::BTreeMap<u64, Vec<&LogFile>> = Default::default();
-    for file in files.iter().filter(|f| f.kind != LogFileKind::Commit && f.version <= max_version) {
+    for file in files.iter().filter(|f| f.kind.is_checkpoint() && f.version <= max_version) {
         by_version.entry(file.version).or_default().push(file);
     }
     for (version, candidates) in by_version.into_iter().rev() {
@@ -262,7 +277,7 @@ pub fn earliest_version(files: &[LogFile]) -> Option<u64> {
     if has_zero {
         return Some(0);
     }
-    files.iter().filter(|f| f.kind != LogFileKind::Commit).map(|f| f.version).min()
+    files.iter().filter(|f| f.kind.is_checkpoint()).map(|f| f.version).min()
 }
 
 fn segment_from(
@@ -356,7 +371,7 @@ mod tests {
             parse_file_name("00000000000000000002.checkpoint.80a083e8-7026-4e79-81be-64bd76c43a11.json"),
             Some((2, LogFileKind::V2Checkpoint { parquet: false }))
         );
-        assert_eq!(parse_file_name("00000000000000000010.crc"), None);
+        assert_eq!(parse_file_name("00000000000000000010.crc"), Some((10, LogFileKind::Checksum)));
         assert_eq!(parse_file_name("00000000000000000010.json#1"), None);
         assert_eq!(parse_file_name("_last_checkpoint"), None);
         assert_eq!(parse_file_name("00000000000000000000.00000000000000000005.compacted.json"), None);

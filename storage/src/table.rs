@@ -56,6 +56,15 @@ impl Table {
     /// Opens an existing table.
     pub async fn open(store: TableStore) -> Result<Self> {
         let snapshot = Snapshot::load_latest(&store).await?;
+        match crate::checksum::verify(&store, &snapshot).await {
+            Ok(None) => {}
+            Ok(Some(difference)) => tracing::warn!(
+                table = store.location(),
+                version = snapshot.version(),
+                "the log replays to other contents than its .crc says: {difference}"
+            ),
+            Err(e) => tracing::warn!(table = store.location(), "the .crc could not be read: {e}"),
+        }
         Ok(Self::with_snapshot(store, snapshot))
     }
 
@@ -133,11 +142,17 @@ impl Table {
         protocol::check_writable(&protocol, store.location())?;
         let mut transaction = Transaction::new(None, "CREATE TABLE");
         transaction.add_action(Action::Protocol(protocol)).add_action(Action::Metadata(metadata));
-        match transaction.commit(&store, None).await? {
-            CommitOutcome::Committed(_) => {}
+        let txn_id = match transaction.commit(&store, None).await? {
+            CommitOutcome::Committed(committed) => {
+                committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions))
+            }
             CommitOutcome::Conflict(_) => return Err(Error::TableExists { location: store.location().to_string() }),
+        };
+        let snapshot = Snapshot::load_latest(&store).await?;
+        if let Err(e) = crate::checksum::write(&store, &snapshot, txn_id).await {
+            tracing::warn!(table = store.location(), "no .crc written for version 0 (the table stands): {e}");
         }
-        Self::open(store).await
+        Ok(Self::with_snapshot(store, snapshot))
     }
 
     /// Whether a Delta table exists at the store's root.
@@ -300,13 +315,29 @@ impl Table {
                 .collect();
             let next = Arc::new(snapshot.apply_commits(commits)?);
             self.store_snapshot(next.clone());
+            let txn_id = committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions));
+            if let Err(e) = crate::checksum::write(&self.store, &next, txn_id).await {
+                tracing::warn!(
+                    table = self.location(),
+                    version = next.version(),
+                    "no .crc written (the commit stands): {e}"
+                );
+            }
             if next.version() % next.checkpoint_interval() == 0 {
-                if let Err(e) = self.checkpoint(&next).await {
-                    tracing::warn!(
+                match self.checkpoint(&next).await {
+                    Ok(()) => {
+                        if let Err(e) = crate::log_cleanup::clean_expired_log(&self.store, &next, now_ms()).await {
+                            tracing::warn!(
+                                table = self.location(),
+                                "log cleanup failed (it runs again at the next checkpoint): {e}"
+                            );
+                        }
+                    }
+                    Err(e) => tracing::warn!(
                         table = self.location(),
                         version = next.version(),
                         "checkpoint failed (the commit stands): {e}"
-                    );
+                    ),
                 }
             }
         }

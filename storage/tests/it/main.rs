@@ -4,6 +4,7 @@ mod common;
 mod damaged_log;
 mod fixtures;
 mod interop;
+mod log_hygiene;
 mod peers;
 mod processes;
 mod roundtrip;

@@ -32,3 +32,24 @@ pub fn run_python(script: &str, args: &[&str]) {
         String::from_utf8_lossy(&output.stderr)
     );
 }
+
+/// Runs Python code with arguments and returns what it printed; panics with its output on failure.
+pub fn run_python_code(code: &str, args: &[&str]) -> String {
+    let output = std::process::Command::new(python())
+        .arg("-c")
+        .arg(format!("{code}\n{RUN_THEN_EXIT_TAIL}"))
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "python failed:\n{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+/// Leaves with `os._exit(0)` once the output is flushed (see [`RUN_THEN_EXIT`]).
+const RUN_THEN_EXIT_TAIL: &str =
+    "import os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n";
