@@ -659,6 +659,93 @@ def foreign_keys() -> str:
     return "\n".join(lines) + note
 
 
+def deletion_vectors() -> str:
+    """DELETE and UPDATE on a 2M-row table with deletion vectors (Sluice's default) and with
+    copy-on-write (`delta.enableDeletionVectors = false`), beside delta-rs (the deltalake package's
+    DeltaTable.delete and .update, which rewrite files), then a full read after the changes."""
+    import random
+    import psycopg
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    from deltalake import DeltaTable, write_deltalake
+    n = 2_000_000
+    DATA.mkdir(parents=True, exist_ok=True)
+    rows = DATA / "rows-2m.csv"
+    if not rows.exists():
+        with open(rows.with_suffix(".tmp"), "w") as out:
+            for start in range(0, n, 100_000):
+                out.write("".join(f"{i},{i % 9973},name {i % 1000},{i * 0.25}\n" for i in range(start, start + 100_000)))
+        rows.with_suffix(".tmp").rename(rows)
+    os.chmod(DATA, 0o755)
+    generator = random.Random(26)
+    deletes = [generator.sample(range(n), 500) for _ in range(3)]
+    updates = [generator.randrange(n) for _ in range(3)]
+
+    def best(times):
+        return min(times)
+
+    results = {}
+    with postgres_and_sluice() as (_, _, port, _):
+        for table, properties in [("t_dv", ""), ("t_cow", " TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")]:
+            psql(port, "sluice", f"CREATE TABLE {table} (id bigint, customer int, name text, amount double precision){properties}")
+            psql(port, "sluice", f"\\copy {table} from '{rows}' csv")
+            with psycopg.connect(f"host=127.0.0.1 port={port} dbname=sluice user=bench", autocommit=True) as con:
+                delete_times, update_times = [], []
+                for ids in deletes:
+                    started = time.perf_counter()
+                    con.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(map(str, ids))})")
+                    delete_times.append(time.perf_counter() - started)
+                for i in updates:
+                    started = time.perf_counter()
+                    con.execute(f"UPDATE {table} SET amount = -1 WHERE id = {i}")
+                    update_times.append(time.perf_counter() - started)
+                started = time.perf_counter()
+                count = con.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+                read = time.perf_counter() - started
+            results[table] = (best(delete_times), best(update_times), read, count)
+    work = Path(tempfile.mkdtemp(prefix="sluice-dv-bench-"))
+    try:
+        names = ["id", "customer", "name", "amount"]
+        types = {"id": pa.int64(), "customer": pa.int32(), "name": pa.string(), "amount": pa.float64()}
+        data = pacsv.read_csv(rows, read_options=pacsv.ReadOptions(column_names=names),
+                              convert_options=pacsv.ConvertOptions(column_types=types))
+        write_deltalake(str(work / "t"), data)
+        dt = DeltaTable(str(work / "t"))
+        delete_times, update_times = [], []
+        for ids in deletes:
+            started = time.perf_counter()
+            dt.delete(f"id IN ({', '.join(map(str, ids))})")
+            delete_times.append(time.perf_counter() - started)
+        for i in updates:
+            started = time.perf_counter()
+            dt.update(updates={"amount": "-1"}, predicate=f"id = {i}")
+            update_times.append(time.perf_counter() - started)
+        started = time.perf_counter()
+        count = DeltaTable(str(work / "t")).to_pyarrow_table(columns=["id"]).num_rows
+        read = time.perf_counter() - started
+        results["delta-rs"] = (best(delete_times), best(update_times), read, count)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    dv, cow, peer = results["t_dv"], results["t_cow"], results["delta-rs"]
+    build = "release" if "release" in str(SLUICE) else f"`{SLUICE}` (not a release build)"
+    lines = [
+        "| measure | Sluice, deletion vectors | Sluice, copy-on-write | delta-rs (copy-on-write) | ratio |",
+        "|---|---|---|---|---|",
+        f"| DELETE of 500 rows by id, best of 3 | {dv[0] * 1000:,.0f} ms | {cow[0] * 1000:,.0f} ms | {peer[0] * 1000:,.0f} ms | "
+        f"**{peer[0] / dv[0]:.1f}** (delta-rs / Sluice with DVs); copy-on-write costs {cow[0] / dv[0]:.1f}x |",
+        f"| UPDATE of one row by id, best of 3 | {dv[1] * 1000:,.0f} ms | {cow[1] * 1000:,.0f} ms | {peer[1] * 1000:,.0f} ms | "
+        f"**{peer[1] / dv[1]:.1f}**; copy-on-write costs {cow[1] / dv[1]:.1f}x |",
+        f"| count of the rows left, after the changes | {dv[2] * 1000:,.0f} ms | {cow[2] * 1000:,.0f} ms | {peer[2] * 1000:,.0f} ms | |",
+        f"| rows left (all three agree) | {dv[3]:,} | {cow[3]:,} | {peer[3]:,} | |",
+    ]
+    note = (f"\n\n{n:,} rows (id, customer, name, amount) loaded with \\copy into Sluice and with write_deltalake into "
+            "delta-rs; the same three 500-row DELETEs and three one-row UPDATEs on each side, timed one by one. Sluice "
+            f"runs over pgwire (psycopg, so its times include a round trip), delta-rs in the benchmark's process. Sluice: {build}. "
+            "With deletion vectors a DELETE writes one small deletion vector file; copy-on-write rewrites every data "
+            "file that holds a deleted row.")
+    return "\n".join(lines) + note
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
@@ -669,6 +756,7 @@ BENCHMARKS = {
     "keys": ("Keys: lookups, upserts and deletes by key beside PostgreSQL 15 and DuckDB (issue 20)", keys),
     "transactions": ("Transactions: pgbench TPC-B-like beside PostgreSQL 15 (issue 21)", transactions),
     "foreign_keys": ("Foreign keys: checked inserts and deletes beside PostgreSQL 15 (issue 22)", foreign_keys),
+    "deletion_vectors": ("Deletes with deletion vectors and copy-on-write beside delta-rs (issue 26)", deletion_vectors),
 }
 
 

@@ -1,5 +1,6 @@
 //! Checkpoints: reading every kind (classic, multi-part, V2 in JSON or Parquet with sidecars) into
-//! actions, and writing classic Parquet checkpoints with `_last_checkpoint`.
+//! actions, and writing Parquet checkpoints (classic, or V2 for tables that declare
+//! `v2Checkpoint`) with `_last_checkpoint`.
 //!
 //! Rows of a Parquet checkpoint are turned into actions through a small Arrow-to-JSON walk and
 //! serde, so that one definition of each action serves commits and checkpoints alike. The derived
@@ -262,11 +263,36 @@ pub fn encode_checkpoint(actions: &[Action]) -> Result<Bytes> {
     Ok(Bytes::from(out))
 }
 
+/// How a checkpoint is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CheckpointKind {
+    /// `<version>.checkpoint.parquet`.
+    Classic,
+    /// `<version>.checkpoint.<uuid>.parquet` with a `checkpointMetadata` action (which the actions
+    /// must hold), for tables that declare `v2Checkpoint` (all actions in the one file: no
+    /// sidecars). The UUID name keeps two writers' checkpoints of one version apart.
+    V2,
+}
+
 /// Writes the checkpoint of `version` and then `_last_checkpoint`.
-pub async fn write_checkpoint(store: &TableStore, version: u64, actions: &[Action]) -> Result<()> {
-    let bytes = encode_checkpoint(actions)?;
+pub async fn write_checkpoint(
+    store: &TableStore,
+    version: u64,
+    actions: &[Action],
+    kind: CheckpointKind,
+) -> Result<()> {
+    let (name, bytes) = match kind {
+        CheckpointKind::Classic => (crate::log::checkpoint_file_name(version), encode_checkpoint(actions)?),
+        CheckpointKind::V2 => {
+            // The snapshot's checkpoint actions of such a table carry the header already.
+            if !actions.iter().any(|a| matches!(a, Action::CheckpointMetadata(_))) {
+                return Err(Error::Internal(format!("V2 checkpoint of version {version} without checkpointMetadata")));
+            }
+            (format!("{version:020}.checkpoint.{}.parquet", uuid::Uuid::new_v4()), encode_checkpoint(actions)?)
+        }
+    };
     let size_in_bytes = bytes.len();
-    let path = store.log_path(&crate::log::checkpoint_file_name(version));
+    let path = store.log_path(&name);
     store.put(&path, bytes).await?;
     let adds = actions.iter().filter(|a| matches!(a, Action::Add(_))).count();
     let hint: HashMap<&str, Value> = HashMap::from([

@@ -346,8 +346,18 @@ impl Table {
 
     /// Writes a checkpoint of a snapshot.
     pub async fn checkpoint(&self, snapshot: &Snapshot) -> Result<()> {
-        crate::checkpoint::write_checkpoint(&self.store, snapshot.version(), &snapshot.checkpoint_actions(now_ms()))
-            .await
+        let kind = if protocol::has_writer_feature(snapshot.protocol(), "v2Checkpoint") {
+            crate::checkpoint::CheckpointKind::V2
+        } else {
+            crate::checkpoint::CheckpointKind::Classic
+        };
+        crate::checkpoint::write_checkpoint(
+            &self.store,
+            snapshot.version(),
+            &snapshot.checkpoint_actions(now_ms()),
+            kind,
+        )
+        .await
     }
 
     /// Changes table properties (and upgrades the protocol if they need it). Setting
@@ -377,6 +387,14 @@ impl Table {
             return Err(Error::InvalidArgument(format!("column mapping cannot change from {before:?} to {after:?}")));
         }
         self.commit_metadata(&snapshot, metadata, &schema, "SET TBLPROPERTIES").await
+    }
+
+    /// Sets the table's description (`metaData.description`, the table comment Spark and
+    /// delta-rs show), or removes it with None, on `snapshot`.
+    pub async fn set_description(&self, snapshot: &Snapshot, description: Option<String>) -> Result<CommitOutcome> {
+        let mut metadata = snapshot.metadata().clone();
+        metadata.description = description;
+        self.commit_metadata(snapshot, metadata, snapshot.schema(), "SET TBLPROPERTIES").await
     }
 
     /// Replaces the schema (for added or renamed columns); `schema` must keep every existing

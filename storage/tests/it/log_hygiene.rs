@@ -201,3 +201,44 @@ async fn ten_thousand_commits_keep_only_the_log_they_need() {
     assert_eq!(snapshot.version(), 10_001);
     assert_eq!(ids(&reopened, None).await, vec![0, 1, 2, 3, 4, 1000, 1001]);
 }
+
+#[tokio::test]
+async fn a_table_that_declares_v2_checkpoints_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(dir.path(), &[], &[("delta.checkpointPolicy", "v2"), ("delta.checkpointInterval", "2")]).await;
+    let protocol = table.snapshot().await.unwrap().protocol().clone();
+    assert!(protocol.reader_features.unwrap_or_default().contains(&"v2Checkpoint".to_string()));
+    for n in 0..3 {
+        committed(table.append(vec![batch(n * 10..n * 10 + 10)]).await.unwrap());
+    }
+    let checkpoints: Vec<(u64, LogFileKind)> = log_names(dir.path())
+        .iter()
+        .filter_map(|n| sluice_storage::log::parse_file_name(n))
+        .filter(|(_, kind)| kind.is_checkpoint())
+        .collect();
+    assert_eq!(checkpoints, [(2, LogFileKind::V2Checkpoint { parquet: true })]);
+    // Opened afresh, the table is replayed from the V2 checkpoint (and the commit after it).
+    let reopened = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
+    assert_eq!(ids(&reopened, None).await, (0..30).collect::<Vec<_>>());
+    // Its first action is the checkpointMetadata header naming the version.
+    let path = dir
+        .path()
+        .join("_delta_log")
+        .join(log_names(dir.path()).into_iter().find(|n| n.starts_with("00000000000000000002.checkpoint.")).unwrap());
+    let file = std::fs::File::open(path).unwrap();
+    let batches: Vec<arrow::array::RecordBatch> =
+        parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+            .map(|b| b.unwrap())
+            .collect();
+    let headers: usize = batches
+        .iter()
+        .map(|b| {
+            let column = b.column_by_name("checkpointMetadata").unwrap();
+            column.len() - arrow::array::Array::null_count(column.as_ref())
+        })
+        .sum();
+    assert_eq!(headers, 1, "one checkpointMetadata action");
+}
