@@ -55,6 +55,11 @@ const SHAPES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "structs",
+        &["CREATE TABLE t_structs AS SELECT CAST(1 AS bigint) AS id, named_struct('a', 1, 'b', 'x') AS s, \
+             make_array(named_struct('k', 'p', 'n', 2.5)) AS items"],
+    ),
+    (
         "timestamps",
         &[
             "CREATE TABLE t_timestamps (id bigint, local timestamp, zoned timestamptz)",
@@ -169,7 +174,7 @@ const MISREADS: &[(&str, &str)] =
     &[("column_mapping", "deltalake.to_pandas"), ("column_mapping", "deltalake.to_pyarrow_dataset")];
 
 /// Shapes without any delete: every reader must read them.
-const NEVER_REFUSED: &[&str] = &["plain", "partitioned", "identity", "keyed", "nested", "timestamps", "cdf"];
+const NEVER_REFUSED: &[&str] = &["plain", "partitioned", "identity", "keyed", "nested", "structs", "timestamps", "cdf"];
 
 #[tokio::test]
 async fn every_reader_reads_every_shape_sluice_writes() {
