@@ -227,6 +227,7 @@ fn statement_kind(statement: &SluiceStatement) -> String {
         SluiceStatement::Vacuum { .. } => "VACUUM".into(),
         SluiceStatement::Restore { .. } => "RESTORE".into(),
         SluiceStatement::InsertByName { .. } => "INSERT".into(),
+        SluiceStatement::Comment(_) => "COMMENT".into(),
         SluiceStatement::Streaming(streaming) => match streaming.as_ref() {
             S::CreateStreamingTable(_) => "CREATE STREAMING TABLE",
             S::CreateFlow(_) => "CREATE FLOW",
@@ -265,6 +266,7 @@ mod tests {
         assert_eq!(name("TRUNCATE t"), "TRUNCATE TABLE");
         assert_eq!(name("OPTIMIZE t"), "OPTIMIZE");
         assert_eq!(name("DROP MATERIALIZED VIEW v"), "DROP MATERIALIZED VIEW");
+        assert_eq!(name("COMMENT ON TABLE t IS 'x'"), "COMMENT");
     }
 
     #[test]
@@ -284,6 +286,8 @@ mod tests {
         assert!(!reads("INSERT INTO t VALUES (1)"));
         assert!(!reads("CREATE TABLE x (a int)"));
         assert!(!reads("VACUUM t"));
+        assert!(!reads("COMMENT ON TABLE t IS 'x'"));
+        assert!(!reads("COMMENT ON CONSTRAINT c ON t IS NULL"));
         assert!(!reads("CREATE ROLE r"));
         assert!(!reads("GRANT SELECT ON t TO r"));
         // nextval and setval commit a sequence's new value; currval only reads the session's.

@@ -419,10 +419,13 @@ impl Session {
     /// INDEX changes, if the block created it (nobody else sees such a table: the statement's
     /// commits go with it when the block rolls back).
     fn created_target(&self, statement: &SluiceStatement) -> Option<usize> {
-        let name = match standard(statement)? {
-            Statement::AlterTable(alter) => &alter.name,
-            Statement::CreateIndex(create) => &create.table_name,
-            _ => return None,
+        let name = match statement {
+            SluiceStatement::Comment(comment) => comment.target.relation()?,
+            _ => match standard(statement)? {
+                Statement::AlterTable(alter) => &alter.name,
+                Statement::CreateIndex(create) => &create.table_name,
+                _ => return None,
+            },
         };
         let name = crate::names::table_name(name).ok()?;
         let state = self.query.catalog_state();
@@ -491,6 +494,7 @@ impl Session {
                 other => self.dispatch_standard(other).await,
             },
             SluiceStatement::Streaming(statement) => self.streaming(*statement).await,
+            SluiceStatement::Comment(comment) => self.query.comment_on(*comment).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
         }
     }
@@ -526,6 +530,11 @@ impl Session {
             Statement::CreateIndex(create) => self.query.create_index(create).await,
             // Rights come from the role's kind (owner, normal, read-only; see crate::privileges),
             // not from grants on objects.
+            // Only sqlparser's own spellings reach here (`COMMENT IF EXISTS ON ...`, Snowflake's):
+            // PostgreSQL's COMMENT ON is Sluice's statement (see crate::syntax::comment).
+            Statement::Comment { .. } => {
+                Err(Error::NotSupported("COMMENT IF EXISTS (PostgreSQL's COMMENT ON has no IF EXISTS)".into()))
+            }
             Statement::Grant(_) | Statement::Revoke(_) => Err(Error::NotSupported(
                 "GRANT and REVOKE (Sluice's roles are the warehouse owner, normal roles and read-only roles: \
                  CREATE ROLE ... IN ROLE pg_read_all_data makes a read-only one)"

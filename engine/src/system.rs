@@ -592,6 +592,10 @@ pub struct RelationInfo {
     pub size_bytes: i64,
     /// Its FOREIGN KEY constraints, by name.
     pub foreign_keys: Vec<ForeignKeyInfo>,
+    /// Its comment (the Delta description; see [`crate::sql::comments`]).
+    pub description: Option<String>,
+    /// The comments on its constraints, by constraint name.
+    pub constraint_comments: Vec<(String, String)>,
 }
 
 /// A FOREIGN KEY constraint with the table it references, as the catalogs show it.
@@ -656,6 +660,8 @@ pub struct ColumnInfo {
     /// The declared type's PostgreSQL name (`integer`, `uuid`, `varchar(20)`, `numeric(10,2)`).
     pub type_name: String,
     pub nullable: bool,
+    /// Its comment (the `comment` of its Delta field metadata).
+    pub comment: Option<String>,
 }
 
 /// The columns and keys of every table of the warehouse (not materialized views), sorted by
@@ -698,7 +704,12 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
                     _ => None,
                 };
                 let type_name = crate::types::pg_type_name(field);
-                ColumnInfo { name: field.name.clone(), default, identity, type_name, nullable: field.nullable }
+                let comment = field
+                    .metadata
+                    .get(crate::sql::comments::COLUMN_COMMENT_KEY)
+                    .and_then(|c| c.as_str())
+                    .map(str::to_string);
+                ColumnInfo { name: field.name.clone(), default, identity, type_name, nullable: field.nullable, comment }
             })
             .collect();
         out.push(RelationInfo {
@@ -709,6 +720,8 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
             checks: snapshot.constraints(),
             size_bytes: snapshot.files().map(|f| f.size).sum(),
             foreign_keys: Vec::new(),
+            description: snapshot.metadata().description.clone(),
+            constraint_comments: crate::sql::comments::constraint_comments(snapshot.configuration()),
         });
     }
     // Each foreign key with its parent's name and the parent's key it uses.

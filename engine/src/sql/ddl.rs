@@ -1061,8 +1061,11 @@ impl QueryContext {
             }
             AlterTableOperation::DropConstraint { name: constraint, if_exists, drop_behavior } => {
                 let dropped = normalize(&constraint);
+                // The constraint's comment (see crate::sql::comments) goes with it.
+                let comment = super::comments::constraint_comment_key(&dropped);
                 if entry.foreign_keys.iter().any(|k| k.name == dropped) {
-                    return self.update_entry(&entry, |e| e.foreign_keys.retain(|k| k.name != dropped)).await;
+                    self.update_entry(&entry, |e| e.foreign_keys.retain(|k| k.name != dropped)).await?;
+                    return self.drop_constraint_comment(&entry, &table, &configuration, &dropped).await;
                 }
                 let key_property = format!("{}{}", crate::keys::KEY_PREFIX, normalize(&constraint));
                 if let Some(def) = configuration.get(&key_property).and_then(|text| KeyDef::parse(&dropped, text)) {
@@ -1082,7 +1085,10 @@ impl QueryContext {
                 if configuration.contains_key(&key_property) {
                     let _lock = self.db.keys.lock(&entry.id, &table).await?;
                     return self
-                        .metadata_committed(&entry, table.set_properties(HashMap::new(), &[key_property]).await?)
+                        .metadata_committed(
+                            &entry,
+                            table.set_properties(HashMap::new(), &[key_property, comment]).await?,
+                        )
                         .await
                         .map(|_| ());
                 }
@@ -1094,7 +1100,7 @@ impl QueryContext {
                         Err(Error::UndefinedObject { kind: "constraint", name: constraint.value })
                     };
                 }
-                self.metadata_committed(&entry, table.set_properties(HashMap::new(), &[key]).await?).await?;
+                self.metadata_committed(&entry, table.set_properties(HashMap::new(), &[key, comment]).await?).await?;
             }
             AlterTableOperation::RenameConstraint { old_name, new_name }
                 if entry.foreign_keys.iter().any(|k| k.name == normalize(&old_name)) =>
@@ -1116,6 +1122,7 @@ impl QueryContext {
                     }
                 })
                 .await?;
+                self.rename_constraint_comment(&entry, &table, &configuration, &old, &new).await?;
             }
             AlterTableOperation::RenameTable {
                 table_name: RenameTableNameKind::To(new) | RenameTableNameKind::As(new),

@@ -3,6 +3,7 @@
 
 pub mod catalog_provider;
 pub mod column_type;
+pub mod comments;
 pub mod context;
 pub mod copy_in;
 pub mod ddl;

@@ -126,6 +126,11 @@ impl Namespace {
             | SluiceStatement::DropFeature { table, .. }
             | SluiceStatement::Restore { table, .. } => rewrite(table)?,
             SluiceStatement::Vacuum { table, .. } => rewrite(table)?,
+            SluiceStatement::Comment(comment) => {
+                if let Some(table) = comment.target.relation_mut() {
+                    rewrite(table)?;
+                }
+            }
             SluiceStatement::Standard(statement) => {
                 if let Statement::Drop { object_type: ObjectType::Table | ObjectType::View, names, .. } =
                     statement.as_mut()

@@ -63,6 +63,8 @@ pub enum SluiceStatement {
         insert: Box<Statement>,
         overriding: Overriding,
     },
+    /// `COMMENT ON ...` (see [`super::comment`]).
+    Comment(Box<super::comment::CommentOn>),
 }
 
 /// What an INSERT's OVERRIDING clause asks of identity columns.
@@ -195,6 +197,9 @@ pub(crate) fn word(parser: &Parser, n: usize) -> Option<String> {
 fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> {
     if super::streaming::is_streaming_statement(parser) {
         return super::streaming::parse_streaming(parser).map(|s| SluiceStatement::Streaming(Box::new(s)));
+    }
+    if super::comment::is_comment_on(parser) {
+        return super::comment::parse_comment_on(parser).map(|c| SluiceStatement::Comment(Box::new(c)));
     }
     let first = word(parser, 0);
     match first.as_deref() {

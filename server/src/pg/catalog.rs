@@ -69,7 +69,7 @@ enum Kind {
     /// `pg_function_is_visible(oid)` and its kin: everything is on the search path.
     Visible(&'static str),
     /// Describers of objects Sluice does not have (`pg_get_function_result(oid)` of a function,
-    /// `col_description` of a comment): NULL, as Postgres answers when there is none.
+    /// `shobj_description` of a database's comment): NULL, as Postgres answers when there is none.
     NoFunction(&'static str),
     /// `pg_size_pretty(bigint)`.
     SizePretty,
@@ -240,6 +240,9 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     context.register_udf(ScalarUDF::from(super::relations::DatabaseSize::new(server.db.location())));
     context.register_udf(ScalarUDF::from(super::relations::RegclassName::new(objects.clone())));
     context.register_udf(ScalarUDF::from(super::relations::AttributeNames::new(objects.clone())));
+    for describer in super::descriptions::DescriptionFunction::all(&objects) {
+        context.register_udf(ScalarUDF::from(describer));
+    }
     context.register_udf(ScalarUDF::from(super::relations::OtherTemporarySchema::new(
         objects.clone(),
         session.temporary_schema(),
@@ -268,14 +271,12 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::NoFunction("pg_get_function_result"), Signature::any(1, Volatility::Stable)),
         (Kind::NoFunction("pg_get_function_arguments"), Signature::any(1, Volatility::Stable)),
         (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),
-        // Comments: Sluice keeps none in the Postgres catalog.
-        (Kind::NoFunction("col_description"), Signature::any(2, Volatility::Stable)),
         // A call with constant names is answered by the engine before planning (a SERIAL's or
         // identity column's sequence name); one that reads them from rows gives NULL.
         (Kind::NoFunction("pg_get_serial_sequence"), Signature::any(2, Volatility::Stable)),
         // Advisory locks: Sluice takes none, so releasing them all does nothing.
         (Kind::NoFunction("pg_advisory_unlock_all"), Signature::nullary(Volatility::Volatile)),
-        (Kind::NoFunction("obj_description"), Signature::variadic_any(Volatility::Stable)),
+        // Comments on shared objects (databases, roles, tablespaces): Sluice keeps none.
         (Kind::NoFunction("shobj_description"), Signature::any(2, Volatility::Stable)),
         (Kind::SizePretty, Signature::any(1, Volatility::Immutable)),
         (Kind::ToRegtype, Signature::any(1, Volatility::Stable)),

@@ -11,7 +11,9 @@
 //! - What pgjdbc's `DatabaseMetaData` and Metabase's sync send: `information_schema.
 //!   _pg_expandarray(a)` and `(row).field`, `'name'::regproc` compared with a `regproc` column,
 //!   int2vector subscripts (`indoption[i]`, from 0), comment functions over `::regclass` casts of
-//!   columns, and correlated subqueries in CASE that DataFusion can join.
+//!   computed names, and correlated subqueries in CASE that DataFusion can join.
+//! - A system catalog's name cast to `regclass` (`'pg_catalog.pg_class'::regclass`, what clients
+//!   compare `pg_description.classoid` with) is PostgreSQL's OID of that catalog.
 //! - `x::regclass` printed (psql's `\d t` lists the tables that reference one so) becomes the
 //!   relation's name, and pgcli's correlated subquery naming a foreign key's columns a function.
 //! - `information_schema`'s constraint views (`table_constraints`, `key_column_usage`,
@@ -144,6 +146,7 @@ pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut CompositeFields);
     let _ = statement.visit(&mut Int2VectorSubscripts);
     let _ = statement.visit(&mut NoComments);
+    let _ = statement.visit(&mut CatalogOids);
     function_results(statement);
     let _ = statement.visit(&mut RegprocNames);
     let _ = statement.visit(&mut RegtypeNames);
@@ -631,6 +634,69 @@ impl VisitorMut for Int2VectorSubscripts {
 /// psql's `\df` read argument and column types so.
 struct RegtypeNames;
 
+/// PostgreSQL 15's fixed OIDs of the system catalogs that clients name as a `classoid`
+/// (`pg_description.classoid = 'pg_catalog.pg_class'::regclass`, `pg_depend`,
+/// `pg_shdescription`).
+const CATALOG_OIDS: &[(&str, i64)] = &[
+    ("pg_am", 2601),
+    ("pg_attrdef", 2604),
+    ("pg_attribute", 1249),
+    ("pg_authid", 1260),
+    ("pg_cast", 2605),
+    ("pg_class", 1259),
+    ("pg_collation", 3456),
+    ("pg_constraint", 2606),
+    ("pg_conversion", 2607),
+    ("pg_database", 1262),
+    ("pg_depend", 2608),
+    ("pg_description", 2609),
+    ("pg_extension", 3079),
+    ("pg_index", 2610),
+    ("pg_language", 2612),
+    ("pg_namespace", 2615),
+    ("pg_opclass", 2616),
+    ("pg_operator", 2617),
+    ("pg_opfamily", 2753),
+    ("pg_proc", 1255),
+    ("pg_rewrite", 2618),
+    ("pg_tablespace", 1213),
+    ("pg_trigger", 2620),
+    ("pg_ts_config", 3602),
+    ("pg_ts_dict", 3600),
+    ("pg_ts_parser", 3601),
+    ("pg_ts_template", 3764),
+    ("pg_type", 1247),
+];
+
+/// `'pg_catalog.pg_class'::regclass` (or any constant naming a catalog of [`CATALOG_OIDS`]) is
+/// PostgreSQL's OID of that catalog, which is what clients compare with a `classoid`: the rows of
+/// `pg_description` (ours, see descriptions.rs, and the built-in objects' of
+/// datafusion-pg-catalog) carry PostgreSQL's catalog OIDs, while datafusion-pg-catalog gives the
+/// catalogs' own `pg_class` rows OIDs of its own (and finds an unqualified name only in
+/// `public`).
+struct CatalogOids;
+
+impl VisitorMut for CatalogOids {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Cast { expr: inner, data_type, .. } = expr else { return ControlFlow::Continue(()) };
+        let Expr::Value(value) = inner.as_ref() else { return ControlFlow::Continue(()) };
+        let Value::SingleQuotedString(name) = &value.value else { return ControlFlow::Continue(()) };
+        if cast_type(data_type) != "regclass" {
+            return ControlFlow::Continue(());
+        }
+        let name = name.trim().to_lowercase();
+        let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
+        if let Some((_, oid)) = CATALOG_OIDS.iter().find(|(catalog, _)| *catalog == name) {
+            if let Ok(number) = parse_expr(&oid.to_string()) {
+                *expr = number;
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// The type of a cast in lower case without a `pg_catalog.` qualifier (`regtype`, `text[]`).
 fn cast_type(data_type: &datafusion::sql::sqlparser::ast::DataType) -> String {
     let text = data_type.to_string().to_lowercase();
@@ -701,11 +767,32 @@ impl VisitorMut for RegtypeNames {
     }
 }
 
-/// `col_description(...)`, `obj_description(...)`, `shobj_description(...)`: Sluice keeps no
-/// comments, so they are NULL whatever their arguments, which are not evaluated. (Metabase's
-/// describe-fields names its table with `format('%I.%I', schema, table)::regclass`, a cast of a
-/// column to `regclass` that datafusion-pg-catalog cannot make.)
+/// `col_description(...)`, `obj_description(...)`, `shobj_description(...)` over a cast of a
+/// computed name to `regclass` are NULL, their arguments not evaluated: datafusion-pg-catalog
+/// resolves a constant's cast (`'t'::regclass`) and reads a column's as its OID, but cannot cast
+/// other text (Metabase's describe-fields names its table with `format('%I.%I', schema,
+/// table)::regclass`). Other calls are answered by descriptions.rs.
 struct NoComments;
+
+/// Whether `expr` casts to `regclass` something other than a constant or a column.
+fn casts_computed_name_to_regclass(expr: &Expr) -> bool {
+    let mut found = false;
+    let _ = datafusion::sql::sqlparser::ast::visit_expressions(expr, |e| {
+        if let Expr::Cast { expr: inner, data_type, .. } = e {
+            let mut operand = inner.as_ref();
+            while let Expr::Nested(nested) = operand {
+                operand = nested;
+            }
+            let plain = matches!(operand, Expr::Value(_) | Expr::Identifier(_) | Expr::CompoundIdentifier(_));
+            if cast_type(data_type) == "regclass" && !plain {
+                found = true;
+                return ControlFlow::Break(());
+            }
+        }
+        ControlFlow::Continue(())
+    });
+    found
+}
 
 impl VisitorMut for NoComments {
     type Break = ();
@@ -720,7 +807,16 @@ impl VisitorMut for NoComments {
                     .iter()
                     .any(|f| n.value.eq_ignore_ascii_case(f))
         );
-        if describer {
+        let computed = match &function.args {
+            FunctionArguments::List(list) => list.args.iter().any(|arg| match arg {
+                datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+                    datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(e),
+                ) => casts_computed_name_to_regclass(e),
+                _ => false,
+            }),
+            _ => false,
+        };
+        if describer && computed {
             if let Ok(null) = parse_expr("CAST(NULL AS TEXT)") {
                 *expr = null;
             }
@@ -1094,11 +1190,33 @@ mod tests {
     }
 
     #[test]
-    fn comments_are_null_without_their_arguments() {
+    fn catalogs_named_as_regclass_have_postgres_oids() {
+        let sql = "SELECT 1 FROM pg_description d WHERE d.classoid = CAST('pg_catalog.pg_class' AS REGCLASS) \
+                   AND d.objoid > 'pg_constraint'::regclass AND d.objsubid = 't'::regclass";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT 1 FROM pg_description d WHERE d.classoid = 1259 AND d.objoid > 2606 \
+             AND d.objsubid = 't'::REGCLASS"
+        );
+    }
+
+    #[test]
+    fn comments_of_computed_names_are_null_without_their_arguments() {
         let sql = "SELECT col_description(CAST(format('%I.%I', s, t) AS REGCLASS), 1) AS c FROM x";
         let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
         rewrite(&mut statement);
         assert_eq!(statement.to_string(), "SELECT CAST(NULL AS TEXT) AS c FROM x");
+        for kept in [
+            "SELECT col_description(a.attrelid, a.attnum) FROM pg_attribute AS a",
+            "SELECT obj_description(CAST('t' AS REGCLASS), 'pg_class')",
+            "SELECT obj_description(CAST(c.oid AS REGCLASS))",
+        ] {
+            let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, kept).unwrap().remove(0);
+            rewrite(&mut statement);
+            assert_eq!(statement.to_string(), kept);
+        }
     }
 
     #[test]

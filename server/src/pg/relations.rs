@@ -57,6 +57,7 @@ const PG_NAMESPACE: &str = "pg_namespace";
 const PG_TYPE: &str = "pg_type";
 const PG_PROC: &str = "pg_proc";
 const PG_STAT_ACTIVITY: &str = "pg_stat_activity";
+const PG_DESCRIPTION: &str = "pg_description";
 
 /// `pg_catalog`'s OID, PostgreSQL's and datafusion-pg-catalog's.
 const PG_CATALOG_OID: i32 = 11;
@@ -169,6 +170,8 @@ struct ObjectsState {
     relation_names: HashMap<i32, String>,
     /// The column names of Sluice's tables (`attnum` 1 first), by OID, as the last scan found them.
     attribute_names: HashMap<i32, Vec<String>>,
+    /// The comments on Sluice's tables, columns and constraints, as the last scan found them.
+    comments: super::descriptions::Comments,
 }
 
 impl Objects {
@@ -183,6 +186,11 @@ impl Objects {
         state.next = state.next.saturating_add(1);
         state.oids.insert(key, oid);
         oid
+    }
+
+    /// The comments the session's last catalog scan found (see descriptions.rs).
+    pub(super) fn comments(&self) -> super::descriptions::Comments {
+        self.state.lock().comments.clone()
     }
 
     fn remember_check(&self, oid: i32, expression: &str) {
@@ -310,6 +318,10 @@ impl SchemaProvider for PgCatalogOverlay {
                 Some(table) => Catalog::Procs(table),
                 None => return Ok(None),
             },
+            PG_DESCRIPTION => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Descriptions(table),
+                None => return Ok(None),
+            },
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -320,7 +332,10 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Constraint => constraint_schema(),
             Catalog::Indexes => indexes_schema(),
             Catalog::Views => views_schema(),
-            Catalog::Tables(table) | Catalog::Namespaces(table) | Catalog::Types(table) => table.schema(),
+            Catalog::Tables(table)
+            | Catalog::Namespaces(table)
+            | Catalog::Types(table)
+            | Catalog::Descriptions(table) => table.schema(),
             Catalog::Settings(schema) => schema.clone(),
             Catalog::Procs(table) => super::procs::schema(&table.schema()),
             Catalog::Activity => super::activity::schema(),
@@ -378,6 +393,9 @@ enum Catalog {
     Procs(Arc<dyn TableProvider>),
     /// `pg_stat_activity`: this server's connections (see activity.rs).
     Activity,
+    /// datafusion-pg-catalog's `pg_description` (the built-in objects') with the comments of
+    /// Sluice's tables, columns and constraints (see descriptions.rs).
+    Descriptions(Arc<dyn TableProvider>),
 }
 
 /// One of this module's catalogs: its rows are made when it is scanned.
@@ -477,6 +495,11 @@ impl TableProvider for Described {
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
             Catalog::Views => vec![views(&self.schema, &self.view)?],
+            Catalog::Descriptions(inner) => {
+                let mut batches = rows(state, inner).await?;
+                batches.push(super::descriptions::rows(&self.schema, &self.objects.comments())?);
+                batches
+            }
             Catalog::Settings(_)
             | Catalog::Namespaces(_)
             | Catalog::Types(_)
@@ -743,6 +766,7 @@ impl Tables {
             described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
         objects.state.lock().sizes = described.iter().map(|(relation, oid, _)| (*oid, relation.size_bytes)).collect();
         remember_names(&table_oids, &described, objects);
+        objects.state.lock().comments = comments(&described, objects);
         // What `sluice_attribute_default` answers in this query (see compat.rs).
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
@@ -1098,6 +1122,38 @@ impl Tables {
         ];
         batch_by_name(schema, indexes.len(), values)
     }
+}
+
+/// The comments on Sluice's tables, columns and constraints, by the OIDs of their `pg_class` and
+/// `pg_constraint` rows (a comment on a constraint that is not there is left out).
+fn comments(described: &[(RelationInfo, i32, i32)], objects: &Objects) -> super::descriptions::Comments {
+    use super::descriptions::{Described, PG_CLASS_OID, PG_CONSTRAINT_OID};
+    let mut comments = super::descriptions::Comments::new();
+    for (relation, oid, _) in described {
+        let on_class = |objsubid: i32| Described { objoid: *oid, classoid: PG_CLASS_OID, objsubid };
+        if let Some(text) = &relation.description {
+            comments.insert(on_class(0), text.clone());
+        }
+        for (position, column) in relation.columns.iter().enumerate() {
+            if let Some(text) = &column.comment {
+                comments.insert(on_class(i32::from(attribute_number(position))), text.clone());
+            }
+        }
+        for (name, text) in &relation.constraint_comments {
+            let kind = if relation.foreign_keys.iter().any(|k| &k.name == name) {
+                ObjectKind::ForeignKey
+            } else if relation.indexes.iter().any(|k| !k.index && &k.name == name)
+                || relation.checks.iter().any(|(check, _)| check == name)
+            {
+                ObjectKind::Constraint
+            } else {
+                continue;
+            };
+            let objoid = objects.oid(kind, &relation.schema, &relation.table, name);
+            comments.insert(Described { objoid, classoid: PG_CONSTRAINT_OID, objsubid: 0 }, text.clone());
+        }
+    }
+    comments
 }
 
 /// What `sluice_regclass_name` prints for each relation of `pg_class` (tables, views, catalogs)
@@ -1904,6 +1960,7 @@ mod tests {
             identity: None,
             type_name: "integer".into(),
             nullable: true,
+            comment: None,
         };
         RelationInfo {
             schema: "public".into(),
@@ -1913,6 +1970,8 @@ mod tests {
             checks: vec![],
             size_bytes: 0,
             foreign_keys: vec![],
+            description: None,
+            constraint_comments: vec![],
         }
     }
 
