@@ -60,6 +60,11 @@ fn foreign_keys() {
     run_case("foreign_keys");
 }
 
+#[test]
+fn comments() {
+    run_case("comments");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
