@@ -1,6 +1,7 @@
 //! A table written by delta-rs (the `deltalake` Python package), attached with LOCATION, queried,
 //! updated, deleted from and appended to by Sluice, and read back correctly by delta-rs; and a
-//! materialized view's Delta table, read by delta-rs after REFRESH MATERIALIZED VIEW.
+//! materialized view's Delta table, read by delta-rs after REFRESH MATERIALIZED VIEW; and the
+//! comments of COMMENT ON, where delta-rs shows them.
 
 use sluice::Database;
 
@@ -158,4 +159,52 @@ async fn deltalake_reads_a_table_with_an_identity_column_and_keys() {
         "sluice.index.ident_n_idx=INDEX (n),sluice.key.ident_code_key=UNIQUE (code),sluice.key.ident_pkey=PRIMARY KEY (id)"
     );
     assert_eq!(&lines[3..], ["1|a|1", "3|c|3", "4|d|4"]);
+}
+
+const READ_COMMENTS: &str = r#"
+import sys
+from deltalake import DeltaTable
+table = DeltaTable(sys.argv[1])
+print(table.metadata().description)
+for field in table.schema().fields:
+    print(f"{field.name}={field.metadata.get('comment')}")
+config = table.metadata().configuration
+print(",".join(sorted(f"{k}={v}" for k, v in config.items() if k.startswith("sluice.comment."))))
+"#;
+
+/// COMMENT ON TABLE, COLUMN and CONSTRAINT are kept where delta-rs (and Spark) read them: the
+/// Delta description, the `comment` of the field's metadata, and a table property; removing one
+/// takes it away there too.
+#[tokio::test]
+async fn deltalake_reads_comments() {
+    let dir = tempfile::tempdir().unwrap();
+    let warehouse = dir.path().join("warehouse");
+    let db = Database::open(warehouse.to_str().unwrap()).await.unwrap();
+    db.execute("CREATE TABLE noted (id int PRIMARY KEY, code text, n int)").await.unwrap();
+    db.execute("COMMENT ON TABLE noted IS 'a table with comments'").await.unwrap();
+    db.execute("COMMENT ON COLUMN noted.code IS 'the code'").await.unwrap();
+    db.execute("COMMENT ON COLUMN public.noted.n IS 'a count'").await.unwrap();
+    db.execute("COMMENT ON CONSTRAINT noted_pkey ON noted IS 'one row per id'").await.unwrap();
+    let location = rows(&db.query("SELECT location FROM sluice.tables WHERE name = 'noted'").await.unwrap());
+    let location = std::path::Path::new(&location[0]);
+    let folder = if location.is_absolute() { location.to_path_buf() } else { warehouse.join(location) };
+    let output = run_python(READ_COMMENTS, &[folder.to_str().unwrap()]);
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "a table with comments",
+            "id=None",
+            "code=the code",
+            "n=a count",
+            "sluice.comment.constraint.noted_pkey=one row per id"
+        ]
+    );
+
+    db.execute("COMMENT ON TABLE noted IS NULL").await.unwrap();
+    db.execute("COMMENT ON COLUMN noted.code IS ''").await.unwrap();
+    db.execute("COMMENT ON CONSTRAINT noted_pkey ON noted IS NULL").await.unwrap();
+    let output = run_python(READ_COMMENTS, &[folder.to_str().unwrap()]);
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines, ["None", "id=None", "code=None", "n=a count", ""]);
 }
