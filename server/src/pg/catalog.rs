@@ -240,6 +240,7 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     context.register_udf(ScalarUDF::from(super::relations::DatabaseSize::new(server.db.location())));
     context.register_udf(ScalarUDF::from(super::relations::RegclassName::new(objects.clone())));
     context.register_udf(ScalarUDF::from(super::relations::AttributeNames::new(objects.clone())));
+    context.register_udf(ScalarUDF::from(super::descriptions::CatalogOid::default()));
     for describer in super::descriptions::DescriptionFunction::all(&objects) {
         context.register_udf(ScalarUDF::from(describer));
     }

@@ -634,64 +634,33 @@ impl VisitorMut for Int2VectorSubscripts {
 /// psql's `\df` read argument and column types so.
 struct RegtypeNames;
 
-/// PostgreSQL 15's fixed OIDs of the system catalogs that clients name as a `classoid`
-/// (`pg_description.classoid = 'pg_catalog.pg_class'::regclass`, `pg_depend`,
-/// `pg_shdescription`).
-const CATALOG_OIDS: &[(&str, i64)] = &[
-    ("pg_am", 2601),
-    ("pg_attrdef", 2604),
-    ("pg_attribute", 1249),
-    ("pg_authid", 1260),
-    ("pg_cast", 2605),
-    ("pg_class", 1259),
-    ("pg_collation", 3456),
-    ("pg_constraint", 2606),
-    ("pg_conversion", 2607),
-    ("pg_database", 1262),
-    ("pg_depend", 2608),
-    ("pg_description", 2609),
-    ("pg_extension", 3079),
-    ("pg_index", 2610),
-    ("pg_language", 2612),
-    ("pg_namespace", 2615),
-    ("pg_opclass", 2616),
-    ("pg_operator", 2617),
-    ("pg_opfamily", 2753),
-    ("pg_proc", 1255),
-    ("pg_rewrite", 2618),
-    ("pg_tablespace", 1213),
-    ("pg_trigger", 2620),
-    ("pg_ts_config", 3602),
-    ("pg_ts_dict", 3600),
-    ("pg_ts_parser", 3601),
-    ("pg_ts_template", 3764),
-    ("pg_type", 1247),
-];
-
-/// `'pg_catalog.pg_class'::regclass` (or any constant naming a catalog of [`CATALOG_OIDS`]) is
-/// PostgreSQL's OID of that catalog, which is what clients compare with a `classoid`: the rows of
-/// `pg_description` (ours, see descriptions.rs, and the built-in objects' of
-/// datafusion-pg-catalog) carry PostgreSQL's catalog OIDs, while datafusion-pg-catalog gives the
-/// catalogs' own `pg_class` rows OIDs of its own (and finds an unqualified name only in
-/// `public`).
+/// `'pg_catalog.pg_class'::regclass` (or any constant naming a catalog of
+/// `descriptions::CATALOG_OIDS`) is PostgreSQL's OID of that catalog, which is what clients
+/// compare with a `classoid`: the rows of `pg_description` (ours, see descriptions.rs, and the
+/// built-in objects' of datafusion-pg-catalog) carry PostgreSQL's catalog OIDs, while
+/// datafusion-pg-catalog gives the catalogs' own `pg_class` rows OIDs of its own (and finds an
+/// unqualified name only in `public`). A parameter cast to `regclass` (`$1::regclass`, as
+/// SQLAlchemy over psycopg 3 sends it) becomes `COALESCE(sluice_catalog_oid($1), $1::regclass)`.
 struct CatalogOids;
 
 impl VisitorMut for CatalogOids {
     type Break = ();
 
-    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
         let Expr::Cast { expr: inner, data_type, .. } = expr else { return ControlFlow::Continue(()) };
         let Expr::Value(value) = inner.as_ref() else { return ControlFlow::Continue(()) };
-        let Value::SingleQuotedString(name) = &value.value else { return ControlFlow::Continue(()) };
         if cast_type(data_type) != "regclass" {
             return ControlFlow::Continue(());
         }
-        let name = name.trim().to_lowercase();
-        let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
-        if let Some((_, oid)) = CATALOG_OIDS.iter().find(|(catalog, _)| *catalog == name) {
-            if let Ok(number) = parse_expr(&oid.to_string()) {
-                *expr = number;
-            }
+        let replacement = match &value.value {
+            Value::SingleQuotedString(name) => super::descriptions::catalog_oid(name).map(|oid| oid.to_string()),
+            Value::Placeholder(placeholder) => Some(format!(
+                "COALESCE(pg_catalog.sluice_catalog_oid({placeholder}), CAST({placeholder} AS {data_type}))"
+            )),
+            _ => None,
+        };
+        if let Some(replacement) = replacement.and_then(|sql| parse_expr(&sql).ok()) {
+            *expr = replacement;
         }
         ControlFlow::Continue(())
     }
@@ -1199,6 +1168,14 @@ mod tests {
             statement.to_string(),
             "SELECT 1 FROM pg_description d WHERE d.classoid = 1259 AND d.objoid > 2606 \
              AND d.objsubid = 't'::REGCLASS"
+        );
+        let sql = "SELECT 1 FROM pg_description d WHERE d.classoid = CAST($1 AS REGCLASS)";
+        let mut statement = Parser::parse_sql(&PostgreSqlDialect {}, sql).unwrap().remove(0);
+        rewrite(&mut statement);
+        assert_eq!(
+            statement.to_string(),
+            "SELECT 1 FROM pg_description d WHERE d.classoid = \
+             COALESCE(pg_catalog.sluice_catalog_oid($1), CAST($1 AS REGCLASS))"
         );
     }
 

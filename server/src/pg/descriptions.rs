@@ -1,6 +1,8 @@
 //! Comments in the Postgres catalogs: the `pg_description` rows of Sluice's tables, columns and
-//! constraints (after datafusion-pg-catalog's rows of the built-in objects), and the functions
-//! that read them, `obj_description(oid [, catalog])` and `col_description(table, column)`.
+//! constraints (after datafusion-pg-catalog's rows of the built-in objects), the functions
+//! that read them, `obj_description(oid [, catalog])` and `col_description(table, column)`, and
+//! PostgreSQL's OIDs of the system catalogs, which their `classoid` is (`'pg_class'::regclass`
+//! is 1259, as in PostgreSQL; see compat.rs).
 //!
 //! The comments themselves are the engine's (see `sluice::sql::comments`: the Delta description,
 //! field metadata and `sluice.comment.constraint.*` properties); `relations.rs` reads them with
@@ -61,12 +63,82 @@ pub fn rows(schema: &SchemaRef, comments: &Comments) -> DfResult<RecordBatch> {
     Ok(RecordBatch::try_new(schema.clone(), columns)?)
 }
 
-/// The catalog OID a catalog's name stands for in `obj_description(oid, 'pg_class')`.
-fn catalog_oid(name: &str) -> Option<i32> {
-    match name.trim().trim_start_matches("pg_catalog.") {
-        "pg_class" => Some(PG_CLASS_OID),
-        "pg_constraint" => Some(PG_CONSTRAINT_OID),
-        _ => None,
+/// PostgreSQL 15's fixed OIDs of the system catalogs that clients name as a `classoid`
+/// (`pg_description.classoid = 'pg_catalog.pg_class'::regclass`, `obj_description(oid,
+/// 'pg_class')`, `pg_depend`, `pg_shdescription`).
+const CATALOG_OIDS: &[(&str, i32)] = &[
+    ("pg_am", 2601),
+    ("pg_attrdef", 2604),
+    ("pg_attribute", 1249),
+    ("pg_authid", 1260),
+    ("pg_cast", 2605),
+    ("pg_class", PG_CLASS_OID),
+    ("pg_collation", 3456),
+    ("pg_constraint", PG_CONSTRAINT_OID),
+    ("pg_conversion", 2607),
+    ("pg_database", 1262),
+    ("pg_depend", 2608),
+    ("pg_description", 2609),
+    ("pg_extension", 3079),
+    ("pg_index", 2610),
+    ("pg_language", 2612),
+    ("pg_namespace", 2615),
+    ("pg_opclass", 2616),
+    ("pg_operator", 2617),
+    ("pg_opfamily", 2753),
+    ("pg_proc", 1255),
+    ("pg_rewrite", 2618),
+    ("pg_tablespace", 1213),
+    ("pg_trigger", 2620),
+    ("pg_ts_config", 3602),
+    ("pg_ts_dict", 3600),
+    ("pg_ts_parser", 3601),
+    ("pg_ts_template", 3764),
+    ("pg_type", 1247),
+];
+
+/// PostgreSQL's OID of a system catalog of [`CATALOG_OIDS`] named `name` (with or without
+/// `pg_catalog.`, in any case).
+pub fn catalog_oid(name: &str) -> Option<i32> {
+    let name = name.trim().to_lowercase();
+    let name = name.strip_prefix("pg_catalog.").unwrap_or(&name);
+    CATALOG_OIDS.iter().find(|(catalog, _)| *catalog == name).map(|(_, oid)| *oid)
+}
+
+/// `sluice_catalog_oid(name)`: [`catalog_oid`] of a name given as a parameter (compat.rs makes
+/// `COALESCE(sluice_catalog_oid($1), $1::regclass)` of `$1::regclass`); NULL for other names.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct CatalogOid {
+    signature: Signature,
+}
+
+impl Default for CatalogOid {
+    fn default() -> Self {
+        Self { signature: Signature::any(1, Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for CatalogOid {
+    fn name(&self) -> &str {
+        "sluice_catalog_oid"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let rows = args.number_rows;
+        let Some(first) = args.args.first() else {
+            return Err(DataFusionError::Plan("sluice_catalog_oid needs a name".into()));
+        };
+        let names = arrow::compute::cast(&first.clone().into_array(rows)?, &DataType::Utf8)?;
+        let oids: Int32Array = names.as_string::<i32>().iter().map(|name| name.and_then(catalog_oid)).collect();
+        Ok(ColumnarValue::Array(Arc::new(oids)))
     }
 }
 
@@ -199,7 +271,8 @@ mod tests {
     #[test]
     fn catalogs_are_named_with_or_without_their_schema() {
         assert_eq!(super::catalog_oid("pg_class"), Some(super::PG_CLASS_OID));
-        assert_eq!(super::catalog_oid("pg_catalog.pg_constraint"), Some(super::PG_CONSTRAINT_OID));
-        assert_eq!(super::catalog_oid("pg_namespace"), None);
+        assert_eq!(super::catalog_oid("PG_CATALOG.pg_constraint"), Some(super::PG_CONSTRAINT_OID));
+        assert_eq!(super::catalog_oid("pg_namespace"), Some(2615));
+        assert_eq!(super::catalog_oid("orders"), None);
     }
 }

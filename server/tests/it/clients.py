@@ -253,6 +253,46 @@ def sqlalchemy_orm():
     conn.close()
 
 
+def sqlalchemy_comments():
+    """Comments as create_all sends them (COMMENT ON TABLE, COLUMN and CONSTRAINT after each CREATE
+    TABLE, in its transaction) and as the inspector reflects them (pg_description, col_description)."""
+    import sqlalchemy
+
+    metadata = sqlalchemy.MetaData()
+    parent = sqlalchemy.Table(
+        "noted_parents", metadata,
+        sqlalchemy.Column("id", sqlalchemy.Integer, primary_key=True),
+        sqlalchemy.Column("code", sqlalchemy.Text, comment="the code"),
+        sqlalchemy.PrimaryKeyConstraint("id", name="noted_parents_pk", comment="one per id"),
+        sqlalchemy.UniqueConstraint("code", name="noted_parents_code", comment="codes differ"),
+        sqlalchemy.CheckConstraint("id > 0", name="noted_parents_positive", comment="ids are positive"),
+        comment="parents with comments",
+    )
+    sqlalchemy.Table(
+        "noted_children", metadata,
+        sqlalchemy.Column("id", sqlalchemy.Integer, primary_key=True),
+        sqlalchemy.Column("parent_id", sqlalchemy.Integer),
+        sqlalchemy.ForeignKeyConstraint(["parent_id"], [parent.c.id], name="noted_children_parent", comment="a parent"),
+    )
+    engine = sqlalchemy.create_engine(f"postgresql+psycopg://py@127.0.0.1:{PORT}/sluice")
+    metadata.drop_all(engine)
+    metadata.create_all(engine)
+    inspector = sqlalchemy.inspect(engine)
+    check("sqlalchemy reflects the table comment", inspector.get_table_comment("noted_parents"),
+          {"text": "parents with comments"})
+    columns = [(c["name"], c.get("comment")) for c in inspector.get_columns("noted_parents")]
+    check("sqlalchemy reflects the column comments", columns, [("id", None), ("code", "the code")])
+    check("sqlalchemy reflects the primary key comment", inspector.get_pk_constraint("noted_parents")["comment"],
+          "one per id")
+    check("sqlalchemy reflects the unique constraint comment",
+          [u["comment"] for u in inspector.get_unique_constraints("noted_parents")], ["codes differ"])
+    check("sqlalchemy reflects the check constraint comment",
+          [c["comment"] for c in inspector.get_check_constraints("noted_parents")], ["ids are positive"])
+    check("sqlalchemy reflects the foreign key comment",
+          [k["comment"] for k in inspector.get_foreign_keys("noted_children")], ["a parent"])
+    engine.dispose()
+
+
 def typed_columns():
     """uuid, jsonb and arrays as PostgreSQL types: SQLAlchemy models with UUID, JSONB and ARRAY
     columns insert and read back their values; psycopg sends uuid and jsonb parameters (text and
@@ -342,6 +382,7 @@ psycopg3()
 psycopg2_client()
 sqlalchemy_and_pandas()
 sqlalchemy_orm()
+sqlalchemy_comments()
 typed_columns()
 asyncio.run(asyncpg_client())
 print("all clients ok")
