@@ -55,6 +55,8 @@ struct Call {
     name: String,
     args: Vec<Expr>,
     alias: Option<TableAlias>,
+    /// `WITH ORDINALITY`: a last column `ordinality` (bigint) numbering each call's rows from 1.
+    ordinality: bool,
 }
 
 /// The set-returning functions that can stand in FROM: those a select list unnests
@@ -92,11 +94,8 @@ fn call_in(factor: &TableFactor) -> Result<Option<Call>> {
     if !set_returning(&name) {
         return Ok(None);
     }
-    if ordinality {
-        return Err(Error::NotSupported(format!("{name}(...) WITH ORDINALITY")));
-    }
     let Some(args) = args else { return Ok(None) };
-    Ok(Some(Call { name, args, alias: alias.clone() }))
+    Ok(Some(Call { name, args, alias: alias.clone(), ordinality }))
 }
 
 /// Whether an expression reads a column (of the tables before it, in FROM).
@@ -233,7 +232,16 @@ impl Lateral {
                 let integers = call.args.iter().all(small_integer);
                 let value = if integers { "CAST(value AS INT)" } else { "value" };
                 let name = names.first().map(|n| quoted(n)).unwrap_or_default();
-                (format!("SELECT {value} AS {name} FROM {SERIES}({})", args.join(", ")), None, vec![])
+                // The n-th row of a series is start + (n - 1) * step.
+                let ordinality = match names.get(1) {
+                    Some(column) if call.ordinality => {
+                        let start = args.first().cloned().unwrap_or_default();
+                        let step = args.get(2).cloned().unwrap_or_else(|| "1".into());
+                        format!(", CAST((value - ({start})) / ({step}) + 1 AS BIGINT) AS {}", quoted(column))
+                    }
+                    _ => String::new(),
+                };
+                (format!("SELECT {value} AS {name}{ordinality} FROM {SERIES}({})", args.join(", ")), None, vec![])
             }
             _ => (format!("SELECT {}", projection.join(", ")), None, vec![]),
         };
@@ -255,6 +263,45 @@ impl Lateral {
 /// The select-list expressions of a call (its arguments as `args`) with the names PostgreSQL
 /// gives its columns.
 fn columns(call: &Call, args: &[String]) -> Result<Vec<(String, String)>> {
+    let mut columns = value_columns(call, args)?;
+    if call.ordinality {
+        columns.push((ordinality(call, args)?, "ordinality".into()));
+    }
+    Ok(columns)
+}
+
+/// The `ordinality` column of a call WITH ORDINALITY: a list of 1 to the number of rows the call
+/// makes, unnested beside its other columns (so row n gets n: unnests in one select list run in
+/// step). A constant `generate_series` numbers its rows from their values instead (see
+/// [`Lateral::derived`]).
+fn ordinality(call: &Call, args: &[String]) -> Result<String> {
+    let rows = match call.name.as_str() {
+        "unnest" => match args {
+            [one] => format!("cardinality({one})"),
+            many => {
+                let lengths: Vec<String> = many.iter().map(|a| format!("coalesce(cardinality({a}), 0)")).collect();
+                format!("greatest({})", lengths.join(", "))
+            }
+        },
+        "jsonb_array_elements" | "json_array_elements" | "jsonb_array_elements_text" | "json_array_elements_text" => {
+            format!("jsonb_array_length({})", args.first().cloned().unwrap_or_default())
+        }
+        "jsonb_each" | "json_each" | "jsonb_each_text" | "json_each_text" => {
+            format!("cardinality(jsonb_object_keys({}))", args.first().cloned().unwrap_or_default())
+        }
+        // Integer series only (a series of timestamps steps by an interval).
+        "generate_series" if args.iter().all(|a| !a.contains('\'')) => {
+            let (start, stop) = (args.first().cloned().unwrap_or_default(), args.get(1).cloned().unwrap_or_default());
+            let step = args.get(2).cloned().unwrap_or_else(|| "1".into());
+            format!("greatest((({stop}) - ({start})) / ({step}) + 1, 0)")
+        }
+        other => return Err(Error::NotSupported(format!("{other}(...) WITH ORDINALITY"))),
+    };
+    Ok(format!("unnest(range(1, {rows} + 1))"))
+}
+
+/// The columns of a call's values (without `ordinality`).
+fn value_columns(call: &Call, args: &[String]) -> Result<Vec<(String, String)>> {
     let alias = call.alias.as_ref().map(|a| a.name.value.clone());
     let one = |default: &str| alias.clone().unwrap_or_else(|| default.to_string());
     let name = call.name.as_str();

@@ -120,6 +120,14 @@ SELECT count(*) AS n FROM baskets, unnest(items) x WHERE x > 1;
 SELECT id, sum(x) AS total FROM baskets, unnest(items) x GROUP BY id ORDER BY id;
 SELECT id, x FROM baskets, unnest(items) x WHERE id = 1 ORDER BY x;
 SELECT * FROM unnest(ARRAY[1, 2]) WITH ORDINALITY;
+SELECT u.x, u.n FROM unnest(ARRAY['p', 'q']) WITH ORDINALITY AS u(x, n) ORDER BY u.n DESC;
+SELECT * FROM unnest(ARRAY[1, 2, 3], ARRAY['a']) WITH ORDINALITY;
+SELECT * FROM generate_series(10, 16, 3) WITH ORDINALITY AS g(v, i);
+SELECT * FROM generate_series(5, 1, -2) WITH ORDINALITY;
+SELECT value, ordinality FROM jsonb_array_elements_text('["x","y"]') WITH ORDINALITY;
+SELECT * FROM jsonb_each('{"a": 1, "b": [2]}') WITH ORDINALITY ORDER BY key;
+SELECT baskets.id, e.value, e.ordinality FROM baskets, jsonb_array_elements_text(doc -> 'k') WITH ORDINALITY e ORDER BY 1, 3;
+SELECT id, g, o FROM baskets CROSS JOIN LATERAL generate_series(1, id) WITH ORDINALITY AS s(g, o) ORDER BY 1, 2;
 
 -- to_char and to_number with number patterns
 SELECT to_char(123.456, '999D99') AS d;
