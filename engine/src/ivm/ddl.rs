@@ -74,6 +74,17 @@ pub(crate) async fn create_materialized_view(
     let query = create.query.to_string();
     let (plan, views) = plan_view_naming(cx, &query).await?;
     let inputs = scanned_tables(&plan);
+    // A view is built and committed outside the session's transaction block, where the tables
+    // the block created are not (a table the block wrote is refused when the view reads it, see
+    // `crate::staging`).
+    let block = cx.catalog_state();
+    if let Some(entry) = inputs
+        .iter()
+        .filter_map(|key| block.tables.get(key))
+        .find(|entry| cx.staging.created_position(&entry.id).is_some())
+    {
+        return Err(in_block_refusal(&name.to_string(), &entry.qualified_name()));
+    }
     if inputs.contains(&view_key) {
         return Err(Error::Plan(format!("materialized view {name} cannot read itself")));
     }
@@ -264,4 +275,13 @@ fn delta_type(data_type: &DataType) -> DataType {
         DataType::Float16 => DataType::Float32,
         other => other.clone(),
     }
+}
+
+/// CREATE MATERIALIZED VIEW in a transaction block over a table the block created: the view is
+/// built and committed when the statement runs, outside the block, where the table is not yet.
+fn in_block_refusal(view: &str, what: &str) -> Error {
+    Error::NotSupported(format!(
+        "CREATE MATERIALIZED VIEW {view} in the transaction block that created {what}: a materialized \
+         view is created outside the block; COMMIT first"
+    ))
 }
