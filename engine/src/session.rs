@@ -359,7 +359,12 @@ impl Session {
         let wrote = !crate::rights::reads_only(&statement) && !staged && temporary.is_none();
         // A statement that commits at once on a table the block created goes with that table.
         let created = if wrote && self.block.in_block() { self.created_target(&statement) } else { None };
-        let wrote = wrote && created.is_none();
+        // One on a temporary relation the block created goes with that relation too.
+        let temporary_write = match (wrote && self.block.in_block() && created.is_none(), target_name(&statement)) {
+            (true, Some(name)) if self.block.created_temporary_relation(&name) => Some(name),
+            _ => None,
+        };
+        let wrote = wrote && created.is_none() && temporary_write.is_none();
         if wrote && self.block.in_implicit() {
             // DDL in a multi-statement query: what the statements before it wrote commits first
             // (it could not be undone with the DDL; see Session::begin_implicit).
@@ -401,6 +406,9 @@ impl Session {
         if let (Some(position), true) = (created, result.is_ok()) {
             self.block.wrote_created(position);
         }
+        if let (Some(name), true) = (&temporary_write, result.is_ok()) {
+            self.block.wrote_temporary(name);
+        }
         self.block.finished(wrote, result.is_ok());
         if let (Some(name), true) = (temporary, result.is_ok()) {
             self.block.created_temporary(name);
@@ -419,15 +427,7 @@ impl Session {
     /// INDEX changes, if the block created it (nobody else sees such a table: the statement's
     /// commits go with it when the block rolls back).
     fn created_target(&self, statement: &SluiceStatement) -> Option<usize> {
-        let name = match statement {
-            SluiceStatement::Comment(comment) => comment.target.relation()?,
-            _ => match standard(statement)? {
-                Statement::AlterTable(alter) => &alter.name,
-                Statement::CreateIndex(create) => &create.table_name,
-                _ => return None,
-            },
-        };
-        let name = crate::names::table_name(name).ok()?;
+        let name = target_name(statement)?;
         let state = self.query.catalog_state();
         let entry = state.table(&name.schema, &name.name)?;
         self.block.staging().created_position(&entry.id)
@@ -654,4 +654,18 @@ impl CatalogView {
     pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
         self.staging.catalog_view(&self.db.catalog).views.values().cloned().collect()
     }
+}
+
+/// The one table a statement that commits at once changes (ALTER TABLE, CREATE INDEX, COMMENT
+/// ON), as it will run (qualified).
+fn target_name(statement: &SluiceStatement) -> Option<crate::names::TableName> {
+    let name = match statement {
+        SluiceStatement::Comment(comment) => comment.target.relation()?,
+        _ => match standard(statement)? {
+            Statement::AlterTable(alter) => &alter.name,
+            Statement::CreateIndex(create) => &create.table_name,
+            _ => return None,
+        },
+    };
+    crate::names::table_name(name).ok()
 }

@@ -64,6 +64,10 @@ struct Block {
     /// The temporary relations the block created, each with the number of savepoints there
     /// were then: a rollback undoes their creation by dropping them.
     temporaries: Vec<(TableName, usize)>,
+    /// Statements that committed at once on a temporary relation the block created (an index,
+    /// an ALTER TABLE), each as that relation's savepoint depth in [`Block::temporaries`]: a
+    /// rollback that drops the relation undoes them with it, a later one cannot.
+    temporary_writes: Vec<usize>,
 }
 
 /// A savepoint, with what the block had done before it.
@@ -74,6 +78,8 @@ struct Savepoint {
     writes: usize,
     /// The length of [`Block::created_writes`].
     created_writes: usize,
+    /// The length of [`Block::temporary_writes`].
+    temporary_writes: usize,
     /// How many tables the block had created.
     created: usize,
     /// The staged tables' and catalog changes' marks.
@@ -348,6 +354,7 @@ impl TransactionBlock {
                         name,
                         writes: block.writes,
                         created_writes: block.created_writes.len(),
+                        temporary_writes: block.temporary_writes.len(),
                         created: self.staging.created_count(),
                         mark: self.staging.mark(),
                     });
@@ -384,11 +391,20 @@ impl TransactionBlock {
                         Err(missing_savepoint(&name))
                     }
                     Some(at) => {
-                        let (before, created_writes, created) =
-                            block.savepoints.get(at).map_or((0, 0, 0), |s| (s.writes, s.created_writes, s.created));
+                        let (before, created_writes, temporary_writes, created) = block
+                            .savepoints
+                            .get(at)
+                            .map_or((0, 0, 0, 0), |s| (s.writes, s.created_writes, s.temporary_writes, s.created));
                         // Writes since the savepoint to tables created before it stay.
                         let kept = block.created_writes.get(created_writes..).unwrap_or_default();
-                        let kept = kept.iter().filter(|position| **position < created).count();
+                        let kept = kept.iter().filter(|position| **position < created).count()
+                            + block
+                                .temporary_writes
+                                .get(temporary_writes..)
+                                .unwrap_or_default()
+                                .iter()
+                                .filter(|depth| **depth <= at)
+                                .count();
                         if block.writes > before || kept > 0 {
                             let writes = block.writes - before + kept;
                             block.writes = 0;
@@ -404,6 +420,7 @@ impl TransactionBlock {
                             self.undo(&undone);
                             block.failed = false;
                             block.created_writes.truncate(created_writes);
+                            block.temporary_writes.truncate(temporary_writes);
                             if let Some(savepoint) = block.savepoints.get(at) {
                                 then = Then::RollbackTo(Box::new(savepoint.mark.clone()));
                             }
@@ -521,6 +538,21 @@ impl TransactionBlock {
             return Err(read_only_refusal(&what()));
         }
         Ok(())
+    }
+
+    /// Whether the block created the temporary relation `name` (and no rollback dropped it).
+    pub fn created_temporary_relation(&self, name: &TableName) -> bool {
+        self.lock().as_ref().is_some_and(|block| block.temporaries.iter().any(|(t, _)| t == name))
+    }
+
+    /// Records that a statement that commits at once wrote only to `name`, a temporary relation
+    /// the block created (see [`Block::temporary_writes`]).
+    pub fn wrote_temporary(&self, name: &TableName) {
+        if let Some(block) = self.lock().as_mut() {
+            if let Some(depth) = block.temporaries.iter().find(|(t, _)| t == name).map(|(_, depth)| *depth) {
+                block.temporary_writes.push(depth);
+            }
+        }
     }
 
     /// Records that a statement that commits at once wrote only to a table the block created,
