@@ -8,7 +8,8 @@
 //! what rebuilds them. Everything older (commits, checkpoints and `.crc` files) is deleted, oldest
 //! first, so an interrupted cleanup leaves a log that still starts at a checkpoint. Commit times
 //! are the commit files' modification times, made increasing as Delta's history makes them.
-//! `delta.enableExpiredLogCleanup = false` turns cleanup off. Data files are VACUUM's business.
+//! `delta.enableExpiredLogCleanup = false` turns cleanup off. A table handle cleans at most once
+//! per [`LOG_CLEANUP_INTERVAL_MS`]. Data files are VACUUM's business.
 
 use crate::error::Result;
 use crate::log::{self, LogFileKind};
@@ -21,6 +22,10 @@ pub const LOG_RETENTION_KEY: &str = "delta.logRetentionDuration";
 pub const ENABLE_EXPIRED_LOG_CLEANUP_KEY: &str = "delta.enableExpiredLogCleanup";
 /// Delta's default log retention: 30 days.
 pub const LOG_RETENTION_MS_DEFAULT: i64 = 30 * 86_400_000;
+/// How often a table handle cleans its log at most: a cleanup lists the whole log, which for a
+/// streaming table committing every second holds millions of entries. The first checkpoint after
+/// a table is opened cleans at once.
+pub const LOG_CLEANUP_INTERVAL_MS: i64 = 3_600_000;
 
 /// `delta.logRetentionDuration` of a snapshot in milliseconds (default 30 days).
 pub fn log_retention_ms(snapshot: &Snapshot) -> i64 {

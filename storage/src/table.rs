@@ -50,6 +50,9 @@ pub struct Table {
     write_options: WriteOptions,
     /// A staged handle's commits (see [`crate::stage`]); `None` for a handle that commits.
     stage: Option<std::sync::Mutex<crate::stage::Stage>>,
+    /// When this handle last cleaned the log (ms since the epoch; 0: not yet), see
+    /// [`crate::log_cleanup::LOG_CLEANUP_INTERVAL_MS`].
+    log_cleaned_ms: std::sync::atomic::AtomicI64,
 }
 
 impl Table {
@@ -74,7 +77,13 @@ impl Table {
     }
 
     fn with_snapshot(store: TableStore, snapshot: Snapshot) -> Self {
-        Self { store, latest: RwLock::new(Arc::new(snapshot)), write_options: WriteOptions::default(), stage: None }
+        Self {
+            store,
+            latest: RwLock::new(Arc::new(snapshot)),
+            write_options: WriteOptions::default(),
+            stage: None,
+            log_cleaned_ms: Default::default(),
+        }
     }
 
     /// A handle on the same table that stages its commits on `base` (see [`crate::stage`]).
@@ -84,6 +93,7 @@ impl Table {
             latest: RwLock::new(base.clone()),
             write_options: self.write_options.clone(),
             stage: Some(crate::stage::Stage::new(base)),
+            log_cleaned_ms: Default::default(),
         }
     }
 
@@ -325,14 +335,7 @@ impl Table {
             }
             if next.version() % next.checkpoint_interval() == 0 {
                 match self.checkpoint(&next).await {
-                    Ok(()) => {
-                        if let Err(e) = crate::log_cleanup::clean_expired_log(&self.store, &next, now_ms()).await {
-                            tracing::warn!(
-                                table = self.location(),
-                                "log cleanup failed (it runs again at the next checkpoint): {e}"
-                            );
-                        }
-                    }
+                    Ok(()) => self.clean_log_when_due(&next).await,
                     Err(e) => tracing::warn!(
                         table = self.location(),
                         version = next.version(),
@@ -342,6 +345,23 @@ impl Table {
             }
         }
         Ok(outcome)
+    }
+
+    /// Cleans the log after a checkpoint of `snapshot`, when this handle has not done so for
+    /// [`crate::log_cleanup::LOG_CLEANUP_INTERVAL_MS`] (it lists the whole log).
+    async fn clean_log_when_due(&self, snapshot: &Snapshot) {
+        use std::sync::atomic::Ordering;
+        let now = now_ms();
+        let last = self.log_cleaned_ms.load(Ordering::Relaxed);
+        if last != 0 && now.saturating_sub(last) < crate::log_cleanup::LOG_CLEANUP_INTERVAL_MS {
+            return;
+        }
+        if self.log_cleaned_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
+            return; // another commit of this handle is cleaning
+        }
+        if let Err(e) = crate::log_cleanup::clean_expired_log(&self.store, snapshot, now).await {
+            tracing::warn!(table = self.location(), "log cleanup failed (it runs again after a later checkpoint): {e}");
+        }
     }
 
     /// Writes a checkpoint of a snapshot.

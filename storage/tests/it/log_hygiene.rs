@@ -171,12 +171,15 @@ async fn ten_thousand_commits_keep_only_the_log_they_need() {
     for n in 2..9_000 {
         commit_txn(&table, n).await;
     }
-    // Everything so far was committed two days ago; what follows is inside the retention.
+    // Everything so far was committed two days ago; what follows is inside the retention. (A
+    // handle cleans at most hourly, and this one did at its first checkpoint: a new one cleans at
+    // its first.)
     age_log(dir.path(), 9_000, Duration::from_secs(2 * 86_400));
+    let table = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
     for n in 9_000..=10_000 {
         commit_txn(&table, n).await;
     }
-    // The checkpoint at 10,000 cleaned the log: the version that was latest at the cutoff is
+    // The new handle's first checkpoint (9,000) cleaned the log: the version latest at the cutoff is
     // 8,999, and the newest checkpoint at or below it is 8,900.
     let names = log_names(dir.path());
     let versions: Vec<u64> =
