@@ -252,17 +252,22 @@ def upsert_batches(port: int, database: str, batches: list) -> float:
         return time.perf_counter() - started
 
 
-def deletes(port: int, database: str, statements: list) -> float:
-    """Best time of the DELETE statements (each removes 500 rows by key)."""
-    import psycopg
+def best_seconds(calls) -> float:
+    """The shortest time of the calls, run one after another."""
     best = None
-    with psycopg.connect(f"host=127.0.0.1 port={port} dbname={database} user=bench", autocommit=True) as con:
-        for sql in statements:
-            started = time.perf_counter()
-            con.execute(sql)
-            seconds = time.perf_counter() - started
-            best = seconds if best is None else min(best, seconds)
+    for call in calls:
+        started = time.perf_counter()
+        call()
+        seconds = time.perf_counter() - started
+        best = seconds if best is None else min(best, seconds)
     return best
+
+
+def deletes(port: int, database: str, statements: list) -> float:
+    """Best time of the statements (the keys benchmark's DELETEs, each of 500 rows by key) over psycopg."""
+    import psycopg
+    with psycopg.connect(f"host=127.0.0.1 port={port} dbname={database} user=bench", autocommit=True) as con:
+        return best_seconds(lambda sql=sql: con.execute(sql) for sql in statements)
 
 
 def keys() -> str:
@@ -305,12 +310,7 @@ def keys() -> str:
     duck.execute(create.replace(" at timestamp", ' "at" timestamp'))
     duck.execute(f"INSERT INTO kt SELECT * FROM read_csv('{rows}', header = false, columns = "
                  "{'id': 'BIGINT', 'customer': 'INTEGER', 'name': 'VARCHAR', 'amount': 'DOUBLE', 'at': 'TIMESTAMP'})")
-    duck_delete = None
-    for sql in delete_sql:
-        started = time.perf_counter()
-        duck.execute(sql)
-        seconds = time.perf_counter() - started
-        duck_delete = seconds if duck_delete is None else min(duck_delete, seconds)
+    duck_delete = best_seconds(lambda sql=sql: duck.execute(sql) for sql in delete_sql)
     upserted = 50_000
     lines = [
         "| measure | Sluice | peer | ratio |",
@@ -681,28 +681,20 @@ def deletion_vectors() -> str:
     deletes = [generator.sample(range(n), 500) for _ in range(3)]
     updates = [generator.randrange(n) for _ in range(3)]
 
-    def best(times):
-        return min(times)
-
     results = {}
     with postgres_and_sluice() as (_, _, port, _):
         for table, properties in [("t_dv", ""), ("t_cow", " TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")]:
             psql(port, "sluice", f"CREATE TABLE {table} (id bigint, customer int, name text, amount double precision){properties}")
             psql(port, "sluice", f"\\copy {table} from '{rows}' csv")
             with psycopg.connect(f"host=127.0.0.1 port={port} dbname=sluice user=bench", autocommit=True) as con:
-                delete_times, update_times = [], []
-                for ids in deletes:
-                    started = time.perf_counter()
-                    con.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(map(str, ids))})")
-                    delete_times.append(time.perf_counter() - started)
-                for i in updates:
-                    started = time.perf_counter()
-                    con.execute(f"UPDATE {table} SET amount = -1 WHERE id = {i}")
-                    update_times.append(time.perf_counter() - started)
+                delete = best_seconds(lambda ids=ids: con.execute(f"DELETE FROM {table} WHERE id IN ({', '.join(map(str, ids))})")
+                                      for ids in deletes)
+                update = best_seconds(lambda i=i: con.execute(f"UPDATE {table} SET amount = -1 WHERE id = {i}")
+                                      for i in updates)
                 started = time.perf_counter()
                 count, _ = con.execute(f"SELECT count(*), sum(amount) FROM {table}").fetchone()
                 read = time.perf_counter() - started
-            results[table] = (best(delete_times), best(update_times), read, count)
+            results[table] = (delete, update, read, count)
     work = Path(tempfile.mkdtemp(prefix="sluice-dv-bench-"))
     try:
         names = ["id", "customer", "name", "amount"]
@@ -711,21 +703,14 @@ def deletion_vectors() -> str:
                               convert_options=pacsv.ConvertOptions(column_types=types))
         write_deltalake(str(work / "t"), data)
         dt = DeltaTable(str(work / "t"))
-        delete_times, update_times = [], []
-        for ids in deletes:
-            started = time.perf_counter()
-            dt.delete(f"id IN ({', '.join(map(str, ids))})")
-            delete_times.append(time.perf_counter() - started)
-        for i in updates:
-            started = time.perf_counter()
-            dt.update(updates={"amount": "-1"}, predicate=f"id = {i}")
-            update_times.append(time.perf_counter() - started)
+        delete = best_seconds(lambda ids=ids: dt.delete(f"id IN ({', '.join(map(str, ids))})") for ids in deletes)
+        update = best_seconds(lambda i=i: dt.update(updates={"amount": "-1"}, predicate=f"id = {i}") for i in updates)
         started = time.perf_counter()
         import pyarrow.compute as pc
         amounts = DeltaTable(str(work / "t")).to_pyarrow_table(columns=["amount"]).column("amount")
         count, _ = len(amounts), pc.sum(amounts).as_py()
         read = time.perf_counter() - started
-        results["delta-rs"] = (best(delete_times), best(update_times), read, count)
+        results["delta-rs"] = (delete, update, read, count)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     dv, cow, peer = results["t_dv"], results["t_cow"], results["delta-rs"]

@@ -61,6 +61,9 @@ const READER_WRITER_FEATURES: &[&str] = &[
 const TABLE_FEATURES_ONLY: &[&str] =
     &["deletionVectors", "timestampNtz", "domainMetadata", "inCommitTimestamp", "v2Checkpoint", "vacuumProtocolCheck"];
 
+/// The deletion vectors table feature.
+pub const DELETION_VECTORS: &str = "deletionVectors";
+
 /// Table property that turns on deletion vectors for new deletes.
 pub const ENABLE_DELETION_VECTORS_KEY: &str = "delta.enableDeletionVectors";
 /// Table property that turns on the change data feed.
@@ -221,6 +224,19 @@ pub fn with_feature(current: &Protocol, metadata: &Metadata, schema: &StructType
     lowest_protocol(Some(current), writer, schema_has_generated_columns(schema))
 }
 
+/// The protocol action a commit that writes deletion vectors adds: `None` when `current`
+/// declares them already, else `current` upgraded ([`with_feature`]).
+pub fn declaring_deletion_vectors(
+    current: &Protocol,
+    metadata: &Metadata,
+    schema: &StructType,
+) -> Result<Option<Protocol>> {
+    if has_reader_feature(current, DELETION_VECTORS) {
+        return Ok(None);
+    }
+    with_feature(current, metadata, schema, DELETION_VECTORS).map(Some)
+}
+
 /// The protocol `current` without `feature` (Delta's DROP FEATURE): the lowest protocol that
 /// still declares every other feature `current` has and the metadata and schema use, in legacy
 /// versions when no remaining feature needs table features.
@@ -230,31 +246,20 @@ pub fn without_feature(
     schema: &StructType,
     feature: &str,
 ) -> Result<Protocol> {
-    if needed_features(metadata, schema)?.contains(feature) {
+    let needed = needed_features(metadata, schema)?;
+    if needed.contains(feature) {
         return Err(Error::InvalidArgument(format!("the table still uses {feature}: turn it off first")));
     }
-    let mut writer: BTreeSet<String> = needed_features(metadata, schema)?.into_iter().map(String::from).collect();
-    if current.min_writer_version == 7 {
-        writer.extend(current.writer_features.iter().flatten().cloned());
-    } else {
-        writer.extend(legacy_writer_features(current.min_writer_version).iter().map(|f| f.to_string()));
-    }
-    if current.min_reader_version == 3 {
-        writer.extend(current.reader_features.iter().flatten().cloned());
-    }
+    let mut writer: BTreeSet<String> = needed.into_iter().map(String::from).collect();
+    writer.extend(writer_features_of(current));
+    writer.extend(reader_features_of(current));
     writer.remove(feature);
-    if !has_generated_columns_or_legacy(current, schema) {
+    // A legacy version implies generatedColumns; it stays only where a column is generated.
+    let generated = schema_has_generated_columns(schema);
+    if current.min_writer_version != 7 && !generated {
         writer.remove("generatedColumns");
     }
-    lowest_protocol(None, writer, schema_has_generated_columns(schema))
-}
-
-/// Whether `generatedColumns` is real for this table: a column is generated, or the table lists
-/// the feature explicitly.
-fn has_generated_columns_or_legacy(current: &Protocol, schema: &StructType) -> bool {
-    schema_has_generated_columns(schema)
-        || (current.min_writer_version == 7
-            && current.writer_features.iter().flatten().any(|f| f == "generatedColumns"))
+    lowest_protocol(None, writer, generated)
 }
 
 /// Whether `after` differs from `before` only by declaring `feature` (moving from legacy versions

@@ -28,8 +28,7 @@ use crate::log::{self, LogFile, LogFileKind};
 use crate::snapshot::Snapshot;
 use crate::table::Table;
 
-/// The deletion vectors table feature.
-const DV: &str = "deletionVectors";
+use crate::protocol::DELETION_VECTORS as DV;
 
 /// The commitInfo operation parameter naming the warehouse transaction a commit belongs to.
 pub const TRANSACTION_ID_PARAMETER: &str = "transactionId";
@@ -337,11 +336,12 @@ impl Table {
         for f in after.files().filter(|f| !in_base.contains(f.path.as_str())) {
             actions.push(Action::Add((**f).clone()));
         }
-        if actions.iter().any(|a| matches!(a, Action::Add(add) if add.deletion_vector.is_some()))
-            && !crate::protocol::has_reader_feature(latest.protocol(), DV)
-        {
-            let upgraded = crate::protocol::with_feature(latest.protocol(), latest.metadata(), latest.schema(), DV)?;
-            actions.push(Action::Protocol(upgraded));
+        if actions.iter().any(|a| matches!(a, Action::Add(add) if add.deletion_vector.is_some())) {
+            if let Some(upgraded) =
+                crate::protocol::declaring_deletion_vectors(latest.protocol(), latest.metadata(), latest.schema())?
+            {
+                actions.push(Action::Protocol(upgraded));
+            }
         }
         if !dv_file.is_empty() {
             let (path, bytes) = dv_file.finish();

@@ -4,8 +4,8 @@
 //! A mutation names the rows to delete by file and physical row index, plus the rows to insert.
 //! With `delta.enableDeletionVectors` the deleted rows are merged into each file's deletion vector
 //! (one DV file per commit; the first such commit also upgrades the protocol to declare the
-//! `deletionVectors` feature, see [`crate::protocol::needed_features`]); without it, or when every row of a file goes, the file is rewritten
-//! or removed. With `delta.enableChangeDataFeed`, the change rows a caller supplies are written as
+//! `deletionVectors` feature, see [`crate::protocol::needed_features`]); without it, or when
+//! every row of a file goes, the file is rewritten or removed. With `delta.enableChangeDataFeed`, the change rows a caller supplies are written as
 //! `cdc` files under `_change_data/`.
 
 use std::sync::Arc;
@@ -198,11 +198,11 @@ impl Table {
             }
         }
         if !dv_file.is_empty() {
-            if !crate::protocol::has_reader_feature(snapshot.protocol(), "deletionVectors") {
-                // The first deletion vector: the protocol declares the feature in the same commit.
-                let schema = mutation.schema.as_ref().unwrap_or(snapshot.schema());
-                let upgraded =
-                    crate::protocol::with_feature(snapshot.protocol(), snapshot.metadata(), schema, "deletionVectors")?;
+            // The first deletion vector: the protocol declares the feature in the same commit.
+            let schema = mutation.schema.as_ref().unwrap_or(snapshot.schema());
+            if let Some(upgraded) =
+                crate::protocol::declaring_deletion_vectors(snapshot.protocol(), snapshot.metadata(), schema)?
+            {
                 actions.push(Action::Protocol(upgraded));
             }
             let (path, bytes) = dv_file.finish();

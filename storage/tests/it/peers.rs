@@ -15,29 +15,24 @@ pub fn python() -> PathBuf {
     venv
 }
 
-/// Python that runs the script named by its first argument, then leaves with `os._exit(0)` once the
-/// output is flushed: the `deltalake` package's threads sometimes abort the interpreter's normal
-/// shutdown ("terminate called without an active exception") after the script has succeeded.
-const RUN_THEN_EXIT: &str = "import os, runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')\nsys.stdout.flush()\nsys.stderr.flush()\nos._exit(0)\n";
-
 /// Runs a Python script from tests/it with arguments; panics with its output on failure.
 pub fn run_python(script: &str, args: &[&str]) {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/it").join(script);
-    let output =
-        std::process::Command::new(python()).arg("-c").arg(RUN_THEN_EXIT).arg(&path).args(args).output().unwrap();
-    assert!(
-        output.status.success(),
-        "{script} failed:\n{}\n{}",
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let path = path.to_string_lossy();
+    let code = "import runpy, sys\nsys.argv = sys.argv[1:]\nrunpy.run_path(sys.argv[0], run_name='__main__')";
+    let mut with_path = vec![path.as_ref()];
+    with_path.extend_from_slice(args);
+    run_python_code(code, &with_path);
 }
 
-/// Runs Python code with arguments and returns what it printed; panics with its output on failure.
+/// Runs Python code with arguments and returns what it printed; panics with its output on
+/// failure. The code leaves with `os._exit(0)` once its output is flushed: the `deltalake`
+/// package's threads sometimes abort the interpreter's normal shutdown ("terminate called
+/// without an active exception") after the code has succeeded.
 pub fn run_python_code(code: &str, args: &[&str]) -> String {
     let output = std::process::Command::new(python())
         .arg("-c")
-        .arg(format!("{code}\n{RUN_THEN_EXIT_TAIL}"))
+        .arg(format!("{code}\n{EXIT_AFTER_FLUSH}"))
         .args(args)
         .output()
         .unwrap();
@@ -50,6 +45,5 @@ pub fn run_python_code(code: &str, args: &[&str]) -> String {
     String::from_utf8(output.stdout).unwrap()
 }
 
-/// Leaves with `os._exit(0)` once the output is flushed (see [`RUN_THEN_EXIT`]).
-const RUN_THEN_EXIT_TAIL: &str =
+const EXIT_AFTER_FLUSH: &str =
     "import os as _os, sys as _sys\n_sys.stdout.flush()\n_sys.stderr.flush()\n_os._exit(0)\n";
