@@ -340,8 +340,7 @@ impl Session {
                     Err(Error::SerializationFailure(reason)) if attempt < AUTOCOMMIT_RETRY_MAX => {
                         attempt += 1;
                         tracing::debug!(attempt, "a cascading statement lost a commit race and runs again: {reason}");
-                        let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
-                        tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+                        lost_race_pause(attempt).await;
                     }
                     other => return other,
                 }
@@ -389,9 +388,7 @@ impl Session {
                 (Err(Error::SerializationFailure(reason)), Some(next)) => {
                     attempt += 1;
                     tracing::debug!(attempt, "an autocommit statement lost a commit race and runs again: {reason}");
-                    // A random wait (a v4 uuid's random bits), so that racing statements part.
-                    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
-                    tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+                    lost_race_pause(attempt).await;
                     statement = next;
                 }
                 (result, _) => break result,
@@ -668,4 +665,11 @@ fn target_name(statement: &SluiceStatement) -> Option<crate::names::TableName> {
         },
     };
     crate::names::table_name(name).ok()
+}
+
+/// Before the `attempt`th run of a statement that lost a commit race: a random wait of up to
+/// 2^attempt ms (at most 64; a v4 uuid's random bits), so that racing statements part.
+async fn lost_race_pause(attempt: u32) {
+    let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
+    tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
 }

@@ -57,17 +57,33 @@ struct Block {
     writes: usize,
     /// Savepoints, oldest first.
     savepoints: Vec<Savepoint>,
-    /// Statements that wrote without staging to a table the block created, each as the
-    /// table's position among those the block created: a rollback to before the table's
-    /// creation undoes them with it (the table is deleted), a later one cannot.
-    created_writes: Vec<usize>,
     /// The temporary relations the block created, each with the number of savepoints there
     /// were then: a rollback undoes their creation by dropping them.
     temporaries: Vec<(TableName, usize)>,
-    /// Statements that committed at once on a temporary relation the block created (an index,
-    /// an ALTER TABLE), each as that relation's savepoint depth in [`Block::temporaries`]: a
-    /// rollback that drops the relation undoes them with it, a later one cannot.
-    temporary_writes: Vec<usize>,
+    /// Statements that committed at once on a relation the block created (an index, an ALTER
+    /// TABLE, a comment): a rollback to before the relation's creation undoes them with it (the
+    /// relation is deleted), a later one cannot.
+    owned_writes: Vec<OwnedWrite>,
+}
+
+/// A statement that committed at once on a relation the block created.
+#[derive(Debug, Clone, Copy)]
+enum OwnedWrite {
+    /// On a table, at this position among the tables the block created.
+    Created(usize),
+    /// On a temporary relation created when the block had this many savepoints.
+    Temporary(usize),
+}
+
+impl OwnedWrite {
+    /// Whether a rollback to savepoint `at` (0-based), before which the block had created
+    /// `created` tables, keeps the relation, and so cannot undo the write.
+    fn outlives_rollback_to(self, at: usize, created: usize) -> bool {
+        match self {
+            OwnedWrite::Created(position) => position < created,
+            OwnedWrite::Temporary(depth) => depth <= at,
+        }
+    }
 }
 
 /// A savepoint, with what the block had done before it.
@@ -76,10 +92,8 @@ struct Savepoint {
     name: String,
     /// Statements that had written without staging.
     writes: usize,
-    /// The length of [`Block::created_writes`].
-    created_writes: usize,
-    /// The length of [`Block::temporary_writes`].
-    temporary_writes: usize,
+    /// The length of [`Block::owned_writes`].
+    owned_writes: usize,
     /// How many tables the block had created.
     created: usize,
     /// The staged tables' and catalog changes' marks.
@@ -353,8 +367,7 @@ impl TransactionBlock {
                     block.savepoints.push(Savepoint {
                         name,
                         writes: block.writes,
-                        created_writes: block.created_writes.len(),
-                        temporary_writes: block.temporary_writes.len(),
+                        owned_writes: block.owned_writes.len(),
                         created: self.staging.created_count(),
                         mark: self.staging.mark(),
                     });
@@ -391,20 +404,11 @@ impl TransactionBlock {
                         Err(missing_savepoint(&name))
                     }
                     Some(at) => {
-                        let (before, created_writes, temporary_writes, created) = block
-                            .savepoints
-                            .get(at)
-                            .map_or((0, 0, 0, 0), |s| (s.writes, s.created_writes, s.temporary_writes, s.created));
-                        // Writes since the savepoint to tables created before it stay.
-                        let kept = block.created_writes.get(created_writes..).unwrap_or_default();
-                        let kept = kept.iter().filter(|position| **position < created).count()
-                            + block
-                                .temporary_writes
-                                .get(temporary_writes..)
-                                .unwrap_or_default()
-                                .iter()
-                                .filter(|depth| **depth <= at)
-                                .count();
+                        let (before, owned_writes, created) =
+                            block.savepoints.get(at).map_or((0, 0, 0), |s| (s.writes, s.owned_writes, s.created));
+                        // Writes since the savepoint to relations created before it stay.
+                        let kept = block.owned_writes.get(owned_writes..).unwrap_or_default();
+                        let kept = kept.iter().filter(|w| w.outlives_rollback_to(at, created)).count();
                         if block.writes > before || kept > 0 {
                             let writes = block.writes - before + kept;
                             block.writes = 0;
@@ -419,8 +423,7 @@ impl TransactionBlock {
                             block.temporaries = kept;
                             self.undo(&undone);
                             block.failed = false;
-                            block.created_writes.truncate(created_writes);
-                            block.temporary_writes.truncate(temporary_writes);
+                            block.owned_writes.truncate(owned_writes);
                             if let Some(savepoint) = block.savepoints.get(at) {
                                 then = Then::RollbackTo(Box::new(savepoint.mark.clone()));
                             }
@@ -546,20 +549,20 @@ impl TransactionBlock {
     }
 
     /// Records that a statement that commits at once wrote only to `name`, a temporary relation
-    /// the block created (see [`Block::temporary_writes`]).
+    /// the block created (see [`Block::owned_writes`]).
     pub fn wrote_temporary(&self, name: &TableName) {
         if let Some(block) = self.lock().as_mut() {
             if let Some(depth) = block.temporaries.iter().find(|(t, _)| t == name).map(|(_, depth)| *depth) {
-                block.temporary_writes.push(depth);
+                block.owned_writes.push(OwnedWrite::Temporary(depth));
             }
         }
     }
 
     /// Records that a statement that commits at once wrote only to a table the block created,
-    /// at `position` among those it created (see [`Block::created_writes`]).
+    /// at `position` among those it created (see [`Block::owned_writes`]).
     pub fn wrote_created(&self, position: usize) {
         if let Some(block) = self.lock().as_mut() {
-            block.created_writes.push(position);
+            block.owned_writes.push(OwnedWrite::Created(position));
         }
     }
 
