@@ -336,7 +336,9 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
     Ok(SluiceStatement::Standard(Box::new(parser.parse_statement()?)))
 }
 
-/// Where `DROP FEATURE` follows `ALTER TABLE <name>` (a name of up to three parts).
+/// Where `DROP FEATURE <feature> [TRUNCATE HISTORY]` follows `ALTER TABLE <name>` (a name of up
+/// to three parts) and ends the statement. PostgreSQL's `ALTER TABLE t DROP feature [CASCADE]`
+/// drops a column named `feature`, and stays that.
 fn drop_feature_at(parser: &Parser) -> Option<usize> {
     let mut n = 2;
     for _ in 0..3 {
@@ -350,7 +352,11 @@ fn drop_feature_at(parser: &Parser) -> Option<usize> {
             break;
         }
     }
-    (word(parser, n).as_deref() == Some("DROP") && word(parser, n + 1).as_deref() == Some("FEATURE")).then_some(n)
+    let named = !matches!(word(parser, n + 2).as_deref(), None | Some("CASCADE" | "RESTRICT"));
+    let ends = matches!(parser.peek_nth_token(n + 3).token, Token::EOF | Token::SemiColon)
+        || word(parser, n + 3).as_deref() == Some("TRUNCATE");
+    (word(parser, n).as_deref() == Some("DROP") && word(parser, n + 1).as_deref() == Some("FEATURE") && named && ends)
+        .then_some(n)
 }
 
 /// Tokens at most between INSERT and its OVERRIDING clause that are looked at.
