@@ -658,6 +658,10 @@ impl CatalogView {
 fn target_name(statement: &SluiceStatement) -> Option<crate::names::TableName> {
     let name = match statement {
         SluiceStatement::Comment(comment) => comment.target.relation()?,
+        SluiceStatement::Streaming(streaming) => match &**streaming {
+            crate::syntax::streaming::StreamingStatement::RefreshMaterializedView { name, .. } => name,
+            _ => return None,
+        },
         _ => match standard(statement)? {
             Statement::AlterTable(alter) => &alter.name,
             Statement::CreateIndex(create) => &create.table_name,

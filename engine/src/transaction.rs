@@ -23,6 +23,7 @@ use crate::names::TableName;
 use crate::sql::context::StatementResult;
 use crate::staging::{Mark, Staging};
 use crate::syntax::parser::SluiceStatement;
+use crate::syntax::streaming::StreamingStatement;
 use crate::warehouse::Warehouse;
 
 /// How many warnings a session keeps until they are taken ([`TransactionBlock::take_warnings`]).
@@ -158,7 +159,8 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
 
 /// Whether a statement in a block goes through the block's staged tables and catalog: queries,
 /// DML, every statement that only reads, and the DDL that changes only the catalog and new
-/// tables (CREATE and DROP of tables, views and schemas, ALTER ... RENAME TO; not on temporary
+/// tables (CREATE and DROP of tables, views, materialized views and schemas, ALTER ... RENAME
+/// TO; not on temporary
 /// relations, whose own undo is in [`TransactionBlock`], nor a table at a LOCATION, whose log
 /// others may read). The others commit when they return; see the module docs.
 pub fn stages(statement: &SluiceStatement) -> bool {
@@ -168,6 +170,13 @@ pub fn stages(statement: &SluiceStatement) -> bool {
     match statement {
         SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => true,
         SluiceStatement::CreateTable(create) => create.location.is_none() && !create.external && !create.temporary,
+        // A materialized view a block creates is read as its query until COMMIT, then built
+        // (`crate::ivm::ddl`); one that replaces another is built at once.
+        SluiceStatement::Streaming(streaming) => match &**streaming {
+            StreamingStatement::CreateMaterializedView(create) => !create.or_replace,
+            StreamingStatement::DropMaterializedView { .. } => true,
+            _ => false,
+        },
         SluiceStatement::Standard(statement) => match &**statement {
             Statement::Query(_)
             | Statement::Insert(_)

@@ -2,7 +2,9 @@
 //!
 //! CREATE builds the view completely beside anything it replaces (a new table folder, its rows and
 //! state checkpointed) and only then names it in one catalog commit: readers see the old view or
-//! the new one, never a half-built one.
+//! the new one, never a half-built one. In a transaction block, CREATE (without OR REPLACE) and
+//! DROP join the block's catalog changes instead: the block reads a view it created as its query,
+//! and the views' runtime builds it once COMMIT names it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -74,11 +76,21 @@ pub(crate) async fn create_materialized_view(
     let query = create.query.to_string();
     let (plan, views) = plan_view_naming(cx, &query).await?;
     let inputs = scanned_tables(&plan);
-    // A view is built and committed outside the session's transaction block, where the tables
-    // the block created are not (a table the block wrote is refused when the view reads it, see
-    // `crate::staging`).
+    // In a transaction block (CREATE without OR REPLACE) the view joins the block's catalog
+    // changes and is built once the block commits (`create_in_block`). Otherwise it is built
+    // and committed outside the block, where the tables the block created are not (a table the
+    // block wrote is refused when the view reads it, see `crate::staging`).
+    let in_block = cx.staging.holds_catalog();
     let block = cx.catalog_state();
-    if let Some(entry) = inputs
+    if in_block {
+        if let Some(pending) = crate::names::relations_in(&*create.query)
+            .iter()
+            .filter_map(|n| block.table(&n.schema, &n.name))
+            .find(|entry| entry.kind == TableKind::MaterializedView && cx.staging.created_position(&entry.id).is_some())
+        {
+            return Err(in_block_refusal(&name.to_string(), &format!("materialized view {}", pending.qualified_name())));
+        }
+    } else if let Some(entry) = inputs
         .iter()
         .filter_map(|key| block.tables.get(key))
         .find(|entry| cx.staging.created_position(&entry.id).is_some())
@@ -123,6 +135,9 @@ pub(crate) async fn create_materialized_view(
     };
     let table = Arc::new(Table::create(store, delta).await?);
     cx.db.remember_table(&id, table.clone());
+    if in_block {
+        return create_in_block(cx, entry).await;
+    }
     // Build and checkpoint before the catalog names the view.
     let session = QueryContext::new(cx.db.clone());
     let mut live = LiveView::new(&session, &entry, table.cached_snapshot().arrow_schema()).await?;
@@ -174,12 +189,39 @@ pub(crate) async fn create_materialized_view(
     Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
 }
 
+/// CREATE MATERIALIZED VIEW in a transaction block: the view (its empty table made) joins the
+/// block's catalog changes, so ROLLBACK drops it and nobody sees it before COMMIT. Until then the
+/// block reads it as its query, over the block's own rows ([`crate::sql::views::pending_views`]); the COMMIT that
+/// names it has the views' runtime build it from its inputs as committed (a view with no state
+/// checkpoint is built when first loaded, also after a crash right after the COMMIT).
+async fn create_in_block(cx: &QueryContext, entry: TableEntry) -> Result<StatementResult> {
+    let view_key = entry.qualified_name();
+    let new_entry = entry.clone();
+    let held = cx
+        .update_catalog(|state| {
+            if state.tables.contains_key(&view_key) || state.views.contains_key(&view_key) {
+                return Err(Error::DuplicateTable(view_key.clone()));
+            }
+            state.tables.insert(view_key.clone(), new_entry.clone());
+            Ok(())
+        })
+        .await;
+    match held {
+        Ok((true, ())) => cx.staging.table_created(entry),
+        // Committed at once (not the block's to hold): built when first read.
+        Ok((false, ())) => {}
+        Err(e) => {
+            cx.delete_folder(&entry).await?;
+            return Err(e);
+        }
+    }
+    Ok(StatementResult::command("CREATE MATERIALIZED VIEW"))
+}
+
 async fn view_entry(cx: &QueryContext, name: &ObjectName) -> Result<TableEntry> {
     let name = table_name(name)?;
     let entry = cx
-        .db
-        .catalog
-        .current()
+        .catalog_state()
         .table(&name.schema, &name.name)
         .cloned()
         .ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
@@ -196,6 +238,10 @@ pub(crate) async fn refresh_materialized_view(
     full: bool,
 ) -> Result<StatementResult> {
     let entry = view_entry(cx, name).await?;
+    // One the block created is read as its query until COMMIT builds it: always fresh.
+    if cx.staging.created_position(&entry.id).is_some() {
+        return Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"));
+    }
     super::refresh(runtime, &entry, full).await?;
     Ok(StatementResult::command("REFRESH MATERIALIZED VIEW"))
 }
@@ -206,6 +252,12 @@ pub(crate) async fn explain_materialized_view(
     name: &ObjectName,
 ) -> Result<StatementResult> {
     let entry = view_entry(cx, name).await?;
+    if cx.staging.created_position(&entry.id).is_some() {
+        return Err(Error::NotSupported(format!(
+            "EXPLAIN MATERIALIZED VIEW {} in the transaction block that created it: it is planned and built at COMMIT",
+            entry.qualified_name()
+        )));
+    }
     let lines = super::explain(runtime, &entry).await?;
     let schema = Arc::new(Schema::new(vec![Field::new("plan", DataType::Utf8, false)]));
     let batch = RecordBatch::try_new(schema.clone(), vec![Arc::new(StringArray::from(lines))])?;
@@ -221,10 +273,8 @@ pub(crate) async fn drop_materialized_view(
 ) -> Result<StatementResult> {
     let name = table_name(name)?;
     let view_key = key(&name.schema, &name.name);
-    let (_, dropped) = cx
-        .db
-        .catalog
-        .update(|state| {
+    let (held, dropped) = cx
+        .update_catalog(|state| {
             let Some(entry) = state.tables.get(&view_key) else {
                 return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedTable(name.to_string())) };
             };
@@ -256,6 +306,14 @@ pub(crate) async fn drop_materialized_view(
             Ok(dropped.iter().filter_map(|k| state.tables.remove(k)).collect::<Vec<_>>())
         })
         .await?;
+    if held {
+        // The block's drop: the views stay for others (and maintained) until COMMIT, which
+        // deletes their folders; the runtime forgets them once the catalog no longer names them.
+        for entry in dropped {
+            cx.staging.table_dropped(entry);
+        }
+        return Ok(StatementResult::command("DROP MATERIALIZED VIEW"));
+    }
     for entry in dropped {
         runtime.forget(&entry.id);
         cx.db.forget_table(&entry.id);

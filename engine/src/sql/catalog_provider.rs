@@ -167,6 +167,12 @@ impl SchemaProvider for SluiceSchema {
             return Ok(view.and_then(ViewRelation::new).map(|v| Arc::new(v) as Arc<dyn TableProvider>));
         };
         if entry.kind == crate::catalog::TableKind::MaterializedView {
+            if self.staging.created_position(&entry.id).is_some() {
+                // Created by this block and built at COMMIT: statements read it as its query
+                // (`crate::sql::views::pending_views`); catalogs see its columns here.
+                let schema = self.db.open_table(entry).await?.cached_snapshot().arrow_schema();
+                return Ok(Some(Arc::new(datafusion::datasource::empty::EmptyTable::new(schema))));
+            }
             let (schema, batches) = self.db.hooks.view_rows(entry).await?;
             let table = datafusion::datasource::MemTable::try_new(schema, vec![batches.as_ref().clone()])?;
             return Ok(Some(Arc::new(table)));

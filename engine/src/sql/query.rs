@@ -107,7 +107,15 @@ impl QueryContext {
 
     /// Rewrites a statement for DataFusion, registering the relations it needs.
     pub(crate) async fn rewrite(&self, mut statement: Statement) -> Result<Statement> {
-        super::views::expand(&self.catalog_state().views, &mut statement)?;
+        let state = self.catalog_state();
+        let pending = super::views::pending_views(&state, &self.staging);
+        if pending.is_empty() {
+            super::views::expand(&state.views, &mut statement)?;
+        } else {
+            let mut views = state.views.clone();
+            views.extend(pending);
+            super::views::expand(&views, &mut statement)?;
+        }
         super::postgres_forms::rewrite(&mut statement)?;
         let mut collector = TimeTravelCollector { session: self, found: vec![] };
         let _ = statement.visit(&mut collector);

@@ -81,6 +81,33 @@ impl VisitorMut for Expand<'_> {
     }
 }
 
+/// The materialized views a transaction block created and has not committed, as views: the block
+/// reads each as its query (see `crate::ivm::ddl`).
+pub(crate) fn pending_views(
+    state: &crate::catalog::CatalogState,
+    staging: &crate::staging::Staging,
+) -> Vec<(String, crate::catalog::ViewEntry)> {
+    state
+        .tables
+        .iter()
+        .filter(|(_, entry)| entry.kind == crate::catalog::TableKind::MaterializedView)
+        .filter(|(_, entry)| staging.created_position(&entry.id).is_some())
+        .filter_map(|(key, entry)| {
+            let definition = entry.view.as_ref()?;
+            let view = crate::catalog::ViewEntry {
+                schema: entry.schema.clone(),
+                name: entry.name.clone(),
+                query: definition.query.clone(),
+                columns: vec![],
+                inputs: definition.inputs.clone(),
+                output: None,
+                created_ms: entry.created_ms,
+            };
+            Some((key.clone(), view))
+        })
+        .collect()
+}
+
 /// Expands the views a statement reads (see the module docs).
 pub fn expand(views: &std::collections::BTreeMap<String, ViewEntry>, statement: &mut Statement) -> Result<()> {
     if views.is_empty() {

@@ -416,6 +416,17 @@ impl Staging {
                 first_error.get_or_insert(e);
             }
         }
+        // The materialized views the block created are built now, from their inputs as
+        // committed (a view without a state checkpoint is built when first loaded anyway: this
+        // spares the first reader the wait). A failure is the view's, shown in `sluice.views`.
+        for created in catalog.created_tables() {
+            let Some(entry) = names.table_by_id(&created.id) else { continue };
+            if entry.kind == crate::catalog::TableKind::MaterializedView {
+                if let Err(e) = db.hooks.view_rows(entry).await {
+                    tracing::warn!(view = entry.qualified_name(), "building a materialized view after COMMIT: {e}");
+                }
+            }
+        }
         first_error.map_or(Ok(()), Err)
     }
 }
