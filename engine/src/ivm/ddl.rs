@@ -88,7 +88,10 @@ pub(crate) async fn create_materialized_view(
             .filter_map(|n| block.table(&n.schema, &n.name))
             .find(|entry| entry.kind == TableKind::MaterializedView && cx.staging.created_position(&entry.id).is_some())
         {
-            return Err(in_block_refusal(&name.to_string(), &format!("materialized view {}", pending.qualified_name())));
+            return Err(in_block_refusal(
+                &name.to_string(),
+                &format!("materialized view {}", pending.qualified_name()),
+            ));
         }
     } else if let Some(entry) = inputs
         .iter()
