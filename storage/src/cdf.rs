@@ -250,12 +250,13 @@ fn stamp(batch: RecordBatch, version: u64, timestamp_ms: i64) -> Result<RecordBa
             .iter()
             .take(table_fields)
             .map(|f| {
-                crate::schema::StructField::new(
-                    f.name().clone(),
-                    crate::schema::DataType::from_arrow(f.data_type())
-                        .unwrap_or(crate::schema::DataType::Primitive(crate::schema::PrimitiveType::Void)),
-                    f.is_nullable(),
-                )
+                crate::schema::StructField::from_arrow(f).unwrap_or_else(|_| {
+                    crate::schema::StructField::new(
+                        f.name().clone(),
+                        crate::schema::DataType::Primitive(crate::schema::PrimitiveType::Void),
+                        f.is_nullable(),
+                    )
+                })
             })
             .collect(),
     ));

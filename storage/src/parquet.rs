@@ -192,6 +192,9 @@ pub fn split_partitions(batches: &[RecordBatch], layout: &TableLayout) -> Result
                 let column = batch.column(i);
                 if layout.column_mapping != ColumnMappingMode::None && f.data_type().is_nested() {
                     relabel(column, f.data_type()).map_err(Error::from)
+                } else if column.data_type() != f.data_type() {
+                    // A time of day is stored as its microseconds (see `crate::schema`).
+                    relabel(column, f.data_type()).map_err(Error::from)
                 } else {
                     Ok(column.clone())
                 }

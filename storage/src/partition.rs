@@ -6,6 +6,8 @@
 //! A `timestamp` value written without a zone ("2021-09-08 11:11:11") is in the *writer's* local
 //! zone, which the log does not record: [`PartitionReadOptions::timestamp_zone`] says how to read
 //! it (UTC unless told otherwise, as delta-rs does). Sluice writes ISO-8601 UTC values with `Z`.
+//! A time of day (a `long` column, see [`crate::schema`]) is written and read as its number of
+//! microseconds.
 
 use std::sync::Arc;
 
@@ -68,6 +70,10 @@ fn parse_value(text: &str, data_type: &ArrowType, options: &PartitionReadOptions
             let parsed = cast_with_options(&strings, &ArrowType::Timestamp(*unit, None), &strict).map_err(bad)?;
             Ok(parsed)
         }
+        ArrowType::Time32(_) | ArrowType::Time64(_) => {
+            let micros = cast_with_options(&strings, &ArrowType::Int64, &strict).map_err(bad)?;
+            Ok(cast_with_options(&micros, data_type, &strict).map_err(bad)?)
+        }
         _ => cast_with_options(&strings, data_type, &strict).map_err(bad),
     }
 }
@@ -101,6 +107,15 @@ pub fn partition_strings(column: &dyn Array) -> Result<Vec<Option<String>>> {
                     })
                 })
                 .collect())
+        }
+        ArrowType::Time32(_) | ArrowType::Time64(_) => {
+            let micros = cast_with_options(
+                &column.slice(0, column.len()),
+                &ArrowType::Time64(TimeUnit::Microsecond),
+                &CastOptions::default(),
+            )?;
+            let micros = cast_with_options(&micros, &ArrowType::Int64, &CastOptions::default())?;
+            Ok(micros.as_primitive::<arrow::datatypes::Int64Type>().iter().map(|v| v.map(|v| v.to_string())).collect())
         }
         ArrowType::Binary | ArrowType::LargeBinary | ArrowType::BinaryView => {
             let binary =

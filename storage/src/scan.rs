@@ -184,7 +184,7 @@ pub fn output_schema(fields: &[StructField]) -> SchemaRef {
 }
 
 fn logical_field(field: &StructField) -> Field {
-    Field::new(field.name.clone(), field.data_type.to_arrow(), field.nullable)
+    Field::new(field.name.clone(), field.arrow_type(), field.nullable)
 }
 
 /// Reads one file as batches of `fields` (logical names and types).
@@ -393,7 +393,7 @@ impl BatchPlan {
         let rows = batch.num_rows();
         let mut columns = Vec::with_capacity(self.fields.len());
         for (field, source) in self.fields.iter().zip(&self.sources) {
-            let target_type = field.data_type.to_arrow();
+            let target_type = field.arrow_type();
             let column = if self.layout.is_partition_column(&field.name) {
                 let key = field.physical_name();
                 let value = self
@@ -412,16 +412,22 @@ impl BatchPlan {
                 )?
             } else {
                 match source {
-                    Some(index) => adapt_array(batch.column(*index), &field.data_type, self.layout.column_mapping)
-                        .map_err(|e| Error::CorruptFile {
-                            path: self.path.clone(),
-                            version: None,
-                            message: format!(
-                                "column '{}' ({}): {e}",
-                                field.name,
-                                self.source_fields.get(*index).map(|f| f.data_type().to_string()).unwrap_or_default()
-                            ),
-                        })?,
+                    Some(index) => {
+                        adapt_field(batch.column(*index), field, self.layout.column_mapping).map_err(|e| {
+                            Error::CorruptFile {
+                                path: self.path.clone(),
+                                version: None,
+                                message: format!(
+                                    "column '{}' ({}): {e}",
+                                    field.name,
+                                    self.source_fields
+                                        .get(*index)
+                                        .map(|f| f.data_type().to_string())
+                                        .unwrap_or_default()
+                                ),
+                            }
+                        })?
+                    }
                     None => new_null_array(&target_type, rows),
                 }
             };
@@ -434,6 +440,21 @@ impl BatchPlan {
             message: e.to_string(),
         })
     }
+}
+
+/// Brings a column read from a file to the type readers see for `field` (a time of day's
+/// microseconds as `Time64`), as [`adapt_array`] does.
+pub fn adapt_field(
+    array: &ArrayRef,
+    field: &StructField,
+    mode: ColumnMappingMode,
+) -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
+    let stored = adapt_array(array, &field.data_type, mode)?;
+    let target_type = field.arrow_type();
+    if stored.data_type() == &target_type {
+        return Ok(stored);
+    }
+    cast_with_options(&stored, &target_type, &CastOptions { safe: false, ..Default::default() })
 }
 
 /// Brings an array read from a file to the table's type for it, matching nested fields by the
@@ -454,8 +475,8 @@ pub fn adapt_array(
             let mut children = Vec::with_capacity(target_struct.fields.len());
             for field in &target_struct.fields {
                 let child = match find_column(source_fields, field, mode) {
-                    Some(index) => adapt_array(source.column(index), &field.data_type, mode)?,
-                    None => new_null_array(&field.data_type.to_arrow(), source.len()),
+                    Some(index) => adapt_field(source.column(index), field, mode)?,
+                    None => new_null_array(&field.arrow_type(), source.len()),
                 };
                 children.push(child);
             }

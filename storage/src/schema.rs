@@ -11,6 +11,13 @@
 //! `element`; `map` is a `Map` of `key_value` entries with `key` and `value`; `timestamp` is
 //! `Timestamp(µs, "UTC")`, `timestamp_ntz` is `Timestamp(µs, None)`; `decimal(p,s)` is
 //! `Decimal128(p,s)`; `void` is `Null`.
+//!
+//! Delta has no type for a time of day. Sluice stores one as a `long` of microseconds since
+//! midnight whose field metadata names the type ([`DECLARED_TYPE_KEY`] = `time` or `time(p)`):
+//! Spark and delta-rs read the number, Sluice reads Arrow `Time64(µs)`. The marker changes only
+//! the Arrow type readers see ([`StructField::arrow_type`]); Parquet files, statistics and
+//! partition values hold the `long` ([`StructType::to_physical_arrow`]), so the files are plain
+//! Delta. A `long` without the marker (any table another writer made) stays a `long`.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -32,6 +39,16 @@ pub const COLUMN_MAPPING_MAX_ID_KEY: &str = "delta.columnMapping.maxColumnId";
 pub const PARQUET_FIELD_ID_KEY: &str = "PARQUET:field_id";
 /// The time zone of `timestamp` columns in Arrow.
 pub const UTC: &str = "UTC";
+/// Field metadata key naming the type a column was declared with, where its Delta type alone
+/// does not say it (`uuid` and `varchar(20)` stored as `string`, `time` stored as `long`).
+pub const DECLARED_TYPE_KEY: &str = "sluice.type";
+/// The Arrow type of a time-of-day column (microseconds since midnight).
+pub const TIME_OF_DAY: ArrowType = ArrowType::Time64(TimeUnit::Microsecond);
+
+/// Whether a declared type name is a time of day without zone: `time` or `time(p)`.
+pub fn is_time_of_day(declared: &str) -> bool {
+    declared == "time" || declared.strip_prefix("time(").is_some_and(|rest| rest.ends_with(')'))
+}
 
 /// Largest nesting depth accepted in a schema string (a guard against hostile input).
 const SCHEMA_DEPTH_MAX: usize = 64;
@@ -327,9 +344,14 @@ fn missing(kind: &str, key: &str) -> Error {
     Error::Schema(format!("{kind} type without '{key}'"))
 }
 
-#[derive(Clone, Copy)]
+/// Which Arrow form of a schema: as readers see it, or as Parquet files hold it.
+#[derive(Clone, Copy, PartialEq, Eq)]
 enum NameChoice {
+    /// Logical names and the types readers see (a time of day as `Time64`).
     Logical,
+    /// Logical names and the stored types (a time of day as `Int64`).
+    Stored,
+    /// Physical names (column mapping), field ids and the stored types.
     Physical,
 }
 
@@ -363,9 +385,24 @@ impl StructField {
         })
     }
 
+    /// Whether the column holds a time of day (a `long` declared `time`, see the module docs).
+    pub fn is_time_of_day(&self) -> bool {
+        self.data_type == DataType::Primitive(PrimitiveType::Long)
+            && self.metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str).is_some_and(is_time_of_day)
+    }
+
+    /// The Arrow type of the column as readers see it: its Delta type's, except for a time of day
+    /// (`Time64(µs)`, stored as a `long`).
+    pub fn arrow_type(&self) -> ArrowType {
+        if self.is_time_of_day() {
+            return TIME_OF_DAY;
+        }
+        self.data_type.to_arrow()
+    }
+
     fn to_arrow(&self, names: NameChoice) -> Field {
         let name = match names {
-            NameChoice::Logical => self.name.clone(),
+            NameChoice::Logical | NameChoice::Stored => self.name.clone(),
             NameChoice::Physical => self.physical_name().to_string(),
         };
         let mut metadata: HashMap<String, String> = self
@@ -376,11 +413,16 @@ impl StructField {
         if let (NameChoice::Physical, Some(id)) = (names, self.column_id()) {
             metadata.insert(PARQUET_FIELD_ID_KEY.to_string(), id.to_string());
         }
-        Field::new(name, self.data_type.to_arrow_with(names), self.nullable).with_metadata(metadata)
+        let data_type = match names {
+            NameChoice::Logical if self.is_time_of_day() => TIME_OF_DAY,
+            _ => self.data_type.to_arrow_with(names),
+        };
+        Field::new(name, data_type, self.nullable).with_metadata(metadata)
     }
 
-    fn from_arrow(field: &Field) -> Result<Self> {
-        let metadata = field
+    /// Converts an Arrow field (a `Time32`/`Time64` one becomes a time of day, stored as `long`).
+    pub fn from_arrow(field: &Field) -> Result<Self> {
+        let mut metadata: Map<String, Value> = field
             .metadata()
             .iter()
             .filter(|(k, _)| k.as_str() != PARQUET_FIELD_ID_KEY)
@@ -398,12 +440,17 @@ impl StructField {
                 (k.clone(), value)
             })
             .collect();
-        Ok(Self {
-            name: field.name().clone(),
-            data_type: DataType::from_arrow(field.data_type())?,
-            nullable: field.is_nullable(),
-            metadata,
-        })
+        let data_type = match field.data_type() {
+            // A time of day is stored as its microseconds, the field naming the type.
+            ArrowType::Time32(_) | ArrowType::Time64(_) => {
+                if !metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str).is_some_and(is_time_of_day) {
+                    metadata.insert(DECLARED_TYPE_KEY.into(), Value::String("time".into()));
+                }
+                DataType::Primitive(PrimitiveType::Long)
+            }
+            other => DataType::from_arrow(other)?,
+        };
+        Ok(Self { name: field.name().clone(), data_type, nullable: field.is_nullable(), metadata })
     }
 }
 
@@ -494,11 +541,11 @@ impl StructType {
         Schema::new(self.to_arrow_fields(NameChoice::Logical))
     }
 
-    /// The Arrow schema with physical names and field ids (what Parquet files hold under column
-    /// mapping).
+    /// The Arrow schema of Parquet files: the stored types, and under column mapping the physical
+    /// names and field ids.
     pub fn to_physical_arrow(&self, mode: ColumnMappingMode) -> Schema {
         match mode {
-            ColumnMappingMode::None => self.to_arrow(),
+            ColumnMappingMode::None => Schema::new(self.to_arrow_fields(NameChoice::Stored)),
             _ => Schema::new(self.to_arrow_fields(NameChoice::Physical)),
         }
     }

@@ -9,7 +9,7 @@ use arrow::array::{AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch,
 use arrow::datatypes::{DataType, Field, Int64Type, Schema};
 use sluice_storage::commit::{CommitOutcome, ConflictReason};
 use sluice_storage::scan::{scan, ScanOptions};
-use sluice_storage::schema::StructType;
+use sluice_storage::schema::{PrimitiveType, StructType};
 use sluice_storage::store::TableStore;
 use sluice_storage::table::{CreateTable, Table};
 use sluice_storage::Error;
@@ -401,4 +401,92 @@ async fn advancing_reads_only_new_commits() {
     assert_eq!(reader.cached_snapshot().file_count(), 3);
     assert!(Table::open_uri(dir.path().to_str().unwrap()).await.is_err());
     assert_eq!(len(&Int64Array::from(vec![1])), 1);
+}
+
+/// A time-of-day column (a `long` declared `time`) is a plain Parquet INT64 with numeric stats
+/// and partition values in the files, and `Time64(µs)` to readers: unpartitioned, partitioned by
+/// it, under column mapping, and in the change data feed.
+#[tokio::test]
+async fn a_time_of_day_column_is_a_long_in_files_and_a_time_to_readers() {
+    use arrow::array::Time64MicrosecondArray;
+    use arrow::datatypes::TimeUnit;
+    let arrow_schema = Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("at", DataType::Time64(TimeUnit::Microsecond), true),
+    ]));
+    let schema = StructType::from_arrow(&arrow_schema).unwrap();
+    assert_eq!(schema.fields[1].data_type, sluice_storage::schema::DataType::Primitive(PrimitiveType::Long));
+    assert!(schema.fields[1].is_time_of_day());
+    let at = [Some(46_638_000_396), None, Some(0)];
+    let rows = RecordBatch::try_new(
+        arrow_schema.clone(),
+        vec![Arc::new(Int64Array::from(vec![1, 2, 3])), Arc::new(Time64MicrosecondArray::from(at.to_vec()))],
+    )
+    .unwrap();
+    for (partition, properties) in [
+        (vec![], vec![("delta.enableChangeDataFeed", "true"), ("delta.enableDeletionVectors", "true")]),
+        (vec!["at".to_string()], vec![]),
+        (vec![], vec![("delta.columnMapping.mode", "name")]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let create = CreateTable {
+            schema: schema.clone(),
+            partition_columns: partition.clone(),
+            properties: properties.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect::<HashMap<_, _>>(),
+            ..Default::default()
+        };
+        let table = Table::create(TableStore::local(dir.path()).unwrap(), create).await.unwrap();
+        committed(table.append(vec![rows.clone()]).await.unwrap());
+        let snapshot = table.snapshot().await.unwrap();
+        assert_eq!(snapshot.arrow_schema().field(1).data_type(), &DataType::Time64(TimeUnit::Microsecond));
+        let read = scan(&snapshot, &ScanOptions::default()).await.unwrap();
+        let mut values: Vec<(i64, Option<i64>)> = read
+            .iter()
+            .flat_map(|b| {
+                let ids = b.column(0).as_primitive::<Int64Type>().clone();
+                let times = b.column(1).as_primitive::<arrow::datatypes::Time64MicrosecondType>().clone();
+                ids.values().to_vec().into_iter().zip(times.iter().collect::<Vec<_>>())
+            })
+            .collect();
+        values.sort();
+        assert_eq!(values, vec![(1, at[0]), (2, at[1]), (3, at[2])], "{partition:?} {properties:?}");
+        for file in snapshot.files() {
+            if partition.is_empty() {
+                let stats: serde_json::Value = serde_json::from_str(file.stats.as_deref().unwrap()).unwrap();
+                let (min, max) = (&stats["minValues"], &stats["maxValues"]);
+                let min = min.as_object().unwrap().values().find(|v| !v.is_null() && v.as_i64() != Some(1));
+                assert!(min.is_some_and(|v| v.is_number()), "{stats}");
+                assert!(max.as_object().unwrap().values().all(serde_json::Value::is_number), "{stats}");
+            } else {
+                let value = file.partition_values.get("at").cloned().flatten();
+                assert!(
+                    value.is_none() || value.is_some_and(|v| v.parse::<i64>().is_ok()),
+                    "{:?}",
+                    file.partition_values
+                );
+            }
+            let path = dir.path().join(urlencoding_free(&file.path));
+            let reader = parquet::file::reader::SerializedFileReader::new(std::fs::File::open(&path).unwrap()).unwrap();
+            let parquet_schema =
+                parquet::file::reader::FileReader::metadata(&reader).file_metadata().schema_descr_ptr();
+            for column in parquet_schema.columns() {
+                assert_eq!(column.physical_type(), parquet::basic::Type::INT64, "{}", column.name());
+                let time = matches!(column.logical_type_ref(), Some(parquet::basic::LogicalType::Time { .. }));
+                assert!(!time, "{} in {} is annotated as a time", column.name(), file.path);
+            }
+        }
+        if partition.is_empty() && properties.len() == 2 {
+            committed(table.delete_where(|_| true, |b| id_in(b, |i| i == 1)).await.unwrap().outcome);
+            let changes = sluice_storage::cdf::flatten(table.changes(2, None).await.unwrap());
+            assert_eq!(
+                canonical_rows(&changes, &["id".into(), "at".into(), "_change_type".into()]),
+                ["1 | 12:57:18.000396 | delete"]
+            );
+        }
+    }
+}
+
+/// A data file's path as logged, unescaped (the test writes only plain names and `=` directories).
+fn urlencoding_free(path: &str) -> String {
+    path.replace("%3A", ":").replace("%3D", "=")
 }
