@@ -26,8 +26,9 @@
 //! 1. bottom: [`error`], [`util`] (locks, clock, retry backoff), [`types`], [`privileges`],
 //!    [`control`], [`memory`], [`provider`] (table scans), [`change`] (the committed change,
 //!    its listeners, and the writer every commit goes through), [`events`] (the event log),
-//!    [`catalog`], [`syntax`] (statements and their parsers), [`names`], [`rights`], [`roles`],
-//!    [`paths`], [`hooks`] (what features plug into planning);
+//!    [`catalog`], [`sequence`] (standalone sequences' values), [`syntax`] (statements and their
+//!    parsers), [`names`], [`rights`], [`roles`], [`paths`], [`hooks`] (what features plug into
+//!    planning);
 //! 2. [`warehouse`]: the store, the catalog, the table handles, the writer and its listeners, the
 //!    hooks, the event log, roles, paths and memory of one open warehouse;
 //! 3. planning and writing: [`functions`] (JSON operators, `table_changes`) and [`sql`]
@@ -74,6 +75,7 @@ pub mod provider;
 pub mod rights;
 pub mod roles;
 pub mod runtimes;
+pub mod sequence;
 pub mod session;
 pub mod source;
 pub mod sql;

@@ -228,6 +228,10 @@ fn statement_kind(statement: &SluiceStatement) -> String {
         SluiceStatement::Restore { .. } => "RESTORE".into(),
         SluiceStatement::InsertByName { .. } => "INSERT".into(),
         SluiceStatement::Comment(_) => "COMMENT".into(),
+        SluiceStatement::Sequence(sequence) => match sequence.as_ref() {
+            crate::syntax::sequence::SequenceStatement::Create { .. } => "CREATE SEQUENCE".into(),
+            crate::syntax::sequence::SequenceStatement::Alter { .. } => "ALTER SEQUENCE".into(),
+        },
         SluiceStatement::Streaming(streaming) => match streaming.as_ref() {
             S::CreateStreamingTable(_) => "CREATE STREAMING TABLE",
             S::CreateFlow(_) => "CREATE FLOW",

@@ -492,6 +492,7 @@ impl Session {
             },
             SluiceStatement::Streaming(statement) => self.streaming(*statement).await,
             SluiceStatement::Comment(comment) => self.query.comment_on(*comment).await,
+            SluiceStatement::Sequence(statement) => self.query.sequence_statement(*statement).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
         }
     }
@@ -510,6 +511,9 @@ impl Session {
             Statement::Drop { object_type: ObjectType::Role, if_exists, names, .. } => {
                 self.query.db.roles.drop(&self.query.db.catalog, &names, if_exists).await?;
                 Ok(StatementResult::command("DROP ROLE"))
+            }
+            Statement::Drop { object_type: ObjectType::Sequence, if_exists, names, cascade, .. } => {
+                self.query.drop_sequences(&names, if_exists, cascade).await
             }
             Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                 self.query.drop(object_type, if_exists, &names, cascade).await

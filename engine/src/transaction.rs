@@ -4,9 +4,11 @@
 //! `default_transaction_read_only`, which also covers statements outside a block) refuses writes
 //! with 25006; `SAVEPOINT` and `RELEASE` outside a block are 25P01, an unknown savepoint 3B001.
 //!
-//! A block's queries, DML and the DDL of tables, views and schemas stage their writes
-//! ([`crate::staging`]): COMMIT commits them, ROLLBACK and ROLLBACK TO SAVEPOINT drop them. Its
-//! other writes (ALTER TABLE other than RENAME, indexes, maintenance, streaming statements) still
+//! A block's queries, DML and the DDL of tables, views, schemas and sequences stage their writes
+//! ([`crate::staging`]): COMMIT commits them, ROLLBACK and ROLLBACK TO SAVEPOINT drop them. (What
+//! `nextval` and `setval` hand out is not transactional, as in PostgreSQL.) Its other writes
+//! (ALTER TABLE other than RENAME, ALTER SEQUENCE ... RESTART, indexes, maintenance, streaming
+//! statements) still
 //! commit when they return, so a ROLLBACK (or ROLLBACK TO SAVEPOINT) that would have to undo one
 //! of those is refused with 0A000 saying so, never answered as if it had undone it (one on a
 //! table the block created goes with the table: nobody else saw it). The refusal aborts the
@@ -23,6 +25,7 @@ use crate::names::TableName;
 use crate::sql::context::StatementResult;
 use crate::staging::{Mark, Staging};
 use crate::syntax::parser::SluiceStatement;
+use crate::syntax::sequence::{AlterSequence, SequenceStatement};
 use crate::syntax::streaming::StreamingStatement;
 use crate::warehouse::Warehouse;
 
@@ -159,10 +162,10 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
 
 /// Whether a statement in a block goes through the block's staged tables and catalog: queries,
 /// DML, every statement that only reads, and the DDL that changes only the catalog and new
-/// tables (CREATE and DROP of tables, views, materialized views and schemas, ALTER ... RENAME
-/// TO; not on temporary
-/// relations, whose own undo is in [`TransactionBlock`], nor a table at a LOCATION, whose log
-/// others may read). The others commit when they return; see the module docs.
+/// tables (CREATE and DROP of tables, views, materialized views, schemas and sequences, ALTER ...
+/// RENAME TO, ALTER SEQUENCE other than RESTART, which moves a sequence's value at once; not on
+/// temporary relations, whose own undo is in [`TransactionBlock`], nor a table at a LOCATION,
+/// whose log others may read). The others commit when they return; see the module docs.
 pub fn stages(statement: &SluiceStatement) -> bool {
     if crate::rights::reads_only(statement) {
         return true;
@@ -170,6 +173,14 @@ pub fn stages(statement: &SluiceStatement) -> bool {
     match statement {
         SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => true,
         SluiceStatement::CreateTable(create) => create.location.is_none() && !create.external && !create.temporary,
+        SluiceStatement::Sequence(sequence) => match sequence.as_ref() {
+            SequenceStatement::Create { temporary, .. } => !temporary,
+            SequenceStatement::Alter { change: AlterSequence::Options { options, .. }, .. } => {
+                options.restart.is_none()
+            }
+            SequenceStatement::Alter { change: AlterSequence::RenameTo(_), .. } => true,
+            SequenceStatement::Alter { change: AlterSequence::Other(_), .. } => false,
+        },
         // A materialized view a block creates is read as its query until COMMIT, then built
         // (`crate::ivm::ddl`); one that replaces another is built at once.
         SluiceStatement::Streaming(streaming) => match &**streaming {
@@ -187,7 +198,9 @@ pub fn stages(statement: &SluiceStatement) -> bool {
             | Statement::CreateSchema { .. } => true,
             Statement::CreateView(create) => !create.materialized && !create.temporary && !temporary(&create.name),
             Statement::Drop {
-                object_type: ObjectType::Table | ObjectType::View | ObjectType::Schema, names, ..
+                object_type: ObjectType::Table | ObjectType::View | ObjectType::Schema | ObjectType::Sequence,
+                names,
+                ..
             } => !names.iter().any(temporary),
             Statement::AlterTable(alter) => {
                 !temporary(&alter.name)
@@ -233,7 +246,8 @@ fn cannot_undo(what: &str, writes: usize) -> Error {
         "{what} cannot undo the {writes} {statements} of this transaction that committed when they returned: \
          inside a transaction block Sluice holds the writes of queries and DML (INSERT, UPDATE, DELETE, MERGE, \
          TRUNCATE, COPY) and the DDL of tables, views and schemas until COMMIT, but other statements (ALTER \
-         TABLE other than RENAME TO, indexes, maintenance, streaming tables) commit at once; the transaction \
+         TABLE other than RENAME TO, ALTER SEQUENCE ... RESTART, indexes, maintenance, streaming tables) commit \
+         at once; the transaction \
          is aborted, ROLLBACK ends it (dropping its held writes)"
     ))
 }
@@ -693,6 +707,10 @@ mod tests {
             "CREATE SCHEMA s",
             "DROP SCHEMA s CASCADE",
             "ALTER TABLE t RENAME TO u",
+            "CREATE SEQUENCE s",
+            "DROP SEQUENCE s, r",
+            "ALTER SEQUENCE s RENAME TO r",
+            "ALTER SEQUENCE s INCREMENT 2",
         ] {
             assert!(stages_sql(sql), "{sql}");
         }
@@ -705,6 +723,7 @@ mod tests {
             "ALTER TABLE t RENAME TO u, ADD COLUMN b int",
             "CREATE INDEX ON t (a)",
             "VACUUM t",
+            "ALTER SEQUENCE s RESTART",
         ] {
             assert!(!stages_sql(sql), "{sql}");
         }

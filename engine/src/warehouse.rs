@@ -70,6 +70,8 @@ pub struct Warehouse {
     pub keys: crate::keys::KeyIndexes,
     /// The identity columns' value allocators (see [`crate::identity`]).
     pub(crate) identity: crate::identity::Allocators,
+    /// The standalone sequences' values (see [`crate::sequence`]).
+    pub(crate) sequences: crate::sequence::Sequences,
     /// What the features plug into planning (see [`crate::hooks`]).
     pub(crate) hooks: crate::hooks::Hooks,
     /// What flows, sources and views did.
@@ -126,6 +128,7 @@ impl Warehouse {
             writer: Default::default(),
             keys: Default::default(),
             identity: Default::default(),
+            sequences: Default::default(),
             hooks: Default::default(),
             events: Default::default(),
             wake: Default::default(),

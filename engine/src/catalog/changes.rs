@@ -21,7 +21,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{CatalogState, FlowEntry, RoleEntry, SchemaEntry, SourceEntry, TableEntry, ViewEntry};
+use super::{CatalogState, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, TableEntry, ViewEntry};
 use crate::error::{Error, Result};
 
 /// One object as the block found it and as it left it (None: absent).
@@ -42,6 +42,8 @@ pub struct CatalogChanges {
     flows: Changes<FlowEntry>,
     sources: Changes<SourceEntry>,
     views: Changes<ViewEntry>,
+    /// Sequence definitions (their marks are not transactional: see [`CatalogState::sequence_marks`]).
+    sequences: Changes<SequenceEntry>,
     /// Managed tables whose folders the block created, oldest first (a rollback deletes them).
     created: Vec<TableEntry>,
     /// Tables the block dropped or replaced (COMMIT deletes the managed ones' folders).
@@ -109,7 +111,8 @@ impl CatalogChanges {
             && self.roles.is_empty()
             && self.flows.is_empty()
             && self.sources.is_empty()
-            && self.views.is_empty())
+            && self.views.is_empty()
+            && self.sequences.is_empty())
     }
 
     /// What a DDL statement changed: `before` and `after` are the block's view of the
@@ -122,6 +125,7 @@ impl CatalogChanges {
             flows: diff_map(&before.flows, &after.flows),
             sources: diff_map(&before.sources, &after.sources),
             views: diff_map(&before.views, &after.views),
+            sequences: diff_map(&before.sequences, &after.sequences),
             created: vec![],
             dropped: vec![],
         }
@@ -140,6 +144,7 @@ impl CatalogChanges {
         merge_map(&mut self.flows, step.flows);
         merge_map(&mut self.sources, step.sources);
         merge_map(&mut self.views, step.views);
+        merge_map(&mut self.sequences, step.sequences);
     }
 
     /// Lays the block's changes over `state` (the block's view of the catalog).
@@ -150,6 +155,13 @@ impl CatalogChanges {
         apply_map(&self.flows, &mut state.flows);
         apply_map(&self.sources, &mut state.sources);
         apply_map(&self.views, &mut state.views);
+        apply_map(&self.sequences, &mut state.sequences);
+        // A dropped sequence's mark goes with it (a rename keeps the id, so the mark too).
+        for change in self.sequences.values() {
+            if let (Some(before), None) = (&change.before, &change.after) {
+                state.sequence_marks.remove(&before.id);
+            }
+        }
     }
 
     /// Checks that every object the block changed is still as the block found it in `state`
@@ -160,17 +172,19 @@ impl CatalogChanges {
         check_map(&self.roles, &state.roles, "role")?;
         check_map(&self.flows, &state.flows, "flow")?;
         check_map(&self.sources, &state.sources, "source")?;
-        check_map(&self.views, &state.views, "view")
+        check_map(&self.views, &state.views, "view")?;
+        check_map(&self.sequences, &state.sequences, "sequence")
     }
 
     /// Whether every object a statement changed (`step`, from [`CatalogChanges::between`]) is a
-    /// table this block created (nobody else can see such a change, whatever made it).
-    pub fn only_created_tables(&self, step: &CatalogChanges) -> bool {
+    /// table or sequence this block created (nobody else can see such a change, whatever made it).
+    pub fn only_created_objects(&self, step: &CatalogChanges) -> bool {
         step.schemas.is_empty()
             && step.roles.is_empty()
             && step.flows.is_empty()
             && step.sources.is_empty()
             && step.views.is_empty()
+            && step.sequences.keys().all(|key| self.sequences.get(key).is_some_and(|c| c.before.is_none()))
             && step.tables.values().all(|change| {
                 [&change.before, &change.after].into_iter().flatten().all(|entry| self.created_table(&entry.id))
             })
@@ -287,7 +301,7 @@ mod tests {
         let made = with(&[table("t", "1")]);
         changes.created(table("t", "1"));
         changes.record(&base, &made);
-        assert!(changes.only_created_tables(&CatalogChanges::between(&base, &made)));
+        assert!(changes.only_created_objects(&CatalogChanges::between(&base, &made)));
         assert!(changes.folders_freed().is_empty());
         changes.record(&made, &base);
         changes.dropped(table("t", "1"));

@@ -61,6 +61,13 @@ pub struct CatalogState {
     /// Views (`CREATE VIEW`) by `schema.name` (see [`crate::sql::views`]).
     #[serde(default)]
     pub views: BTreeMap<String, ViewEntry>,
+    /// Standalone sequences (`CREATE SEQUENCE`) by `schema.name` (see [`crate::sequence`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sequences: BTreeMap<String, SequenceEntry>,
+    /// How far each standalone sequence (by id) has handed out values. Not transactional, as a
+    /// PostgreSQL sequence's values are not: a transaction block never holds or checks it.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub sequence_marks: BTreeMap<String, SequenceMark>,
     /// The transaction block whose COMMIT made this version, when it also wrote tables: the
     /// version is that transaction's commit point (see [`crate::staging`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -87,6 +94,81 @@ pub struct ViewEntry {
     pub output: Option<String>,
     #[serde(default)]
     pub created_ms: i64,
+}
+
+/// A standalone sequence's definition (`CREATE SEQUENCE`); what it has handed out is its
+/// [`SequenceMark`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SequenceEntry {
+    /// Stays the same through a rename; keys the sequence's mark.
+    pub id: String,
+    pub schema: String,
+    pub name: String,
+    pub data_type: SequenceType,
+    pub increment: i64,
+    pub min_value: i64,
+    pub max_value: i64,
+    pub start: i64,
+    pub cache: i64,
+    pub cycle: bool,
+    /// `OWNED BY table.column`: dropping the table drops the sequence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owned_by: Option<SequenceOwner>,
+    #[serde(default)]
+    pub created_ms: i64,
+}
+
+impl SequenceEntry {
+    /// `schema.name`.
+    pub fn qualified_name(&self) -> String {
+        key(&self.schema, &self.name)
+    }
+}
+
+/// The column a sequence belongs to (`OWNED BY`), by the table's id (a rename keeps it).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceOwner {
+    pub table_id: String,
+    pub column: String,
+}
+
+/// The integer type of a sequence's values (`AS smallint | integer | bigint`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum SequenceType {
+    Smallint,
+    Integer,
+    #[default]
+    Bigint,
+}
+
+impl SequenceType {
+    /// The type's name as PostgreSQL's catalogs print it.
+    pub fn name(self) -> &'static str {
+        match self {
+            SequenceType::Smallint => "smallint",
+            SequenceType::Integer => "integer",
+            SequenceType::Bigint => "bigint",
+        }
+    }
+
+    /// The least and greatest value of the type.
+    pub fn range(self) -> (i64, i64) {
+        match self {
+            SequenceType::Smallint => (i64::from(i16::MIN), i64::from(i16::MAX)),
+            SequenceType::Integer => (i64::from(i32::MIN), i64::from(i32::MAX)),
+            SequenceType::Bigint => (i64::MIN, i64::MAX),
+        }
+    }
+}
+
+/// A sequence's state as last written: PostgreSQL's `last_value` and `is_called`. Values up to
+/// `last_value` (when called) may have been handed out, so a restart continues after it; a
+/// process hands out values ahead of it only after writing a mark past them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SequenceMark {
+    pub last_value: i64,
+    pub is_called: bool,
 }
 
 /// An external source of records that streaming tables ingest (`CREATE SOURCE`). Its progress is
@@ -299,6 +381,10 @@ impl CatalogState {
 
     pub fn table(&self, schema: &str, name: &str) -> Option<&TableEntry> {
         self.tables.get(&key(schema, name))
+    }
+
+    pub fn sequence(&self, schema: &str, name: &str) -> Option<&SequenceEntry> {
+        self.sequences.get(&key(schema, name))
     }
 
     /// The flows that read `table_key`.
@@ -607,7 +693,7 @@ impl Catalog {
             let step = CatalogChanges::between(&view, &next);
             if !step.changes_catalog() {
                 Some(false)
-            } else if only_created && !changes.only_created_tables(&step) {
+            } else if only_created && !changes.only_created_objects(&step) {
                 None
             } else {
                 changes.merge(step);

@@ -163,6 +163,10 @@ impl SchemaProvider for SluiceSchema {
     async fn table(&self, name: &str) -> DfResult<Option<Arc<dyn TableProvider>>> {
         let state = self.staging.catalog_view(&self.db.catalog);
         let Some(entry) = state.table(&self.name, name) else {
+            if let Some(sequence) = state.sequence(&self.name, name) {
+                let relation = super::sequences::sequence_relation(&self.db, sequence).await?;
+                return Ok(Some(Arc::new(relation)));
+            }
             let view = state.views.get(&crate::catalog::key(&self.name, name));
             return Ok(view.and_then(ViewRelation::new).map(|v| Arc::new(v) as Arc<dyn TableProvider>));
         };

@@ -78,8 +78,8 @@ pub struct QueryContext {
     temp_counter: std::sync::atomic::AtomicU64,
     /// The rights of the role this session runs as (the owner's unless the server says otherwise).
     privileges: Mutex<crate::privileges::Privileges>,
-    /// The last value `nextval` or `setval` gave in this session, per sequence (for `currval`).
-    pub(crate) sequences: Mutex<HashMap<String, i64>>,
+    /// The values the session's sequence calls gave (`currval`, `lastval`).
+    pub(crate) sequences: Mutex<super::sequences::SessionValues>,
 }
 
 impl std::fmt::Debug for QueryContext {

@@ -419,6 +419,7 @@ impl QueryContext {
                 }
                 match state.tables.remove(&table_key) {
                     Some(entry) => {
+                        super::sequence_ddl::drop_owned_sequences(state, &entry);
                         for flow in &flows {
                             state.flows.remove(flow);
                         }
@@ -459,7 +460,8 @@ impl QueryContext {
                     return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedSchema(name.to_string())) };
                 }
                 let tables: Vec<TableEntry> = state.tables_in(name).cloned().collect();
-                if !tables.is_empty() && !cascade {
+                let sequences = state.sequences.values().any(|s| s.schema == name);
+                if (!tables.is_empty() || sequences) && !cascade {
                     return Err(Error::data(
                         "2BP01",
                         format!("cannot drop schema {name} because other objects depend on it (use DROP SCHEMA ... CASCADE)"),
@@ -471,6 +473,11 @@ impl QueryContext {
                 }
                 for table in &tables {
                     state.tables.remove(&table.qualified_name());
+                }
+                let sequences: Vec<_> = state.sequences.values().filter(|s| s.schema == name).cloned().collect();
+                for sequence in sequences {
+                    state.sequences.remove(&sequence.qualified_name());
+                    state.sequence_marks.remove(&sequence.id);
                 }
                 state.schemas.remove(name);
                 Ok(tables)
@@ -505,7 +512,7 @@ impl QueryContext {
         if !temporary && !state.schemas.contains_key(&name.schema) {
             return Err(Error::UndefinedSchema(name.schema.clone()));
         }
-        if state.table(&name.schema, &name.name).is_some() {
+        if state.table(&name.schema, &name.name).is_some() || state.sequence(&name.schema, &name.name).is_some() {
             if create.if_not_exists {
                 return Ok(StatementResult::command("CREATE TABLE"));
             }
@@ -660,7 +667,7 @@ impl QueryContext {
         let committed_catalog = self
             .update_catalog(|state| {
                 let key = new_entry.qualified_name();
-                if state.views.contains_key(&key) {
+                if state.views.contains_key(&key) || state.sequences.contains_key(&key) {
                     return Err(Error::DuplicateTable(name.to_string()));
                 }
                 if temporary {

@@ -462,7 +462,7 @@ impl QueryContext {
                             // The session's currval, as PostgreSQL's nextval in the default sets it.
                             let key =
                                 super::sequences::sequence_key(&target.entry.schema, &target.entry.name, &field.name);
-                            self.sequences.lock().unwrap_or_else(|p| p.into_inner()).insert(key, *last);
+                            self.remember_sequence_value(key, *last, true);
                         }
                         cast_column(&(Arc::new(values) as ArrayRef), arrow_field.data_type(), &field.name)?
                     }
@@ -509,6 +509,9 @@ impl QueryContext {
         rows: usize,
         column: &str,
     ) -> Result<ArrayRef> {
+        if let Some(values) = self.sequence_default(default, rows).await? {
+            return cast_column(&values, data_type, column);
+        }
         let empty = DFSchema::empty();
         let expr = self.simplified(self.ctx.parse_sql_expr(default, &empty)?, &empty)?;
         let physical = self.ctx.create_physical_expr(expr, &empty)?;

@@ -15,6 +15,7 @@ pub mod postgres_forms;
 pub mod quality;
 pub mod query;
 pub mod references;
+pub mod sequence_ddl;
 pub mod sequences;
 pub mod temporary;
 pub mod upsert;

@@ -167,8 +167,8 @@ impl Namespace {
                 }
             }
             // Streaming tables, flows, sources and materialized views outlive the session: they
-            // never read its temporary tables.
-            SluiceStatement::Streaming(_) => {}
+            // never read its temporary tables. Sequences are never temporary.
+            SluiceStatement::Streaming(_) | SluiceStatement::Sequence(_) => {}
         }
         Ok(())
     }

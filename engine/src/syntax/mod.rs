@@ -5,5 +5,6 @@
 pub mod comment;
 pub mod dialect;
 pub mod parser;
+pub mod sequence;
 pub mod streaming;
 pub mod tokens;

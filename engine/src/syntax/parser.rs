@@ -65,6 +65,8 @@ pub enum SluiceStatement {
     },
     /// `COMMENT ON ...` (see [`super::comment`]).
     Comment(Box<super::comment::CommentOn>),
+    /// `CREATE SEQUENCE` and `ALTER SEQUENCE` (see [`super::sequence`]).
+    Sequence(Box<super::sequence::SequenceStatement>),
 }
 
 /// What an INSERT's OVERRIDING clause asks of identity columns.
@@ -200,6 +202,9 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
     }
     if super::comment::is_comment_on(parser) {
         return super::comment::parse_comment_on(parser).map(|c| SluiceStatement::Comment(Box::new(c)));
+    }
+    if super::sequence::is_sequence_statement(parser) {
+        return super::sequence::parse_sequence_statement(parser).map(|s| SluiceStatement::Sequence(Box::new(s)));
     }
     let first = word(parser, 0);
     match first.as_deref() {

@@ -19,6 +19,9 @@
 //! - `information_schema`'s constraint views (`table_constraints`, `key_column_usage`,
 //!   `referential_constraints`, `constraint_column_usage`, `constraint_table_usage`) as queries
 //!   over `pg_catalog`.
+//! - A sequence function's name argument cast to `regclass` (`nextval('s'::regclass)`, how
+//!   PostgreSQL prints a serial's default) is the name itself: the engine resolves it when it
+//!   runs the call (`sluice::sql::sequences`), as PostgreSQL resolves the cast.
 
 use std::borrow::Cow;
 
@@ -138,6 +141,7 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     qualify_sluice_catalogs(statement);
+    let _ = statement.visit(&mut SequenceNames);
     let _ = statement.visit(&mut InformationSchemaViews);
     let _ = statement.visit(&mut AttrdefSubquery);
     let _ = statement.visit(&mut AttributeNamesSubquery);
@@ -632,6 +636,33 @@ impl VisitorMut for Int2VectorSubscripts {
 /// PostgreSQL prints a `regtype` (`bigint`, `character varying`, `text[]`). Sluice's `regtype` is an
 /// `integer` (datafusion-pg-catalog's), whose text would be the number. pgcli's completion and
 /// psql's `\df` read argument and column types so.
+/// `nextval('s'::regclass)` (and `currval`, `setval`) as `nextval('s')`.
+struct SequenceNames;
+
+impl VisitorMut for SequenceNames {
+    type Break = ();
+
+    fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+        let name = function.name.0.last().map(|part| part.to_string().to_lowercase()).unwrap_or_default();
+        if !matches!(name.as_str(), "nextval" | "currval" | "setval") {
+            return ControlFlow::Continue(());
+        }
+        let FunctionArguments::List(list) = &mut function.args else { return ControlFlow::Continue(()) };
+        if let Some(datafusion::sql::sqlparser::ast::FunctionArg::Unnamed(
+            datafusion::sql::sqlparser::ast::FunctionArgExpr::Expr(argument),
+        )) = list.args.first_mut()
+        {
+            if let Expr::Cast { expr: inner, data_type, .. } = argument {
+                if cast_type(data_type) == "regclass" && matches!(inner.as_ref(), Expr::Value(_)) {
+                    *argument = (**inner).clone();
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 struct RegtypeNames;
 
 /// `'pg_catalog.pg_class'::regclass` (or any constant naming a catalog of
