@@ -18,6 +18,7 @@ pub enum Kind {
     Timestamp,
     TimestampTz,
     Time,
+    TimeTz,
 }
 
 impl Kind {
@@ -27,7 +28,13 @@ impl Kind {
             Kind::Timestamp => "timestamp",
             Kind::TimestampTz => "timestamp with time zone",
             Kind::Time => "time",
+            Kind::TimeTz => "time with time zone",
         }
+    }
+
+    /// Whether the kind is a time of day (no date of its own).
+    fn is_time(self) -> bool {
+        matches!(self, Kind::Time | Kind::TimeTz)
     }
 }
 
@@ -43,91 +50,138 @@ pub enum Input {
 }
 
 /// Reads `text` as PostgreSQL reads input of type `kind`; 22007 for a text that is no
-/// date/time, 22008 for a field out of range (`2024-02-30`), 0A000 for infinity.
+/// date/time, 22008 for a field out of range (`2024-02-30`), 0A000 for infinity. A `timetz`
+/// reads as [`Kind::Time`] does (its offset is [`time_with_zone`]'s to read).
 pub fn parse(text: &str, kind: Kind) -> Result<Input> {
-    let syntax = || Error::data("22007", format!("invalid input syntax for type {}: \"{text}\"", kind.name()));
-    let range = || Error::data("22008", format!("date/time field value out of range: \"{text}\""));
     let lower = text.trim().to_ascii_lowercase();
     match lower.as_str() {
         "now" => return Ok(Input::Now),
-        "today" if kind != Kind::Time => return Ok(Input::Today(0)),
-        "tomorrow" if kind != Kind::Time => return Ok(Input::Today(1)),
-        "yesterday" if kind != Kind::Time => return Ok(Input::Today(-1)),
-        "epoch" if kind != Kind::Time => {
+        "today" if !kind.is_time() => return Ok(Input::Today(0)),
+        "tomorrow" if !kind.is_time() => return Ok(Input::Today(1)),
+        "yesterday" if !kind.is_time() => return Ok(Input::Today(-1)),
+        "epoch" if !kind.is_time() => {
             return Ok(Input::Value(render(kind, epoch(), Some(0))));
         }
-        "allballs" if kind == Kind::Time => return Ok(Input::Value("00:00:00".into())),
-        "infinity" | "+infinity" | "-infinity" if kind != Kind::Time => {
+        "allballs" if kind.is_time() => return Ok(Input::Value("00:00:00".into())),
+        "infinity" | "+infinity" | "-infinity" if !kind.is_time() => {
             return Err(Error::NotSupported(format!("the {} value {lower} (Arrow has no infinite dates)", kind.name())))
         }
-        "" => return Err(syntax()),
         _ => {}
     }
-    let mut words = Words::new(&lower);
-    let mut date = None;
-    let mut time = None;
-    let mut offset = None;
-    let mut zone_name = None;
-    while let Some(word) = words.next() {
-        if date.is_none() && time.is_none() {
-            if let Some(d) = read_date(&word, &mut words).map_err(|bad| if bad { range() } else { syntax() })? {
-                date = Some(d);
-                continue;
-            }
-        }
-        if time.is_none() && word.starts_with(|c: char| c.is_ascii_digit()) && word.contains(':') {
-            let numeric = word.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '.');
-            let (t, rest) = read_time(&word).ok_or_else(|| if numeric { range() } else { syntax() })?;
-            let t = match words.peek().as_deref() {
-                Some("am" | "pm") => {
-                    let pm = words.next().as_deref() == Some("pm");
-                    am_pm(t, pm).ok_or_else(range)?
-                }
-                _ => t,
-            };
-            time = Some(t);
-            if !rest.is_empty() {
-                offset = Some(read_offset(rest).ok_or_else(syntax)?);
-            }
-            continue;
-        }
-        if time.is_some() && offset.is_none() && zone_name.is_none() {
-            if let Some(o) = read_offset(&word) {
-                offset = Some(o);
-                continue;
-            }
-            // A zone name keeps its original spelling (`America/New_York`).
-            let original = original_word(text, &word);
-            if original.parse::<arrow::array::timezone::Tz>().is_ok() {
-                zone_name = Some(original);
-                continue;
-            }
-            if word.contains('/') {
-                return Err(Error::data("22023", format!("time zone \"{word}\" not recognized")));
-            }
-        }
-        return Err(syntax());
-    }
-    let date = match (date, kind) {
+    let fields = Fields::read(text, kind)?;
+    let date = match (fields.date, kind.is_time()) {
         (Some(d), _) => d,
-        (None, Kind::Time) => epoch().date(),
-        (None, _) => return Err(syntax()),
+        (None, true) => epoch().date(),
+        (None, false) => return Err(fields.syntax()),
     };
-    if kind == Kind::Time {
-        let time = time.ok_or_else(syntax)?;
+    if kind.is_time() {
+        let time = fields.time.ok_or_else(|| fields.syntax())?;
         return Ok(Input::Value(time.format("%H:%M:%S%.f").to_string()));
     }
-    let at = date.and_time(time.unwrap_or(NaiveTime::MIN));
-    let offset = match (offset, zone_name) {
-        (Some(o), _) => Some(o),
-        (None, Some(zone)) => {
-            let tz: arrow::array::timezone::Tz = zone.parse().map_err(|_| syntax())?;
-            let local = tz.from_local_datetime(&at).earliest().ok_or_else(range)?;
-            Some(local.offset().fix().local_minus_utc())
-        }
-        (None, None) => None,
-    };
+    let at = date.and_time(fields.time.unwrap_or(NaiveTime::MIN));
+    let offset = fields.offset_at(at)?;
     Ok(Input::Value(render(kind, at, offset)))
+}
+
+/// A `timetz` text as PostgreSQL reads it: the time of day and, when the text names one, its
+/// zone's offset in seconds east of UTC (a zone name's offset on the text's date, or on `today`
+/// when it has none). `allballs` is midnight UTC; `now` is for the caller to read.
+pub fn time_with_zone(text: &str, today: NaiveDate) -> Result<(NaiveTime, Option<i32>)> {
+    if text.trim().eq_ignore_ascii_case("allballs") {
+        return Ok((NaiveTime::MIN, Some(0)));
+    }
+    let fields = Fields::read(text, Kind::TimeTz)?;
+    let time = fields.time.ok_or_else(|| fields.syntax())?;
+    let offset = fields.offset_at(fields.date.unwrap_or(today).and_time(time))?;
+    Ok((time, offset))
+}
+
+/// The parts of a date/time text.
+struct Fields {
+    text: String,
+    kind: Kind,
+    date: Option<NaiveDate>,
+    time: Option<NaiveTime>,
+    /// Seconds east of UTC, written as a number (`+02`, `Z`).
+    offset: Option<i32>,
+    /// A zone named by its IANA name (`America/New_York`).
+    zone_name: Option<String>,
+}
+
+impl Fields {
+    fn syntax(&self) -> Error {
+        Error::data("22007", format!("invalid input syntax for type {}: \"{}\"", self.kind.name(), self.text))
+    }
+
+    fn range(&self) -> Error {
+        Error::data("22008", format!("date/time field value out of range: \"{}\"", self.text))
+    }
+
+    fn read(text: &str, kind: Kind) -> Result<Self> {
+        let lower = text.trim().to_ascii_lowercase();
+        let mut fields = Fields { text: text.to_string(), kind, date: None, time: None, offset: None, zone_name: None };
+        if lower.is_empty() {
+            return Err(fields.syntax());
+        }
+        let mut words = Words::new(&lower);
+        while let Some(word) = words.next() {
+            if fields.date.is_none() && fields.time.is_none() {
+                let date =
+                    read_date(&word, &mut words).map_err(|bad| if bad { fields.range() } else { fields.syntax() });
+                if let Some(d) = date? {
+                    fields.date = Some(d);
+                    continue;
+                }
+            }
+            if fields.time.is_none() && word.starts_with(|c: char| c.is_ascii_digit()) && word.contains(':') {
+                let numeric = word.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '.');
+                let (t, rest) =
+                    read_time(&word).ok_or_else(|| if numeric { fields.range() } else { fields.syntax() })?;
+                let t = match words.peek().as_deref() {
+                    Some("am" | "pm") => {
+                        let pm = words.next().as_deref() == Some("pm");
+                        am_pm(t, pm).ok_or_else(|| fields.range())?
+                    }
+                    _ => t,
+                };
+                fields.time = Some(t);
+                if !rest.is_empty() {
+                    fields.offset = Some(read_offset(rest).ok_or_else(|| fields.syntax())?);
+                }
+                continue;
+            }
+            if fields.time.is_some() && fields.offset.is_none() && fields.zone_name.is_none() {
+                if let Some(o) = read_offset(&word) {
+                    fields.offset = Some(o);
+                    continue;
+                }
+                // A zone name keeps its original spelling (`America/New_York`).
+                let original = original_word(text, &word);
+                if original.parse::<arrow::array::timezone::Tz>().is_ok() {
+                    fields.zone_name = Some(original);
+                    continue;
+                }
+                if word.contains('/') {
+                    return Err(Error::data("22023", format!("time zone \"{word}\" not recognized")));
+                }
+            }
+            return Err(fields.syntax());
+        }
+        Ok(fields)
+    }
+
+    /// The offset the text gives for the local time `at`: written, or its zone's at that time.
+    fn offset_at(&self, at: NaiveDateTime) -> Result<Option<i32>> {
+        Ok(match (self.offset, &self.zone_name) {
+            (Some(o), _) => Some(o),
+            (None, Some(zone)) => {
+                let tz: arrow::array::timezone::Tz = zone.parse().map_err(|_| self.syntax())?;
+                let local = tz.from_local_datetime(&at).earliest().ok_or_else(|| self.range())?;
+                Some(local.offset().fix().local_minus_utc())
+            }
+            (None, None) => None,
+        })
+    }
 }
 
 fn epoch() -> NaiveDateTime {
@@ -138,7 +192,7 @@ fn epoch() -> NaiveDateTime {
 fn render(kind: Kind, at: NaiveDateTime, offset: Option<i32>) -> String {
     match kind {
         Kind::Date => at.format("%Y-%m-%d").to_string(),
-        Kind::Time => at.format("%H:%M:%S%.f").to_string(),
+        Kind::Time | Kind::TimeTz => at.format("%H:%M:%S%.f").to_string(),
         Kind::Timestamp => at.format("%Y-%m-%d %H:%M:%S%.f").to_string(),
         Kind::TimestampTz => {
             let base = at.format("%Y-%m-%dT%H:%M:%S%.f").to_string();

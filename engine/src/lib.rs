@@ -82,6 +82,7 @@ pub mod sql;
 pub mod staging;
 pub mod syntax;
 pub mod system;
+pub mod time_of_day;
 pub mod transaction;
 pub mod types;
 pub mod util;

@@ -5,6 +5,12 @@
 //! is kept in the column's metadata (`sluice.type`): `json`/`jsonb`/`uuid`/`varchar(n)` are stored
 //! as `string`, `numeric` without precision as `decimal(38,10)`, `timestamp` (without time zone)
 //! as `timestamp_ntz` and `timestamptz` as `timestamp`, as Postgres users expect.
+//!
+//! Delta has no time-of-day types. `time` (and `time(p)`) is stored as a `long` of microseconds
+//! since midnight, which Sluice reads as Arrow `Time64(µs)` (see `sluice_storage::schema`) and
+//! Spark or delta-rs read as the number. `timetz` is stored as a `string` in PostgreSQL's output
+//! form (`12:57:18.000396+05:30`, see [`crate::timetz`]): the offset round-trips exactly, and
+//! every Delta reader shows the value as psql prints it.
 
 use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, TimezoneInfo};
 use serde_json::Value;
@@ -17,7 +23,10 @@ use arrow::datatypes::SchemaRef;
 use crate::error::{Error, Result};
 
 /// Column metadata key holding the declared Postgres type name.
-pub const DECLARED_TYPE_KEY: &str = "sluice.type";
+pub const DECLARED_TYPE_KEY: &str = sluice_storage::schema::DECLARED_TYPE_KEY;
+
+/// The most fractional digits of seconds a `time`, `timetz` or `timestamp` keeps.
+pub const SECONDS_PRECISION_MAX: u64 = 6;
 
 /// Precision and scale of `numeric` written without them.
 const NUMERIC_DEFAULT: (u8, i8) = (38, 10);
@@ -69,6 +78,16 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
         T::JSONB => named(P::String, "jsonb"),
         T::Bytea | T::Binary(_) | T::Varbinary(_) | T::Blob(_) | T::Bytes(_) => primitive(P::Binary),
         T::Date => primitive(P::Date),
+        T::Time(precision, zone) => {
+            // PostgreSQL reduces a larger precision to 6 (with a warning).
+            let precision = precision.map(|p| p.min(SECONDS_PRECISION_MAX));
+            let with_zone = matches!(zone, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz);
+            let (stored, name) = if with_zone { (P::String, "timetz") } else { (P::Long, "time") };
+            match precision {
+                Some(p) => named(stored, &format!("{name}({p})")),
+                None => named(stored, name),
+            }
+        }
         T::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => primitive(P::Timestamp),
         T::Timestamp(_, _) | T::TimestampNtz(_) | T::Datetime(_) => primitive(P::TimestampNtz),
         T::Numeric(info) | T::Decimal(info) | T::Dec(info) => {
@@ -93,6 +112,11 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
             | ArrayElemTypeDef::Parenthesis(inner),
         ) => {
             let element = declared_type(inner)?;
+            if matches!(inner.as_ref(), T::Time(..)) {
+                // A list's elements carry no declared type in Delta: a `time[]` would read as
+                // `bigint[]`.
+                return Err(bad_type(sql));
+            }
             DeclaredType {
                 data_type: DataType::Array(Box::new(ArrayType {
                     element_type: element.data_type,
@@ -241,6 +265,10 @@ mod tests {
             ("bytea", "bytea"),
             ("int[]", "integer[]"),
             ("bool", "boolean"),
+            ("time", "time"),
+            ("time(3) without time zone", "time(3)"),
+            ("time with time zone", "timetz"),
+            ("timetz(9)", "timetz(6)"),
         ];
         for (sql, shown) in cases {
             let field = column("c", declared_type(&parse(sql)).unwrap(), true);
@@ -409,11 +437,19 @@ mod array_tests {
 }
 
 /// A column's values as the column's declared type stores them: `uuid`, `json` and `jsonb` read
-/// (22P02 for text that is not one) and normalized, `varchar(n)`/`char(n)` lengths enforced.
-pub fn conform(field: &StructField, column: &arrow::array::ArrayRef) -> Result<arrow::array::ArrayRef> {
+/// (22P02 for text that is not one) and normalized, `varchar(n)`/`char(n)` lengths enforced,
+/// `timetz` read (without an offset: `zone`'s, the session's) and `time(p)`/`timetz(p)` rounded.
+pub fn conform(field: &StructField, column: &arrow::array::ArrayRef, zone: &str) -> Result<arrow::array::ArrayRef> {
     if let Some(Value::String(declared)) = field.metadata.get(DECLARED_TYPE_KEY) {
         if let Some(text_type) = crate::documents::TextType::from_name(declared) {
             return text_type.input_column(column);
+        }
+        let precision = crate::time_of_day::precision_of(declared);
+        if crate::time_of_day::is_timetz(declared) {
+            return crate::time_of_day::timetz_column(column, zone, precision);
+        }
+        if let (true, Some(precision)) = (field.is_time_of_day(), precision) {
+            return crate::time_of_day::round_column(column, precision);
         }
     }
     enforce_length(field, column)

@@ -168,6 +168,8 @@ fn value_text(t: &Type, raw: &[u8]) -> DecodeResult {
         Type::NUMERIC => numeric_text(raw)?,
         Type::DATE => arrow_text(Arc::new(Date32Array::from(vec![wire::date_from_sql(raw)? + PG_EPOCH_DAYS])))?,
         Type::TIME => arrow_text(Arc::new(Time64MicrosecondArray::from(vec![wire::time_from_sql(raw)?])))?,
+        // As the in-process driver shows it: the stored text, PostgreSQL's output form.
+        Type::TIMETZ => sluice::time_of_day::TimeTz::from_binary(raw)?.text(),
         Type::TIMESTAMP => arrow_text(Arc::new(TimestampMicrosecondArray::from(vec![
             wire::timestamp_from_sql(raw)? + PG_EPOCH_MICROS,
         ])))?,

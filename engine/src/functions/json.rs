@@ -165,6 +165,15 @@ impl ScalarUDFImpl for JsonFunction {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         if self.op == Op::Text {
             return match args.args.first() {
+                // A time as PostgreSQL prints it (Arrow's text keeps trailing zeros).
+                Some(value) if matches!(value.data_type(), DataType::Time32(_) | DataType::Time64(_)) => {
+                    let rows = args.number_rows;
+                    let text = crate::time_of_day::time_column_text(&value.clone().into_array(rows)?)?;
+                    Ok(match value {
+                        ColumnarValue::Scalar(_) => ColumnarValue::Scalar(ScalarValue::try_from_array(&text, 0)?),
+                        ColumnarValue::Array(_) => ColumnarValue::Array(text),
+                    })
+                }
                 Some(value) => value.cast_to(&DataType::Utf8, None),
                 None => Ok(ColumnarValue::Scalar(ScalarValue::Utf8(None))),
             };

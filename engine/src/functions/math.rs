@@ -174,6 +174,7 @@ impl ScalarUDFImpl for TypeOf {
         };
         let name = match crate::documents::TextType::of_field(field) {
             Some(declared) => declared.name().to_string(),
+            None if crate::time_of_day::is_timetz_field(field) => "time with time zone".to_string(),
             None => crate::types::arrow_type_pg_name(field.data_type()),
         };
         if args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_))) {

@@ -8,6 +8,7 @@ pub mod json_build;
 pub mod math;
 pub mod number_format;
 pub mod table_changes;
+pub mod time_of_day;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -71,6 +72,9 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(format::function());
+    for function in time_of_day::functions() {
+        ctx.register_udf(function);
+    }
     for function in number_format::functions() {
         ctx.register_udf(function);
     }

@@ -6,13 +6,15 @@
 //! table in one commit (an overwrite whose files and metadata have the new type); a change of
 //! the declared type alone (`varchar(5)` → `varchar(20)`, `text` → `varchar(3)` after checking
 //! the lengths) commits new metadata only. Keys on the column are checked on the new values.
+//! A change to or from `time` or `timetz` rewrites the values through the cast to the new type
+//! (PostgreSQL's text of a time, a `timetz`'s offset, a precision's rounding).
 
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
 use datafusion::sql::sqlparser::ast::{DataType as SqlType, Expr as SqlExpr, ObjectName};
 use serde_json::Value;
-use sluice_storage::schema::{DataType, PrimitiveType};
+use sluice_storage::schema::{DataType, PrimitiveType, StructField};
 use sluice_storage::table::Table;
 use sluice_storage::write::{SaveMode, WriteRequest};
 
@@ -54,7 +56,13 @@ impl QueryContext {
             Some(name) => new.metadata.insert(DECLARED_TYPE_KEY.into(), Value::String(name.clone())),
             None => new.metadata.remove(DECLARED_TYPE_KEY),
         };
-        if using.is_none() && !converts_by_itself(&old.data_type, &new.data_type) {
+        let time_change = time_kind(&old).is_some() || time_kind(&new).is_some();
+        let converts = if time_change {
+            time_converts_by_itself(&old, &new)
+        } else {
+            converts_by_itself(&old.data_type, &new.data_type)
+        };
+        if using.is_none() && !converts {
             return Err(Error::data(
                 "42804",
                 format!(
@@ -70,7 +78,8 @@ impl QueryContext {
             *field = new.clone();
         }
         let quoted = datafusion::sql::sqlparser::ast::Ident::with_quote('"', column).to_string();
-        if old.data_type == new.data_type && using.is_none() {
+        let same_values = !time_change || time_kind(&old) == time_kind(&new) && precision(&old) == precision(&new);
+        if old.data_type == new.data_type && using.is_none() && same_values {
             // Same values: only a shorter length limit needs a look at them.
             if let Some((limit, _)) = crate::types::length_limit(&new) {
                 let sql = format!("SELECT {quoted} FROM {object} WHERE char_length({quoted}) > {limit} LIMIT 1");
@@ -85,7 +94,11 @@ impl QueryContext {
             self.metadata_committed(entry, outcome).await?;
             return guard.committed().await;
         }
-        let expression = using.map(|e| e.to_string()).unwrap_or_else(|| quoted.clone());
+        let mut expression = using.map(|e| e.to_string()).unwrap_or_else(|| quoted.clone());
+        if time_change {
+            // A time's text, a `timetz`'s offset, a precision's rounding: as the cast makes them.
+            expression = format!("CAST(({expression}) AS {sql_type})");
+        }
         let sql = format!("SELECT *, ({expression}) AS {NEW_VALUE_COLUMN} FROM {object}");
         let batches = self.run_sql_text(&sql).await?;
         let arrow_schema = Arc::new(schema.to_arrow());
@@ -151,6 +164,29 @@ fn converts_by_itself(from: &DataType, to: &DataType) -> bool {
         |p: &P| matches!(p, P::Byte | P::Short | P::Integer | P::Long | P::Float | P::Double | P::Decimal { .. });
     let time = |p: &P| matches!(p, P::Date | P::Timestamp | P::TimestampNtz);
     from == to || matches!(to, P::String) || (numeric(from) && numeric(to)) || (time(from) && time(to))
+}
+
+/// Whether a column holds times of day: `Some(false)` for `time`, `Some(true)` for `timetz`.
+fn time_kind(field: &StructField) -> Option<bool> {
+    let declared = field.metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str);
+    if field.is_time_of_day() {
+        Some(false)
+    } else {
+        declared.filter(|d| crate::time_of_day::is_timetz(d)).map(|_| true)
+    }
+}
+
+fn precision(field: &StructField) -> Option<u32> {
+    field.metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str).and_then(crate::time_of_day::precision_of)
+}
+
+/// [`converts_by_itself`] where `time` or `timetz` is one side: to text, between the two, and
+/// from timestamps (PostgreSQL's assignment casts).
+fn time_converts_by_itself(old: &StructField, new: &StructField) -> bool {
+    use PrimitiveType as P;
+    let text = new.data_type == DataType::Primitive(P::String) && time_kind(new).is_none();
+    let timestamp = matches!(old.data_type, DataType::Primitive(P::Timestamp | P::TimestampNtz));
+    text || (time_kind(old).is_some() && time_kind(new).is_some()) || (timestamp && time_kind(new).is_some())
 }
 
 #[cfg(test)]

@@ -130,6 +130,7 @@ impl QueryContext {
             builder = builder.with_analyzer_rules(vec![
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(IntegerLiterals),
+                Arc::new(crate::functions::time_of_day::TimeTzLiterals),
                 Arc::new(TypeCoercion::new()),
                 Arc::new(PostgresArithmetic),
             ]);
@@ -163,6 +164,11 @@ impl QueryContext {
     /// The rights of the role this session runs as.
     pub fn privileges(&self) -> crate::privileges::Privileges {
         *self.privileges.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The session's time zone (PostgreSQL's `TimeZone`, see `Session::set_time_zone`).
+    pub fn time_zone(&self) -> String {
+        self.ctx.state().config_options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into())
     }
 
     /// The DataFusion context (for planning by the server).

@@ -528,10 +528,12 @@ impl QueryContext {
                 let plan =
                     self.plan_statement(datafusion::sql::sqlparser::ast::Statement::Query(query.clone())).await?;
                 let arrow = plan.schema().as_arrow().clone();
+                // The metadata keeps a declared type the values' Arrow type does not tell
+                // (`timetz`, `uuid`, `jsonb` are strings).
                 let fields = arrow
                     .fields()
                     .iter()
-                    .map(|f| Field::new(f.name(), f.data_type().clone(), true))
+                    .map(|f| Field::new(f.name(), f.data_type().clone(), true).with_metadata(declared_only(f)))
                     .collect::<Vec<_>>();
                 let schema = StructType::from_arrow(&Schema::new(fields)).map_err(|e| Error::Plan(e.to_string()))?;
                 (
@@ -1613,4 +1615,14 @@ pub fn optimize_schema() -> arrow::datatypes::SchemaRef {
 /// The columns VACUUM returns.
 pub fn vacuum_schema() -> arrow::datatypes::SchemaRef {
     Arc::new(Schema::new(vec![Field::new("path", ArrowType::Utf8, false)]))
+}
+
+/// A query column's declared type (`sluice.type`), the one metadata entry a table column takes
+/// from it.
+fn declared_only(field: &Field) -> HashMap<String, String> {
+    field
+        .metadata()
+        .get(crate::types::DECLARED_TYPE_KEY)
+        .map(|declared| HashMap::from([(crate::types::DECLARED_TYPE_KEY.to_string(), declared.clone())]))
+        .unwrap_or_default()
 }

@@ -475,7 +475,7 @@ impl QueryContext {
             if !field.nullable && column.null_count() > 0 {
                 return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
             }
-            out.push(crate::types::conform(field, &column)?);
+            out.push(crate::types::conform(field, &column, &self.time_zone())?);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let rows = RecordBatch::try_new_with_options(arrow_schema, out, &options)?;

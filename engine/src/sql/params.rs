@@ -119,6 +119,20 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
             SqlType::Numeric(ast::ExactNumberInfo::PrecisionAndScale(u64::from(*precision), i64::from(*scale))),
         ),
         ScalarValue::Date32(Some(_)) => cast(string(display(value)?), SqlType::Date),
+        ScalarValue::Time64Microsecond(Some(_))
+        | ScalarValue::Time64Nanosecond(Some(_))
+        | ScalarValue::Time32Millisecond(Some(_))
+        | ScalarValue::Time32Second(Some(_)) => {
+            let micros = value.cast_to(&crate::time_of_day::TIME_MICROS)?;
+            let ScalarValue::Time64Microsecond(Some(micros)) = micros else {
+                return Err(Error::Internal(format!("a time parameter read as {micros:?}")));
+            };
+            // The cast's function, which gives Sluice's `Time64(µs)` (see `postgres_forms`).
+            crate::sql::postgres_forms::call(
+                crate::functions::time_of_day::TIME_CAST,
+                vec![string(crate::time_of_day::time_text(micros))],
+            )
+        }
         ScalarValue::TimestampMicrosecond(Some(_), zone)
         | ScalarValue::TimestampMillisecond(Some(_), zone)
         | ScalarValue::TimestampNanosecond(Some(_), zone)

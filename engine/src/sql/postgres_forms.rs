@@ -5,6 +5,8 @@
 //! - `'\x0102'::bytea` as the bytes it means;
 //! - casts to `uuid`, `json` and `jsonb` as calls of their input functions (which check the text
 //!   and mark the result's type, see [`crate::documents`]);
+//! - casts to `time(p)` and `timetz`, `current_time` and `localtime`, as calls of the casts of
+//!   [`crate::functions::time_of_day`];
 //! - `'{a,b}'::T[]`, PostgreSQL's array text, as `CAST(ARRAY['a', 'b'] AS T[])`;
 //! - `mod(a, b)` as `a % b` (checked like the operator), `sign(x)` as `signum(x)`;
 //! - set-returning functions in a select list (`SELECT generate_series(1, 3)`,
@@ -204,6 +206,9 @@ impl Literals {
             {
                 Ok(Some(cast(call("now", vec![]), SqlType::Timestamp(None, ast::TimezoneInfo::WithoutTimeZone))))
             }
+            Expr::Function(function) if matches!(function_name(function).as_str(), "current_time" | "localtime") => {
+                Ok(clock_time(function))
+            }
             Expr::Function(function)
                 if matches!(function_name(function).as_str(), "json_object_agg" | "jsonb_object_agg") =>
             {
@@ -297,6 +302,9 @@ impl Literals {
     }
 
     fn cast(inner: &mut Expr, data_type: &SqlType) -> Result<Option<Expr>> {
+        if let Some(cast) = time_cast(inner, data_type) {
+            return Ok(Some(cast));
+        }
         let input = match data_type {
             SqlType::Uuid => Some("__pg_uuid"),
             SqlType::JSON => Some("__pg_json"),
@@ -363,6 +371,42 @@ impl Literals {
     }
 }
 
+/// A cast to `time` or `timetz` as a call of its cast function (see
+/// [`crate::functions::time_of_day`]): DataFusion's `TIME` is `Time64(ns)`, which does not
+/// compare with the `Time64(µs)` of Sluice's times.
+fn time_cast(inner: &Expr, data_type: &SqlType) -> Option<Expr> {
+    use crate::functions::time_of_day::{TIMETZ_CAST, TIME_CAST};
+    let SqlType::Time(precision, zone) = data_type else { return None };
+    let with_zone = matches!(zone, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz);
+    let mut args = vec![inner.clone()];
+    if let Some(p) = precision {
+        let p = (*p).min(crate::types::SECONDS_PRECISION_MAX);
+        args.push(Expr::Value(Value::Number(p.to_string(), false).into()));
+    }
+    Some(call(if with_zone { TIMETZ_CAST } else { TIME_CAST }, args))
+}
+
+/// `current_time` (a `timetz`) and `localtime` (a `time`), with an optional precision: the
+/// statement's time in the session's zone.
+fn clock_time(function: &ast::Function) -> Option<Expr> {
+    use crate::functions::time_of_day::{TIMETZ_CAST, TIME_CAST};
+    let name = match function_name(function).as_str() {
+        "current_time" => TIMETZ_CAST,
+        "localtime" => TIME_CAST,
+        _ => return None,
+    };
+    let mut args = vec![call("now", vec![])];
+    match &function.args {
+        FunctionArguments::None => {}
+        FunctionArguments::List(_) => match plain_args(function)?.as_slice() {
+            [precision @ Expr::Value(_)] => args.push(precision.clone()),
+            _ => return None,
+        },
+        FunctionArguments::Subquery(_) => return None,
+    }
+    Some(call(name, args))
+}
+
 /// The date/time kind a cast to `data_type` reads text as.
 fn datetime_kind(data_type: &SqlType) -> Option<crate::datetime::Kind> {
     use crate::datetime::Kind;
@@ -370,7 +414,6 @@ fn datetime_kind(data_type: &SqlType) -> Option<crate::datetime::Kind> {
         SqlType::Date => Kind::Date,
         SqlType::Timestamp(_, ast::TimezoneInfo::WithTimeZone | ast::TimezoneInfo::Tz) => Kind::TimestampTz,
         SqlType::Timestamp(..) | SqlType::Datetime(_) => Kind::Timestamp,
-        SqlType::Time(_, ast::TimezoneInfo::None | ast::TimezoneInfo::WithoutTimeZone) => Kind::Time,
         _ => return None,
     })
 }

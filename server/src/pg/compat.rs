@@ -243,7 +243,9 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
              AS numeric_precision_radix,
            CAST(CASE WHEN a.atttypid IN (21, 23, 20) THEN 0
              WHEN a.atttypid = 1700 AND a.atttypmod > 4 THEN (a.atttypmod - 4) % 65536 END AS INT) AS numeric_scale,
-           CAST(CASE WHEN a.atttypid = 1082 THEN 0 WHEN a.atttypid IN (1083, 1114, 1184, 1266, 1186) THEN 6 END AS INT)
+           CAST(CASE WHEN a.atttypid = 1082 THEN 0
+             WHEN a.atttypid IN (1083, 1114, 1184, 1266) AND a.atttypmod >= 0 THEN a.atttypmod
+             WHEN a.atttypid IN (1083, 1114, 1184, 1266, 1186) THEN 6 END AS INT)
              AS datetime_precision,
            CAST(NULL AS TEXT) AS interval_type, CAST(NULL AS INT) AS interval_precision,
            CAST(NULL AS TEXT) AS character_set_catalog, CAST(NULL AS TEXT) AS character_set_schema,

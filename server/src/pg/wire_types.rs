@@ -1,10 +1,12 @@
 //! PostgreSQL types that Sluice stores as other Arrow types, and their wire forms.
 //!
-//! `uuid`, `json`, `jsonb`, `varchar(n)` and `char(n)` are Arrow strings whose field metadata
-//! (`sluice.type`) names the PostgreSQL type, for table columns and for expressions alike (see
-//! `sluice::documents`). Here that name becomes the type OID and type modifier in RowDescription,
-//! the binary forms clients ask for (`uuid`: 16 bytes; `jsonb`: a version byte then the text), and
-//! parameters declared with those types are read from their text or binary forms.
+//! `uuid`, `json`, `jsonb`, `varchar(n)`, `char(n)` and `timetz` are Arrow strings whose field
+//! metadata (`sluice.type`) names the PostgreSQL type, for table columns and for expressions alike
+//! (see `sluice::documents` and `sluice::time_of_day`); a `time(p)` column is a `Time64` whose
+//! metadata keeps the precision. Here that name becomes the type OID and type modifier in
+//! RowDescription, the binary forms clients ask for (`uuid`: 16 bytes; `jsonb`: a version byte
+//! then the text; `timetz`: microseconds and the offset west of UTC), and parameters declared with
+//! those types are read from their text or binary forms.
 //!
 //! Bind parameters are read here too where arrow-pg (which reads the others) reads them unlike
 //! PostgreSQL: integers and integer arrays in text (spaces, `+`, 22003 out of range), text
@@ -23,6 +25,7 @@ use pgwire::api::stmt::StoredStatement;
 use pgwire::api::Type;
 use pgwire::error::{ErrorInfo, PgWireError, PgWireResult};
 use sluice::documents::{self, TextType};
+use sluice::time_of_day;
 use sluice::types::DECLARED_TYPE_KEY;
 
 /// The PostgreSQL type (and type modifier) a field's declared type names, when it is not the one
@@ -52,11 +55,18 @@ fn named(declared: &str) -> Option<(Type, i32)> {
         "json" => (Type::JSON, -1),
         "jsonb" => (Type::JSONB, -1),
         "varchar" => (Type::VARCHAR, -1),
+        "time" => (Type::TIME, -1),
+        "timetz" => (Type::TIMETZ, -1),
         _ => {
             if let Some(n) = length("varchar(") {
                 (Type::VARCHAR, n + 4)
             } else if let Some(n) = length("char(") {
                 (Type::BPCHAR, n + 4)
+            } else if let Some(p) = length("timetz(") {
+                // A time's modifier is its precision.
+                (Type::TIMETZ, p)
+            } else if let Some(p) = length("time(") {
+                (Type::TIME, p)
             } else {
                 return None;
             }
@@ -87,6 +97,8 @@ fn array_of(element: &Type) -> Option<Type> {
         Type::JSONB => Type::JSONB_ARRAY,
         Type::VARCHAR => Type::VARCHAR_ARRAY,
         Type::BPCHAR => Type::BPCHAR_ARRAY,
+        Type::TIME => Type::TIME_ARRAY,
+        Type::TIMETZ => Type::TIMETZ_ARRAY,
         _ => return None,
     })
 }
@@ -107,7 +119,39 @@ pub fn with_declared_types(schema: &Schema, fields: Vec<FieldInfo>) -> Vec<Field
         .collect()
 }
 
-/// `batch` with its binary-format `uuid` and `jsonb` columns in their binary forms.
+/// A text-stored type whose binary form is not its text.
+#[derive(Clone, Copy)]
+enum BinaryForm {
+    Uuid,
+    Jsonb,
+    TimeTz,
+}
+
+impl BinaryForm {
+    fn of_field(field: &Field) -> Option<Self> {
+        match TextType::of_field(field) {
+            Some(TextType::Uuid) => Some(Self::Uuid),
+            Some(TextType::Jsonb) => Some(Self::Jsonb),
+            _ if time_of_day::is_timetz_field(field) => Some(Self::TimeTz),
+            _ => None,
+        }
+    }
+
+    fn bytes(self, text: &str) -> sluice::Result<Vec<u8>> {
+        Ok(match self {
+            Self::Uuid => documents::uuid_bytes(text)?.to_vec(),
+            Self::Jsonb => {
+                let mut bytes = Vec::with_capacity(text.len() + 1);
+                bytes.push(1);
+                bytes.extend_from_slice(text.as_bytes());
+                bytes
+            }
+            Self::TimeTz => time_of_day::TimeTz::input(text, "UTC")?.binary().to_vec(),
+        })
+    }
+}
+
+/// `batch` with its binary-format `uuid`, `jsonb` and `timetz` columns in their binary forms.
 pub fn binary_forms(batch: RecordBatch, format: &Format) -> Result<RecordBatch, ArrowError> {
     let schema = batch.schema();
     let mut columns: Option<Vec<ArrayRef>> = None;
@@ -115,24 +159,15 @@ pub fn binary_forms(batch: RecordBatch, format: &Format) -> Result<RecordBatch, 
         if super::text::is_text(format, i) {
             continue;
         }
-        let Some(text_type @ (TextType::Uuid | TextType::Jsonb)) = TextType::of_field(field) else { continue };
+        let Some(form) = BinaryForm::of_field(field) else { continue };
         let Some(column) = batch.columns().get(i) else { continue };
         let text = arrow::compute::cast(column, &DataType::Utf8)?;
         let text = text.as_string::<i32>();
         let mut builder = BinaryBuilder::with_capacity(text.len(), text.len() * 16);
         for value in text.iter() {
-            match (value, text_type) {
-                (None, _) => builder.append_null(),
-                (Some(v), TextType::Uuid) => {
-                    let bytes = documents::uuid_bytes(v).map_err(|e| ArrowError::CastError(e.to_string()))?;
-                    builder.append_value(bytes);
-                }
-                (Some(v), _) => {
-                    let mut bytes = Vec::with_capacity(v.len() + 1);
-                    bytes.push(1);
-                    bytes.extend_from_slice(v.as_bytes());
-                    builder.append_value(bytes);
-                }
+            match value {
+                None => builder.append_null(),
+                Some(v) => builder.append_value(form.bytes(v).map_err(|e| ArrowError::CastError(e.to_string()))?),
             }
         }
         if let Some(slot) = columns.get_or_insert_with(|| batch.columns().to_vec()).get_mut(i) {
@@ -156,6 +191,8 @@ enum Reader {
     ArrowPg,
     /// `uuid`, `json`, `jsonb` and arrays of them, text or binary: text values in stored form.
     Document(Type),
+    /// `timetz`, text or binary: its stored text (a text without an offset is read in UTC).
+    TimeTz,
     /// An integer in text, of the parameter's type, as a value of the target type (the inferred
     /// one). PostgreSQL allows spaces around it and a `+`, and tells a number out of range
     /// (22003) from text that is not one (22P02); arrow-pg says 22P02 for both.
@@ -319,6 +356,9 @@ fn reader(pg: &Type, binary: bool, inferred: Option<&DataType>) -> Reader {
     if matches!(*pg, Type::UUID | Type::JSON | Type::JSONB | Type::UUID_ARRAY | Type::JSON_ARRAY | Type::JSONB_ARRAY) {
         return Reader::Document(pg.clone());
     }
+    if *pg == Type::TIMETZ {
+        return Reader::TimeTz;
+    }
     if binary {
         return Reader::ArrowPg;
     }
@@ -355,11 +395,20 @@ impl Reader {
                 Reader::IntegerArray(element) => ScalarValue::new_null_list(element.arrow(), true, 1),
                 Reader::Numeric { precision, scale } => ScalarValue::Decimal128(None, *precision, *scale),
                 Reader::Document(pg) if !is_document_array(pg) => ScalarValue::Utf8(None),
+                Reader::TimeTz => ScalarValue::Utf8(None),
                 _ => ScalarValue::new_null_list(DataType::Utf8, true, 1),
             });
         };
         if let Reader::Document(pg) = self {
             return document(pg, bytes, binary);
+        }
+        if *self == Reader::TimeTz {
+            let value = if binary {
+                time_of_day::TimeTz::from_binary(bytes)?
+            } else {
+                time_of_day::TimeTz::input(std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?, "UTC")?
+            };
+            return Ok(ScalarValue::Utf8(Some(value.text())));
         }
         let text = std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?;
         Ok(match self {

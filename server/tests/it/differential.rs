@@ -65,6 +65,11 @@ fn comments() {
     run_case("comments");
 }
 
+#[test]
+fn time_types() {
+    run_case("time_types");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
