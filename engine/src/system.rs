@@ -662,6 +662,9 @@ pub struct ColumnInfo {
     pub nullable: bool,
     /// Its comment (the `comment` of its Delta field metadata).
     pub comment: Option<String>,
+    /// A generated column (`GENERATED ALWAYS AS (expr) STORED`): its expression is `default`,
+    /// as PostgreSQL keeps it in `pg_attrdef` with `attgenerated` = `s`.
+    pub generated: bool,
 }
 
 /// The columns and keys of every table of the warehouse (not materialized views), sorted by
@@ -693,7 +696,10 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
             .map(|field| {
                 let identity = crate::identity::Identity::of(field);
                 let serial = identity.is_some() && crate::identity::is_serial(field);
-                let default = if serial {
+                let generation = crate::sql::generated::expression_of(field);
+                let default = if let Some(expression) = generation {
+                    Some(expression.to_string())
+                } else if serial {
                     let sequence = crate::identity::sequence_name(&entry.name, &field.name);
                     Some(format!("nextval('{}'::regclass)", sequence.replace('\'', "''")))
                 } else {
@@ -709,7 +715,15 @@ pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogStat
                     .get(crate::sql::comments::COLUMN_COMMENT_KEY)
                     .and_then(|c| c.as_str())
                     .map(str::to_string);
-                ColumnInfo { name: field.name.clone(), default, identity, type_name, nullable: field.nullable, comment }
+                ColumnInfo {
+                    name: field.name.clone(),
+                    default,
+                    identity,
+                    type_name,
+                    nullable: field.nullable,
+                    comment,
+                    generated: generation.is_some(),
+                }
             })
             .collect();
         out.push(RelationInfo {

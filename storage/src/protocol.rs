@@ -35,6 +35,8 @@ pub const WRITER_FEATURES: &[&str] = &[
     "v2Checkpoint",
     "vacuumProtocolCheck",
     "identityColumns",
+    // The engine computes generated columns' values in every write (sluice::sql::generated).
+    "generatedColumns",
 ];
 
 /// Field metadata of an identity column: its first value.
@@ -190,6 +192,9 @@ pub fn needed_features(metadata: &Metadata, schema: &StructType) -> Result<BTree
     if schema.fields.iter().any(|f| f.metadata.contains_key(IDENTITY_START_KEY)) {
         features.insert("identityColumns");
     }
+    if schema_has_generated_columns(schema) {
+        features.insert("generatedColumns");
+    }
     if schema.any_type(&|p| *p == PrimitiveType::TimestampNtz) {
         features.insert("timestampNtz");
     }
@@ -304,8 +309,8 @@ fn lowest_protocol(
             writer.extend(current.writer_features.iter().flatten().cloned());
         } else if uses_table_features {
             // The legacy version's features become explicit; `generatedColumns` only where a column
-            // is generated (Sluice does not write generated columns, and a feature listed but
-            // unused would make the table unwritable for it).
+            // is generated (a feature listed but unused would make the table unwritable for
+            // writers without it).
             writer.extend(
                 legacy_writer_features(current.min_writer_version)
                     .iter()

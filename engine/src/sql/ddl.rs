@@ -16,7 +16,8 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::ForeignKeyConstraint;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, ObjectName,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, GeneratedExpressionMode,
+    ObjectName,
     ObjectType, RenameTableNameKind, SchemaName, SequenceOptions, SqlOption, TableConstraint,
 };
 use serde_json::Value;
@@ -60,6 +61,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
         let mut nullable = true;
         let mut comment = None;
         let mut identity = serial_identity(&def.data_type);
+        let mut generation = None;
         for option in &def.options {
             let constraint_name = option.name.as_ref().map(normalize);
             match &option.option {
@@ -111,8 +113,13 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         Some(identity_of(sequence_options.as_deref().unwrap_or_default(), allow_explicit_insert)?);
                     nullable = false;
                 }
-                ColumnOption::Generated { .. } => {
-                    return Err(Error::NotSupported("generated columns (GENERATED ALWAYS AS (expr))".into()))
+                ColumnOption::Generated { generation_expr: Some(expr), generation_expr_mode, .. } => {
+                    if matches!(generation_expr_mode, Some(GeneratedExpressionMode::Virtual)) {
+                        return Err(Error::NotSupported(
+                            "virtual generated columns (GENERATED ALWAYS AS (expr) VIRTUAL); Sluice's are STORED".into(),
+                        ));
+                    }
+                    generation = Some(expr.to_string());
                 }
                 ColumnOption::ForeignKey(clause) => {
                     let mut clause = clause.clone();
@@ -126,6 +133,26 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
             }
         }
         let mut declared = declared_type(&def.data_type)?;
+        if let Some(expression) = generation {
+            let both = if identity.is_some() {
+                Some("identity")
+            } else {
+                defaults.contains_key(&name).then_some("default")
+            };
+            if let Some(other) = both {
+                return Err(Error::data(
+                    "42601",
+                    format!("both {other} and generation expression specified for column \"{name}\" of table \"{table}\""),
+                ));
+            }
+            let mut field = column(&name, declared, nullable);
+            field.metadata.insert(super::generated::GENERATION_KEY.into(), Value::String(expression));
+            if let Some(comment) = comment {
+                field.metadata.insert("comment".into(), Value::String(comment));
+            }
+            fields.push(field);
+            continue;
+        }
         if let Some(identity) = identity {
             // Delta identity columns are of type long, whatever integer type was declared.
             match declared.data_type {
@@ -549,6 +576,8 @@ impl QueryContext {
             }
             None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
         };
+        super::generated::check_definitions(self, &definition.schema)?;
+        self.check_sequence_defaults(definition.defaults.values()).await?;
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
         crate::rights::check_table_properties(&properties, self.privileges())?;
@@ -769,6 +798,13 @@ impl QueryContext {
                     };
                 }
                 let definition = define_columns(&name.name, &[column_def], &[])?;
+                if super::generated::has_generated(&definition.schema) {
+                    return Err(Error::NotSupported(
+                        "ADD COLUMN ... GENERATED ALWAYS AS (expr): Delta tables get generated columns only when \
+                         they are created"
+                            .into(),
+                    ));
+                }
                 if !definition.keys.is_empty() {
                     return Err(Error::NotSupported(
                         "ADD COLUMN with PRIMARY KEY or UNIQUE (add the column, then ADD CONSTRAINT)".into(),
@@ -852,6 +888,13 @@ impl QueryContext {
                 if schema.field(&column).is_none() {
                     return Err(Error::UndefinedColumn(format!("{column} of relation {name}")));
                 }
+                let generated = schema.field(&column).and_then(super::generated::expression_of).is_some();
+                if generated && matches!(op, AlterColumnOperation::SetDefault { .. }) {
+                    return Err(Error::data(
+                        "42601",
+                        format!("column \"{column}\" of relation \"{name}\" is a generated column"),
+                    ));
+                }
                 match op {
                     AlterColumnOperation::SetNotNull => self.set_nullable(object, &entry, &column, false).await?,
                     AlterColumnOperation::DropNotNull => {
@@ -900,6 +943,12 @@ impl QueryContext {
                         .await?
                     }
                     AlterColumnOperation::SetDataType { data_type, using, .. } => {
+                        super::generated::refuse_change_of_read_column(&schema, &column, "changing the type of")?;
+                        if schema.field(&column).and_then(super::generated::expression_of).is_some() {
+                            return Err(Error::NotSupported(format!(
+                                "changing the type of the generated column \"{column}\""
+                            )));
+                        }
                         let new_type = declared_type(&data_type)?.data_type.to_arrow();
                         self.check_key_type(&entry, &column, &new_type).await?;
                         self.set_column_type(object, &entry, &table, &column, &data_type, using.as_ref()).await?
@@ -963,6 +1012,7 @@ impl QueryContext {
             AlterTableOperation::RenameColumn { old_column_name, new_column_name } => {
                 let old = normalize(&old_column_name);
                 let new = normalize(&new_column_name);
+                super::generated::refuse_change_of_read_column(&schema, &old, "renaming")?;
                 if schema.field(&new).is_some() {
                     return Err(Error::DuplicateObject { kind: "column", name: new });
                 }
@@ -1021,6 +1071,25 @@ impl QueryContext {
                 // table's own foreign keys on them go with them, as in PostgreSQL.
                 let cascade = matches!(drop_behavior, Some(datafusion::sql::sqlparser::ast::DropBehavior::Cascade));
                 let what = format!("column {}", dropped.join(", "));
+                for column in &dropped {
+                    let readers = super::generated::readers_of(&schema, column);
+                    if let Some(reader) = readers.iter().find(|r| !dropped.contains(r)) {
+                        return Err(if cascade {
+                            Error::NotSupported(format!(
+                                "DROP COLUMN {column} ... CASCADE, which would drop the generated column \"{reader}\" \
+                                 (drop it too, by name)"
+                            ))
+                        } else {
+                            Error::data(
+                                "2BP01",
+                                format!(
+                                    "cannot drop column {column} of table {} because other objects depend on it",
+                                    name.name
+                                ),
+                            )
+                        });
+                    }
+                }
                 self.drop_references_to_columns(&entry, &dropped, cascade, &[], &what).await?;
                 if entry.foreign_keys.iter().any(|k| k.columns.iter().any(|c| dropped.contains(c))) {
                     self.update_entry(&entry, |e| {

@@ -164,15 +164,31 @@ impl QueryContext {
             .filter(|f| crate::identity::Identity::of(f).is_some_and(|i| !i.allow_explicit_insert))
             .map(|f| f.name.as_str())
             .collect();
-        let refuse_always = |columns: &[String]| match columns.iter().find(|c| always.contains(&c.as_str())) {
-            Some(column) => Err(Error::data(
-                "428C9",
-                format!(
-                    "cannot insert a non-DEFAULT value into column \"{column}\" (it is an identity column defined \
-                     as GENERATED ALWAYS)"
-                ),
-            )),
-            None => Ok(()),
+        let generated: Vec<&str> = target
+            .snapshot
+            .schema()
+            .fields
+            .iter()
+            .filter(|f| super::generated::expression_of(f).is_some())
+            .map(|f| f.name.as_str())
+            .collect();
+        let refuse_always = |columns: &[String]| {
+            if let Some(column) = columns.iter().find(|c| generated.contains(&c.as_str())) {
+                return Err(Error::data(
+                    "428C9",
+                    format!("cannot insert a non-DEFAULT value into column \"{column}\" (it is a generated column)"),
+                ));
+            }
+            match columns.iter().find(|c| always.contains(&c.as_str())) {
+                Some(column) => Err(Error::data(
+                    "428C9",
+                    format!(
+                        "cannot insert a non-DEFAULT value into column \"{column}\" (it is an identity column \
+                         defined as GENERATED ALWAYS)"
+                    ),
+                )),
+                None => Ok(()),
+            }
         };
         let Some(source) = source else {
             let one = RecordBatch::try_new_with_options(
@@ -472,13 +488,27 @@ impl QueryContext {
                     (None, None) => arrow::array::new_null_array(arrow_field.data_type(), rows),
                 },
             };
-            if !field.nullable && column.null_count() > 0 {
+            let generated = super::generated::expression_of(field).is_some();
+            if !field.nullable && column.null_count() > 0 && !generated {
                 return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
             }
             out.push(crate::types::conform(field, &column, &self.time_zone())?);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let rows = RecordBatch::try_new_with_options(arrow_schema, out, &options)?;
+        let rows = if super::generated::has_generated(schema) {
+            // Generated columns are computed from the others, then checked for NULL.
+            let relaxed = arrow_schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true));
+            let relaxed = Arc::new(Schema::new_with_metadata(relaxed.collect::<Vec<_>>(), arrow_schema.metadata().clone()));
+            let rows = self.compute_generated(schema, RecordBatch::try_new_with_options(relaxed, out, &options)?)?;
+            for (field, column) in schema.fields.iter().zip(rows.columns()) {
+                if !field.nullable && column.null_count() > 0 {
+                    return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
+                }
+            }
+            RecordBatch::try_new_with_options(arrow_schema, rows.columns().to_vec(), &options)?
+        } else {
+            RecordBatch::try_new_with_options(arrow_schema, out, &options)?
+        };
         self.check_constraints(target, &rows).await?;
         Ok(rows)
     }
@@ -666,7 +696,8 @@ impl QueryContext {
         let target = self.target(name).await?;
         let assignments = assignment_map(&update.assignments, &target)?;
         for field in &target.snapshot.schema().fields {
-            let always = crate::identity::Identity::of(field).is_some_and(|i| !i.allow_explicit_insert);
+            let always = crate::identity::Identity::of(field).is_some_and(|i| !i.allow_explicit_insert)
+                || super::generated::expression_of(field).is_some();
             if always && assignments.contains_key(&field.name) {
                 return Err(Error::data("428C9", format!("column \"{}\" can only be updated to DEFAULT", field.name)));
             }
@@ -757,6 +788,7 @@ impl QueryContext {
             )));
         }
         drop(state);
+        super::generated::refuse_merge_values(target.snapshot.schema(), &merge)?;
         let (relation, t) = self.dml_relation(&target, &merge.table)?;
         // The source, read inside `(SELECT *, TRUE AS "__sluice_present" FROM <source>) AS s`.
         let (source, s) = match &merge.source {
@@ -1207,7 +1239,7 @@ fn with_files(by_path: &HashMap<&str, &Arc<Add>>, sets: HashMap<String, RoaringT
         .collect()
 }
 
-fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: &str) -> Result<ArrayRef> {
+pub(crate) fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name: &str) -> Result<ArrayRef> {
     if column.data_type() == data_type {
         return Ok(column.clone());
     }

@@ -48,8 +48,14 @@ impl QueryContext {
             Some(other) => return refuse(&format!("USING {other} (Sluice's indexes answer equality lookups)")),
         }
         let (entry, table, snapshot) = self.resolve_table(&create.table_name).await?;
-        if entry.kind == TableKind::MaterializedView {
-            return Err(Error::data("42809", format!("\"{}\" is a materialized view", entry.name)));
+        // A materialized view's rows are its query's: a unique index would have to refuse what
+        // the view's maintenance writes. A plain one is kept in its table's properties (listed,
+        // reflected, dropped with the view); the view's rows are read from memory, not through it.
+        if entry.kind == TableKind::MaterializedView && create.unique {
+            return Err(Error::NotSupported(format!(
+                "CREATE UNIQUE INDEX on the materialized view \"{}\"",
+                entry.name
+            )));
         }
         let mut columns = Vec::with_capacity(create.columns.len());
         for column in &create.columns {
@@ -134,11 +140,12 @@ impl QueryContext {
     /// The table of schema `schema` with an index or key named `name`.
     async fn index_owner(&self, schema: &str, name: &str) -> Result<Option<Owner>> {
         let state = self.catalog_state();
-        let entries: Vec<TableEntry> =
-            state.tables_in(schema).filter(|t| t.kind != TableKind::MaterializedView).cloned().collect();
+        let entries: Vec<TableEntry> = state.tables_in(schema).cloned().collect();
         for entry in entries {
-            let (table, snapshot) =
-                super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &self.staging, &entry).await?;
+            // Indexes are table properties that commit at once (never staged by a transaction
+            // block): the table's own latest snapshot has them, also for a table the block wrote.
+            let table = self.db.open_table(&entry).await?;
+            let snapshot = table.snapshot().await?;
             if let Some(constraint) = names_index(&snapshot, name) {
                 return Ok(Some(Owner { entry, table, constraint }));
             }

@@ -4,6 +4,7 @@
 
 pub mod comment;
 pub mod dialect;
+pub mod dml_with;
 pub mod parser;
 pub mod sequence;
 pub mod streaming;

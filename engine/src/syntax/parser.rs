@@ -188,6 +188,27 @@ pub fn parse_statement_text(sql: &str) -> Result<SluiceStatement> {
     }
 }
 
+/// One expression's text (a stored default or generation expression), parsed as statements are.
+pub fn parse_expression_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Expr> {
+    let dialect = SluiceDialect::default();
+    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
+        .with_unescape(true)
+        .tokenize_with_location()
+        .map_err(ParserError::from)?;
+    let tokens = super::tokens::canonical(tokens);
+    let mut parser =
+        Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens);
+    let expr = parser.parse_expr()?;
+    if parser.peek_token().token != Token::EOF {
+        let found = parser.peek_token();
+        return match parser.expected::<()>("end of expression", found) {
+            Err(e) => Err(e.into()),
+            Ok(()) => Err(crate::error::Error::Internal("the parser accepted an unexpected token".into())),
+        };
+    }
+    Ok(expr)
+}
+
 /// The `n`th next token as an upper-case word, if it is one.
 pub(crate) fn word(parser: &Parser, n: usize) -> Option<String> {
     match parser.peek_nth_token(n).token {
@@ -338,7 +359,11 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
         }
         _ => {}
     }
-    Ok(SluiceStatement::Standard(Box::new(parser.parse_statement()?)))
+    let statement = parser.parse_statement()?;
+    match super::dml_with::unwrap(&statement)? {
+        Some(dml) => Ok(SluiceStatement::Standard(Box::new(dml))),
+        None => Ok(SluiceStatement::Standard(Box::new(statement))),
+    }
 }
 
 /// Where `DROP FEATURE <feature> [TRUNCATE HISTORY]` follows `ALTER TABLE <name>` (a name of up

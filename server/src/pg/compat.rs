@@ -229,7 +229,8 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
         "SELECT CAST(current_database() AS TEXT) AS table_catalog, CAST(n.nspname AS TEXT) AS table_schema,
            CAST(r.relname AS TEXT) AS table_name, CAST(a.attname AS TEXT) AS column_name,
            CAST(a.attnum AS INT) AS ordinal_position,
-           CAST(sluice_attribute_default(a.attrelid, a.attnum) AS TEXT) AS column_default,
+           CAST(CASE WHEN a.attgenerated = '' THEN sluice_attribute_default(a.attrelid, a.attnum) END AS TEXT)
+             AS column_default,
            CAST(CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS TEXT) AS is_nullable,
            CAST(CASE WHEN substr(t.typname, 1, 1) = '_' THEN 'ARRAY' ELSE format_type(a.atttypid, -1) END AS TEXT)
              AS data_type,
@@ -262,7 +263,9 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            CAST(NULL AS TEXT) AS identity_start, CAST(NULL AS TEXT) AS identity_increment,
            CAST(NULL AS TEXT) AS identity_maximum, CAST(NULL AS TEXT) AS identity_minimum,
            CAST(CASE WHEN a.attidentity IN ('a', 'd') THEN 'NO' END AS TEXT) AS identity_cycle,
-           CAST('NEVER' AS TEXT) AS is_generated, CAST(NULL AS TEXT) AS generation_expression,
+           CAST(CASE WHEN a.attgenerated = '' THEN 'NEVER' ELSE 'ALWAYS' END AS TEXT) AS is_generated,
+           CAST(CASE WHEN a.attgenerated <> '' THEN sluice_attribute_default(a.attrelid, a.attnum) END AS TEXT)
+             AS generation_expression,
            CAST(CASE WHEN r.relkind IN ('r', 'p') THEN 'YES' ELSE 'NO' END AS TEXT) AS is_updatable
          FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class r ON r.oid = a.attrelid
            JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
@@ -433,7 +436,13 @@ fn attrdef_subquery(expr: &Expr) -> Option<Expr> {
             _ => {}
         }
     }
-    let sql = format!("pg_catalog.sluice_attribute_default({}, {})", relation?, number?);
+    // pg_get_expr(adbin, adrelid, true): the pretty form (psql's).
+    let pretty = select.projection.iter().any(|item| {
+        let datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(Expr::Function(f)) = item else { return false };
+        let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &f.args else { return false };
+        list.args.len() == 3 && list.args.last().is_some_and(|a| a.to_string().eq_ignore_ascii_case("true"))
+    });
+    let sql = format!("pg_catalog.sluice_attribute_default({}, {}, {pretty})", relation?, number?);
     parse_expr(&sql).ok()
 }
 

@@ -156,8 +156,13 @@ struct ObjectsState {
     oids: HashMap<(ObjectKind, String, String, String), i32>,
     indexes: HashMap<i32, IndexText>,
     constraints: HashMap<i32, String>,
+    /// `pg_get_constraintdef(oid, true)` where it differs from the above (CHECK constraints: as
+    /// written, not with every operator parenthesized).
+    pretty_constraints: HashMap<i32, String>,
     /// Column defaults by table OID and `attnum`.
     defaults: HashMap<(i32, i64), String>,
+    /// Their pretty forms where they differ (generation expressions, as written).
+    pretty_defaults: HashMap<(i32, i64), String>,
     /// View definitions (`pg_get_viewdef`'s text) by OID, and by name (`name` in `public`,
     /// `schema.name` everywhere).
     views: HashMap<i32, String>,
@@ -194,7 +199,8 @@ impl Objects {
     }
 
     fn remember_check(&self, oid: i32, expression: &str) {
-        self.remember_constraint(oid, format!("CHECK ({expression})"));
+        self.remember_constraint(oid, format!("CHECK ({})", super::deparse::check_expression(expression)));
+        self.state.lock().pretty_constraints.insert(oid, format!("CHECK ({expression})"));
     }
 
     /// What `pg_get_constraintdef` answers for the constraint `oid`.
@@ -770,8 +776,17 @@ impl Tables {
         // What `sluice_attribute_default` answers in this query (see compat.rs).
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
-                if let Some(default) = &column.default {
-                    objects.remember_default(*oid, attribute_number(position), &shown_default(relation, default));
+                match &column.default {
+                    // PostgreSQL prints a generation expression with its operators parenthesized.
+                    Some(expression) if column.generated => {
+                        let number = attribute_number(position);
+                        objects.remember_default(*oid, number, &super::deparse::check_expression(expression));
+                        objects.state.lock().pretty_defaults.insert((*oid, i64::from(number)), expression.clone());
+                    }
+                    Some(default) => {
+                        objects.remember_default(*oid, attribute_number(position), &shown_default(relation, default))
+                    }
+                    None => {}
                 }
             }
         }
@@ -853,6 +868,9 @@ impl Tables {
         let identity: StringArray = (0..batch.num_rows())
             .map(|row| Some(column_of(row).and_then(|c| c.identity).map(String::from).unwrap_or_default()))
             .collect();
+        let generated: StringArray = (0..batch.num_rows())
+            .map(|row| Some(if column_of(row).is_some_and(|c| c.generated) { "s" } else { "" }))
+            .collect();
         let declared: Vec<Option<(i32, i32)>> = (0..batch.num_rows())
             .map(|row| column_of(row).and_then(|c| super::wire_types::declared_oid(&c.type_name)))
             .collect();
@@ -876,6 +894,7 @@ impl Tables {
                 .collect();
             batch = replace_column(&batch, "attnotnull", Arc::new(not_null))?;
         }
+        let batch = replace_column(&batch, "attgenerated", Arc::new(generated))?;
         replace_column(&batch, "attidentity", Arc::new(identity))
     }
 
@@ -962,7 +981,11 @@ impl Tables {
                 oids.push(objects.oid(ObjectKind::Default, &relation.schema, &relation.table, &column.name));
                 relids.push(*oid);
                 numbers.push(attribute_number(position));
-                expressions.push(shown_default(relation, default));
+                expressions.push(if column.generated {
+                    super::deparse::check_expression(default)
+                } else {
+                    shown_default(relation, default)
+                });
             }
         }
         let values: Vec<(&str, ArrayRef)> = vec![
@@ -1592,8 +1615,10 @@ impl ScalarUDFImpl for DefinitionFunction {
             _ => None,
         };
         let columns = columns.as_ref().map(|c| c.as_primitive::<arrow::datatypes::Int64Type>());
-        let pretty = match (self.printer, arrays.get(2)) {
-            (Printer::IndexDef, Some(pretty)) => Some(arrow::compute::cast(pretty, &DataType::Boolean)?),
+        let pretty = match (self.printer, arrays.get(2), arrays.get(1)) {
+            (Printer::IndexDef | Printer::AttributeDefault, Some(pretty), _) | (Printer::ConstraintDef, _, Some(pretty)) => {
+                Some(arrow::compute::cast(pretty, &DataType::Boolean)?)
+            }
             _ => None,
         };
         let pretty = pretty.as_ref().map(|p| p.as_boolean());
@@ -1613,10 +1638,16 @@ impl ScalarUDFImpl for DefinitionFunction {
                             n => index.columns.get(usize::try_from(n - 1).ok()?).cloned(),
                         }
                     }
-                    Printer::ConstraintDef => state.constraints.get(&oid).cloned(),
+                    Printer::ConstraintDef => match state.pretty_constraints.get(&oid) {
+                        Some(text) if pretty.is_some_and(|p| !p.is_null(row) && p.value(row)) => Some(text.clone()),
+                        _ => state.constraints.get(&oid).cloned(),
+                    },
                     Printer::AttributeDefault => {
                         let number = columns.filter(|c| !c.is_null(row))?.value(row);
-                        state.defaults.get(&(oid, number)).cloned()
+                        match state.pretty_defaults.get(&(oid, number)) {
+                            Some(text) if pretty.is_some_and(|p| !p.is_null(row) && p.value(row)) => Some(text.clone()),
+                            _ => state.defaults.get(&(oid, number)).cloned(),
+                        }
                     }
                     Printer::ViewDef => state.views.get(&oid).cloned(),
                     Printer::Expr => None,
@@ -1961,6 +1992,7 @@ mod tests {
             type_name: "integer".into(),
             nullable: true,
             comment: None,
+            generated: false,
         };
         RelationInfo {
             schema: "public".into(),
