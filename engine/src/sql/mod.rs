@@ -21,6 +21,7 @@ pub mod sequences;
 pub mod temporary;
 pub mod upsert;
 pub mod views;
+pub mod with_ties;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
 pub use crate::names;
 pub use crate::syntax::{dialect, parser, streaming};

@@ -8,6 +8,8 @@
 //! - casts to `time(p)` and `timetz`, `current_time` and `localtime`, as calls of the casts of
 //!   [`crate::functions::time_of_day`];
 //! - `'{a,b}'::T[]`, PostgreSQL's array text, as `CAST(ARRAY['a', 'b'] AS T[])`;
+//! - the rows of a VALUES column some of whose rows have a declared type (`'12:00'::timetz`,
+//!   `'...'::uuid`) read as that type in every row;
 //! - `mod(a, b)` as `a % b` (checked like the operator), `sign(x)` as `signum(x)`;
 //! - set-returning functions in a select list (`SELECT generate_series(1, 3)`,
 //!   `jsonb_array_elements(doc)`) as `unnest(...)` of their list, named as PostgreSQL names them;
@@ -33,7 +35,9 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
         return Err(e);
     }
     let _ = statement.visit(&mut SetReturning);
+    let _ = statement.visit(&mut TypedValues);
     let _ = statement.visit(&mut WindowCounts);
+    super::with_ties::rewrite(statement)?;
     let _ = statement.visit(&mut FetchAsLimit);
     super::query::name_inner_columns(statement);
     if let Statement::Query(query) = statement {
@@ -572,8 +576,8 @@ fn check_elements(element: &SqlType, items: &[Option<String>]) -> Result<()> {
 }
 
 /// `FETCH FIRST|NEXT [n] ROW[S] ONLY` (SQL's form of LIMIT, which SQLAlchemy writes for
-/// PostgreSQL) as `LIMIT n`, which DataFusion plans (it refuses FETCH). `WITH TIES` and `PERCENT`
-/// stay, and are refused as not supported.
+/// PostgreSQL) as `LIMIT n`, which DataFusion plans (it refuses FETCH). `WITH TIES` is
+/// [`super::with_ties`]'s; `PERCENT` stays, and is refused as not supported.
 struct FetchAsLimit;
 
 impl VisitorMut for FetchAsLimit {
@@ -619,6 +623,42 @@ impl VisitorMut for WindowCounts {
 }
 
 /// Set-returning functions in select lists, as `unnest` of their lists.
+/// The functions that give a value a declared type (field metadata) Arrow's type does not tell.
+const TYPED_INPUTS: &[&str] = &["__pg_uuid", "__pg_json", "__pg_jsonb", "__pg_varchar", "__pg_timetz"];
+
+/// `VALUES ('12:00'::timetz), (NULL), ('13:00')`: a column some rows give a declared type (a
+/// `timetz`, `uuid`, `jsonb`) is of that type in every row, as PostgreSQL resolves a VALUES
+/// column to one type; the other rows are read through the same function. (DataFusion refuses
+/// rows whose types' metadata differ.)
+struct TypedValues;
+
+impl VisitorMut for TypedValues {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        let SetExpr::Values(values) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        let width = values.rows.first().map_or(0, |row| row.len());
+        for column in 0..width {
+            let typed = values.rows.iter().find_map(|row| match row.get(column) {
+                Some(Expr::Function(f)) if TYPED_INPUTS.contains(&function_name(f).as_str()) => Some(f.clone()),
+                _ => None,
+            });
+            let Some(typed) = typed else { continue };
+            let name = function_name(&typed);
+            let extra: Vec<Expr> = plain_args(&typed).map(|args| args.into_iter().skip(1).collect()).unwrap_or_default();
+            for row in values.rows.iter_mut() {
+                let Some(value) = row.get_mut(column) else { continue };
+                let same = matches!(value, Expr::Function(f) if function_name(f) == name);
+                if !same {
+                    let args = std::iter::once(value.clone()).chain(extra.iter().cloned()).collect();
+                    *value = call(&name, args);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 struct SetReturning;
 
 impl VisitorMut for SetReturning {
