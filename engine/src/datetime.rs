@@ -134,7 +134,9 @@ impl Fields {
                 }
             }
             if fields.time.is_none() && word.starts_with(|c: char| c.is_ascii_digit()) && word.contains(':') {
-                let numeric = word.chars().all(|c| c.is_ascii_digit() || c == ':' || c == '.');
+                // A time out of range (`25:00`, `25:00+02`) is 22008; other text after it, 22007.
+                let end = word.find(|c: char| !(c.is_ascii_digit() || c == ':' || c == '.')).unwrap_or(word.len());
+                let numeric = word.get(end..).is_none_or(|rest| rest.is_empty() || read_offset(rest).is_some());
                 let (t, rest) =
                     read_time(&word).ok_or_else(|| if numeric { fields.range() } else { fields.syntax() })?;
                 let t = match words.peek().as_deref() {

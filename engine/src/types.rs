@@ -39,6 +39,16 @@ pub struct DeclaredType {
     pub declared: Option<String>,
 }
 
+impl DeclaredType {
+    /// The Arrow type of the declared type's values (a `time` is `Time64`, stored as a `long`).
+    pub fn arrow_type(&self) -> arrow::datatypes::DataType {
+        match &self.declared {
+            Some(declared) if sluice_storage::schema::is_time_of_day(declared) => sluice_storage::schema::TIME_OF_DAY,
+            _ => self.data_type.to_arrow(),
+        }
+    }
+}
+
 fn primitive(p: PrimitiveType) -> DeclaredType {
     DeclaredType { data_type: DataType::Primitive(p), declared: None }
 }

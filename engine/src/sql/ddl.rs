@@ -841,7 +841,7 @@ impl QueryContext {
                 let default = definition.defaults.get(&column_name).cloned();
                 if let Some(default) = &default {
                     // A default that cannot be computed fails the statement before the column is added.
-                    let data_type = field.data_type.to_arrow();
+                    let data_type = field.arrow_type();
                     self.default_values(default, &data_type, 1, &column_name).await?;
                 }
                 // Existing rows get the default, as in PostgreSQL: the column is added, filled,
@@ -949,7 +949,7 @@ impl QueryContext {
                                 "changing the type of the generated column \"{column}\""
                             )));
                         }
-                        let new_type = declared_type(&data_type)?.data_type.to_arrow();
+                        let new_type = declared_type(&data_type)?.arrow_type();
                         self.check_key_type(&entry, &column, &new_type).await?;
                         self.set_column_type(object, &entry, &table, &column, &data_type, using.as_ref()).await?
                     }

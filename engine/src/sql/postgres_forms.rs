@@ -645,7 +645,8 @@ impl VisitorMut for TypedValues {
             });
             let Some(typed) = typed else { continue };
             let name = function_name(&typed);
-            let extra: Vec<Expr> = plain_args(&typed).map(|args| args.into_iter().skip(1).collect()).unwrap_or_default();
+            let extra: Vec<Expr> =
+                plain_args(&typed).map(|args| args.into_iter().skip(1).collect()).unwrap_or_default();
             for row in values.rows.iter_mut() {
                 let Some(value) = row.get_mut(column) else { continue };
                 let same = matches!(value, Expr::Function(f) if function_name(f) == name);

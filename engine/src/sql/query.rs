@@ -425,7 +425,7 @@ fn placeholder_casts(statement: &Statement) -> std::collections::HashMap<usize, 
             if let Expr::Value(v) = inner.as_ref() {
                 if let datafusion::sql::sqlparser::ast::Value::Placeholder(name) = &v.value {
                     let number = name.trim_start_matches('$').parse::<usize>().ok();
-                    let arrow = crate::types::declared_type(data_type).ok().map(|t| t.data_type.to_arrow());
+                    let arrow = crate::types::declared_type(data_type).ok().map(|t| t.arrow_type());
                     if let (Some(number), Some(arrow)) = (number, arrow) {
                         found.entry(number).or_insert(arrow);
                     }

@@ -194,7 +194,7 @@ impl QueryContext {
             let (Some(mine), Some(theirs)) = (schema.field(column), parent.schema.field(parent_column)) else {
                 continue;
             };
-            let (mine_type, their_type) = (mine.data_type.to_arrow(), theirs.data_type.to_arrow());
+            let (mine_type, their_type) = (mine.arrow_type(), theirs.arrow_type());
             if !comparable(&mine_type, &their_type) {
                 return Err(Error::data(
                     "42804",

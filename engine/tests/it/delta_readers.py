@@ -6,7 +6,7 @@ For each table, each reader prints one line, tab-separated: SHAPE, READER, then 
 (the reader raised; its message follows) or `mismatch` (it read other rows; both follow). Values
 are compared in a canonical form, so that a reader's types (pandas' NaN for a NULL integer, a
 timestamp's unit or zone, a Decimal or a float) do not count as differences; a timestamp with a
-zone is compared in UTC.
+zone is compared in UTC, a time of day as its microseconds since midnight (what the table stores).
 """
 import datetime
 import decimal
@@ -49,7 +49,11 @@ def canonical(value):
         if value.tzinfo is not None:
             value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
         return value.isoformat()
-    if isinstance(value, (datetime.date, datetime.time)):
+    if isinstance(value, datetime.time):
+        # A time of day is stored as a long of microseconds since midnight, which other readers
+        # read; Sluice reads the time.
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 1_000_000 + value.microsecond
+    if isinstance(value, datetime.date):
         return value.isoformat()
     if isinstance(value, bytes):
         return value.hex()

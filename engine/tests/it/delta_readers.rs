@@ -68,6 +68,14 @@ const SHAPES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "times",
+        &[
+            "CREATE TABLE t_times (id bigint, t time, tz time with time zone)",
+            "INSERT INTO t_times VALUES (1, '12:57:18.000396', '12:57:18.000396+05:30'), (2, '00:00', '23:59:59-08'), \
+             (3, NULL, NULL)",
+        ],
+    ),
+    (
         "cdf",
         &[
             "CREATE TABLE t_cdf (id bigint, v text) TBLPROPERTIES ('delta.enableChangeDataFeed' = 'true')",
@@ -174,7 +182,8 @@ const MISREADS: &[(&str, &str)] =
     &[("column_mapping", "deltalake.to_pandas"), ("column_mapping", "deltalake.to_pyarrow_dataset")];
 
 /// Shapes without any delete: every reader must read them.
-const NEVER_REFUSED: &[&str] = &["plain", "partitioned", "identity", "keyed", "nested", "structs", "timestamps", "cdf"];
+const NEVER_REFUSED: &[&str] =
+    &["plain", "partitioned", "identity", "keyed", "nested", "structs", "timestamps", "times", "cdf"];
 
 #[tokio::test]
 async fn every_reader_reads_every_shape_sluice_writes() {

@@ -193,6 +193,9 @@ enum Reader {
     Document(Type),
     /// `timetz`, text or binary: its stored text (a text without an offset is read in UTC).
     TimeTz,
+    /// `time` in text, as PostgreSQL reads it (`1:05 pm`, an offset ignored); arrow-pg reads only
+    /// `HH:MM:SS[.f]`.
+    Time,
     /// An integer in text, of the parameter's type, as a value of the target type (the inferred
     /// one). PostgreSQL allows spaces around it and a `+`, and tells a number out of range
     /// (22003) from text that is not one (22P02); arrow-pg says 22P02 for both.
@@ -359,6 +362,9 @@ fn reader(pg: &Type, binary: bool, inferred: Option<&DataType>) -> Reader {
     if *pg == Type::TIMETZ {
         return Reader::TimeTz;
     }
+    if *pg == Type::TIME && !binary {
+        return Reader::Time;
+    }
     if binary {
         return Reader::ArrowPg;
     }
@@ -396,6 +402,7 @@ impl Reader {
                 Reader::Numeric { precision, scale } => ScalarValue::Decimal128(None, *precision, *scale),
                 Reader::Document(pg) if !is_document_array(pg) => ScalarValue::Utf8(None),
                 Reader::TimeTz => ScalarValue::Utf8(None),
+                Reader::Time => ScalarValue::Time64Microsecond(None),
                 _ => ScalarValue::new_null_list(DataType::Utf8, true, 1),
             });
         };
@@ -409,6 +416,13 @@ impl Reader {
                 time_of_day::TimeTz::input(std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?, "UTC")?
             };
             return Ok(ScalarValue::Utf8(Some(value.text())));
+        }
+        if *self == Reader::Time {
+            let text: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+                std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?
+            ]));
+            let time = sluice::datetime::column_from_text(&text, &time_of_day::TIME_MICROS)?;
+            return Ok(ScalarValue::try_from_array(&time, 0)?);
         }
         let text = std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?;
         Ok(match self {
@@ -719,6 +733,27 @@ mod tests {
             decode(&[None, None, None], &[&int_list, &text_list, &text_list], vec![None, None, Some(Type::UUID_ARRAY)])
                 .unwrap();
         assert!(values.iter().all(ScalarValue::is_null), "{values:?}");
+    }
+
+    #[test]
+    fn times_read_as_postgresql_reads_them() {
+        let time = DataType::Time64(arrow::datatypes::TimeUnit::Microsecond);
+        let values = decode(
+            &[Some("1:05 pm +02"), Some("12:57:18.000396+05:30"), None],
+            &[&time, &DataType::Utf8, &DataType::Utf8],
+            vec![Some(Type::TIME), Some(Type::TIMETZ), Some(Type::TIMETZ)],
+        )
+        .unwrap();
+        assert_eq!(
+            values,
+            [
+                ScalarValue::Time64Microsecond(Some(47_100_000_000)),
+                ScalarValue::Utf8(Some("12:57:18.000396+05:30".into())),
+                ScalarValue::Utf8(None)
+            ]
+        );
+        assert_eq!(error(decode(&[Some("noon")], &[&time], vec![Some(Type::TIME)])).0, "22007");
+        assert_eq!(error(decode(&[Some("25:00+00")], &[&DataType::Utf8], vec![Some(Type::TIMETZ)])).0, "22008");
     }
 
     #[test]

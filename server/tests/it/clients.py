@@ -355,6 +355,72 @@ def typed_columns():
     conn.close()
 
 
+def time_columns():
+    """time and timetz: a datetime.time with microseconds and a zone-aware one go in as
+    parameters (psycopg2's text, psycopg 3's text and binary, asyncpg's binary) and come back
+    equal, with the types' OIDs; SQLAlchemy's Time columns round-trip them."""
+    import psycopg
+    import psycopg2
+    import sqlalchemy
+
+    plain = datetime.time(12, 57, 18, 396)
+    zoned = datetime.time(12, 57, 18, tzinfo=datetime.timezone.utc)
+    east = datetime.time(1, 2, 3, 500000, tzinfo=datetime.timezone(datetime.timedelta(hours=5, minutes=30)))
+    conn2 = psycopg2.connect(DSN)
+    conn2.autocommit = True
+    cur = conn2.cursor()
+    cur.execute("DROP TABLE IF EXISTS times")
+    cur.execute("CREATE TABLE times (id int, t time, tz time with time zone)")
+    cur.execute("INSERT INTO times VALUES (%s, %s, %s), (%s, %s, %s)", (1, plain, zoned, 2, None, east))
+    cur.execute("SELECT t, tz FROM times WHERE t = %(t)s", {"t": plain})
+    check("psycopg2 time and timetz", cur.fetchall(), [(plain, zoned)])
+    cur.execute("SELECT id FROM times WHERE tz = %s", (east,))
+    check("psycopg2 timetz parameter", cur.fetchall(), [(2,)])
+    cur.execute("SELECT CAST('12:57:18' AS TIME), %s", (plain,))
+    check("psycopg2 time literal and parameter", cur.fetchone(), (datetime.time(12, 57, 18), plain))
+    conn2.close()
+
+    conn = psycopg.connect(DSN, autocommit=True)
+    for binary in (False, True):
+        cur = conn.cursor(binary=binary)
+        cur.execute("INSERT INTO times VALUES (%s, %s, %s)", (3 + binary, plain, east))
+        cur.execute("SELECT t, tz FROM times WHERE id = %s AND t = %s AND tz = %s", (3 + binary, plain, east))
+        check(f"psycopg3 time and timetz (binary={binary})", cur.fetchall(), [(plain, east)])
+        check(f"psycopg3 time/timetz OIDs (binary={binary})", [d.type_code for d in cur.description], [1083, 1266])
+        cur.execute("SELECT %s::time AS a, %s::timetz AS b", (plain, zoned))
+        check(f"psycopg3 time/timetz parameters selected (binary={binary})", cur.fetchone(), (plain, zoned))
+    conn.close()
+
+    async def asyncpg_times():
+        import asyncpg
+        c = await asyncpg.connect(host="127.0.0.1", port=PORT, user="py", database="sluice")
+        # A timetz parameter is described as text (parameter types carry no declared type), so
+        # asyncpg sends the time only; it reads both in binary.
+        await c.execute("INSERT INTO times (id, t) VALUES ($1, $2)", 5, plain)
+        row = await c.fetchrow("SELECT t, tz FROM times WHERE id = $1 OR id = 4 ORDER BY id", 5)
+        check("asyncpg time and timetz", (row["t"], row["tz"]), (plain, east))
+        check("asyncpg time parameter", await c.fetchval("SELECT t FROM times WHERE id = 5 AND t = $1", plain), plain)
+        await c.close()
+    asyncio.run(asyncpg_times())
+
+    metadata = sqlalchemy.MetaData()
+    table = sqlalchemy.Table("sa_times", metadata, sqlalchemy.Column("id", sqlalchemy.Integer),
+                             sqlalchemy.Column("t", sqlalchemy.Time), sqlalchemy.Column("tz", sqlalchemy.Time(timezone=True)))
+    for driver in ["psycopg", "psycopg2"]:
+        engine = sqlalchemy.create_engine(f"postgresql+{driver}://py@127.0.0.1:{PORT}/sluice")
+        metadata.drop_all(engine)
+        metadata.create_all(engine)
+        with engine.begin() as c:
+            c.execute(table.insert(), [{"id": 1, "t": plain, "tz": zoned}, {"id": 2, "t": None, "tz": None}])
+            rows = c.execute(sqlalchemy.select(table.c.t, table.c.tz).order_by(table.c.id)).all()
+            check(f"sqlalchemy[{driver}] Time round trip", [tuple(r) for r in rows], [(plain, zoned), (None, None)])
+            found = c.execute(sqlalchemy.select(table.c.id).where(table.c.tz == zoned)).scalars().all()
+            check(f"sqlalchemy[{driver}] Time(timezone=True) filter", found, [1])
+        columns = [(col["name"], str(col["type"])) for col in sqlalchemy.inspect(engine).get_columns("sa_times")]
+        check(f"sqlalchemy[{driver}] reflects Time", columns, [("id", "INTEGER"), ("t", "TIME"), ("tz", "TIME")])
+        engine.dispose()
+
+
 async def asyncpg_client():
     import asyncpg
 
@@ -384,5 +450,6 @@ sqlalchemy_and_pandas()
 sqlalchemy_orm()
 sqlalchemy_comments()
 typed_columns()
+time_columns()
 asyncio.run(asyncpg_client())
 print("all clients ok")
