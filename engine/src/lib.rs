@@ -23,7 +23,8 @@
 //! Each module uses only modules of the layers below it (`tests/it/layout.rs` refuses an import
 //! cycle), so a new feature is a new module that plugs in at one place:
 //!
-//! 1. bottom: [`error`], [`util`] (locks, clock, retry backoff), [`types`], [`privileges`],
+//! 1. bottom: [`error`], [`util`] (locks, clock, retry backoff), [`datetime`] (date/time input),
+//!    [`time_of_day`] (`time` and `timetz` values), [`types`], [`privileges`],
 //!    [`control`], [`memory`], [`provider`] (table scans), [`change`] (the committed change,
 //!    its listeners, and the writer every commit goes through), [`events`] (the event log),
 //!    [`catalog`], [`sequence`] (standalone sequences' values), [`syntax`] (statements and their

@@ -15,9 +15,9 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, AsArray, StringArray, Time64MicrosecondArray};
 use arrow::datatypes::{DataType, Field, Int64Type, Time64MicrosecondType, TimeUnit};
 use chrono::{NaiveTime, Offset, TimeZone, Timelike};
+use sluice_storage::schema::DECLARED_TYPE_KEY;
 
 use crate::error::{Error, Result};
-use crate::types::DECLARED_TYPE_KEY;
 
 /// Microseconds in a day: the end of the day, `24:00:00`, which PostgreSQL accepts as a time.
 pub const DAY_MICROS: i64 = 86_400_000_000;
