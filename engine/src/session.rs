@@ -655,6 +655,13 @@ impl CatalogView {
     pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
         self.staging.catalog_view(&self.db.catalog).views.values().cloned().collect()
     }
+
+    /// The materialized views, as (schema, name).
+    pub fn materialized_views(&self) -> Vec<(String, String)> {
+        let state = self.staging.catalog_view(&self.db.catalog);
+        let views = state.tables.values().filter(|t| t.kind == crate::catalog::TableKind::MaterializedView);
+        views.map(|t| (t.schema.clone(), t.name.clone())).collect()
+    }
 }
 
 /// The one table a statement that commits at once changes (ALTER TABLE, CREATE INDEX, COMMENT

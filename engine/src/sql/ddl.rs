@@ -577,7 +577,6 @@ impl QueryContext {
             None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
         };
         super::generated::check_definitions(self, &definition.schema)?;
-        self.check_sequence_defaults(definition.defaults.values()).await?;
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
         crate::rights::check_table_properties(&properties, self.privileges())?;

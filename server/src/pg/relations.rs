@@ -717,6 +717,8 @@ struct Tables {
     schema_names: HashMap<i32, String>,
     /// The OIDs of views (whose columns PostgreSQL never marks NOT NULL).
     views: HashSet<i32>,
+    /// The OIDs of materialized views (`relkind` `m`).
+    materialized: HashSet<i32>,
     /// Schema and table name to the table's place in `described`.
     by_name: HashMap<(String, String), usize>,
 }
@@ -767,6 +769,12 @@ impl Tables {
                 views.insert(*oid);
             }
         }
+        // Materialized views are tables to DataFusion: `relkind` `m` is set by OID.
+        let materialized: HashSet<i32> = view
+            .materialized_views()
+            .into_iter()
+            .filter_map(|key| table_oids.get(&key).map(|(oid, _)| *oid))
+            .collect();
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
         let by_name =
             described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
@@ -790,7 +798,7 @@ impl Tables {
                 }
             }
         }
-        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name })
+        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name, materialized })
     }
 
     /// Each foreign key whose table and referenced table both have a `pg_class` row.
@@ -922,7 +930,7 @@ impl Tables {
     /// datafusion-pg-catalog lists as views when it computes them), and `reltype`, the row type
     /// of each table and view (see [`row_types`]).
     fn mark_kinds_and_row_types(&self, batch: &RecordBatch, objects: &Objects) -> DfResult<RecordBatch> {
-        let names = text_column(batch, "relname")?;
+        let (names, oids) = (text_column(batch, "relname")?, int32_column(batch, "oid")?);
         let (spaces, kinds) = (int32_column(batch, "relnamespace")?, text_column(batch, "relkind")?);
         let before = column(batch, "reltype")?.as_primitive_opt::<Int32Type>().cloned();
         let mut relkinds = Vec::with_capacity(batch.num_rows());
@@ -930,7 +938,13 @@ impl Tables {
         for row in 0..batch.num_rows() {
             let (name, kind) = (names.value(row), kinds.value(row));
             let space = self.schema_names.get(&spaces.value(row)).map(String::as_str);
-            relkinds.push(if spaces.value(row) == PG_CATALOG_OID { catalog_relkind(name) } else { kind });
+            relkinds.push(if spaces.value(row) == PG_CATALOG_OID {
+                catalog_relkind(name)
+            } else if self.materialized.contains(&oids.value(row)) {
+                "m"
+            } else {
+                kind
+            });
             let own = spaces.value(row) != PG_CATALOG_OID && space != Some("information_schema");
             reltypes.push(match space {
                 Some(space) if own && matches!(kind, "r" | "v" | "m" | "p" | "f") => {
