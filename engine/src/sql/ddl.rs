@@ -16,9 +16,9 @@ use arrow::array::{Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType as ArrowType, Field, Schema};
 use datafusion::sql::sqlparser::ast::ForeignKeyConstraint;
 use datafusion::sql::sqlparser::ast::{
-    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs, GeneratedExpressionMode,
-    ObjectName,
-    ObjectType, RenameTableNameKind, SchemaName, SequenceOptions, SqlOption, TableConstraint,
+    AlterColumnOperation, AlterTable, AlterTableOperation, ColumnDef, ColumnOption, GeneratedAs,
+    GeneratedExpressionMode, ObjectName, ObjectType, RenameTableNameKind, SchemaName, SequenceOptions, SqlOption,
+    TableConstraint,
 };
 use serde_json::Value;
 use sluice_storage::commit::CommitOutcome;
@@ -116,7 +116,8 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 ColumnOption::Generated { generation_expr: Some(expr), generation_expr_mode, .. } => {
                     if matches!(generation_expr_mode, Some(GeneratedExpressionMode::Virtual)) {
                         return Err(Error::NotSupported(
-                            "virtual generated columns (GENERATED ALWAYS AS (expr) VIRTUAL); Sluice's are STORED".into(),
+                            "virtual generated columns (GENERATED ALWAYS AS (expr) VIRTUAL); Sluice's are STORED"
+                                .into(),
                         ));
                     }
                     generation = Some(expr.to_string());
@@ -134,15 +135,14 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
         }
         let mut declared = declared_type(&def.data_type)?;
         if let Some(expression) = generation {
-            let both = if identity.is_some() {
-                Some("identity")
-            } else {
-                defaults.contains_key(&name).then_some("default")
-            };
+            let both =
+                if identity.is_some() { Some("identity") } else { defaults.contains_key(&name).then_some("default") };
             if let Some(other) = both {
                 return Err(Error::data(
                     "42601",
-                    format!("both {other} and generation expression specified for column \"{name}\" of table \"{table}\""),
+                    format!(
+                        "both {other} and generation expression specified for column \"{name}\" of table \"{table}\""
+                    ),
                 ));
             }
             let mut field = column(&name, declared, nullable);

@@ -498,7 +498,8 @@ impl QueryContext {
         let rows = if super::generated::has_generated(schema) {
             // Generated columns are computed from the others, then checked for NULL.
             let relaxed = arrow_schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true));
-            let relaxed = Arc::new(Schema::new_with_metadata(relaxed.collect::<Vec<_>>(), arrow_schema.metadata().clone()));
+            let relaxed =
+                Arc::new(Schema::new_with_metadata(relaxed.collect::<Vec<_>>(), arrow_schema.metadata().clone()));
             let rows = self.compute_generated(schema, RecordBatch::try_new_with_options(relaxed, out, &options)?)?;
             for (field, column) in schema.fields.iter().zip(rows.columns()) {
                 if !field.nullable && column.null_count() > 0 {

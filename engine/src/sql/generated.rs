@@ -150,7 +150,9 @@ pub fn refuse_merge_values(schema: &StructType, merge: &datafusion::sql::sqlpars
                 if let Some(column) = insert.columns.iter().find_map(generated) {
                     return Err(Error::data(
                         "428C9",
-                        format!("cannot insert a non-DEFAULT value into column \"{column}\" (it is a generated column)"),
+                        format!(
+                            "cannot insert a non-DEFAULT value into column \"{column}\" (it is a generated column)"
+                        ),
                     ));
                 }
             }
@@ -205,7 +207,6 @@ impl QueryContext {
         Ok(RecordBatch::try_new_with_options(rows.schema(), columns, &options)?)
     }
 }
-
 
 #[cfg(test)]
 mod tests {

@@ -107,7 +107,8 @@ fn with_ties(query: &Query) -> Result<Query> {
     // `* EXCLUDE (...)`, which the dialect does not parse, but DataFusion plans.
     if let SetExpr::Select(outer) = rewritten.body.as_mut() {
         if let Some(ast::SelectItem::Wildcard(options)) = outer.projection.first_mut() {
-            let names = [ROW_NUMBER, RANK, CUT].into_iter().map(|n| ast::ObjectName::from(vec![ast::Ident::new(n)])).collect();
+            let names =
+                [ROW_NUMBER, RANK, CUT].into_iter().map(|n| ast::ObjectName::from(vec![ast::Ident::new(n)])).collect();
             options.opt_exclude = Some(ast::ExcludeSelectItem::Multiple(names));
         }
     }

@@ -95,7 +95,8 @@ impl VisitorMut for Inline<'_> {
             columns: cte.alias.columns.clone(),
             at: None,
         });
-        *factor = TableFactor::Derived { lateral: false, subquery: cte.query.clone(), alias: Some(alias), sample: None };
+        *factor =
+            TableFactor::Derived { lateral: false, subquery: cte.query.clone(), alias: Some(alias), sample: None };
         ControlFlow::Continue(())
     }
 }

@@ -770,11 +770,8 @@ impl Tables {
             }
         }
         // Materialized views are tables to DataFusion: `relkind` `m` is set by OID.
-        let materialized: HashSet<i32> = view
-            .materialized_views()
-            .into_iter()
-            .filter_map(|key| table_oids.get(&key).map(|(oid, _)| *oid))
-            .collect();
+        let materialized: HashSet<i32> =
+            view.materialized_views().into_iter().filter_map(|key| table_oids.get(&key).map(|(oid, _)| *oid)).collect();
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
         let by_name =
             described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
@@ -1630,9 +1627,8 @@ impl ScalarUDFImpl for DefinitionFunction {
         };
         let columns = columns.as_ref().map(|c| c.as_primitive::<arrow::datatypes::Int64Type>());
         let pretty = match (self.printer, arrays.get(2), arrays.get(1)) {
-            (Printer::IndexDef | Printer::AttributeDefault, Some(pretty), _) | (Printer::ConstraintDef, _, Some(pretty)) => {
-                Some(arrow::compute::cast(pretty, &DataType::Boolean)?)
-            }
+            (Printer::IndexDef | Printer::AttributeDefault, Some(pretty), _)
+            | (Printer::ConstraintDef, _, Some(pretty)) => Some(arrow::compute::cast(pretty, &DataType::Boolean)?),
             _ => None,
         };
         let pretty = pretty.as_ref().map(|p| p.as_boolean());
