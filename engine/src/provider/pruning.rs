@@ -70,6 +70,7 @@ impl<'a> FileStatistics<'a> {
                 | ArrowType::Float32
                 | ArrowType::Float64
                 | ArrowType::Date32
+                | ArrowType::Time64(_)
                 | ArrowType::Timestamp(_, _)
                 | ArrowType::Decimal128(_, _)
                 | ArrowType::Utf8
@@ -111,6 +112,13 @@ impl<'a> FileStatistics<'a> {
             ArrowType::Int8 | ArrowType::Int16 | ArrowType::Int32 | ArrowType::Int64 => {
                 let floats = cast_with_options(&strings, &ArrowType::Float64, &lenient).ok()?;
                 cast_with_options(&floats, &data_type, &lenient).ok()?
+            }
+            // A time of day's bounds are its microseconds (the column is a Delta long).
+            ArrowType::Time64(_) => {
+                let floats = cast_with_options(&strings, &ArrowType::Float64, &lenient).ok()?;
+                let micros = cast_with_options(&floats, &ArrowType::Int64, &lenient).ok()?;
+                let micros = cast_with_options(&micros, &sluice_storage::schema::TIME_OF_DAY, &lenient).ok()?;
+                cast_with_options(&micros, &data_type, &lenient).ok()?
             }
             ArrowType::Timestamp(unit, zone) => {
                 let micros =

@@ -3,7 +3,8 @@
 //! -1. Values are decoded straight into the table's Arrow types (no text step), as Postgres'
 //! binary receive functions define them: big-endian integers and floats, dates and timestamps
 //! counted from 2000-01-01, `numeric` as base-10000 digits, `uuid` as 16 bytes, `jsonb` with a
-//! version byte.
+//! version byte, `time` as microseconds since midnight, `timetz` as those and the offset west of
+//! UTC.
 //!
 //! Like the text parser it takes data in chunks of any size and only decodes rows that have
 //! fully arrived.
@@ -12,7 +13,8 @@ use std::sync::Arc;
 
 use arrow::array::{
     ArrayRef, BinaryBuilder, BooleanBuilder, Date32Builder, Decimal128Builder, Float32Builder, Float64Builder,
-    Int16Builder, Int32Builder, Int64Builder, Int8Builder, RecordBatch, StringBuilder, TimestampMicrosecondBuilder,
+    Int16Builder, Int32Builder, Int64Builder, Int8Builder, RecordBatch, StringBuilder, Time64MicrosecondBuilder,
+    TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, SchemaRef, TimeUnit};
 
@@ -40,6 +42,7 @@ enum Column {
     Bytes(BinaryBuilder),
     Date(Date32Builder),
     Timestamp(TimestampMicrosecondBuilder, Option<Arc<str>>),
+    Time(Time64MicrosecondBuilder),
     Decimal(Decimal128Builder, u8, i8),
 }
 
@@ -49,6 +52,7 @@ enum TextKind {
     Plain,
     Uuid,
     Jsonb,
+    TimeTz,
 }
 
 impl Column {
@@ -66,6 +70,7 @@ impl Column {
                 let kind = match declared {
                     Some("uuid") => TextKind::Uuid,
                     Some("jsonb") => TextKind::Jsonb,
+                    Some(name) if sluice::time_of_day::is_timetz(name) => TextKind::TimeTz,
                     _ => TextKind::Plain,
                 };
                 Column::Text(StringBuilder::new(), kind)
@@ -75,6 +80,7 @@ impl Column {
             DataType::Timestamp(TimeUnit::Microsecond, zone) => {
                 Column::Timestamp(TimestampMicrosecondBuilder::new(), zone.clone())
             }
+            DataType::Time64(TimeUnit::Microsecond) => Column::Time(Time64MicrosecondBuilder::new()),
             DataType::Decimal128(precision, scale) => Column::Decimal(Decimal128Builder::new(), *precision, *scale),
             other => {
                 return Err(format!(
@@ -98,6 +104,7 @@ impl Column {
             Column::Bytes(b) => b.append_null(),
             Column::Date(b) => b.append_null(),
             Column::Timestamp(b, _) => b.append_null(),
+            Column::Time(b) => b.append_null(),
             Column::Decimal(b, _, _) => b.append_null(),
         }
     }
@@ -133,6 +140,13 @@ impl Column {
                 let micros = i64::from_be_bytes(fixed(value, "timestamp")?);
                 b.append_value(micros.checked_add(POSTGRES_EPOCH_MICROS).ok_or("timestamp out of range")?);
             }
+            Column::Time(b) => {
+                let micros = i64::from_be_bytes(fixed(value, "time")?);
+                if !(0..=sluice::time_of_day::DAY_MICROS).contains(&micros) {
+                    return Err("time out of range".into());
+                }
+                b.append_value(micros);
+            }
             Column::Decimal(b, precision, scale) => b.append_value(numeric(value, *precision, *scale)?),
         }
         Ok(())
@@ -151,6 +165,7 @@ impl Column {
             Column::Bytes(b) => Arc::new(b.finish()),
             Column::Date(b) => Arc::new(b.finish()),
             Column::Timestamp(b, zone) => Arc::new(b.finish().with_timezone_opt(zone.clone())),
+            Column::Time(b) => Arc::new(b.finish()),
             Column::Decimal(b, precision, scale) => {
                 Arc::new(b.finish().with_precision_and_scale(*precision, *scale).map_err(|e| e.to_string())?)
             }
@@ -196,6 +211,9 @@ fn text(value: &[u8], kind: TextKind) -> Result<String, String> {
             Some((1, json)) => utf8(json),
             _ => Err("a binary jsonb value must start with version 1".into()),
         },
+        TextKind::TimeTz => {
+            sluice::time_of_day::TimeTz::from_binary(value).map(|t| t.text()).map_err(|e| e.to_string())
+        }
         TextKind::Plain => utf8(value),
     }
 }
@@ -391,6 +409,7 @@ mod tests {
     use super::*;
     use arrow::array::AsArray;
     use arrow::datatypes::{Decimal128Type, Int64Type, Schema};
+    use std::collections::HashMap;
 
     fn numeric_bytes(digits: &[u16], weight: i16, negative: bool, dscale: u16) -> Vec<u8> {
         let mut out = Vec::new();
@@ -444,5 +463,28 @@ mod tests {
         assert!(batch.column(1).is_null(1));
         let mut bad = BinaryCopyParser::new(batch.schema()).unwrap();
         assert!(bad.push(b"PGCOPX\n").is_err());
+    }
+
+    #[test]
+    fn decodes_times() {
+        let timetz = HashMap::from([(sluice::types::DECLARED_TYPE_KEY.to_string(), "timetz".to_string())]);
+        let schema = Arc::new(Schema::new(vec![
+            Field::new("t", DataType::Time64(TimeUnit::Microsecond), true),
+            Field::new("tz", DataType::Utf8, true).with_metadata(timetz),
+        ]));
+        let mut data = SIGNATURE.to_vec();
+        data.extend([0u8; 8]);
+        data.extend(2u16.to_be_bytes());
+        data.extend(8u32.to_be_bytes());
+        data.extend(46_638_000_396i64.to_be_bytes());
+        data.extend(12u32.to_be_bytes());
+        data.extend(46_638_000_396i64.to_be_bytes());
+        data.extend((-19_800i32).to_be_bytes());
+        data.extend((-1i16).to_be_bytes());
+        let mut parser = BinaryCopyParser::new(schema).unwrap();
+        assert!(parser.push(&data).unwrap().is_empty());
+        let batch = parser.finish().unwrap().remove(0);
+        assert_eq!(batch.column(0).as_primitive::<arrow::datatypes::Time64MicrosecondType>().value(0), 46_638_000_396);
+        assert_eq!(batch.column(1).as_string::<i32>().value(0), "12:57:18.000396+05:30");
     }
 }

@@ -1,6 +1,7 @@
 //! COPY TO: rows encoded in Postgres' text, CSV or binary COPY formats (values encoded by
-//! arrow-pg), to the client or to a server-side file; and the typed side of COPY FROM (text
-//! columns cast to the table's types).
+//! arrow-pg; times in PostgreSQL's text, and `uuid`, `jsonb` and `timetz` in their binary forms),
+//! to the client or to a server-side file; and the typed side of COPY FROM (text columns cast to
+//! the table's types).
 
 use std::io::Write;
 use std::sync::Arc;
@@ -22,7 +23,8 @@ use super::encode::user_error;
 /// Encodes rows as COPY data messages (a header line first for CSV with HEADER).
 pub fn encode(schema: &SchemaRef, batches: &[RecordBatch], options: &CopyOptions) -> PgWireResult<Vec<CopyData>> {
     let format = if options.format == CopyFormat::Binary { Format::UnifiedBinary } else { Format::UnifiedText };
-    let fields = Arc::new(arrow_schema_to_pg_fields(schema, &format, None)?);
+    let fields =
+        Arc::new(super::wire_types::with_declared_types(schema, arrow_schema_to_pg_fields(schema, &format, None)?));
     let mut encoder = match options.format {
         CopyFormat::Text => CopyEncoder::new_text(
             fields.clone(),
@@ -49,14 +51,42 @@ pub fn encode(schema: &SchemaRef, batches: &[RecordBatch], options: &CopyOptions
         out.push(CopyData::new(Bytes::from(format!("{}\n", names.join(&(options.delimiter as char).to_string())))));
     }
     for batch in batches {
+        let batch = match options.format {
+            CopyFormat::Binary => super::wire_types::binary_forms(batch.clone(), &format),
+            CopyFormat::Text | CopyFormat::Csv => times_as_text(batch),
+        }
+        .map_err(|e| user_error("22P03", e.to_string()))?;
+        let batch_schema = batch.schema();
         for row in 0..batch.num_rows() {
             for (index, (column, pg_field)) in batch.columns().iter().zip(fields.iter()).enumerate() {
-                encode_value(&mut encoder, column, row, schema.field(index), pg_field)?;
+                encode_value(&mut encoder, column, row, batch_schema.field(index), pg_field)?;
             }
             out.push(Encoder::take_row(&mut encoder));
         }
     }
     Ok(out)
+}
+
+/// `batch` with its `time` columns as PostgreSQL's text (`12:57:18.5`; arrow-pg keeps six digits).
+fn times_as_text(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
+    let schema = batch.schema();
+    if !schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Time32(_) | DataType::Time64(_))) {
+        return Ok(batch.clone());
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        if matches!(field.data_type(), DataType::Time32(_) | DataType::Time64(_)) {
+            let text = sluice::time_of_day::time_column_text(column)
+                .map_err(|e| arrow::error::ArrowError::CastError(e.to_string()))?;
+            fields.push(field.as_ref().clone().with_data_type(DataType::Utf8));
+            columns.push(text);
+        } else {
+            fields.push(field.as_ref().clone());
+            columns.push(column.clone());
+        }
+    }
+    RecordBatch::try_new(Arc::new(arrow::datatypes::Schema::new(fields)), columns)
 }
 
 /// The response to `COPY ... TO STDOUT`.

@@ -389,6 +389,16 @@ def time_columns():
         check(f"psycopg3 time/timetz OIDs (binary={binary})", [d.type_code for d in cur.description], [1083, 1266])
         cur.execute("SELECT %s::time AS a, %s::timetz AS b", (plain, zoned))
         check(f"psycopg3 time/timetz parameters selected (binary={binary})", cur.fetchone(), (plain, zoned))
+    # COPY in binary both ways, and out in text as PostgreSQL prints times.
+    with conn.cursor() as cur:
+        with cur.copy("COPY times (id, t, tz) FROM STDIN (FORMAT binary)") as copy:
+            copy.set_types(["int4", "time", "timetz"])
+            copy.write_row((6, plain, east))
+        with cur.copy("COPY (SELECT t, tz FROM times WHERE id = 6) TO STDOUT (FORMAT binary)") as copy:
+            copy.set_types(["time", "timetz"])
+            check("psycopg3 binary COPY of times", list(copy.rows()), [(plain, east)])
+        with cur.copy("COPY (SELECT t, tz FROM times WHERE id = 6) TO STDOUT") as copy:
+            check("psycopg3 text COPY of times", list(copy.rows()), [("12:57:18.000396", "01:02:03.5+05:30")])
     conn.close()
 
     async def asyncpg_times():
