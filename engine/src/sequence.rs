@@ -22,6 +22,7 @@
 //! newer mark is continued from.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::catalog::{Catalog, SequenceEntry, SequenceMark, SequenceType};
 use crate::error::{Error, Result};
@@ -188,6 +189,44 @@ fn advance(entry: &SequenceEntry, last: i64, is_called: bool) -> Result<i64> {
     }
 }
 
+/// A sequence as the catalogs list it (`pg_class`, `pg_sequence`, `pg_sequences`,
+/// `information_schema.sequences`): a standalone one, or a SERIAL or identity column's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SequenceInfo {
+    pub schema: String,
+    pub name: String,
+    pub data_type: SequenceType,
+    pub start: i64,
+    pub increment: i64,
+    pub min_value: i64,
+    pub max_value: i64,
+    pub cache: i64,
+    pub cycle: bool,
+    /// The last value handed out (`pg_sequences.last_value`), None before the first.
+    pub last_value: Option<i64>,
+    /// A column's sequence: its table and column.
+    pub column: Option<(String, String)>,
+}
+
+impl SequenceInfo {
+    /// A standalone sequence in its `state`.
+    pub fn standalone(entry: &SequenceEntry, state: &SequenceState) -> Self {
+        Self {
+            schema: entry.schema.clone(),
+            name: entry.name.clone(),
+            data_type: entry.data_type,
+            start: entry.start,
+            increment: entry.increment,
+            min_value: entry.min_value,
+            max_value: entry.max_value,
+            cache: entry.cache,
+            cycle: entry.cycle,
+            last_value: state.is_called.then_some(state.last_value),
+            column: None,
+        }
+    }
+}
+
 /// What `SELECT * FROM seq` shows: PostgreSQL's `last_value`, `log_cnt` and `is_called`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SequenceState {
@@ -214,9 +253,10 @@ impl SequenceState {
 /// The values of the warehouse's standalone sequences as this process hands them out.
 #[derive(Debug, Default)]
 pub struct Sequences {
-    /// By sequence id. An async lock: handing out may write a mark, and values are handed out in
-    /// the order the marks allow.
-    states: tokio::sync::Mutex<HashMap<String, SequenceState>>,
+    /// Each sequence's state (by id; None until this process knows it), behind a lock of its own:
+    /// an async one, as handing out may write a mark, and a statement that calls `nextval` per
+    /// row holds it while the statement runs ([`Drawing`]).
+    states: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Option<SequenceState>>>>>,
 }
 
 /// The outcome of writing a mark: written, or another process wrote a different one first.
@@ -225,63 +265,118 @@ enum Written {
     Moved(Option<SequenceMark>),
 }
 
+/// Values of one sequence being handed out, one at a time and without waiting ([`Drawing::take`],
+/// what a function called per row needs), holding the sequence's lock: nobody else hands out
+/// values of it until [`Drawing::finish`] has written the mark that covers them, or the drawing
+/// is dropped (then the values it took count as not handed out, which only a statement that
+/// failed, and so showed them to nobody, may do).
+#[derive(Debug)]
+pub struct Drawing {
+    entry: SequenceEntry,
+    guard: tokio::sync::OwnedMutexGuard<Option<SequenceState>>,
+    /// The state before the first value taken, and after the last.
+    start: SequenceState,
+    next: SequenceState,
+    taken: i64,
+}
+
+impl Drawing {
+    /// The last value taken, if any.
+    pub fn last_taken(&self) -> Option<i64> {
+        (self.taken > 0).then_some(self.next.last_value)
+    }
+
+    /// The next value.
+    pub fn take(&mut self) -> Result<i64> {
+        self.next.last_value = advance(&self.entry, self.next.last_value, self.next.is_called)?;
+        self.next.is_called = true;
+        self.taken = self.taken.saturating_add(1);
+        Ok(self.next.last_value)
+    }
+
+    /// Makes the values taken handed out: writes a mark past them (reserving [`LOGGED_VALUES`]
+    /// more) unless the last one written covers them. 40001 when another process moved the
+    /// sequence meanwhile (its values may be the ones taken).
+    pub async fn finish(self, catalog: &Catalog) -> Result<()> {
+        let name = self.entry.name.clone();
+        match self.settle(catalog).await? {
+            Written::Done => Ok(()),
+            Written::Moved(_) => Err(Error::SerializationFailure(format!(
+                "sequence \"{name}\" was moved by another process while this statement took its values"
+            ))),
+        }
+    }
+
+    /// Writes what [`Drawing::finish`] writes; on [`Written::Moved`] nothing is kept.
+    async fn settle(mut self, catalog: &Catalog) -> Result<Written> {
+        if self.taken <= self.start.log_cnt {
+            self.next.log_cnt = self.start.log_cnt - self.taken;
+            *self.guard = Some(self.next);
+            return Ok(Written::Done);
+        }
+        // Reserve LOGGED_VALUES past the last value handed out, up to the sequence's end.
+        let mut reserved = self.next.last_value;
+        let mut log_cnt = 0;
+        while log_cnt < LOGGED_VALUES {
+            match reserved.checked_add(self.entry.increment) {
+                Some(value) if value >= self.entry.min_value && value <= self.entry.max_value => reserved = value,
+                _ => break,
+            }
+            log_cnt += 1;
+        }
+        let mark = SequenceMark { last_value: reserved, is_called: true };
+        let written = write_mark(catalog, &self.entry.id, self.start.written, mark).await?;
+        match &written {
+            Written::Done => {
+                self.next.log_cnt = log_cnt;
+                self.next.written = Some(mark);
+                *self.guard = Some(self.next);
+            }
+            Written::Moved(mark) => *self.guard = Some(SequenceState::from_mark(&self.entry, *mark)),
+        }
+        Ok(written)
+    }
+}
+
 impl Sequences {
+    /// The lock of a sequence's state.
+    fn cell(&self, id: &str) -> Arc<tokio::sync::Mutex<Option<SequenceState>>> {
+        let mut states = self.states.lock().unwrap_or_else(|p| p.into_inner());
+        states.entry(id.to_string()).or_default().clone()
+    }
+
     /// The sequence's state: this process's, unless the catalog holds a mark this process did not
     /// write (another process moved it, or this one just opened).
-    async fn state_of(&self, catalog: &Catalog, entry: &SequenceEntry) -> SequenceState {
+    fn known(entry: &SequenceEntry, known: Option<SequenceState>, catalog: &Catalog) -> SequenceState {
         let mark = catalog.current().sequence_marks.get(&entry.id).copied();
-        match self.states.lock().await.get(&entry.id) {
-            Some(state) if state.written == mark => *state,
+        match known {
+            Some(state) if state.written == mark => state,
             _ => SequenceState::from_mark(entry, mark),
         }
     }
 
     /// What `SELECT * FROM seq` and `pg_sequences` show of a sequence now.
     pub async fn state(&self, catalog: &Catalog, entry: &SequenceEntry) -> SequenceState {
-        self.state_of(catalog, entry).await
+        let known = *self.cell(&entry.id).lock().await;
+        Self::known(entry, known, catalog)
+    }
+
+    /// Starts handing out values of a sequence, one at a time (see [`Drawing`]).
+    pub async fn draw(&self, catalog: &Catalog, entry: &SequenceEntry) -> Drawing {
+        let guard = self.cell(&entry.id).lock_owned().await;
+        let start = Self::known(entry, *guard, catalog);
+        Drawing { entry: entry.clone(), guard, start, next: start, taken: 0 }
     }
 
     /// Hands out the next `count` values (`nextval`, once per value), in order.
     pub async fn next(&self, catalog: &Catalog, entry: &SequenceEntry, count: usize) -> Result<Vec<i64>> {
-        let mut states = self.states.lock().await;
-        let persisted = catalog.current().sequence_marks.get(&entry.id).copied();
-        let mut state = match states.get(&entry.id) {
-            Some(state) if state.written == persisted => *state,
-            _ => SequenceState::from_mark(entry, persisted),
-        };
+        let mut drawing = self.draw(catalog, entry).await;
         for _ in 0..MARK_RETRY_MAX {
-            let mut next = state;
-            let mut values = Vec::with_capacity(count);
-            for _ in 0..count {
-                next.last_value = advance(entry, next.last_value, next.is_called)?;
-                next.is_called = true;
-                values.push(next.last_value);
-            }
-            let count = i64::try_from(count).unwrap_or(i64::MAX);
-            if count <= state.log_cnt {
-                next.log_cnt = state.log_cnt - count;
-                states.insert(entry.id.clone(), next);
-                return Ok(values);
-            }
-            // Reserve LOGGED_VALUES past the last value handed out, up to the sequence's end.
-            let mut reserved = next.last_value;
-            let mut log_cnt = 0;
-            while log_cnt < LOGGED_VALUES {
-                match reserved.checked_add(entry.increment) {
-                    Some(value) if value >= entry.min_value && value <= entry.max_value => reserved = value,
-                    _ => break,
-                }
-                log_cnt += 1;
-            }
-            let mark = SequenceMark { last_value: reserved, is_called: true };
-            match write_mark(catalog, &entry.id, state.written, mark).await? {
-                Written::Done => {
-                    next.log_cnt = log_cnt;
-                    next.written = Some(mark);
-                    states.insert(entry.id.clone(), next);
-                    return Ok(values);
-                }
-                Written::Moved(mark) => state = SequenceState::from_mark(entry, mark),
+            let values = (0..count).map(|_| drawing.take()).collect::<Result<Vec<i64>>>()?;
+            match drawing.settle(catalog).await? {
+                Written::Done => return Ok(values),
+                // Another process moved the sequence: continue after its mark.
+                Written::Moved(_) => drawing = self.draw(catalog, entry).await,
             }
         }
         Err(Error::SerializationFailure(format!(
@@ -293,7 +388,7 @@ impl Sequences {
     /// Sets the sequence's state (`setval`, `ALTER SEQUENCE ... RESTART`, a definition that
     /// changed): written at once, reserving nothing. `value` must be within the sequence's bounds.
     pub async fn set(&self, catalog: &Catalog, entry: &SequenceEntry, value: i64, is_called: bool) -> Result<()> {
-        let mut states = self.states.lock().await;
+        let mut guard = self.cell(&entry.id).lock_owned().await;
         let mark = SequenceMark { last_value: value, is_called };
         catalog
             .update(|state| {
@@ -301,14 +396,14 @@ impl Sequences {
                 Ok(())
             })
             .await?;
-        states.insert(entry.id.clone(), SequenceState::from_mark(entry, Some(mark)));
+        *guard = Some(SequenceState::from_mark(entry, Some(mark)));
         Ok(())
     }
 
     /// Writes the sequence's current state as its mark, giving back what it reserved (after a
     /// change of its definition, whose reservation was made under the old one).
     pub async fn settle(&self, catalog: &Catalog, entry: &SequenceEntry) -> Result<()> {
-        let state = self.state_of(catalog, entry).await;
+        let state = self.state(catalog, entry).await;
         if state.written.is_none() {
             return Ok(());
         }
@@ -316,8 +411,8 @@ impl Sequences {
     }
 
     /// Forgets a dropped sequence.
-    pub async fn forget(&self, id: &str) {
-        self.states.lock().await.remove(id);
+    pub fn forget(&self, id: &str) {
+        self.states.lock().unwrap_or_else(|p| p.into_inner()).remove(id);
     }
 }
 

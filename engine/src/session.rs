@@ -651,6 +651,12 @@ impl CatalogView {
         crate::system::relations_in(&self.db, self.staging.catalog_view(&self.db.catalog)).await
     }
 
+    /// The sequences, standalone and SERIAL or identity columns'.
+    pub async fn sequences(&self) -> Vec<crate::sequence::SequenceInfo> {
+        let state = self.staging.catalog_view(&self.db.catalog);
+        crate::sql::sequences::sequences_in(&self.db, &state).await
+    }
+
     /// The views.
     pub fn views(&self) -> Vec<crate::catalog::ViewEntry> {
         self.staging.catalog_view(&self.db.catalog).views.values().cloned().collect()

@@ -7,8 +7,8 @@
 //! A block's queries, DML and the DDL of tables, views, schemas and sequences stage their writes
 //! ([`crate::staging`]): COMMIT commits them, ROLLBACK and ROLLBACK TO SAVEPOINT drop them. (What
 //! `nextval` and `setval` hand out is not transactional, as in PostgreSQL.) Its other writes
-//! (ALTER TABLE other than RENAME, ALTER SEQUENCE ... RESTART, indexes, maintenance, streaming
-//! statements) still
+//! (ALTER TABLE and ALTER SEQUENCE other than RENAME, indexes, maintenance, streaming statements)
+//! still
 //! commit when they return, so a ROLLBACK (or ROLLBACK TO SAVEPOINT) that would have to undo one
 //! of those is refused with 0A000 saying so, never answered as if it had undone it (one on a
 //! table the block created goes with the table: nobody else saw it). The refusal aborts the
@@ -163,9 +163,9 @@ fn control_of(statement: &SluiceStatement) -> Option<Control> {
 /// Whether a statement in a block goes through the block's staged tables and catalog: queries,
 /// DML, every statement that only reads, and the DDL that changes only the catalog and new
 /// tables (CREATE and DROP of tables, views, materialized views, schemas and sequences, ALTER ...
-/// RENAME TO, ALTER SEQUENCE other than RESTART, which moves a sequence's value at once; not on
-/// temporary relations, whose own undo is in [`TransactionBlock`], nor a table at a LOCATION,
-/// whose log others may read). The others commit when they return; see the module docs.
+/// RENAME TO; not on temporary relations, whose own undo is in [`TransactionBlock`], nor a table
+/// at a LOCATION, whose log others may read). The others commit when they return; see the module
+/// docs.
 pub fn stages(statement: &SluiceStatement) -> bool {
     if crate::rights::reads_only(statement) {
         return true;
@@ -175,11 +175,9 @@ pub fn stages(statement: &SluiceStatement) -> bool {
         SluiceStatement::CreateTable(create) => create.location.is_none() && !create.external && !create.temporary,
         SluiceStatement::Sequence(sequence) => match sequence.as_ref() {
             SequenceStatement::Create { temporary, .. } => !temporary,
-            SequenceStatement::Alter { change: AlterSequence::Options { options, .. }, .. } => {
-                options.restart.is_none()
-            }
-            SequenceStatement::Alter { change: AlterSequence::RenameTo(_), .. } => true,
-            SequenceStatement::Alter { change: AlterSequence::Other(_), .. } => false,
+            // Other changes of a sequence move its values, which are not transactional here (in
+            // PostgreSQL they are from the ALTER on).
+            SequenceStatement::Alter { change, .. } => matches!(change, AlterSequence::RenameTo(_)),
         },
         // A materialized view a block creates is read as its query until COMMIT, then built
         // (`crate::ivm::ddl`); one that replaces another is built at once.
@@ -246,8 +244,8 @@ fn cannot_undo(what: &str, writes: usize) -> Error {
         "{what} cannot undo the {writes} {statements} of this transaction that committed when they returned: \
          inside a transaction block Sluice holds the writes of queries and DML (INSERT, UPDATE, DELETE, MERGE, \
          TRUNCATE, COPY) and the DDL of tables, views and schemas until COMMIT, but other statements (ALTER \
-         TABLE other than RENAME TO, ALTER SEQUENCE ... RESTART, indexes, maintenance, streaming tables) commit \
-         at once; the transaction \
+         TABLE and ALTER SEQUENCE other than RENAME TO, indexes, maintenance, streaming tables) commit at \
+         once; the transaction \
          is aborted, ROLLBACK ends it (dropping its held writes)"
     ))
 }
@@ -710,7 +708,6 @@ mod tests {
             "CREATE SEQUENCE s",
             "DROP SEQUENCE s, r",
             "ALTER SEQUENCE s RENAME TO r",
-            "ALTER SEQUENCE s INCREMENT 2",
         ] {
             assert!(stages_sql(sql), "{sql}");
         }
@@ -724,6 +721,7 @@ mod tests {
             "CREATE INDEX ON t (a)",
             "VACUUM t",
             "ALTER SEQUENCE s RESTART",
+            "ALTER SEQUENCE s INCREMENT 2",
         ] {
             assert!(!stages_sql(sql), "{sql}");
         }

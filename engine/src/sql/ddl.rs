@@ -410,6 +410,12 @@ impl QueryContext {
                         format!("\"{}\" is not a table (use DROP VIEW to remove a view)", name.name),
                     ));
                 }
+                if state.sequences.contains_key(&table_key) {
+                    return Err(Error::data(
+                        "42809",
+                        format!("\"{}\" is not a table (use DROP SEQUENCE to remove a sequence)", name.name),
+                    ));
+                }
                 if state.tables.get(&table_key).is_some_and(|t| t.kind == TableKind::MaterializedView) {
                     return Err(Error::data(
                         "42809",
@@ -577,6 +583,7 @@ impl QueryContext {
             None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
         };
         super::generated::check_definitions(self, &definition.schema)?;
+        self.check_sequence_defaults(definition.defaults.values()).await?;
         let partition_columns: Vec<String> = create.partitioned_by.iter().map(normalize).collect();
         let mut properties: HashMap<String, String> = create.properties.iter().cloned().collect();
         crate::rights::check_table_properties(&properties, self.privileges())?;
@@ -911,6 +918,7 @@ impl QueryContext {
                             ));
                         }
                         let text = value.to_string();
+                        self.check_sequence_defaults([&text]).await?;
                         self.update_entry(&entry, |e| {
                             e.defaults.insert(column.clone(), text.clone());
                         })

@@ -171,11 +171,14 @@ impl QueryContext {
 
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
-        let query = self.resolve_sequences(query).await?;
+        let (query, per_row) = self.resolve_sequences(query).await?;
         let (statement, plan) = self.plan_rewritten(Statement::Query(Box::new(query))).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
         let schema: SchemaRef = Arc::new(frame.schema().as_arrow().clone());
+        per_row.begin(self).await;
         let batches = self.collect(frame).await?;
+        // The values nextval gave per row are handed out before anyone sees them.
+        per_row.finish(self).await?;
         let renamed = postgres_names(&statement, &schema);
         let batches = batches
             .into_iter()

@@ -3,10 +3,11 @@
 //! functions that read and move them).
 //!
 //! A sequence shares the relations' namespace: its name may not be a table's, a view's or a
-//! SERIAL column's sequence's (42P07). In a transaction block, CREATE, DROP and ALTER (other than
-//! RESTART) are held until COMMIT like a table's DDL (see [`crate::catalog::changes`]); `ALTER
-//! SEQUENCE ... RESTART` moves the sequence's value, which is not transactional here, so in a
-//! block it commits when it returns, and a ROLLBACK that would have to undo it is refused (see
+//! SERIAL column's sequence's (42P07). In a transaction block, CREATE, DROP and ALTER ... RENAME
+//! TO are held until COMMIT like a table's DDL (see [`crate::catalog::changes`]). Other ALTER
+//! SEQUENCEs change how the sequence's values go on, and its values are not transactional here
+//! (PostgreSQL makes them transactional from such an ALTER on), so in a block they commit when
+//! they return, and a ROLLBACK that would have to undo one is refused (see
 //! [`crate::transaction`]).
 //!
 //! `OWNED BY table.column` ties the sequence to a column of a table in the same schema: DROP
@@ -33,11 +34,7 @@ fn default_uses(default: &str, name: &TableName) -> bool {
     if !default.to_ascii_lowercase().contains(&name.name.to_ascii_lowercase()) {
         return false;
     }
-    let dialect = crate::syntax::dialect::SluiceDialect::default();
-    let parsed = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
-        .try_with_sql(default)
-        .and_then(|mut parser| parser.parse_expr());
-    let Ok(expr) = parsed else { return false };
+    let Ok(expr) = super::sequences::parse_default(default) else { return false };
     datafusion::sql::sqlparser::ast::visit_expressions(&expr, |expr| {
         let named = super::sequences::called_sequence(expr).and_then(|text| crate::names::parse_table_name(&text).ok());
         if named.is_some_and(|named| named == *name) {
@@ -144,7 +141,7 @@ impl QueryContext {
         let mut parts = column_name.clone();
         let column = match parts.0.pop().as_ref().and_then(|part| part.as_ident()) {
             Some(column) if !parts.0.is_empty() => crate::names::normalize(column),
-            _ => return Err(Error::data("22023", "invalid OWNED BY option")),
+            _ => return Err(Error::data("42601", "invalid OWNED BY option (OWNED BY table.column or OWNED BY NONE)")),
         };
         let table = table_name(&parts)?;
         let (entry, _, snapshot) = self.resolve_table(&crate::names::object_name(&table.schema, &table.name)).await?;
@@ -203,6 +200,14 @@ impl QueryContext {
                 .ok_or_else(|| Error::data("42P01", format!("relation \"{}\" does not exist", name.name)))?;
             moved.name = new.name.clone();
             state.sequences.insert(moved.qualified_name(), moved);
+            // Column defaults follow the sequence (PostgreSQL's name it by OID).
+            for table in state.tables.values_mut() {
+                for default in table.defaults.values_mut() {
+                    if let Some(renamed) = super::sequences::renamed_in_default(default, &name, &new) {
+                        *default = renamed;
+                    }
+                }
+            }
             Ok(())
         })
         .await?;
@@ -255,6 +260,16 @@ impl QueryContext {
         let names: Vec<TableName> = names.iter().map(table_name).collect::<Result<_>>()?;
         let mut dropped: Vec<SequenceEntry> = Vec::new();
         for name in &names {
+            if self.column_sequence(name).await?.is_some() {
+                return Err(Error::data(
+                    "2BP01",
+                    format!(
+                        "cannot drop sequence {} because other objects depend on it (it is the sequence of a SERIAL \
+                         or identity column: drop the column or its default)",
+                        name.name
+                    ),
+                ));
+            }
             match self.named_sequence(name, if_exists) {
                 Ok(Some(entry)) => dropped.push(entry),
                 Ok(None) => {}
@@ -296,7 +311,7 @@ impl QueryContext {
             .await?;
         if !held {
             for entry in &dropped {
-                self.db.sequences.forget(&entry.id).await;
+                self.db.sequences.forget(&entry.id);
             }
         }
         Ok(StatementResult::command("DROP SEQUENCE"))

@@ -126,6 +126,52 @@ fn call_of(expr: &Expr) -> Option<(Call, String)> {
     }
 }
 
+/// A column default as the catalog keeps it (text), parsed.
+pub(crate) fn parse_default(default: &str) -> Result<Expr> {
+    let dialect = crate::syntax::dialect::SluiceDialect::default();
+    Ok(datafusion::sql::sqlparser::parser::Parser::new(&dialect).try_with_sql(default)?.parse_expr()?)
+}
+
+/// `default` with the sequence calls that name `from` naming `to` instead (a renamed sequence),
+/// or None when it names no such sequence.
+pub(crate) fn renamed_in_default(default: &str, from: &TableName, to: &TableName) -> Option<String> {
+    struct Rename<'a> {
+        from: &'a TableName,
+        to: String,
+        renamed: bool,
+    }
+    impl VisitorMut for Rename<'_> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            let names_it = called_sequence(expr)
+                .and_then(|text| crate::names::parse_table_name(&text).ok())
+                .is_some_and(|name| name == *self.from);
+            let Expr::Function(function) = expr else { return ControlFlow::Continue(()) };
+            let FunctionArguments::List(list) = &mut function.args else { return ControlFlow::Continue(()) };
+            if let (true, Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(argument)))) =
+                (names_it, list.args.first_mut())
+            {
+                let text = match argument {
+                    Expr::Cast { expr, .. } => expr.as_mut(),
+                    other => other,
+                };
+                *text = Expr::value(Value::SingleQuotedString(self.to.clone()));
+                self.renamed = true;
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    let mut expr = parse_default(default).ok()?;
+    let to = if to.schema == crate::catalog::DEFAULT_SCHEMA {
+        crate::names::quoted_if_needed(&to.name)
+    } else {
+        format!("{}.{}", crate::names::quoted_if_needed(&to.schema), crate::names::quoted_if_needed(&to.name))
+    };
+    let mut rename = Rename { from, to, renamed: false };
+    let _ = expr.visit(&mut rename);
+    rename.renamed.then(|| expr.to_string())
+}
+
 /// The sequence a call of `nextval`, `currval` or `setval` names, if `expr` is one with a
 /// constant name.
 pub(crate) fn called_sequence(expr: &Expr) -> Option<String> {
@@ -262,9 +308,227 @@ pub(crate) async fn sequence_relation(
     Ok(datafusion::datasource::MemTable::try_new(schema, vec![vec![batch]])?)
 }
 
+/// The name of the function a per-row `nextval` becomes (its argument is the sequence's id).
+const PER_ROW_NEXTVAL: &str = "__sluice_nextval";
+
+/// The sequences a query calls `nextval` on per row, each drawn from while the query runs (see
+/// [`crate::sequence::Drawing`]): [`PerRowValues::begin`] once the query is planned (planning may
+/// read a sequence, `SELECT * FROM s`), [`PerRowValues::finish`] once the query's rows are all
+/// there, which makes the values taken handed out; dropped, it hands out none.
+#[derive(Debug, Default)]
+pub(crate) struct PerRowValues {
+    drawings: Arc<std::sync::Mutex<HashMap<String, crate::sequence::Drawing>>>,
+    /// The sequences to draw from, in the order their locks are taken (by id).
+    sequences: Vec<SequenceEntry>,
+}
+
+/// A query that failed hands out none of the values it took: the sequences are let go (the
+/// function registered for the query still holds the map, now empty).
+impl Drop for PerRowValues {
+    fn drop(&mut self) {
+        self.drawings.lock().unwrap_or_else(|p| p.into_inner()).clear();
+    }
+}
+
+impl PerRowValues {
+    /// Starts drawing from the sequences (taking their locks, in one order).
+    pub(crate) async fn begin(&self, context: &QueryContext) {
+        for entry in &self.sequences {
+            let drawing = context.db.sequences.draw(&context.db.catalog, entry).await;
+            self.drawings.lock().unwrap_or_else(|p| p.into_inner()).insert(entry.id.clone(), drawing);
+        }
+    }
+
+    /// Writes the marks that cover the values taken, and makes the last one each sequence gave
+    /// the session's `currval` and `lastval`.
+    pub(crate) async fn finish(self, context: &QueryContext) -> Result<()> {
+        let drawings = std::mem::take(&mut *self.drawings.lock().unwrap_or_else(|p| p.into_inner()));
+        for (id, drawing) in drawings {
+            let last = drawing.last_taken();
+            drawing.finish(&context.db.catalog).await?;
+            if let Some(value) = last {
+                context.remember_sequence_value(format!("sequence:{id}"), value, true);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `__sluice_nextval(id)`: a standalone sequence's next value, once per row, from the query's
+/// [`PerRowValues`].
+#[derive(Debug)]
+struct PerRowNextval {
+    drawings: Arc<std::sync::Mutex<HashMap<String, crate::sequence::Drawing>>>,
+    signature: datafusion::logical_expr::Signature,
+}
+
+impl PartialEq for PerRowNextval {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.drawings, &other.drawings)
+    }
+}
+
+impl Eq for PerRowNextval {}
+
+impl std::hash::Hash for PerRowNextval {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        PER_ROW_NEXTVAL.hash(state);
+    }
+}
+
+impl datafusion::logical_expr::ScalarUDFImpl for PerRowNextval {
+    fn name(&self) -> &str {
+        PER_ROW_NEXTVAL
+    }
+
+    fn signature(&self) -> &datafusion::logical_expr::Signature {
+        &self.signature
+    }
+
+    fn return_type(
+        &self,
+        _arg_types: &[arrow::datatypes::DataType],
+    ) -> datafusion::common::Result<arrow::datatypes::DataType> {
+        Ok(arrow::datatypes::DataType::Int64)
+    }
+
+    fn invoke_with_args(
+        &self,
+        args: datafusion::logical_expr::ScalarFunctionArgs,
+    ) -> datafusion::common::Result<datafusion::logical_expr::ColumnarValue> {
+        use datafusion::logical_expr::ColumnarValue;
+        let id = match args.args.first() {
+            Some(ColumnarValue::Scalar(scalar)) => scalar.try_as_str().flatten().map(str::to_string),
+            _ => None,
+        };
+        let mut drawings = self.drawings.lock().unwrap_or_else(|p| p.into_inner());
+        let drawing = id.and_then(|id| drawings.get_mut(&id)).ok_or_else(|| {
+            datafusion::error::DataFusionError::Internal(format!("{PER_ROW_NEXTVAL} of a sequence not drawn from"))
+        })?;
+        let values = (0..args.number_rows).map(|_| drawing.take()).collect::<Result<Vec<i64>>>()?;
+        Ok(ColumnarValue::Array(Arc::new(arrow::array::Int64Array::from(values))))
+    }
+}
+
+/// Calls `visit` on each SELECT of `query` that has a FROM clause (whose expressions run once
+/// per row), in CTEs, set operations and derived tables too.
+fn selects_with_rows(query: &mut Query, visit: &mut impl FnMut(&mut datafusion::sql::sqlparser::ast::Select)) {
+    use datafusion::sql::sqlparser::ast::{SetExpr, TableFactor};
+    fn body(set: &mut SetExpr, visit: &mut impl FnMut(&mut datafusion::sql::sqlparser::ast::Select)) {
+        match set {
+            SetExpr::Select(select) => {
+                for table in &mut select.from {
+                    let factors =
+                        std::iter::once(&mut table.relation).chain(table.joins.iter_mut().map(|j| &mut j.relation));
+                    for factor in factors {
+                        if let TableFactor::Derived { subquery, .. } = factor {
+                            selects_with_rows(subquery, visit);
+                        }
+                    }
+                }
+                if !select.from.is_empty() {
+                    visit(select);
+                }
+            }
+            SetExpr::Query(query) => selects_with_rows(query, visit),
+            SetExpr::SetOperation { left, right, .. } => {
+                body(left, visit);
+                body(right, visit);
+            }
+            _ => {}
+        }
+    }
+    if let Some(with) = query.with.as_mut() {
+        for cte in &mut with.cte_tables {
+            selects_with_rows(&mut cte.query, visit);
+        }
+    }
+    body(&mut query.body, visit);
+}
+
+/// Calls `visit` on each `nextval('name')` that runs once per row (see [`selects_with_rows`]).
+fn per_row_calls(query: &mut Query, visit: &mut impl FnMut(&mut Expr)) {
+    struct Calls<'a, F: FnMut(&mut Expr)>(&'a mut F);
+    impl<F: FnMut(&mut Expr)> VisitorMut for Calls<'_, F> {
+        type Break = ();
+        fn pre_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+            if matches!(call_of(expr), Some((Call::Next, _))) {
+                (self.0)(expr);
+            }
+            ControlFlow::Continue(())
+        }
+    }
+    selects_with_rows(query, &mut |select| {
+        let mut calls = Calls(&mut *visit);
+        for item in &mut select.projection {
+            let _ = item.visit(&mut calls);
+        }
+        if let Some(selection) = select.selection.as_mut() {
+            let _ = selection.visit(&mut calls);
+        }
+        if let Some(having) = select.having.as_mut() {
+            let _ = having.visit(&mut calls);
+        }
+    });
+}
+
 impl QueryContext {
-    /// Replaces the sequence calls of a query by their values (see the module's text).
-    pub(crate) async fn resolve_sequences(&self, mut query: Query) -> Result<Query> {
+    /// Replaces the sequence calls of a query by their values (see the module's text), and a
+    /// standalone sequence's `nextval` that runs once per row by a function that gives a value
+    /// per row, drawn from the sequence while the query runs (the caller begins the returned
+    /// [`PerRowValues`] once the query is planned, and finishes it once it has the rows, before
+    /// it shows or writes them).
+    pub(crate) async fn resolve_sequences(&self, mut query: Query) -> Result<(Query, PerRowValues)> {
+        // Per-row calls first, as names; each becomes __sluice_nextval(id).
+        let mut names = Vec::new();
+        per_row_calls(&mut query, &mut |expr| names.extend(called_sequence(expr)));
+        let mut ids: HashMap<String, SequenceEntry> = HashMap::new();
+        for name in names {
+            if let Sequence::Standalone(entry) = self.sequence(&name).await? {
+                ids.insert(name, entry);
+            }
+        }
+        if !ids.is_empty() {
+            per_row_calls(&mut query, &mut |expr| {
+                let Some(entry) = called_sequence(expr).and_then(|name| ids.get(&name)) else { return };
+                let id = Expr::value(Value::SingleQuotedString(entry.id.clone()));
+                *expr = Expr::Function(datafusion::sql::sqlparser::ast::Function {
+                    name: datafusion::sql::sqlparser::ast::ObjectName::from(vec![
+                        datafusion::sql::sqlparser::ast::Ident::new(PER_ROW_NEXTVAL),
+                    ]),
+                    uses_odbc_syntax: false,
+                    parameters: FunctionArguments::None,
+                    args: FunctionArguments::List(datafusion::sql::sqlparser::ast::FunctionArgumentList {
+                        duplicate_treatment: None,
+                        args: vec![FunctionArg::Unnamed(FunctionArgExpr::Expr(id))],
+                        clauses: vec![],
+                    }),
+                    filter: None,
+                    null_treatment: None,
+                    over: None,
+                    within_group: vec![],
+                });
+            });
+        }
+        let query = self.resolve_constant_calls(query).await?;
+        // The sequences drawn from per row, locked in one order (their ids').
+        let mut entries: Vec<SequenceEntry> = ids.into_values().collect();
+        entries.sort_by(|a, b| a.id.cmp(&b.id));
+        entries.dedup_by(|a, b| a.id == b.id);
+        if entries.is_empty() {
+            return Ok((query, PerRowValues::default()));
+        }
+        let per_row = PerRowValues { drawings: Default::default(), sequences: entries };
+        let function = PerRowNextval {
+            drawings: per_row.drawings.clone(),
+            signature: datafusion::logical_expr::Signature::any(1, datafusion::logical_expr::Volatility::Volatile),
+        };
+        self.ctx.register_udf(datafusion::logical_expr::ScalarUDF::from(function));
+        Ok((query, per_row))
+    }
+
+    /// Replaces the sequence calls that run once per statement by their values.
+    async fn resolve_constant_calls(&self, mut query: Query) -> Result<Query> {
         for _ in 0..CALL_NESTING_MAX {
             let mut collect = Collect { found: Vec::new() };
             let _ = query.visit(&mut collect);
@@ -432,11 +696,7 @@ impl QueryContext {
         if !default.to_ascii_lowercase().contains("nextval") {
             return Ok(None);
         }
-        let dialect = crate::syntax::dialect::SluiceDialect::default();
-        let parsed = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
-            .try_with_sql(default)
-            .and_then(|mut parser| parser.parse_expr());
-        let Ok(mut expr) = parsed else { return Ok(None) };
+        let Ok(mut expr) = parse_default(default) else { return Ok(None) };
         while let Expr::Cast { expr: inner, .. } | Expr::Nested(inner) = expr {
             expr = *inner;
         }
@@ -458,6 +718,29 @@ impl QueryContext {
             self.remember_sequence_value(key, *last, true);
         }
         Ok(Some(Arc::new(arrow::array::Int64Array::from(values))))
+    }
+
+    /// Refuses column defaults that call a sequence function on a sequence that does not exist
+    /// (42P01), as PostgreSQL resolves their `regclass` when the default is made.
+    pub(crate) async fn check_sequence_defaults<'a>(
+        &self,
+        defaults: impl IntoIterator<Item = &'a String>,
+    ) -> Result<()> {
+        for default in defaults {
+            if !default.to_ascii_lowercase().contains("val(") {
+                continue;
+            }
+            let Ok(expr) = parse_default(default) else { continue };
+            let mut named = Vec::new();
+            let _ = datafusion::sql::sqlparser::ast::visit_expressions(&expr, |expr| {
+                named.extend(called_sequence(expr));
+                ControlFlow::<()>::Continue(())
+            });
+            for name in named {
+                self.sequence(&name).await?;
+            }
+        }
+        Ok(())
     }
 
     /// `pg_get_serial_sequence`: `schema.<table>_<column>_seq` when the column is a SERIAL or
@@ -487,6 +770,9 @@ impl QueryContext {
         let missing = || Error::data("42P01", format!("relation \"{text}\" does not exist"));
         let name = crate::names::parse_table_name(text).map_err(|_| missing())?;
         let state = self.catalog_state();
+        if !state.schemas.contains_key(&name.schema) {
+            return Err(Error::UndefinedSchema(name.schema));
+        }
         if let Some(entry) = state.sequence(&name.schema, &name.name) {
             return Ok(Sequence::Standalone(entry.clone()));
         }
@@ -520,6 +806,50 @@ impl QueryContext {
         }
         Ok(None)
     }
+}
+
+/// The sequences of `state` (a catalog as a session sees it) as the catalogs list them: the
+/// standalone ones, then the SERIAL and identity columns' (a table that does not open is left
+/// out, as [`crate::system::relations_in`] leaves it out).
+pub async fn sequences_in(
+    db: &crate::warehouse::Warehouse,
+    state: &crate::catalog::CatalogState,
+) -> Vec<crate::sequence::SequenceInfo> {
+    use crate::catalog::SequenceType;
+    let mut out = Vec::new();
+    for entry in state.sequences.values() {
+        let now = db.sequences.state(&db.catalog, entry).await;
+        out.push(crate::sequence::SequenceInfo::standalone(entry, &now));
+    }
+    for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
+        let Ok(table) = db.open_table(entry).await else { continue };
+        let Ok(snapshot) = table.snapshot().await else { continue };
+        for field in &snapshot.schema().fields {
+            let Some(identity) = Identity::of(field) else { continue };
+            // The column's declared type (a SERIAL's `integer` is stored as a long).
+            let data_type = match crate::types::pg_type_name(field).as_str() {
+                "smallint" => SequenceType::Smallint,
+                "integer" => SequenceType::Integer,
+                _ => SequenceType::Bigint,
+            };
+            let (type_min, type_max) = data_type.range();
+            let (min_value, max_value) = if identity.step > 0 { (1, type_max) } else { (type_min, -1) };
+            out.push(crate::sequence::SequenceInfo {
+                schema: entry.schema.clone(),
+                name: crate::identity::sequence_name(&entry.name, &field.name),
+                data_type,
+                start: identity.start,
+                increment: identity.step,
+                min_value: min_value.min(identity.start),
+                max_value: max_value.max(identity.start),
+                cache: 1,
+                cycle: false,
+                last_value: identity.high_water_mark,
+                column: Some((entry.name.clone(), field.name.clone())),
+            });
+        }
+    }
+    out
 }
 
 /// A call that is a whole select item keeps its name (`nextval`), as PostgreSQL names it; only

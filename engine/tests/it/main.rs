@@ -13,6 +13,7 @@ mod interop;
 mod kafka;
 mod keys;
 mod layout;
+mod sequences;
 mod temporary;
 mod transactions;
 mod view_crash;

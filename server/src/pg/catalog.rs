@@ -248,6 +248,12 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         objects.clone(),
         session.temporary_schema(),
     )));
+    context.register_udf(ScalarUDF::from(super::relations::TableVisible::new(
+        objects.clone(),
+        settings.clone(),
+        server.clone(),
+        session.temporary_schema(),
+    )));
     context.register_udf(ScalarUDF::from(ArrayToString::new()));
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     let crate_format_type = context.state().scalar_functions().get("format_type").cloned();

@@ -163,7 +163,7 @@ pub fn rewrite(statement: &mut Statement) {
 
 /// The catalogs Sluice adds to `pg_catalog` (see `catalog.rs`), found without the schema as
 /// PostgreSQL finds them (pg_catalog is first on every search path).
-const SLUICE_PG_CATALOGS: &[&str] = &["pg_indexes", "pg_stat_activity"];
+const SLUICE_PG_CATALOGS: &[&str] = &["pg_indexes", "pg_stat_activity", "pg_sequences"];
 
 fn qualify_sluice_catalogs(statement: &mut Statement) {
     let _ = datafusion::sql::sqlparser::ast::visit_relations_mut(statement, |name| {
@@ -182,7 +182,7 @@ fn qualify_sluice_catalogs(statement: &mut Statement) {
     });
 }
 
-/// `information_schema` views that DataFusion's `information_schema` lacks (constraints) or has
+/// `information_schema` views that DataFusion's `information_schema` lacks (constraints, sequences) or has
 /// with other columns (`views`: Sluice's views cannot be written through, so `is_updatable` is NO), as
 /// queries over `pg_catalog` (whose rows come from `relations.rs`), with PostgreSQL 15's columns.
 /// NOT NULL columns are listed as CHECK constraints named `<schema oid>_<table oid>_<attnum>_not_null`,
@@ -214,6 +214,18 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
          WHERE a.attnotnull AND a.attnum > 0 AND r.relkind IN ('r', 'p')
            AND n.nspname NOT IN ('pg_catalog', 'information_schema')",
+    ),
+    (
+        "sequences",
+        "SELECT CAST(current_database() AS TEXT) AS sequence_catalog, CAST(s.schemaname AS TEXT) AS sequence_schema,
+           CAST(s.sequencename AS TEXT) AS sequence_name, CAST(s.data_type AS TEXT) AS data_type,
+           CAST(CASE s.data_type WHEN 'smallint' THEN 16 WHEN 'integer' THEN 32 ELSE 64 END AS INT)
+             AS numeric_precision,
+           CAST(2 AS INT) AS numeric_precision_radix, CAST(0 AS INT) AS numeric_scale,
+           CAST(s.start_value AS TEXT) AS start_value, CAST(s.min_value AS TEXT) AS minimum_value,
+           CAST(s.max_value AS TEXT) AS maximum_value, CAST(s.increment_by AS TEXT) AS increment,
+           CAST(CASE WHEN s.cycle THEN 'YES' ELSE 'NO' END AS TEXT) AS cycle_option
+         FROM pg_catalog.pg_sequences s",
     ),
     (
         "views",

@@ -29,6 +29,7 @@ pub mod procs;
 pub mod relations;
 pub mod scram;
 pub mod search_path;
+pub mod sequences;
 pub mod settings;
 pub mod socket;
 pub mod statements;

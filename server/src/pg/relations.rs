@@ -6,10 +6,11 @@
 //! psql's `\d t` and `\di`, and the drivers' reflection of keys, read.
 //!
 //! It also fills in what datafusion-pg-catalog's own catalogs lack where clients look: the
-//! sequences of serial and identity columns (`pg_class` rows of relkind `S`), each table's and
-//! view's row type (`pg_type`, `pg_class.reltype`), `information_schema` in `pg_namespace`,
-//! PostgreSQL's `relkind` for the catalogs themselves, and the session's settings in
-//! `pg_settings` (pgjdbc's `DatabaseMetaData` reads all of them).
+//! sequences, standalone and of serial and identity columns (`pg_class` rows of relkind `S`,
+//! `pg_sequence` and `pg_sequences`, see sequences.rs), each table's and view's row type
+//! (`pg_type`, `pg_class.reltype`), `information_schema` in `pg_namespace`, PostgreSQL's
+//! `relkind` for the catalogs themselves, and the session's settings in `pg_settings` (pgjdbc's
+//! `DatabaseMetaData` reads all of them).
 //!
 //! Tables keep the OIDs datafusion-pg-catalog gives them (read from its own `pg_class` and
 //! `pg_namespace` in the same query); indexes, constraints, defaults, sequences and row types get
@@ -51,6 +52,8 @@ const PG_INDEX: &str = "pg_index";
 const PG_CONSTRAINT: &str = "pg_constraint";
 const PG_INDEXES: &str = "pg_indexes";
 const PG_VIEWS: &str = "pg_views";
+const PG_SEQUENCE: &str = "pg_sequence";
+const PG_SEQUENCES: &str = "pg_sequences";
 const PG_TABLES: &str = "pg_tables";
 const PG_SETTINGS: &str = "pg_settings";
 const PG_NAMESPACE: &str = "pg_namespace";
@@ -130,6 +133,8 @@ enum ObjectKind {
     Default,
     /// The sequence of a serial or identity column.
     Sequence,
+    /// A standalone sequence (`CREATE SEQUENCE`).
+    StandaloneSequence,
     /// The composite type of a table's or view's rows, and the array type of it.
     RowType,
     RowArrayType,
@@ -173,6 +178,9 @@ struct ObjectsState {
     sizes: HashMap<i32, i64>,
     /// Relation names as a `regclass` prints them, by OID, as the last `pg_class` scan found them.
     relation_names: HashMap<i32, String>,
+    /// The schema of each relation of Sluice's (tables, views, indexes, sequences), by OID, as
+    /// the last `pg_class` scan found them (for `pg_table_is_visible`).
+    relation_schemas: HashMap<i32, String>,
     /// The column names of Sluice's tables (`attnum` 1 first), by OID, as the last scan found them.
     attribute_names: HashMap<i32, Vec<String>>,
     /// The comments on Sluice's tables, columns and constraints, as the last scan found them.
@@ -283,7 +291,7 @@ impl std::fmt::Debug for PgCatalogOverlay {
 impl SchemaProvider for PgCatalogOverlay {
     fn table_names(&self) -> Vec<String> {
         let mut names = self.inner.table_names();
-        for own in [PG_INDEXES, PG_VIEWS, PG_STAT_ACTIVITY] {
+        for own in [PG_INDEXES, PG_VIEWS, PG_STAT_ACTIVITY, PG_SEQUENCES] {
             if !names.iter().any(|n| n == own) {
                 names.push(own.into());
             }
@@ -304,6 +312,8 @@ impl SchemaProvider for PgCatalogOverlay {
             PG_INDEXES => Catalog::Indexes,
             PG_STAT_ACTIVITY => Catalog::Activity,
             PG_VIEWS => Catalog::Views,
+            PG_SEQUENCE => Catalog::Sequence,
+            PG_SEQUENCES => Catalog::Sequences,
             PG_TABLES => match self.inner.table(&name).await? {
                 Some(table) => Catalog::Tables(table),
                 None => return Ok(None),
@@ -338,6 +348,8 @@ impl SchemaProvider for PgCatalogOverlay {
             Catalog::Constraint => constraint_schema(),
             Catalog::Indexes => indexes_schema(),
             Catalog::Views => views_schema(),
+            Catalog::Sequence => super::sequences::pg_sequence_schema(),
+            Catalog::Sequences => super::sequences::pg_sequences_schema(),
             Catalog::Tables(table)
             | Catalog::Namespaces(table)
             | Catalog::Types(table)
@@ -363,6 +375,7 @@ impl SchemaProvider for PgCatalogOverlay {
         name.eq_ignore_ascii_case(PG_INDEXES)
             || name.eq_ignore_ascii_case(PG_VIEWS)
             || name.eq_ignore_ascii_case(PG_STAT_ACTIVITY)
+            || name.eq_ignore_ascii_case(PG_SEQUENCES)
             || self.inner.table_exist(name)
     }
 
@@ -370,6 +383,7 @@ impl SchemaProvider for PgCatalogOverlay {
         if name.eq_ignore_ascii_case(PG_INDEXES)
             || name.eq_ignore_ascii_case(PG_VIEWS)
             || name.eq_ignore_ascii_case(PG_STAT_ACTIVITY)
+            || name.eq_ignore_ascii_case(PG_SEQUENCES)
         {
             return Ok(Some(TableType::View));
         }
@@ -387,6 +401,9 @@ enum Catalog {
     Indexes,
     /// `pg_views`: the warehouse's views with their definitions.
     Views,
+    /// `pg_sequence` and `pg_sequences` (see sequences.rs).
+    Sequence,
+    Sequences,
     /// datafusion-pg-catalog's `pg_tables` without the views (which it lists as tables).
     Tables(Arc<dyn TableProvider>),
     /// `pg_settings` (datafusion-pg-catalog's columns): the session's settings.
@@ -486,7 +503,7 @@ impl TableProvider for Described {
                     batches.push(with_null_columns(&self.schema, &batch)?);
                 }
                 batches.push(tables.index_classes(&self.schema, &self.objects)?);
-                batches.push(tables.sequence_classes(&self.schema, &self.objects)?);
+                batches.push(tables.sequence_classes(&self.schema)?);
                 batches
             }
             Catalog::Extended(inner) => {
@@ -501,6 +518,10 @@ impl TableProvider for Described {
             Catalog::Constraint => vec![tables.constraint(&self.schema, &self.objects)?],
             Catalog::Indexes => vec![tables.indexes(&self.schema)?],
             Catalog::Views => vec![views(&self.schema, &self.view)?],
+            Catalog::Sequence => vec![super::sequences::pg_sequence_rows(&self.schema, &tables.sequences)?],
+            Catalog::Sequences => {
+                vec![super::sequences::pg_sequences_rows(&self.schema, &tables.sequences, "sluice")?]
+            }
             Catalog::Descriptions(inner) => {
                 let mut batches = rows(state, inner).await?;
                 batches.push(super::descriptions::rows(&self.schema, &self.objects.comments())?);
@@ -717,10 +738,12 @@ struct Tables {
     schema_names: HashMap<i32, String>,
     /// The OIDs of views (whose columns PostgreSQL never marks NOT NULL).
     views: HashSet<i32>,
-    /// The OIDs of materialized views (`relkind` `m`).
-    materialized: HashSet<i32>,
     /// Schema and table name to the table's place in `described`.
     by_name: HashMap<(String, String), usize>,
+    /// The sequences (standalone and columns'), with their OIDs.
+    sequences: Vec<super::sequences::Listed>,
+    /// The OIDs of materialized views (`relkind` `m`).
+    materialized: HashSet<i32>,
 }
 
 /// A FOREIGN KEY of a table of [`Tables`] with the table it references (both in `described`).
@@ -776,9 +799,12 @@ impl Tables {
         let by_name =
             described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
         objects.state.lock().sizes = described.iter().map(|(relation, oid, _)| (*oid, relation.size_bytes)).collect();
-        remember_names(&table_oids, &described, objects);
+        let sequences = listed_sequences(view.sequences().await, &schema_oids, objects);
+        remember_names(&table_oids, &described, &sequences, objects);
         objects.state.lock().comments = comments(&described, objects);
-        // What `sluice_attribute_default` answers in this query (see compat.rs).
+        // What `sluice_attribute_default` answers in this query (see compat.rs): a default
+        // dropped since the last scan is no longer there.
+        objects.state.lock().defaults.clear();
         for (relation, oid, _) in &described {
             for (position, column) in relation.columns.iter().enumerate() {
                 match &column.default {
@@ -795,7 +821,7 @@ impl Tables {
                 }
             }
         }
-        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name, materialized })
+        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name, sequences, materialized })
     }
 
     /// Each foreign key whose table and referenced table both have a `pg_class` row.
@@ -954,18 +980,11 @@ impl Tables {
         replace_column(&batch, "reltype", Arc::new(Int32Array::from(reltypes)))
     }
 
-    /// One `pg_class` row per sequence of a serial or identity column (relkind `S`), named as
-    /// PostgreSQL names it.
-    fn sequence_classes(&self, schema: &SchemaRef, objects: &Objects) -> DfResult<RecordBatch> {
-        let mut sequences = Vec::new();
-        for (relation, _, namespace) in &self.described {
-            for column in &relation.columns {
-                if let Some(name) = sequence_name(relation, column) {
-                    let oid = objects.oid(ObjectKind::Sequence, &relation.schema, &relation.table, &column.name);
-                    sequences.push((oid, name, *namespace));
-                }
-            }
-        }
+    /// One `pg_class` row per sequence (relkind `S`): the standalone ones, and those of serial
+    /// and identity columns, named as PostgreSQL names them.
+    fn sequence_classes(&self, schema: &SchemaRef) -> DfResult<RecordBatch> {
+        let sequences: Vec<(i32, String, i32)> =
+            self.sequences.iter().map(|s| (s.oid, s.info.name.clone(), s.namespace)).collect();
         let len = sequences.len();
         let values: Vec<(&str, ArrayRef)> = vec![
             ("oid", Arc::new(sequences.iter().map(|s| Some(s.0)).collect::<Int32Array>())),
@@ -1196,10 +1215,13 @@ fn comments(described: &[(RelationInfo, i32, i32)], objects: &Objects) -> super:
 fn remember_names(
     table_oids: &HashMap<(String, String), (i32, i32)>,
     described: &[(RelationInfo, i32, i32)],
+    sequences: &[super::sequences::Listed],
     objects: &Objects,
 ) {
     let mut names: HashMap<i32, String> =
         table_oids.iter().map(|((schema, name), (oid, _))| (*oid, regclass_text(schema, name))).collect();
+    let mut schemas: HashMap<i32, String> =
+        table_oids.iter().map(|((schema, _), (oid, _))| (*oid, schema.clone())).collect();
     let columns: HashMap<i32, Vec<String>> = described
         .iter()
         .map(|(relation, oid, _)| (*oid, relation.columns.iter().map(|c| c.name.clone()).collect()))
@@ -1208,17 +1230,39 @@ fn remember_names(
         for def in &relation.indexes {
             let oid = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &def.name);
             names.insert(oid, regclass_text(&relation.schema, &def.name));
+            schemas.insert(oid, relation.schema.clone());
         }
-        for column in &relation.columns {
-            if let Some(sequence) = sequence_name(relation, column) {
-                let oid = objects.oid(ObjectKind::Sequence, &relation.schema, &relation.table, &column.name);
-                names.insert(oid, regclass_text(&relation.schema, &sequence));
-            }
-        }
+    }
+    for sequence in sequences {
+        names.insert(sequence.oid, regclass_text(&sequence.info.schema, &sequence.info.name));
+        schemas.insert(sequence.oid, sequence.info.schema.clone());
     }
     let mut state = objects.state.lock();
     state.relation_names = names;
+    state.relation_schemas = schemas;
     state.attribute_names = columns;
+}
+
+/// The sequences the engine lists with OIDs: a column's by its table and column (as the OIDs
+/// of its table's other objects), a standalone one's by its name; those in a schema
+/// `pg_namespace` does not list are left out.
+fn listed_sequences(
+    sequences: Vec<sluice::sequence::SequenceInfo>,
+    schema_oids: &HashMap<i32, String>,
+    objects: &Objects,
+) -> Vec<super::sequences::Listed> {
+    let namespaces: HashMap<&str, i32> = schema_oids.iter().map(|(oid, name)| (name.as_str(), *oid)).collect();
+    sequences
+        .into_iter()
+        .filter_map(|info| {
+            let namespace = *namespaces.get(info.schema.as_str())?;
+            let oid = match &info.column {
+                Some((table, column)) => objects.oid(ObjectKind::Sequence, &info.schema, table, column),
+                None => objects.oid(ObjectKind::StandaloneSequence, &info.schema, &info.name, ""),
+            };
+            Some(super::sequences::Listed { oid, namespace, info })
+        })
+        .collect()
 }
 
 /// A relation's name as a `regclass` prints it: without its schema where the default search path
@@ -1327,21 +1371,20 @@ fn index_info(relation: &RelationInfo, def: &KeyDef) -> IndexInfo {
 /// `public` named with its schema (`nextval('shop.t_id_seq'::regclass)`), as PostgreSQL names
 /// a sequence its default search path does not find.
 fn shown_default(relation: &RelationInfo, default: &str) -> String {
+    // `nextval('s')` as given is kept as PostgreSQL keeps it: with the name cast to regclass.
+    let cast;
+    let default = match default.strip_prefix("nextval('").and_then(|rest| rest.strip_suffix("')")) {
+        Some(name) if !name.contains('\'') => {
+            cast = format!("nextval('{name}'::regclass)");
+            cast.as_str()
+        }
+        _ => default,
+    };
     match default.strip_prefix("nextval('") {
         Some(rest) if relation.schema != "public" && !rest.starts_with(&format!("{}.", relation.schema)) => {
             format!("nextval('{}.{rest}", sluice::names::quoted_if_needed(&relation.schema))
         }
         _ => default.to_string(),
-    }
-}
-
-/// The sequence of a serial (named by its default) or identity column (`<table>_<column>_seq`).
-fn sequence_name(relation: &RelationInfo, column: &sluice::system::ColumnInfo) -> Option<String> {
-    let named =
-        column.default.as_deref().and_then(|d| d.strip_prefix("nextval('")).and_then(|rest| rest.split('\'').next());
-    match named {
-        Some(name) => Some(name.rsplit('.').next().unwrap_or(name).to_string()),
-        None => column.identity.map(|_| format!("{}_{}_seq", relation.table, column.name)),
     }
 }
 
@@ -1725,6 +1768,83 @@ impl ScalarUDFImpl for OtherTemporarySchema {
                 let oid = i32::try_from(oid?).ok()?;
                 let schema = state.namespaces.get(&oid);
                 Some(schema.is_some_and(|s| sluice::catalog::is_temporary_schema(s) && *s != self.own))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// `pg_table_is_visible(oid)`: whether the relation's schema is on the session's `search_path`
+/// (or is `pg_catalog` or the session's temporary schema), from the schemas the session's last
+/// `pg_class` scan found; a relation it did not find (a catalog's) is visible. A relation that an
+/// earlier schema of the path hides by its name still counts as visible.
+pub struct TableVisible {
+    objects: Arc<Objects>,
+    settings: Arc<Mutex<Settings>>,
+    server: Arc<ServerState>,
+    own: String,
+    signature: Signature,
+}
+
+impl TableVisible {
+    pub fn new(objects: Arc<Objects>, settings: Arc<Mutex<Settings>>, server: Arc<ServerState>, own: &str) -> Self {
+        Self { objects, settings, server, own: own.to_string(), signature: Signature::any(1, Volatility::Stable) }
+    }
+}
+
+impl std::fmt::Debug for TableVisible {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("TableVisible")
+    }
+}
+
+impl PartialEq for TableVisible {
+    fn eq(&self, other: &Self) -> bool {
+        self.own == other.own && Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for TableVisible {}
+
+impl std::hash::Hash for TableVisible {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.own.hash(state);
+    }
+}
+
+impl ScalarUDFImpl for TableVisible {
+    fn name(&self) -> &str {
+        "pg_table_is_visible"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Boolean)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan("pg_table_is_visible needs an argument".into()));
+        };
+        let oids = arrow::compute::cast(first, &DataType::Int64)?;
+        let oids = oids.as_primitive::<arrow::datatypes::Int64Type>();
+        let mut path = {
+            let settings = self.settings.lock();
+            let setting = settings.get("search_path").unwrap_or_default().to_string();
+            let user = settings.get("session_authorization").unwrap_or_default().to_string();
+            super::search_path::schemas(&setting, &user, &self.server.db.catalog_state())
+        };
+        path.extend(["pg_catalog".to_string(), self.own.clone()]);
+        let state = self.objects.state.lock();
+        let out: BooleanArray = oids
+            .iter()
+            .map(|oid| {
+                let oid = i32::try_from(oid?).ok()?;
+                Some(state.relation_schemas.get(&oid).is_none_or(|schema| path.contains(schema)))
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))

@@ -66,6 +66,11 @@ fn comments() {
 }
 
 #[test]
+fn sequences() {
+    run_case("sequences");
+}
+
+#[test]
 fn time_types() {
     run_case("time_types");
 }
