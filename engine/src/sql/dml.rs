@@ -611,8 +611,14 @@ impl QueryContext {
 
     /// Plans and runs a query built from a statement's syntax tree.
     pub(super) async fn collect_built(&self, query: Query) -> Result<Vec<RecordBatch>> {
+        // `SET id = nextval('s')` and the like: a value per row, handed out before the commit.
+        let (query, per_row) = self.resolve_sequences(query).await?;
         let plan = self.plan_statement(ast::Statement::Query(Box::new(query))).await?;
-        Ok(self.ctx.execute_logical_plan(plan).await?.collect().await?)
+        let frame = self.ctx.execute_logical_plan(plan).await?;
+        per_row.begin(self).await;
+        let batches = frame.collect().await?;
+        per_row.finish(self).await?;
+        Ok(batches)
     }
 
     pub(crate) async fn delete_statement(&self, delete: Delete) -> Result<StatementResult> {

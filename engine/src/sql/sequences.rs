@@ -5,12 +5,15 @@
 //! `pg_get_serial_sequence(table, column)` gives the latter's name, or the name of a standalone
 //! sequence `OWNED BY` the column.
 //!
-//! A query's calls are resolved before it is planned: each call with a constant name becomes the
-//! value it gives (so a call gives one value per statement, not one per row, where PostgreSQL
-//! calls it per row). `nextval` and `setval` commit the sequence's new state at once (a column's
-//! high-water mark under the table's writer lock; a standalone sequence's mark, see
-//! [`crate::sequence`]), so a value handed out is never handed out again, after a restart too,
-//! whether or not the statement or its transaction commits.
+//! A query's calls are resolved before it is planned: a call with a constant name that runs once
+//! (in VALUES, in a SELECT without FROM) becomes the value it gives. A standalone sequence's
+//! `nextval` that runs once per row (in a SELECT with FROM, an UPDATE's SET) becomes
+//! `__sluice_nextval(id)`, which takes a value per row from the sequence while the query runs
+//! ([`PerRowValues`]); a SERIAL or identity column's sequence gives one value per statement
+//! there (where PostgreSQL gives one per row). `nextval` and `setval` commit the sequence's new
+//! state before anyone sees the values (a column's high-water mark under the table's writer lock;
+//! a standalone sequence's mark, see [`crate::sequence`]), so a value handed out is never handed
+//! out again, after a restart too, whether or not the statement or its transaction commits.
 //!
 //! A column whose DEFAULT is `nextval('s')` takes one value per row. `SELECT * FROM s` reads a
 //! standalone sequence's `last_value`, `log_cnt` and `is_called` ([`sequence_relation`]).
