@@ -25,7 +25,6 @@ use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::expr::ScalarFunction;
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
@@ -382,9 +381,7 @@ impl AnalyzerRule for IntegerLiterals {
                 let schema = merge_schema(&plan.inputs());
                 let temporal =
                     |e: &Expr| e.get_type(&schema).is_ok_and(|t| t.is_temporal() || matches!(t, DataType::Interval(_)));
-                let preserver = NamePreserver::new(&plan);
-                let rewritten = plan.map_expressions(|expr| {
-                    let name = preserver.save(&expr);
+                super::rewrite_node_expressions(plan, |expr| {
                     expr.transform_down(|e| match e {
                         // `date + 1`: DataFusion's date arithmetic wants a bigint.
                         Expr::BinaryExpr(ref b) if temporal(&b.left) || temporal(&b.right) => {
@@ -399,13 +396,7 @@ impl AnalyzerRule for IntegerLiterals {
                         }
                         other => Ok(Transformed::no(other)),
                     })
-                    .map(|t| t.update_data(|e| name.restore(e)))
-                })?;
-                if rewritten.transformed {
-                    rewritten.map_data(|p| p.recompute_schema())
-                } else {
-                    Ok(rewritten)
-                }
+                })
             })?
             .data)
     }
@@ -419,16 +410,7 @@ fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     if let LogicalPlan::Dml(dml) = &plan {
         schema.merge(&DFSchema::try_from_qualified_schema(dml.table_name.clone(), &dml.target.schema())?);
     }
-    let preserver = NamePreserver::new(&plan);
-    let rewritten = plan.map_expressions(|expr| {
-        let name = preserver.save(&expr);
-        expr.transform_up(|e| rewrite_expr(e, &schema)).map(|t| t.update_data(|e| name.restore(e)))
-    })?;
-    if rewritten.transformed {
-        rewritten.map_data(|p| p.recompute_schema())
-    } else {
-        Ok(rewritten)
-    }
+    super::rewrite_node_expressions(plan, |expr| expr.transform_up(|e| rewrite_expr(e, &schema)))
 }
 
 fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {

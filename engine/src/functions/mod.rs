@@ -236,3 +236,26 @@ pub fn like_pattern(text: &str, escape: Option<char>) -> crate::error::Result<St
     }
     Ok(out)
 }
+
+/// One plan node with each of its expressions rewritten by `rewrite` (which walks the expression
+/// as it needs), each keeping its output name, and the node's schema recomputed when one
+/// changed: the per-node step of this module's analyzer rules.
+pub(crate) fn rewrite_node_expressions(
+    plan: datafusion::logical_expr::LogicalPlan,
+    mut rewrite: impl FnMut(
+        datafusion::logical_expr::Expr,
+    ) -> datafusion::error::Result<
+        datafusion::common::tree_node::Transformed<datafusion::logical_expr::Expr>,
+    >,
+) -> datafusion::error::Result<datafusion::common::tree_node::Transformed<datafusion::logical_expr::LogicalPlan>> {
+    let preserver = datafusion::logical_expr::expr_rewriter::NamePreserver::new(&plan);
+    let rewritten = plan.map_expressions(|expr| {
+        let name = preserver.save(&expr);
+        rewrite(expr).map(|t| t.update_data(|e| name.restore(e)))
+    })?;
+    if rewritten.transformed {
+        rewritten.map_data(|p| p.recompute_schema())
+    } else {
+        Ok(rewritten)
+    }
+}

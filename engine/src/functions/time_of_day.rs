@@ -12,7 +12,6 @@ use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, TimeUnit};
 use datafusion::common::config::ConfigOptions;
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Result as DfResult, ScalarValue};
-use datafusion::logical_expr::expr_rewriter::NamePreserver;
 use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
     ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
@@ -197,9 +196,7 @@ impl AnalyzerRule for TimeTzLiterals {
             .transform_up_with_subqueries(|plan| {
                 let schema = merge_schema(&plan.inputs());
                 let is_timetz = |e: &Expr| e.to_field(&schema).is_ok_and(|(_, f)| time_of_day::is_timetz_field(&f));
-                let preserver = NamePreserver::new(&plan);
-                let rewritten = plan.map_expressions(|expr| {
-                    let name = preserver.save(&expr);
+                super::rewrite_node_expressions(plan, |expr| {
                     expr.transform_up(|e| match e {
                         Expr::BinaryExpr(mut b)
                             if matches!(
@@ -229,13 +226,7 @@ impl AnalyzerRule for TimeTzLiterals {
                         }
                         other => Ok(Transformed::no(other)),
                     })
-                    .map(|t| t.update_data(|e| name.restore(e)))
-                })?;
-                if rewritten.transformed {
-                    rewritten.map_data(|p| p.recompute_schema())
-                } else {
-                    Ok(rewritten)
-                }
+                })
             })?
             .data)
     }
