@@ -151,15 +151,20 @@ impl CreateTable {
 }
 
 /// Parses one or more statements separated by `;`.
-pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
-    let dialect = SluiceDialect::default();
-    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
+/// A parser over `sql`'s tokens as Sluice reads them (canonical, unescaped, with a recursion
+/// limit), for statements and stored expressions alike.
+fn parser_for<'a>(dialect: &'a SluiceDialect, sql: &str) -> Result<Parser<'a>> {
+    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(dialect, sql)
         .with_unescape(true)
         .tokenize_with_location()
         .map_err(ParserError::from)?;
     let tokens = super::tokens::canonical(tokens);
-    let mut parser =
-        Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens);
+    Ok(Parser::new(dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens))
+}
+
+pub fn parse_statements(sql: &str) -> Result<Vec<SluiceStatement>> {
+    let dialect = SluiceDialect::default();
+    let mut parser = parser_for(&dialect, sql)?;
     let mut statements = Vec::new();
     loop {
         while parser.consume_token(&Token::SemiColon) {}
@@ -191,13 +196,7 @@ pub fn parse_statement_text(sql: &str) -> Result<SluiceStatement> {
 /// One expression's text (a stored default or generation expression), parsed as statements are.
 pub fn parse_expression_text(sql: &str) -> Result<datafusion::sql::sqlparser::ast::Expr> {
     let dialect = SluiceDialect::default();
-    let tokens = datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&dialect, sql)
-        .with_unescape(true)
-        .tokenize_with_location()
-        .map_err(ParserError::from)?;
-    let tokens = super::tokens::canonical(tokens);
-    let mut parser =
-        Parser::new(&dialect).with_recursion_limit(PARSER_RECURSION_MAX).with_tokens_with_locations(tokens);
+    let mut parser = parser_for(&dialect, sql)?;
     let expr = parser.parse_expr()?;
     if parser.peek_token().token != Token::EOF {
         let found = parser.peek_token();
