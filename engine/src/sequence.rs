@@ -444,20 +444,7 @@ mod tests {
     use super::*;
 
     fn entry(options: &SequenceOptions) -> SequenceEntry {
-        let blank = SequenceEntry {
-            id: "s1".into(),
-            schema: "public".into(),
-            name: "s".into(),
-            data_type: SequenceType::Bigint,
-            increment: 1,
-            min_value: 0,
-            max_value: 0,
-            start: 0,
-            cache: 1,
-            cycle: false,
-            owned_by: None,
-            created_ms: 0,
-        };
+        let blank = SequenceEntry::blank("s1".into(), "public".into(), "s".into(), 0);
         define(&blank, true, options, 0).unwrap().0
     }
 

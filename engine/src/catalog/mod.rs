@@ -119,6 +119,25 @@ pub struct SequenceEntry {
 }
 
 impl SequenceEntry {
+    /// A sequence with no options given yet (bounds 0: [`crate::sequence::define`] fills them
+    /// from its type), as CREATE SEQUENCE starts one.
+    pub fn blank(id: String, schema: String, name: String, created_ms: i64) -> Self {
+        SequenceEntry {
+            id,
+            schema,
+            name,
+            data_type: SequenceType::Bigint,
+            increment: 1,
+            min_value: 0,
+            max_value: 0,
+            start: 0,
+            cache: 1,
+            cycle: false,
+            owned_by: None,
+            created_ms,
+        }
+    }
+
     /// `schema.name`.
     pub fn qualified_name(&self) -> String {
         key(&self.schema, &self.name)

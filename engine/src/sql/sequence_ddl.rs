@@ -16,7 +16,7 @@
 
 use datafusion::sql::sqlparser::ast::ObjectName;
 
-use crate::catalog::{key, CatalogState, SequenceEntry, SequenceOwner, SequenceType, TableEntry};
+use crate::catalog::{key, CatalogState, SequenceEntry, SequenceOwner, TableEntry};
 use crate::error::{Error, Result};
 use crate::names::{table_name, TableName};
 use crate::sequence::SequenceOptions;
@@ -103,20 +103,12 @@ impl QueryContext {
         if taken {
             return if if_not_exists { done() } else { Err(Error::DuplicateTable(name.name.clone())) };
         }
-        let blank = SequenceEntry {
-            id: uuid::Uuid::new_v4().to_string(),
-            schema: name.schema.clone(),
-            name: name.name.clone(),
-            data_type: SequenceType::Bigint,
-            increment: 1,
-            min_value: 0,
-            max_value: 0,
-            start: 0,
-            cache: 1,
-            cycle: false,
-            owned_by: None,
-            created_ms: chrono::Utc::now().timestamp_millis(),
-        };
+        let blank = SequenceEntry::blank(
+            uuid::Uuid::new_v4().to_string(),
+            name.schema.clone(),
+            name.name.clone(),
+            chrono::Utc::now().timestamp_millis(),
+        );
         let (mut entry, _) = crate::sequence::define(&blank, true, options, 0)?;
         entry.owned_by = match owned_by {
             Some(owned_by) => self.sequence_owner(&name, owned_by).await?,
