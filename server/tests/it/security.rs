@@ -199,6 +199,11 @@ async fn read_only_roles_write_by_no_path() {
         "INSERT INTO q (id, x) OVERRIDING SYSTEM VALUE VALUES (50, 1)",
         "CREATE VIEW rv AS SELECT * FROM r",
         "DROP VIEW IF EXISTS rv",
+        "WITH c AS (SELECT 1 AS x) DELETE FROM r WHERE x IN (SELECT x FROM c)",
+        "WITH c AS (SELECT 9 AS x) INSERT INTO r SELECT x FROM c",
+        "WITH c AS (SELECT 1 AS x) UPDATE r SET x = 2 FROM c WHERE r.x = c.x",
+        "CREATE MATERIALIZED VIEW rmv AS SELECT * FROM r",
+        "CREATE SEQUENCE rs",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
