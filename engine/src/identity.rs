@@ -29,7 +29,16 @@ pub struct Identity {
     pub high_water_mark: Option<i64>,
     /// BY DEFAULT (true) or ALWAYS (false).
     pub allow_explicit_insert: bool,
+    /// MINVALUE and MAXVALUE, when given (Sluice's own column metadata: Delta's identity
+    /// columns have no bounds); values past them are refused (2200H), as PostgreSQL's sequence
+    /// refuses them.
+    pub min: Option<i64>,
+    pub max: Option<i64>,
 }
+
+/// The column metadata keys of an identity column's MINVALUE and MAXVALUE.
+pub const IDENTITY_MIN_KEY: &str = "sluice.identity.minValue";
+pub const IDENTITY_MAX_KEY: &str = "sluice.identity.maxValue";
 
 fn as_i64(value: Option<&Value>) -> Option<i64> {
     match value? {
@@ -52,6 +61,8 @@ impl Identity {
                 Some(Value::String(s)) => s.eq_ignore_ascii_case("true"),
                 _ => false,
             },
+            min: as_i64(field.metadata.get(IDENTITY_MIN_KEY)),
+            max: as_i64(field.metadata.get(IDENTITY_MAX_KEY)),
         })
     }
 
@@ -62,6 +73,12 @@ impl Identity {
         field.metadata.insert(IDENTITY_ALLOW_EXPLICIT_INSERT_KEY.into(), Value::Bool(self.allow_explicit_insert));
         if let Some(mark) = self.high_water_mark {
             field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
+        }
+        for (key, bound) in [(IDENTITY_MIN_KEY, self.min), (IDENTITY_MAX_KEY, self.max)] {
+            match bound {
+                Some(bound) => field.metadata.insert(key.into(), Value::from(bound)),
+                None => field.metadata.remove(key),
+            };
         }
     }
 
@@ -95,6 +112,8 @@ pub fn forget_identity(field: &mut StructField) {
         IDENTITY_STEP_KEY,
         IDENTITY_HIGH_WATER_MARK_KEY,
         IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
+        IDENTITY_MIN_KEY,
+        IDENTITY_MAX_KEY,
         SERIAL_KEY,
     ] {
         field.metadata.remove(key);
@@ -124,10 +143,22 @@ impl Allocators {
             *entry = floor;
         }
         let overflow = || Error::data("2200H", format!("identity column \"{column}\" reached its limit"));
+        let past_bound = |value: i64| match (identity.min, identity.max) {
+            (Some(min), _) if value < min => {
+                Some(Error::data("2200H", format!("identity column \"{column}\" reached its minimum value ({min})")))
+            }
+            (_, Some(max)) if value > max => {
+                Some(Error::data("2200H", format!("identity column \"{column}\" reached its maximum value ({max})")))
+            }
+            _ => None,
+        };
         let mut values = Vec::with_capacity(count);
         let mut value = *entry;
         for _ in 0..count {
             value = value.checked_add(identity.step).ok_or_else(overflow)?;
+            if let Some(error) = past_bound(value) {
+                return Err(error);
+            }
             values.push(value);
         }
         *entry = value;
@@ -187,7 +218,8 @@ mod tests {
 
     #[test]
     fn values_continue_past_the_high_water_mark_and_are_never_handed_out_twice() {
-        let identity = Identity { start: 10, step: 5, high_water_mark: None, allow_explicit_insert: false };
+        let identity =
+            Identity { start: 10, step: 5, high_water_mark: None, allow_explicit_insert: false, min: None, max: None };
         let allocators = Allocators::default();
         assert_eq!(allocators.allocate("t", "id", identity, 3).unwrap().values().to_vec(), vec![10, 15, 20]);
         // A snapshot that has not seen them yet does not hand them out again.
@@ -195,13 +227,15 @@ mod tests {
         // Another engine wrote up to 100.
         let moved = Identity { high_water_mark: Some(100), ..identity };
         assert_eq!(allocators.allocate("t", "id", moved, 2).unwrap().values().to_vec(), vec![105, 110]);
-        let down = Identity { start: -1, step: -1, high_water_mark: None, allow_explicit_insert: true };
+        let down =
+            Identity { start: -1, step: -1, high_water_mark: None, allow_explicit_insert: true, min: None, max: None };
         assert_eq!(allocators.allocate("u", "id", down, 2).unwrap().values().to_vec(), vec![-1, -2]);
     }
 
     #[test]
     fn the_mark_moves_with_handed_out_values_only() {
-        let identity = Identity { start: 1, step: 1, high_water_mark: Some(3), allow_explicit_insert: true };
+        let identity =
+            Identity { start: 1, step: 1, high_water_mark: Some(3), allow_explicit_insert: true, min: None, max: None };
         let schema = StructType::new(vec![field(identity)]);
         let allocators = Allocators::default();
         assert_eq!(allocators.advanced_schema("t", &schema), None);

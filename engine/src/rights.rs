@@ -126,7 +126,9 @@ fn standard_reads_only(statement: &Statement) -> bool {
 /// Whether a query reads only: no data-modifying CTE or body, no `SELECT ... INTO` (which
 /// creates a table), in any nested query.
 pub fn query_reads_only(query: &Query) -> bool {
-    !advances_a_sequence(query) && reads_only_relations(query)
+    // `SELECT ... FOR UPDATE | SHARE` locks what it reads: PostgreSQL asks UPDATE rights for it
+    // and refuses it in a read-only transaction (25006).
+    query.locks.is_empty() && !advances_a_sequence(query) && reads_only_relations(query)
 }
 
 /// Whether a query calls `nextval` or `setval`, which commit a sequence's new value: a write.

@@ -221,7 +221,14 @@ impl Session {
             // Running it gives the error; a description has none to give.
             return self.query.describe_statement(&statement).await;
         }
-        self.query.describe_statement(&statement).await
+        // In a transaction block a query is planned as it will run: on the block's staged
+        // tables, whose columns its ALTER TABLEs may have changed.
+        self.set_staging_mode(crate::transaction::stages(&statement));
+        self.query.clear_statement_state();
+        let described = self.query.describe_statement(&statement).await;
+        self.query.clear_statement_state();
+        self.block.staging().set_mode(crate::staging::Mode::Off);
+        described
     }
 
     /// Starts a COPY ... FROM into `table` (see [`crate::sql::copy_in`]).
@@ -352,14 +359,15 @@ impl Session {
             self.block.finished(false, false);
             return self.statement_ended(Err(e)).await;
         }
-        let staged = crate::transaction::stages(&statement);
+        let staged = crate::transaction::stages(&statement) && !self.changes_maintained_table(&statement);
         // Making a temporary relation in a block is undone by dropping it, not refused.
         let temporary = crate::sql::temporary::created_relation(&statement);
         let wrote = !crate::rights::reads_only(&statement) && !staged && temporary.is_none();
         // A statement that commits at once on a table the block created goes with that table.
         let created = if wrote && self.block.in_block() { self.created_target(&statement) } else { None };
         // One on a temporary relation the block created goes with that relation too.
-        let temporary_write = match (wrote && self.block.in_block() && created.is_none(), target_name(&statement)) {
+        let changed = target_name(&statement).or_else(|| dropped_name(&statement));
+        let temporary_write = match (wrote && self.block.in_block() && created.is_none(), changed) {
             (true, Some(name)) if self.block.created_temporary_relation(&name) => Some(name),
             _ => None,
         };
@@ -418,6 +426,23 @@ impl Session {
     fn cascades(&self, statement: &SluiceStatement) -> bool {
         let mut qualified = statement.clone();
         self.qualify(&mut qualified).is_ok() && self.query.cascades_from(&qualified)
+    }
+
+    /// Whether a statement is an ALTER TABLE (other than RENAME TO) or CREATE INDEX of a
+    /// streaming table or a materialized view, in a block: those commit at once (flows and
+    /// views write them outside the block), as outside one.
+    fn changes_maintained_table(&self, statement: &SluiceStatement) -> bool {
+        if !self.block.in_block() {
+            return false;
+        }
+        let renames = matches!(
+            standard(statement),
+            Some(Statement::AlterTable(alter))
+                if alter.operations.iter().all(|o| matches!(o, datafusion::sql::sqlparser::ast::AlterTableOperation::RenameTable { .. }))
+        );
+        let Some(name) = target_name(statement).filter(|_| !renames) else { return false };
+        let state = self.query.catalog_state();
+        state.table(&name.schema, &name.name).is_some_and(|entry| entry.kind != crate::catalog::TableKind::Table)
     }
 
     /// The position among the tables the block created of the one an ALTER TABLE or CREATE
@@ -648,7 +673,7 @@ impl std::fmt::Debug for CatalogView {
 impl CatalogView {
     /// Every table's columns (defaults, identity) and keys.
     pub async fn relations(&self) -> Vec<crate::system::RelationInfo> {
-        crate::system::relations_in(&self.db, self.staging.catalog_view(&self.db.catalog)).await
+        crate::system::relations_in(&self.db, self.staging.catalog_view(&self.db.catalog), Some(&*self.staging)).await
     }
 
     /// The sequences, standalone and SERIAL or identity columns'.
@@ -662,11 +687,13 @@ impl CatalogView {
         self.staging.catalog_view(&self.db.catalog).views.values().cloned().collect()
     }
 
-    /// The materialized views, as (schema, name).
-    pub fn materialized_views(&self) -> Vec<(String, String)> {
+    /// The materialized views, as (schema, name, query).
+    pub fn materialized_views(&self) -> Vec<(String, String, String)> {
         let state = self.staging.catalog_view(&self.db.catalog);
         let views = state.tables.values().filter(|t| t.kind == crate::catalog::TableKind::MaterializedView);
-        views.map(|t| (t.schema.clone(), t.name.clone())).collect()
+        views
+            .map(|t| (t.schema.clone(), t.name.clone(), t.view.as_ref().map(|v| v.query.clone()).unwrap_or_default()))
+            .collect()
     }
 }
 
@@ -686,6 +713,18 @@ fn target_name(statement: &SluiceStatement) -> Option<crate::names::TableName> {
         },
     };
     crate::names::table_name(name).ok()
+}
+
+/// The one table or view a DROP TABLE or DROP VIEW names (a DROP of a temporary relation the
+/// block created goes with it: a ROLLBACK that drops it again has nothing left to undo).
+fn dropped_name(statement: &SluiceStatement) -> Option<crate::names::TableName> {
+    match standard(statement)? {
+        Statement::Drop { object_type: ObjectType::Table | ObjectType::View, names, .. } => match names.as_slice() {
+            [name] => crate::names::table_name(name).ok(),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// Before the `attempt`th run of a statement that lost a commit race: a random wait of up to

@@ -667,18 +667,29 @@ pub struct ColumnInfo {
     pub generated: bool,
 }
 
-/// The columns and keys of every table of the warehouse (not materialized views), sorted by
+/// The columns and keys of every table of the warehouse (and materialized view), sorted by
 /// schema and name; a table that does not open is left out, and said so in the log.
 pub async fn all_relations(db: &Warehouse) -> Vec<RelationInfo> {
-    relations_in(db, db.catalog.current()).await
+    relations_in(db, db.catalog.current(), None).await
 }
 
 /// Every table's columns and keys in `state`, a catalog as one session sees it (with the tables
 /// its transaction block created).
-pub async fn relations_in(db: &Warehouse, state: Arc<crate::catalog::CatalogState>) -> Vec<RelationInfo> {
+/// With `staging`, a transaction block's: a table it changed (ALTER TABLE, an index) is shown
+/// as the block sees it.
+pub async fn relations_in(
+    db: &Warehouse,
+    state: Arc<crate::catalog::CatalogState>,
+    staging: Option<&crate::staging::Staging>,
+) -> Vec<RelationInfo> {
     let mut out = Vec::new();
-    for entry in state.tables.values().filter(|t| t.kind != crate::catalog::TableKind::MaterializedView) {
-        let snapshot = match db.open_table(entry).await {
+    // Materialized views too: their indexes (CREATE INDEX on a view) are listed as PostgreSQL's.
+    for entry in state.tables.values() {
+        let table = match staging.and_then(|s| s.staged_handle(&entry.id)) {
+            Some(staged) => Ok(staged),
+            None => db.open_table(entry).await,
+        };
+        let snapshot = match table {
             Ok(table) => table.snapshot().await.map_err(crate::error::Error::from),
             Err(e) => Err(e),
         };

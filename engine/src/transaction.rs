@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 
 use datafusion::sql::sqlparser::ast::{
-    AlterTableOperation, Ident, ObjectName, ObjectType, Set, Statement, TransactionAccessMode, TransactionMode,
+    Ident, ObjectName, ObjectType, Set, Statement, TransactionAccessMode, TransactionMode,
 };
 
 use crate::error::{Error, Result};
@@ -172,6 +172,9 @@ pub fn stages(statement: &SluiceStatement) -> bool {
     }
     match statement {
         SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => true,
+        // A comment on a table, a column or a constraint is its Delta metadata, staged as ALTER
+        // TABLE is (the block's catalogs read it from its staged table).
+        SluiceStatement::Comment(comment) => comment.target.relation().is_some_and(|name| !temporary(name)),
         SluiceStatement::CreateTable(create) => create.location.is_none() && !create.external && !create.temporary,
         SluiceStatement::Sequence(sequence) => match sequence.as_ref() {
             SequenceStatement::Create { temporary, .. } => !temporary,
@@ -200,11 +203,13 @@ pub fn stages(statement: &SluiceStatement) -> bool {
                 names,
                 ..
             } => !names.iter().any(temporary),
-            Statement::AlterTable(alter) => {
-                !temporary(&alter.name)
-                    && !alter.operations.is_empty()
-                    && alter.operations.iter().all(|o| matches!(o, AlterTableOperation::RenameTable { .. }))
-            }
+            // ALTER TABLE and indexes change the table's schema or properties through the
+            // block's staged handle (and its copy of the key index), committed with its rows.
+            // (Those of a streaming table or a materialized view commit at once: see
+            // `Session::run_with`.)
+            Statement::AlterTable(alter) => !temporary(&alter.name) && !alter.operations.is_empty(),
+            Statement::CreateIndex(create) => !temporary(&create.table_name),
+            Statement::Drop { object_type: ObjectType::Index, names, .. } => !names.iter().any(temporary),
             _ => false,
         },
         _ => false,
@@ -243,9 +248,9 @@ fn cannot_undo(what: &str, writes: usize) -> Error {
     Error::NotSupported(format!(
         "{what} cannot undo the {writes} {statements} of this transaction that committed when they returned: \
          inside a transaction block Sluice holds the writes of queries and DML (INSERT, UPDATE, DELETE, MERGE, \
-         TRUNCATE, COPY) and the DDL of tables, views and schemas until COMMIT, but other statements (ALTER \
-         TABLE and ALTER SEQUENCE other than RENAME TO, indexes, maintenance, streaming tables) commit at \
-         once; the transaction \
+         TRUNCATE, COPY) and the DDL of tables (ALTER TABLE and indexes too), views and schemas until COMMIT, \
+         but other statements (ALTER SEQUENCE other than RENAME TO, maintenance, streaming tables and \
+         materialized views other than their CREATE and DROP) commit at once; the transaction \
          is aborted, ROLLBACK ends it (dropping its held writes)"
     ))
 }
@@ -659,6 +664,8 @@ mod tests {
         assert_eq!(run(&block, "INSERT INTO t VALUES (1)", true), "RAN");
         assert_eq!(run(&block, "CREATE TABLE u (a int)", true), "RAN");
         assert_eq!(run(&block, "CREATE INDEX ON t (a)", true), "RAN");
+        // Committed when it ran: the rollback is refused.
+        assert_eq!(run(&block, "ALTER SEQUENCE s RESTART", true), "RAN");
         assert_eq!(run(&block, "ROLLBACK", true), "0A000");
         assert_eq!(run(&block, "SELECT 1", true), "25P02");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
@@ -689,12 +696,14 @@ mod tests {
         run(&block, "DROP TABLE t", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "ROLLBACK");
         run(&block, "ALTER TABLE t ADD COLUMN b int", true);
+        assert_eq!(run(&block, "ROLLBACK TO a", true), "ROLLBACK");
+        run(&block, "ALTER SEQUENCE s RESTART", true);
         assert_eq!(run(&block, "ROLLBACK TO a", true), "0A000");
         assert_eq!(run(&block, "ROLLBACK", true), "ROLLBACK");
     }
 
     #[test]
-    fn the_ddl_of_tables_views_and_schemas_stages_but_not_on_temporary_relations() {
+    fn the_ddl_of_tables_views_schemas_and_indexes_stages_but_not_on_temporary_relations() {
         let stages_sql = |sql: &str| stages(&parse_statement_text(sql).unwrap());
         for sql in [
             "CREATE TABLE t (a int)",
@@ -708,6 +717,11 @@ mod tests {
             "CREATE SEQUENCE s",
             "DROP SEQUENCE s, r",
             "ALTER SEQUENCE s RENAME TO r",
+            "ALTER TABLE t ADD COLUMN b int",
+            "ALTER TABLE t RENAME TO u, ADD COLUMN b int",
+            "CREATE INDEX ON t (a)",
+            "DROP INDEX i",
+            "COMMENT ON TABLE t IS 'x'",
         ] {
             assert!(stages_sql(sql), "{sql}");
         }
@@ -716,9 +730,8 @@ mod tests {
             "CREATE TEMP TABLE t (a int)",
             "DROP TABLE pg_temp_3.t",
             "ALTER TABLE pg_temp_3.t RENAME TO u",
-            "ALTER TABLE t ADD COLUMN b int",
-            "ALTER TABLE t RENAME TO u, ADD COLUMN b int",
-            "CREATE INDEX ON t (a)",
+            "ALTER TABLE pg_temp_3.t ADD COLUMN b int",
+            "CREATE INDEX ON pg_temp_3.t (a)",
             "VACUUM t",
             "ALTER SEQUENCE s RESTART",
             "ALTER SEQUENCE s INCREMENT 2",

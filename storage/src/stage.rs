@@ -90,6 +90,17 @@ impl Table {
         }
     }
 
+    /// Whether a staged commit added or removed a data file (changed rows, rather than only the
+    /// schema or the properties).
+    pub fn stage_changes_files(&self) -> bool {
+        let Some(stage) = self.stage() else { return false };
+        let stage = lock(stage);
+        stage
+            .commits
+            .iter()
+            .any(|c| c.transaction.actions().iter().any(|a| matches!(a, Action::Add(_) | Action::Remove(_))))
+    }
+
     /// The bytes of the data files the staged commits added (counted once per file).
     pub fn staged_bytes(&self) -> u64 {
         let Some(stage) = self.stage() else { return 0 };
@@ -444,6 +455,9 @@ fn net_transaction(base: &Snapshot, after: &Snapshot, commits: &[StagedCommit]) 
     }
     if after.metadata() != base.metadata() {
         transaction.add_action(Action::Metadata(after.metadata().clone()));
+        // A schema or property change (ALTER TABLE, an index) was checked against every row (a
+        // NOT NULL, a CHECK, a key): rows another writer added or removed since conflict.
+        transaction.reads_data();
     }
     let now = now_ms();
     let after_keys: HashSet<_> = after.files().map(|f| f.key()).collect();

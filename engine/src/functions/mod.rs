@@ -9,6 +9,7 @@ pub mod math;
 pub mod number_format;
 pub mod table_changes;
 pub mod time_of_day;
+pub mod timestamp_literals;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -235,6 +236,60 @@ pub fn like_pattern(text: &str, escape: Option<char>) -> crate::error::Result<St
         }
     }
     Ok(out)
+}
+
+/// `plan` with each text literal compared (`=`, `<>`, `<`, ..., `IS [NOT] DISTINCT FROM`, `IN`)
+/// with an expression of a kind `kind_of` recognizes read as that kind by `read` (which says
+/// whether it changed it): PostgreSQL reads an untyped literal as the other side's type. The
+/// shared step of the analyzer rules for `timetz` and timestamp literals.
+pub(crate) fn read_compared_literals<K>(
+    plan: datafusion::logical_expr::LogicalPlan,
+    kind_of: impl Fn(&datafusion::logical_expr::Expr, &datafusion::common::DFSchema) -> Option<K>,
+    read: impl Fn(&mut datafusion::logical_expr::Expr, &K) -> datafusion::error::Result<bool>,
+) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::common::tree_node::{Transformed, TreeNode};
+    use datafusion::logical_expr::{Expr, Operator};
+    Ok(plan
+        .transform_up_with_subqueries(|plan| {
+            let schema = datafusion::logical_expr::utils::merge_schema(&plan.inputs());
+            let kind = |e: &Expr| kind_of(e, &schema);
+            rewrite_node_expressions(plan, |expr| {
+                expr.transform_up(|e| match e {
+                    Expr::BinaryExpr(mut b)
+                        if matches!(
+                            b.op,
+                            Operator::Eq
+                                | Operator::NotEq
+                                | Operator::Lt
+                                | Operator::LtEq
+                                | Operator::Gt
+                                | Operator::GtEq
+                                | Operator::IsDistinctFrom
+                                | Operator::IsNotDistinctFrom
+                        ) =>
+                    {
+                        let changed = match (kind(&b.left), kind(&b.right)) {
+                            (Some(k), None) => read(&mut b.right, &k)?,
+                            (None, Some(k)) => read(&mut b.left, &k)?,
+                            _ => false,
+                        };
+                        Ok(Transformed::new_transformed(Expr::BinaryExpr(b), changed))
+                    }
+                    Expr::InList(mut list) => match kind(&list.expr) {
+                        Some(k) => {
+                            let mut changed = false;
+                            for item in &mut list.list {
+                                changed |= read(item, &k)?;
+                            }
+                            Ok(Transformed::new_transformed(Expr::InList(list), changed))
+                        }
+                        None => Ok(Transformed::no(Expr::InList(list))),
+                    },
+                    other => Ok(Transformed::no(other)),
+                })
+            })
+        })?
+        .data)
 }
 
 /// One plan node with each of its expressions rewritten by `rewrite` (which walks the expression

@@ -10,12 +10,10 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, StringArray, Time64MicrosecondArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, TimeUnit};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Result as DfResult, ScalarValue};
-use datafusion::logical_expr::utils::merge_schema;
 use datafusion::logical_expr::{
-    ColumnarValue, Expr, ExprSchemable, LogicalPlan, Operator, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF,
-    ScalarUDFImpl, Signature, Volatility,
+    ColumnarValue, Expr, ExprSchemable, LogicalPlan, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl,
+    Signature, Volatility,
 };
 use datafusion::optimizer::AnalyzerRule;
 
@@ -192,43 +190,11 @@ impl AnalyzerRule for TimeTzLiterals {
 
     fn analyze(&self, plan: LogicalPlan, config: &ConfigOptions) -> DfResult<LogicalPlan> {
         let zone = config.execution.time_zone.clone().unwrap_or_else(|| "UTC".into());
-        Ok(plan
-            .transform_up_with_subqueries(|plan| {
-                let schema = merge_schema(&plan.inputs());
-                let is_timetz = |e: &Expr| e.to_field(&schema).is_ok_and(|(_, f)| time_of_day::is_timetz_field(&f));
-                super::rewrite_node_expressions(plan, |expr| {
-                    expr.transform_up(|e| match e {
-                        Expr::BinaryExpr(mut b)
-                            if matches!(
-                                b.op,
-                                Operator::Eq
-                                    | Operator::NotEq
-                                    | Operator::Lt
-                                    | Operator::LtEq
-                                    | Operator::Gt
-                                    | Operator::GtEq
-                                    | Operator::IsDistinctFrom
-                                    | Operator::IsNotDistinctFrom
-                            ) =>
-                        {
-                            let left = is_timetz(&b.left) && !is_timetz(&b.right);
-                            let right = is_timetz(&b.right) && !is_timetz(&b.left);
-                            let changed = (left && read_literal(&mut b.right, &zone)?)
-                                || (right && read_literal(&mut b.left, &zone)?);
-                            Ok(Transformed::new_transformed(Expr::BinaryExpr(b), changed))
-                        }
-                        Expr::InList(mut list) if is_timetz(&list.expr) => {
-                            let mut changed = false;
-                            for item in &mut list.list {
-                                changed |= read_literal(item, &zone)?;
-                            }
-                            Ok(Transformed::new_transformed(Expr::InList(list), changed))
-                        }
-                        other => Ok(Transformed::no(other)),
-                    })
-                })
-            })?
-            .data)
+        super::read_compared_literals(
+            plan,
+            |e, schema| e.to_field(schema).is_ok_and(|(_, f)| time_of_day::is_timetz_field(&f)).then_some(()),
+            |literal, ()| read_literal(literal, &zone),
+        )
     }
 }
 

@@ -37,7 +37,7 @@ impl QueryContext {
         using: Option<&SqlExpr>,
     ) -> Result<()> {
         let declared = crate::types::declared_type(sql_type)?;
-        let guard = self.db.keys.lock(&entry.id, table).await?;
+        let guard = self.lock_table_keys(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
         let old = snapshot
             .schema()

@@ -131,6 +131,7 @@ impl QueryContext {
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(IntegerLiterals),
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),
+                Arc::new(crate::functions::timestamp_literals::TimestampLiterals),
                 Arc::new(TypeCoercion::new()),
                 Arc::new(PostgresArithmetic),
             ]);

@@ -245,8 +245,9 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
 fn serial_identity(data_type: &datafusion::sql::sqlparser::ast::DataType) -> Option<Identity> {
     let datafusion::sql::sqlparser::ast::DataType::Custom(name, _) = data_type else { return None };
     let name = name.to_string().to_ascii_lowercase();
-    matches!(name.as_str(), "serial" | "bigserial" | "smallserial" | "serial4" | "serial8" | "serial2")
-        .then_some(Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert: true })
+    matches!(name.as_str(), "serial" | "bigserial" | "smallserial" | "serial4" | "serial8" | "serial2").then_some(
+        Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert: true, min: None, max: None },
+    )
 }
 
 /// An identity from `GENERATED ... AS IDENTITY (START WITH s INCREMENT BY i)`.
@@ -255,12 +256,15 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
         let text = expr.to_string().replace(' ', "");
         text.parse().map_err(|_| Error::NotSupported(format!("identity option {expr} (give a whole number)")))
     };
-    let mut identity = Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert };
+    let mut identity =
+        Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert, min: None, max: None };
     let mut start = None;
     for option in options {
         match option {
             SequenceOptions::StartWith(expr, _) => start = Some(number(expr)?),
             SequenceOptions::IncrementBy(expr, _) => identity.step = number(expr)?,
+            SequenceOptions::MinValue(Some(expr)) => identity.min = Some(number(expr)?),
+            SequenceOptions::MaxValue(Some(expr)) => identity.max = Some(number(expr)?),
             // What PostgreSQL does without them (pg_dump writes them out): bounds of the column's
             // type, no cycling. CACHE only sets how many values a session takes at once.
             SequenceOptions::MinValue(None) | SequenceOptions::MaxValue(None) | SequenceOptions::Cycle(true) => {}
@@ -275,7 +279,27 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
     if identity.step == 0 {
         return Err(Error::data("22023", "INCREMENT must not be zero"));
     }
-    identity.start = start.unwrap_or(if identity.step > 0 { 1 } else { -1 });
+    // PostgreSQL's defaults: an ascending sequence starts at its MINVALUE (1), a descending one
+    // at its MAXVALUE (-1).
+    identity.start =
+        start.unwrap_or(if identity.step > 0 { identity.min.unwrap_or(1) } else { identity.max.unwrap_or(-1) });
+    if let (Some(min), Some(max)) = (identity.min, identity.max) {
+        if min >= max {
+            return Err(Error::data("22023", format!("MINVALUE ({min}) must be less than MAXVALUE ({max})")));
+        }
+    }
+    if let Some(min) = identity.min.filter(|min| identity.start < *min) {
+        return Err(Error::data(
+            "22023",
+            format!("START value ({}) cannot be less than MINVALUE ({min})", identity.start),
+        ));
+    }
+    if let Some(max) = identity.max.filter(|max| identity.start > *max) {
+        return Err(Error::data(
+            "22023",
+            format!("START value ({}) cannot be greater than MAXVALUE ({max})", identity.start),
+        ));
+    }
     Ok(identity)
 }
 
@@ -390,7 +414,9 @@ impl QueryContext {
     ) -> Result<()> {
         let table_key = key(&name.schema, &name.name);
         if let Some(entry) = self.catalog_state().tables.get(&table_key) {
-            if self.staging.holds_catalog() && self.staging.has_writes_on(&entry.id) {
+            // (A block that only changed its schema or indexes may drop it: SQLAlchemy's tests
+            // create a table and its indexes, then drop them, in one transaction.)
+            if self.staging.holds_catalog() && self.staging.has_row_writes_on(&entry.id) {
                 return Err(Error::NotSupported(format!(
                     "DROP TABLE of {name} inside the transaction block that wrote to it (commit or roll back the \
                      writes first)"
@@ -787,6 +813,9 @@ impl QueryContext {
 
     async fn alter_one(&self, object: &ObjectName, name: &TableName, operation: AlterTableOperation) -> Result<()> {
         let (entry, table, snapshot) = self.resolve_table(object).await?;
+        // In a transaction block the change is staged: it depends on every row (a NOT NULL, a
+        // CHECK, a key, a type), so another writer's commit to the table before COMMIT is 40001.
+        table.note_whole_read();
         let mut schema = snapshot.schema().clone();
         let mut partitions = snapshot.partition_columns().to_vec();
         let mut configuration = snapshot.configuration().clone();
@@ -1168,7 +1197,7 @@ impl QueryContext {
                     .await?;
                 }
                 if configuration.contains_key(&key_property) {
-                    let _lock = self.db.keys.lock(&entry.id, &table).await?;
+                    let _lock = self.lock_table_keys(&entry.id, &table).await?;
                     return self
                         .metadata_committed(
                             &entry,
@@ -1289,7 +1318,7 @@ impl QueryContext {
     async fn set_nullable(&self, object: &ObjectName, entry: &TableEntry, column: &str, nullable: bool) -> Result<()> {
         self.clear_statement_state();
         let (_, table, _) = self.resolve_table(object).await?;
-        let _lock = self.db.keys.lock(&entry.id, &table).await?;
+        let _lock = self.lock_table_keys(&entry.id, &table).await?;
         let snapshot = table.snapshot().await?;
         if !nullable {
             let quoted = datafusion::sql::sqlparser::ast::Ident::with_quote('"', column);
@@ -1339,7 +1368,7 @@ impl QueryContext {
         table: &Arc<Table>,
         def: KeyDef,
     ) -> Result<()> {
-        let guard = self.db.keys.lock(&entry.id, table).await?;
+        let guard = self.lock_table_keys(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
         let existing = crate::keys::key_defs(snapshot.configuration());
         if def.primary && existing.iter().any(|k| k.primary) {

@@ -421,11 +421,19 @@ impl QueryContext {
     /// Locks the key index a write to `target` checks against: the table's, or for a staged
     /// handle the transaction block's copy (see [`crate::staging`]).
     pub(crate) async fn lock_keys(&self, target: &Target) -> Result<KeyGuard> {
-        if target.table.is_staged() {
-            let cell = self.staging.keys_of(&self.db, &target.entry.id).await?;
-            return crate::keys::lock_cell(cell, &target.table).await;
+        self.lock_table_keys(&target.entry.id, &target.table).await
+    }
+
+    /// Locks the key index of the table with id `id` for a write through `table`: the table's
+    /// own, or for a staged handle the transaction block's copy (see [`crate::staging`]). DDL
+    /// that a block stages (ALTER TABLE, CREATE and DROP INDEX) changes the block's copy, never
+    /// the index others read.
+    pub(crate) async fn lock_table_keys(&self, id: &str, table: &Arc<Table>) -> Result<KeyGuard> {
+        if table.is_staged() {
+            let cell = self.staging.keys_of(&self.db, id).await?;
+            return crate::keys::lock_cell(cell, table).await;
         }
-        self.db.keys.lock(&target.entry.id, &target.table).await
+        self.db.keys.lock(id, table).await
     }
 
     /// Builds rows of the table's schema from a source batch: matched columns cast to the column

@@ -48,6 +48,8 @@ impl QueryContext {
             Some(other) => return refuse(&format!("USING {other} (Sluice's indexes answer equality lookups)")),
         }
         let (entry, table, snapshot) = self.resolve_table(&create.table_name).await?;
+        // Staged in a transaction block: another writer's commit to the table before COMMIT is 40001.
+        table.note_whole_read();
         // A materialized view's rows are its query's: a unique index would have to refuse what
         // the view's maintenance writes. A plain one is kept in its table's properties (listed,
         // reflected, dropped with the view); the view's rows are read from memory, not through it.
@@ -128,7 +130,8 @@ impl QueryContext {
                     ),
                 ));
             }
-            let _lock = self.db.keys.lock(&owner.entry.id, &owner.table).await?;
+            owner.table.note_whole_read();
+            let _lock = self.lock_table_keys(&owner.entry.id, &owner.table).await?;
             let property = format!("{INDEX_PREFIX}{}", name.name);
             let outcome = owner.table.set_properties(HashMap::new(), &[property]).await?;
             self.metadata_committed(&owner.entry, outcome).await?;
@@ -142,11 +145,21 @@ impl QueryContext {
         let state = self.catalog_state();
         let entries: Vec<TableEntry> = state.tables_in(schema).cloned().collect();
         for entry in entries {
-            // Indexes are table properties that commit at once (never staged by a transaction
-            // block): the table's own latest snapshot has them, also for a table the block wrote.
-            let table = self.db.open_table(&entry).await?;
+            // Indexes are table properties: a transaction block sees them on its staged handle
+            // of a table it touched (with the indexes it made or dropped), else on the table.
+            let real = self.db.open_table(&entry).await?;
+            let table = match self.staging.staged_handle(&entry.id) {
+                Some(staged) if self.staging.holds_catalog() => staged,
+                _ => real.clone(),
+            };
             let snapshot = table.snapshot().await?;
             if let Some(constraint) = names_index(&snapshot, name) {
+                // A block's DROP INDEX goes through its staged handle (made now if need be).
+                let table = if self.staging.holds_catalog() {
+                    self.staging.table_for(&self.db, &entry, real).await?
+                } else {
+                    table
+                };
                 return Ok(Some(Owner { entry, table, constraint }));
             }
         }

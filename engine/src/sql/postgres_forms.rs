@@ -427,8 +427,15 @@ fn datetime_kind(data_type: &SqlType) -> Option<crate::datetime::Kind> {
 fn datetime_literal(text: &str, kind: crate::datetime::Kind, data_type: &SqlType) -> Result<Expr> {
     use crate::datetime::Input;
     let string = |text: String| Expr::Value(Value::SingleQuotedString(text).into());
+    // A timestamp without a precision is read at microseconds, PostgreSQL's (and Delta's)
+    // resolution: DataFusion's default of nanoseconds cannot hold years before 1677 or after
+    // 2262, which PostgreSQL's timestamps do ('0001-01-01' is a common sentinel).
+    let value_type = match data_type {
+        SqlType::Timestamp(None, zone) => SqlType::Timestamp(Some(6), *zone),
+        other => other.clone(),
+    };
     Ok(match crate::datetime::parse(text, kind)? {
-        Input::Value(text) => cast(string(text), data_type.clone()),
+        Input::Value(text) => cast(string(text), value_type),
         Input::Now => cast(call("now", vec![]), data_type.clone()),
         Input::Today(days) => {
             let today = call("current_date", vec![]);

@@ -171,6 +171,7 @@ impl QueryContext {
 
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
+        let locked = self.locked_tables(&query)?;
         let (query, per_row) = self.resolve_sequences(query).await?;
         let (statement, plan) = self.plan_rewritten(Statement::Query(Box::new(query))).await?;
         let frame = self.ctx.execute_logical_plan(plan).await?;
@@ -184,7 +185,53 @@ impl QueryContext {
             .into_iter()
             .map(|b| RecordBatch::try_new(renamed.clone(), b.columns().to_vec()))
             .collect::<std::result::Result<Vec<_>, _>>()?;
+        self.hold_locked(&locked);
         Ok(StatementResult::Rows { schema: renamed, batches })
+    }
+
+    /// The tables a `SELECT ... FOR UPDATE | NO KEY UPDATE | SHARE | KEY SHARE [OF t, ...]` locks
+    /// (all it reads without `OF`). Sluice has no row locks: in a transaction block, COMMIT fails
+    /// with 40001 if another session committed to one of them since the block read it (see
+    /// [`crate::staging::Reliance::Locked`]); outside one the lock would end with the statement,
+    /// so nothing is held. `NOWAIT` holds as written (Sluice never waits); `SKIP LOCKED` is
+    /// refused, since no row is ever skipped.
+    fn locked_tables(&self, query: &Query) -> Result<Vec<crate::names::TableName>> {
+        use datafusion::sql::sqlparser::ast::NonBlock;
+        let mut names = Vec::new();
+        for lock in &query.locks {
+            if matches!(lock.nonblock, Some(NonBlock::SkipLocked)) {
+                return Err(Error::NotSupported(
+                    "SELECT ... SKIP LOCKED (Sluice has no row locks to skip; without it, a transaction that \
+                     read rows FOR UPDATE fails at COMMIT with 40001 when another changed their table)"
+                        .into(),
+                ));
+            }
+            match &lock.of {
+                // `OF` names a table as the FROM clause does: by its alias, or its name.
+                Some(name) => names.push(match aliased_table(query, name) {
+                    Some(table) => crate::names::table_name(&table)?,
+                    None => crate::names::table_name(name)?,
+                }),
+                None => names.extend(crate::names::relations_in(query)),
+            }
+        }
+        Ok(names)
+    }
+
+    /// Records, in a transaction block, the version at which the block read each table in
+    /// `locked` (see [`Self::locked_tables`]).
+    fn hold_locked(&self, locked: &[crate::names::TableName]) {
+        if locked.is_empty() || !self.staging.holds_catalog() {
+            return;
+        }
+        let state = self.catalog_state();
+        for name in locked {
+            let Some(entry) = state.table(&name.schema, &name.name) else { continue };
+            let Some(version) = self.staging.staged_handle(&entry.id).and_then(|t| t.stage_base_version()) else {
+                continue;
+            };
+            self.staging.rely(crate::staging::Reliance::Locked { table: entry.id.clone(), version });
+        }
     }
 
     /// The parameter types and result columns of a statement, where they can be known without
@@ -320,6 +367,24 @@ impl QueryContext {
             super::catalog_provider::statement_snapshot(&self.db, &self.snapshots, &self.staging, &entry).await?;
         Ok((entry, table, snapshot))
     }
+}
+
+/// The table the top-level FROM clause of `query` reads under the alias `alias`, if any.
+fn aliased_table(query: &Query, alias: &ObjectName) -> Option<ObjectName> {
+    use datafusion::sql::sqlparser::ast::{SetExpr, TableFactor};
+    let [part] = alias.0.as_slice() else { return None };
+    let wanted = part.as_ident().map(crate::names::normalize)?;
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    select
+        .from
+        .iter()
+        .flat_map(|from| std::iter::once(&from.relation).chain(from.joins.iter().map(|j| &j.relation)))
+        .find_map(|relation| match relation {
+            TableFactor::Table { name, alias: Some(a), .. } if crate::names::normalize(&a.name) == wanted => {
+                Some(name.clone())
+            }
+            _ => None,
+        })
 }
 
 /// A DML statement without its ON CONFLICT and RETURNING clauses (which DataFusion does not

@@ -755,15 +755,19 @@ impl QueryContext {
         let field = snapshot.schema().field(column).ok_or_else(|| {
             Error::data("42703", format!("column \"{column}\" of relation \"{}\" does not exist", entry.name))
         })?;
+        // As PostgreSQL prints it: schema-qualified, each part quoted where it must be.
+        let qualified = |schema: &str, name: &str| {
+            format!("{}.{}", crate::names::quoted_if_needed(schema), crate::names::quoted_if_needed(name))
+        };
         if Identity::of(field).is_some() {
-            return Ok(Some(sequence_key(&entry.schema, &entry.name, column)));
+            return Ok(Some(qualified(&entry.schema, &crate::identity::sequence_name(&entry.name, column))));
         }
         let state = self.catalog_state();
         let owned = state
             .sequences
             .values()
             .find(|s| s.owned_by.as_ref().is_some_and(|owner| owner.table_id == entry.id && owner.column == column));
-        Ok(owned.map(|s| format!("{}.{}", s.schema, s.name)))
+        Ok(owned.map(|s| qualified(&s.schema, &s.name)))
     }
 
     /// The sequence a name names: a standalone sequence, or a SERIAL or identity column's
@@ -843,8 +847,8 @@ pub async fn sequences_in(
                 data_type,
                 start: identity.start,
                 increment: identity.step,
-                min_value: min_value.min(identity.start),
-                max_value: max_value.max(identity.start),
+                min_value: identity.min.unwrap_or(min_value.min(identity.start)),
+                max_value: identity.max.unwrap_or(max_value.max(identity.start)),
                 cache: 1,
                 cycle: false,
                 last_value: identity.high_water_mark,

@@ -5,10 +5,14 @@
 //! deletes the files the block wrote and forgets the handles.
 //!
 //! Which statements stage: queries and DML (INSERT, UPDATE, DELETE, MERGE, TRUNCATE, COPY,
-//! `Database::insert`), and the DDL whose effects are catalog changes and new tables: CREATE and
+//! `Database::insert`), the DDL whose effects are catalog changes and new tables: CREATE and
 //! DROP of tables, views and schemas, CREATE TABLE AS, ALTER ... RENAME TO ([`crate::catalog::changes`]: the
-//! block's own view of the catalog, committed at COMMIT). Other statements in a block (ALTER
-//! TABLE's other forms, indexes, OPTIMIZE, streaming statements) commit when they return, as
+//! block's own view of the catalog, committed at COMMIT), and ALTER TABLE, CREATE INDEX and DROP
+//! INDEX of tables: their schema and property changes are staged commits of the table (a key or
+//! index is built in the block's copy of the key index), committed with the block's rows; they
+//! depend on every row, so another writer's commit to the table in between is 40001 at COMMIT.
+//! Other statements in a block (OPTIMIZE, streaming statements, ALTER TABLE of a streaming table
+//! or materialized view) commit when they return, as
 //! outside a block, and [`crate::transaction`] refuses a ROLLBACK that would have to undo one,
 //! except on a table the block created (nobody else sees it, and the rollback deletes it). Such
 //! a statement may not touch a table the block has written (it would not see the staged rows,
@@ -86,6 +90,11 @@ pub enum Reliance {
     /// `child` since `version` (the version the block read it at), since a row added there
     /// could reference them.
     Unchanged { child: String, version: u64 },
+    /// The block read `table` at `version` with `SELECT ... FOR UPDATE | SHARE` (PostgreSQL's
+    /// row locks): nobody may have committed to it since. Where PostgreSQL would make the other
+    /// writer wait, Sluice lets it commit and fails this block's COMMIT (40001), at the grain of
+    /// the table rather than of its rows.
+    Locked { table: String, version: u64 },
 }
 
 #[derive(Debug, Default)]
@@ -140,9 +149,13 @@ async fn delete_created(db: &Warehouse, tables: Vec<TableEntry>) {
 }
 
 /// The change a table's staged operations make, for the listeners.
-fn operation_of(operations: &[String]) -> Operation {
+fn operation_of(table: &Table) -> Operation {
+    let operations = table.staged_operations();
     let all = |name: &str| operations.iter().all(|o| o == name);
-    if all("WRITE") {
+    // ALTER TABLE and indexes change the schema or properties, no row.
+    if !table.stage_changes_files() {
+        Operation::Metadata
+    } else if all("WRITE") {
         Operation::Write
     } else if all("COPY") || operations.iter().all(|o| o == "WRITE" || o == "COPY") {
         Operation::Copy
@@ -235,6 +248,11 @@ impl Staging {
         }
     }
 
+    /// The block's staged handle on the table with this id, if the block has touched it.
+    pub fn staged_handle(&self, id: &str) -> Option<Arc<Table>> {
+        lock(self).tables.get(id).map(|t| t.staged.clone())
+    }
+
     /// The block's copy of a table's key index, if it made one.
     pub fn existing_keys(&self, id: &str) -> Option<Arc<tokio::sync::Mutex<TableKeys>>> {
         lock(self).tables.get(id).and_then(|t| t.keys.clone())
@@ -259,6 +277,12 @@ impl Staging {
     /// Whether the block holds writes (rows or catalog changes).
     pub fn has_writes(&self) -> bool {
         lock(self).tables.values().any(|t| t.staged.has_staged_commits()) || !lock_catalog(self).is_empty()
+    }
+
+    /// Whether the block has staged writes of rows (not only of its schema or properties) to the
+    /// table with this id.
+    pub fn has_row_writes_on(&self, id: &str) -> bool {
+        lock(self).tables.get(id).is_some_and(|t| t.staged.stage_changes_files())
     }
 
     /// Whether the block has staged writes to the table with this id.
@@ -405,7 +429,7 @@ impl Staging {
         let names = db.catalog.current();
         let mut first_error = None;
         for (table, version) in committed {
-            let operation = operation_of(&table.staged.staged_operations());
+            let operation = operation_of(&table.staged);
             let name = names
                 .tables
                 .values()
@@ -608,6 +632,17 @@ async fn check_reliances(
                     if !found {
                         return Err(gone());
                     }
+                }
+            }
+            Reliance::Locked { table, version } => {
+                let Some(entry) = state.table_by_id(table) else { continue };
+                let latest = db.open_table(entry).await?.snapshot().await?.version();
+                if latest != *version {
+                    return Err(Error::SerializationFailure(format!(
+                        "could not serialize access due to concurrent update: {} changed (version {latest}) \
+                         after this transaction read it FOR UPDATE or FOR SHARE at version {version}",
+                        entry.qualified_name()
+                    )));
                 }
             }
             Reliance::Unchanged { child, version } => {

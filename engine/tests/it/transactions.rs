@@ -457,3 +457,91 @@ async fn concurrent_ddl_of_one_name_lets_the_first_commit_win() {
     assert_eq!(err.sqlstate(), "40001", "{err}");
     assert!(second.query("SELECT * FROM renamed").await.is_err());
 }
+
+/// ALTER TABLE and indexes in a block are the block's until COMMIT: others see the old columns
+/// and can write with them; a commit of theirs to the table in between makes the block's COMMIT
+/// 40001 (nothing of it applied); a key the block adds holds for everyone once it commits.
+#[tokio::test]
+async fn alter_table_in_a_block_is_seen_by_others_only_after_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let db = Database::open(&path).await.unwrap();
+    db.execute("CREATE TABLE altered (a int); INSERT INTO altered VALUES (1), (2)").await.unwrap();
+    let (mine, other) = (db.session(), db.session());
+    mine.execute("BEGIN; ALTER TABLE altered ADD COLUMN b int DEFAULT 5; INSERT INTO altered VALUES (3, 6)")
+        .await
+        .unwrap();
+    mine.execute("CREATE INDEX altered_b ON altered (b); ALTER TABLE altered ADD CONSTRAINT altered_a UNIQUE (a)")
+        .await
+        .unwrap();
+    assert_eq!(rows(&mine.query("SELECT a, b FROM altered ORDER BY a").await.unwrap()), vec!["1|5", "2|5", "3|6"]);
+    let err = mine.execute("INSERT INTO altered VALUES (1, 0)").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    mine.execute("ROLLBACK").await.unwrap();
+    // Others never saw the column; after the rollback nobody does.
+    let err = other.query("SELECT b FROM altered").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "42703", "{err}");
+    other.execute("INSERT INTO altered VALUES (1)").await.unwrap();
+    // Another writer's commit in between: 40001 at COMMIT, nothing applied.
+    mine.execute("BEGIN; ALTER TABLE altered ADD COLUMN b int; ALTER TABLE altered ALTER COLUMN a SET NOT NULL")
+        .await
+        .unwrap();
+    assert!(other.query("SELECT b FROM altered").await.is_err(), "another session sees the block's column");
+    other.execute("INSERT INTO altered VALUES (NULL)").await.unwrap();
+    let err = mine.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert!(mine.query("SELECT b FROM altered").await.is_err(), "a conflicting block's ALTER TABLE was applied");
+    // Committed: everyone sees the column and the key, and so does a reopened warehouse.
+    other.execute("DELETE FROM altered WHERE a IS NULL OR a = 1").await.unwrap();
+    mine.execute("BEGIN; ALTER TABLE altered ADD COLUMN b int DEFAULT 9; ALTER TABLE altered ADD PRIMARY KEY (a)")
+        .await
+        .unwrap();
+    mine.execute("INSERT INTO altered VALUES (4, 4); COMMIT").await.unwrap();
+    assert_eq!(rows(&other.query("SELECT a, b FROM altered ORDER BY a").await.unwrap()), vec!["2|9", "4|4"]);
+    let err = other.execute("INSERT INTO altered VALUES (2, 0)").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    drop((mine, other, db));
+    let db = Database::open(&path).await.unwrap();
+    let err = db.execute("INSERT INTO altered VALUES (4, 0)").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "23505", "{err}");
+    assert_eq!(rows(&db.query("SELECT a, b FROM altered ORDER BY a").await.unwrap()), vec!["2|9", "4|4"]);
+}
+
+/// `SELECT ... FOR UPDATE` in a block: another session's commit to the table it read before the
+/// block's COMMIT makes that COMMIT fail with 40001 (where PostgreSQL would have made the other
+/// wait), nothing applied; untouched, the block commits. SKIP LOCKED is refused.
+#[tokio::test]
+async fn select_for_update_fails_the_commit_when_another_changed_the_table() {
+    let db = Database::open("memory://").await.unwrap();
+    db.execute("CREATE TABLE jobs (id int, state text); INSERT INTO jobs VALUES (1, 'new'), (2, 'new')").await.unwrap();
+    db.execute("CREATE TABLE taken (id int)").await.unwrap();
+    let (mine, other) = (db.session(), db.session());
+    // Untouched: the block commits.
+    mine.execute("BEGIN").await.unwrap();
+    assert_eq!(rows(&mine.query("SELECT id FROM jobs WHERE id = 1 FOR UPDATE").await.unwrap()), vec!["1"]);
+    mine.execute("INSERT INTO taken VALUES (1); COMMIT").await.unwrap();
+    // Another session changes the locked table before COMMIT: 40001, nothing applied.
+    mine.execute("BEGIN").await.unwrap();
+    mine.query("SELECT id FROM jobs WHERE state = 'new' FOR UPDATE").await.unwrap();
+    other.execute("UPDATE jobs SET state = 'done' WHERE id = 2").await.unwrap();
+    mine.execute("INSERT INTO taken VALUES (2)").await.unwrap();
+    let err = mine.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(rows(&db.query("SELECT id FROM taken").await.unwrap()), vec!["1"]);
+    // FOR SHARE OF locks the table it names (by its alias) and not the others; outside a block
+    // the lock ends with the statement.
+    mine.execute("BEGIN").await.unwrap();
+    mine.query("SELECT j.id FROM jobs j JOIN taken t ON t.id = j.id FOR SHARE OF j").await.unwrap();
+    other.execute("INSERT INTO taken VALUES (3)").await.unwrap();
+    mine.execute("COMMIT").await.unwrap();
+    mine.execute("BEGIN").await.unwrap();
+    mine.query("SELECT j.id FROM jobs j JOIN taken t ON t.id = j.id FOR SHARE OF j").await.unwrap();
+    other.execute("DELETE FROM jobs WHERE id = 2").await.unwrap();
+    // (A block that wrote nothing commits: it is as if it ran before the other.)
+    mine.execute("INSERT INTO taken VALUES (4)").await.unwrap();
+    let err = mine.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(rows(&other.query("SELECT id FROM jobs WHERE id = 1 FOR UPDATE").await.unwrap()), vec!["1"]);
+    let err = mine.query("SELECT id FROM jobs FOR UPDATE SKIP LOCKED").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "0A000", "{err}");
+}

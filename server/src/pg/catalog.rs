@@ -239,6 +239,8 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     }
     context.register_udf(ScalarUDF::from(super::relations::DatabaseSize::new(server.db.location())));
     context.register_udf(ScalarUDF::from(super::relations::RegclassName::new(objects.clone())));
+    context.register_udf(ScalarUDF::from(super::relations::RegclassOid::new(objects.clone())));
+    context.register_udf(ScalarUDF::from(super::relations::SerialSequence::new(objects.clone())));
     context.register_udf(ScalarUDF::from(super::relations::AttributeNames::new(objects.clone())));
     context.register_udf(ScalarUDF::from(super::descriptions::CatalogOid::default()));
     for describer in super::descriptions::DescriptionFunction::all(&objects) {
@@ -280,7 +282,6 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
         (Kind::NoFunction("pg_get_function_identity_arguments"), Signature::any(1, Volatility::Stable)),
         // A call with constant names is answered by the engine before planning (a SERIAL's or
         // identity column's sequence name); one that reads them from rows gives NULL.
-        (Kind::NoFunction("pg_get_serial_sequence"), Signature::any(2, Volatility::Stable)),
         // Advisory locks: Sluice takes none, so releasing them all does nothing.
         (Kind::NoFunction("pg_advisory_unlock_all"), Signature::nullary(Volatility::Volatile)),
         // Comments on shared objects (databases, roles, tablespaces): Sluice keeps none.

@@ -151,12 +151,14 @@ pub fn rewrite(statement: &mut Statement) {
     let _ = statement.visit(&mut Int2VectorSubscripts);
     let _ = statement.visit(&mut NoComments);
     let _ = statement.visit(&mut CatalogOids);
+    let _ = statement.visit(&mut ComputedRegclass);
     function_results(statement);
     let _ = statement.visit(&mut RegprocNames);
     let _ = statement.visit(&mut RegtypeNames);
     regclass_names(statement);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
+        joined_scalar_subqueries(statement);
         let _ = statement.visit(&mut AggregateScalarSubqueries);
     }
 }
@@ -720,6 +722,57 @@ impl VisitorMut for CatalogOids {
     }
 }
 
+/// `e::regclass` of a text computed by a function or `||` (`pg_get_serial_sequence(...)::regclass`,
+/// `format('%I.%I', s, t)::regclass`) becomes `sluice_regclass_oid(e)`, which looks the name up
+/// (see relations.rs): datafusion-pg-catalog resolves only constants and reads anything else as
+/// an OID. (A describer's argument was made NULL by [`NoComments`] before this runs.)
+struct ComputedRegclass;
+
+/// Whether `expr` computes a text: a call of a function that returns one, `||`, or a cast to text.
+fn computes_text(expr: &Expr) -> bool {
+    const TEXT_FUNCTIONS: [&str; 12] = [
+        "pg_get_serial_sequence",
+        "format",
+        "concat",
+        "concat_ws",
+        "quote_ident",
+        "lower",
+        "upper",
+        "replace",
+        "trim",
+        "btrim",
+        "current_schema",
+        "substring",
+    ];
+    match expr {
+        Expr::Nested(inner) => computes_text(inner),
+        Expr::Function(function) => function
+            .name
+            .0
+            .last()
+            .and_then(|part| part.as_ident())
+            .is_some_and(|name| TEXT_FUNCTIONS.contains(&name.value.to_lowercase().as_str())),
+        Expr::BinaryOp { op: datafusion::sql::sqlparser::ast::BinaryOperator::StringConcat, .. } => true,
+        Expr::Cast { data_type, .. } => matches!(cast_type(data_type).as_str(), "text" | "varchar" | "name"),
+        _ => false,
+    }
+}
+
+impl VisitorMut for ComputedRegclass {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        let Expr::Cast { expr: inner, data_type, .. } = expr else { return ControlFlow::Continue(()) };
+        if cast_type(data_type) != "regclass" || !computes_text(inner) {
+            return ControlFlow::Continue(());
+        }
+        if let Ok(lookup) = parse_expr(&format!("pg_catalog.sluice_regclass_oid({inner})")) {
+            *expr = lookup;
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 /// The type of a cast in lower case without a `pg_catalog.` qualifier (`regtype`, `text[]`).
 fn cast_type(data_type: &datafusion::sql::sqlparser::ast::DataType) -> String {
     let text = data_type.to_string().to_lowercase();
@@ -1095,6 +1148,191 @@ fn joinable_case_subquery(expr: &Expr) -> bool {
         }
     }
     true
+}
+
+/// The key columns of catalogs by which a scalar subquery finds at most one row.
+const CATALOG_KEYS: [&str; 2] = ["oid", "seqrelid"];
+
+/// A correlated scalar subquery in a catalog query's select list that finds its one row by a
+/// catalog key equal to an expression of the outer row, `(SELECT e FROM t WHERE t.key = f(outer)
+/// [AND ...])`, becomes a LEFT JOIN of `t` under a fresh alias on the subquery's condition and
+/// `e` in its place: DataFusion decorrelates only equalities of columns (SQLAlchemy reflects a
+/// column's identity options so, with `pg_sequence.seqrelid =
+/// pg_get_serial_sequence(...)::regclass::oid`). Every column the subquery names must be
+/// qualified, and the outer query must read one FROM item.
+fn joined_scalar_subqueries(statement: &mut Statement) {
+    let Statement::Query(query) = statement else { return };
+    let mut next = 0;
+    joined_in_body(query.body.as_mut(), &mut next);
+}
+
+fn joined_in_body(body: &mut SetExpr, next: &mut usize) {
+    match body {
+        SetExpr::SetOperation { left, right, .. } => {
+            joined_in_body(left, next);
+            joined_in_body(right, next);
+        }
+        SetExpr::Query(query) => joined_in_body(query.body.as_mut(), next),
+        SetExpr::Select(select) => {
+            for from in &mut select.from {
+                for relation in
+                    std::iter::once(&mut from.relation).chain(from.joins.iter_mut().map(|j| &mut j.relation))
+                {
+                    if let TableFactor::Derived { subquery, .. } = relation {
+                        joined_in_body(subquery.body.as_mut(), next);
+                    }
+                }
+            }
+            if select.from.len() != 1 {
+                return;
+            }
+            let mut joins = Vec::new();
+            for item in &mut select.projection {
+                let (SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) = item else { continue };
+                let before = joins.len();
+                let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(expr, |e| {
+                    if let Expr::Subquery(query) = &*e {
+                        if let Some((join, value)) = subquery_join(query, *next) {
+                            *next += 1;
+                            joins.push(join);
+                            *e = value;
+                        }
+                    }
+                    ControlFlow::<()>::Continue(())
+                });
+                // A CASE over a JSON value is JSON (DataFusion's CASE drops the type's mark).
+                if joins.len() > before && json_case(expr) {
+                    if let Ok(cast) = parse_expr(&format!("CAST({expr} AS JSON)")) {
+                        *expr = cast;
+                    }
+                }
+            }
+            if let Some(from) = select.from.first_mut() {
+                from.joins.extend(joins);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Whether `expr` is a CASE one of whose results builds a JSON value.
+fn json_case(expr: &Expr) -> bool {
+    let Expr::Case { conditions, else_result, .. } = expr else { return false };
+    let builds_json = |e: &Expr| {
+        let mut e = e;
+        while let Expr::Nested(inner) = e {
+            e = inner;
+        }
+        matches!(e, Expr::Function(f) if f.name.0.last().and_then(|p| p.as_ident()).is_some_and(|n| {
+            matches!(n.value.to_lowercase().as_str(), "json_build_object" | "json_build_array" | "to_json" | "row_to_json")
+        }))
+    };
+    conditions.iter().any(|w| builds_json(&w.result)) || else_result.as_deref().is_some_and(builds_json)
+}
+
+/// The LEFT JOIN and the value that stand for a scalar subquery (see [`joined_scalar_subqueries`]).
+fn subquery_join(
+    query: &datafusion::sql::sqlparser::ast::Query,
+    next: usize,
+) -> Option<(datafusion::sql::sqlparser::ast::Join, Expr)> {
+    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    if query.with.is_some() || query.order_by.is_some() || query.limit_clause.is_some() {
+        return None;
+    }
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    let [from] = select.from.as_slice() else { return None };
+    let TableFactor::Table { name, alias, args: None, .. } = &from.relation else { return None };
+    if !from.joins.is_empty()
+        || select.distinct.is_some()
+        || select.having.is_some()
+        || select.group_by != GroupByExpr::Expressions(vec![], vec![])
+    {
+        return None;
+    }
+    let [SelectItem::UnnamedExpr(value) | SelectItem::ExprWithAlias { expr: value, .. }] = select.projection.as_slice()
+    else {
+        return None;
+    };
+    let selection = select.selection.as_ref()?;
+    // The qualifiers that name the subquery's table.
+    let lower = |i: &Ident| i.value.to_lowercase();
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident()).map(lower).collect();
+    let qualifiers: Vec<Vec<String>> = match alias {
+        Some(alias) => vec![vec![lower(&alias.name)]],
+        None => {
+            let mut all = vec![parts.clone()];
+            if let Some(last) = parts.last() {
+                all.push(vec![last.clone()]);
+            }
+            all
+        }
+    };
+    let inner = |e: &Expr| match e {
+        Expr::CompoundIdentifier(idents) if idents.len() >= 2 => {
+            let prefix: Vec<String> = idents.iter().take(idents.len() - 1).map(lower).collect();
+            qualifiers.contains(&prefix)
+        }
+        _ => false,
+    };
+    // Every column is qualified, so that inner and outer ones are told apart.
+    let mut unqualified = false;
+    let mut refers_inner = |e: &Expr| {
+        let mut found = false;
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions(e, |x| {
+            unqualified |= matches!(x, Expr::Identifier(_));
+            found |= inner(x);
+            ControlFlow::<()>::Continue(())
+        });
+        found
+    };
+    let mut conjuncts = vec![selection];
+    let mut keyed = false;
+    while let Some(e) = conjuncts.pop() {
+        match e {
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
+                conjuncts.extend([left.as_ref(), right.as_ref()])
+            }
+            Expr::Nested(inner_expr) => conjuncts.push(inner_expr),
+            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
+                for (key, other) in [(left, right), (right, left)] {
+                    let is_key = matches!(key.as_ref(), Expr::CompoundIdentifier(idents)
+                        if inner(key) && idents.last().is_some_and(|c| CATALOG_KEYS.contains(&lower(c).as_str())));
+                    if is_key && !refers_inner(other) {
+                        keyed = true;
+                    }
+                }
+                refers_inner(e);
+            }
+            other => {
+                refers_inner(other);
+            }
+        }
+    }
+    refers_inner(value);
+    if !keyed || unqualified {
+        return None;
+    }
+    let alias_name = format!("__sluice_joined_{next}");
+    let rename = |e: &Expr| {
+        let mut e = e.clone();
+        let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(&mut e, |x| {
+            if inner(x) {
+                if let Expr::CompoundIdentifier(idents) = x {
+                    if let Some(column) = idents.last().cloned() {
+                        *x = Expr::CompoundIdentifier(vec![Ident::new(alias_name.clone()), column]);
+                    }
+                }
+            }
+            ControlFlow::<()>::Continue(())
+        });
+        e
+    };
+    let sql = format!("SELECT 1 FROM t LEFT JOIN {name} AS {alias_name} ON {}", rename(selection));
+    let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(&sql).and_then(|mut p| p.parse_statement()).ok()?;
+    let Statement::Query(joined) = parsed else { return None };
+    let SetExpr::Select(joined) = *joined.body else { return None };
+    let join = joined.from.into_iter().next()?.joins.into_iter().next()?;
+    Some((join, Expr::Nested(Box::new(rename(value)))))
 }
 
 /// A scalar subquery's one value as `max(value)`, unless it is aggregated already.

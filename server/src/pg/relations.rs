@@ -183,6 +183,12 @@ struct ObjectsState {
     relation_schemas: HashMap<i32, String>,
     /// The column names of Sluice's tables (`attnum` 1 first), by OID, as the last scan found them.
     attribute_names: HashMap<i32, Vec<String>>,
+    /// Each relation's OID by schema and name (what `sluice_regclass_oid` looks up), as the last
+    /// `pg_class` scan found them.
+    relation_oids: HashMap<(String, String), i32>,
+    /// The sequence of each SERIAL or identity column by schema, table and column, as
+    /// `pg_get_serial_sequence` prints it, as the last scan found them.
+    serial_sequences: HashMap<(String, String, String), String>,
     /// The comments on Sluice's tables, columns and constraints, as the last scan found them.
     comments: super::descriptions::Comments,
 }
@@ -208,7 +214,8 @@ impl Objects {
 
     fn remember_check(&self, oid: i32, expression: &str) {
         self.remember_constraint(oid, format!("CHECK ({})", super::deparse::check_expression(expression)));
-        self.state.lock().pretty_constraints.insert(oid, format!("CHECK ({expression})"));
+        let pretty = format!("CHECK ({})", super::deparse::pretty_check_expression(expression));
+        self.state.lock().pretty_constraints.insert(oid, pretty);
     }
 
     /// What `pg_get_constraintdef` answers for the constraint `oid`.
@@ -793,8 +800,13 @@ impl Tables {
             }
         }
         // Materialized views are tables to DataFusion: `relkind` `m` is set by OID.
-        let materialized: HashSet<i32> =
-            view.materialized_views().into_iter().filter_map(|key| table_oids.get(&key).map(|(oid, _)| *oid)).collect();
+        let mut materialized = HashSet::new();
+        for (schema, name, query) in view.materialized_views() {
+            if let Some((oid, _)) = table_oids.get(&(schema.clone(), name.clone())) {
+                objects.remember_view(*oid, &schema, &name, format!(" {query};"));
+                materialized.insert(*oid);
+            }
+        }
         let by_oid = described.iter().enumerate().map(|(i, (_, oid, _))| (*oid, i)).collect();
         let by_name =
             described.iter().enumerate().map(|(i, (r, _, _))| ((r.schema.clone(), r.table.clone()), i)).collect();
@@ -958,9 +970,13 @@ impl Tables {
         let before = column(batch, "reltype")?.as_primitive_opt::<Int32Type>().cloned();
         let mut relkinds = Vec::with_capacity(batch.num_rows());
         let mut reltypes = Vec::with_capacity(batch.num_rows());
+        let mut persistences = Vec::with_capacity(batch.num_rows());
         for row in 0..batch.num_rows() {
             let (name, kind) = (names.value(row), kinds.value(row));
             let space = self.schema_names.get(&spaces.value(row)).map(String::as_str);
+            // A temporary table or view (in a `pg_temp_<n>` schema) is `t`, as SQLAlchemy's and
+            // psql's scopes read it.
+            persistences.push(if space.is_some_and(sluice::catalog::is_temporary_schema) { "t" } else { "p" });
             relkinds.push(if spaces.value(row) == PG_CATALOG_OID {
                 catalog_relkind(name)
             } else if self.materialized.contains(&oids.value(row)) {
@@ -977,6 +993,7 @@ impl Tables {
             });
         }
         let batch = replace_column(batch, "relkind", Arc::new(StringArray::from(relkinds)))?;
+        let batch = replace_column(&batch, "relpersistence", Arc::new(StringArray::from(persistences)))?;
         replace_column(&batch, "reltype", Arc::new(Int32Array::from(reltypes)))
     }
 
@@ -1220,6 +1237,9 @@ fn remember_names(
 ) {
     let mut names: HashMap<i32, String> =
         table_oids.iter().map(|((schema, name), (oid, _))| (*oid, regclass_text(schema, name))).collect();
+    let mut oids: HashMap<(String, String), i32> =
+        table_oids.iter().map(|(key, (oid, _))| (key.clone(), *oid)).collect();
+    let mut serials = HashMap::new();
     let mut schemas: HashMap<i32, String> =
         table_oids.iter().map(|((schema, _), (oid, _))| (*oid, schema.clone())).collect();
     let columns: HashMap<i32, Vec<String>> = described
@@ -1231,16 +1251,29 @@ fn remember_names(
             let oid = objects.oid(ObjectKind::Index, &relation.schema, &relation.table, &def.name);
             names.insert(oid, regclass_text(&relation.schema, &def.name));
             schemas.insert(oid, relation.schema.clone());
+            oids.insert((relation.schema.clone(), def.name.clone()), oid);
         }
     }
     for sequence in sequences {
-        names.insert(sequence.oid, regclass_text(&sequence.info.schema, &sequence.info.name));
-        schemas.insert(sequence.oid, sequence.info.schema.clone());
+        let info = &sequence.info;
+        names.insert(sequence.oid, regclass_text(&info.schema, &info.name));
+        schemas.insert(sequence.oid, info.schema.clone());
+        oids.insert((info.schema.clone(), info.name.clone()), sequence.oid);
+        if let Some((table, column)) = &info.column {
+            let printed = format!(
+                "{}.{}",
+                sluice::names::quoted_if_needed(&info.schema),
+                sluice::names::quoted_if_needed(&info.name)
+            );
+            serials.insert((info.schema.clone(), table.clone(), column.clone()), printed);
+        }
     }
     let mut state = objects.state.lock();
     state.relation_names = names;
     state.relation_schemas = schemas;
     state.attribute_names = columns;
+    state.relation_oids = oids;
+    state.serial_sequences = serials;
 }
 
 /// The sequences the engine lists with OIDs: a column's by its table and column (as the OIDs
@@ -1911,6 +1944,176 @@ impl ScalarUDFImpl for RegclassName {
                 }
                 let known = i32::try_from(oid).ok().and_then(|oid| state.relation_names.get(&oid));
                 Some(known.cloned().unwrap_or_else(|| oid.to_string()))
+            })
+            .collect();
+        Ok(ColumnarValue::Array(Arc::new(out)))
+    }
+}
+
+/// A relation's name given as text (`schema.name` or `name`, quoted as SQL quotes), as
+/// (schema, name); an unqualified one has no schema.
+fn parse_relation_text(text: &str) -> Option<(Option<String>, String)> {
+    let name = sluice::names::parse_object_name(text).ok()?;
+    let parts: Vec<String> = name.0.iter().filter_map(|p| p.as_ident().map(sluice::names::normalize)).collect();
+    match parts.as_slice() {
+        [name] => Some((None, name.clone())),
+        [schema, name] | [_, schema, name] => Some((Some(schema.clone()), name.clone())),
+        _ => None,
+    }
+}
+
+/// The schemas an unqualified relation name is looked for in, in order: the catalogs, the
+/// session's temporary schema, `public` (PostgreSQL's default search path).
+fn lookup_schemas(schema: Option<String>, state: &ObjectsState) -> Vec<String> {
+    match schema {
+        Some(schema) => vec![schema],
+        None => {
+            let mut path = vec!["pg_catalog".to_string()];
+            path.extend(state.namespaces.values().filter(|s| sluice::catalog::is_temporary_schema(s)).cloned());
+            path.push("public".to_string());
+            path
+        }
+    }
+}
+
+/// `sluice_regclass_oid(text)`: the OID of the relation a text names, what compat.rs makes of
+/// `e::regclass` for a computed `e` (SQLAlchemy reflects identity columns through
+/// `pg_get_serial_sequence(attrelid::regclass::text, attname)::regclass`), from the session's
+/// last `pg_class` scan; 42P01 for a name it does not know, as PostgreSQL's cast.
+#[derive(Debug)]
+pub struct RegclassOid {
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl RegclassOid {
+    pub fn new(objects: Arc<Objects>) -> Self {
+        // Volatile: it must not be folded at planning, before the scan that fills its names.
+        Self { objects, signature: Signature::any(1, Volatility::Volatile) }
+    }
+}
+
+impl PartialEq for RegclassOid {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for RegclassOid {}
+
+impl std::hash::Hash for RegclassOid {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for RegclassOid {
+    fn name(&self) -> &str {
+        "sluice_regclass_oid"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Int32)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(first) = arrays.first() else {
+            return Err(DataFusionError::Plan("sluice_regclass_oid needs an argument".into()));
+        };
+        let texts = arrow::compute::cast(first, &DataType::Utf8)?;
+        let texts = texts.as_string::<i32>();
+        let state = self.objects.state.lock();
+        let mut out = Vec::with_capacity(texts.len());
+        for text in texts.iter() {
+            let Some(text) = text else {
+                out.push(None);
+                continue;
+            };
+            let found = parse_relation_text(text).and_then(|(schema, name)| {
+                lookup_schemas(schema, &state)
+                    .into_iter()
+                    .find_map(|schema| state.relation_oids.get(&(schema, name.clone())).copied())
+            });
+            match found {
+                Some(oid) => out.push(Some(oid)),
+                None => {
+                    return Err(DataFusionError::External(Box::new(sluice::Error::data(
+                        "42P01",
+                        format!("relation \"{text}\" does not exist"),
+                    ))))
+                }
+            }
+        }
+        Ok(ColumnarValue::Array(Arc::new(Int32Array::from(out))))
+    }
+}
+
+/// `pg_get_serial_sequence(table, column)` of computed arguments (the engine answers constant
+/// ones): the sequence of a SERIAL or identity column, schema-qualified and quoted as PostgreSQL
+/// prints it, NULL for another column; from the session's last `pg_class` scan. The table is
+/// parsed as SQL names are, the column taken as it is (as in PostgreSQL).
+#[derive(Debug)]
+pub struct SerialSequence {
+    objects: Arc<Objects>,
+    signature: Signature,
+}
+
+impl SerialSequence {
+    pub fn new(objects: Arc<Objects>) -> Self {
+        Self { objects, signature: Signature::any(2, Volatility::Volatile) }
+    }
+}
+
+impl PartialEq for SerialSequence {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.objects, &other.objects)
+    }
+}
+
+impl Eq for SerialSequence {}
+
+impl std::hash::Hash for SerialSequence {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.name().hash(state);
+    }
+}
+
+impl ScalarUDFImpl for SerialSequence {
+    fn name(&self) -> &str {
+        "pg_get_serial_sequence"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _args: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let (Some(tables), Some(columns)) = (arrays.first(), arrays.get(1)) else {
+            return Err(DataFusionError::Plan("pg_get_serial_sequence needs a table and a column".into()));
+        };
+        let tables = arrow::compute::cast(tables, &DataType::Utf8)?;
+        let columns = arrow::compute::cast(columns, &DataType::Utf8)?;
+        let (tables, columns) = (tables.as_string::<i32>(), columns.as_string::<i32>());
+        let state = self.objects.state.lock();
+        let out: StringArray = tables
+            .iter()
+            .zip(columns.iter())
+            .map(|(table, column)| {
+                let (schema, table) = parse_relation_text(table?)?;
+                let column = column?.to_string();
+                lookup_schemas(schema, &state)
+                    .into_iter()
+                    .find_map(|schema| state.serial_sequences.get(&(schema, table.clone(), column.clone())).cloned())
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(out)))

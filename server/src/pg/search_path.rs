@@ -146,7 +146,56 @@ pub fn qualify(statement: &mut Statement, path: &[String], catalog: &CatalogStat
 /// PostgreSQL answers (pgcli's and pgjdbc's name lookups read it).
 pub fn current_schemas(statement: &mut Statement, path: &[String]) {
     use datafusion::sql::sqlparser::ast::{Expr, FunctionArg, FunctionArgExpr, FunctionArguments, Value};
+    // A select item `current_schema()` or `current_schemas(b)` is headed by the function's
+    // name, as PostgreSQL heads it.
+    if let Statement::Query(query) = statement {
+        if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = query.body.as_mut() {
+            for item in &mut select.projection {
+                let datafusion::sql::sqlparser::ast::SelectItem::UnnamedExpr(expr) = item else { continue };
+                let named = match expr {
+                    Expr::Identifier(i)
+                        if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("current_schema") =>
+                    {
+                        Some("current_schema".to_string())
+                    }
+                    Expr::Function(f) => f
+                        .name
+                        .0
+                        .last()
+                        .map(|p| p.to_string().to_lowercase())
+                        .filter(|n| n == "current_schema" || n == "current_schemas"),
+                    _ => None,
+                };
+                if let Some(name) = named {
+                    *item = datafusion::sql::sqlparser::ast::SelectItem::ExprWithAlias {
+                        expr: expr.clone(),
+                        alias: datafusion::sql::sqlparser::ast::Ident::new(name),
+                    };
+                }
+            }
+        }
+    }
     let _ = datafusion::sql::sqlparser::ast::visit_expressions_mut(statement, |expr| {
+        // `current_schema()` (or `current_schema`): the first schema of the path that exists,
+        // NULL for none, as in PostgreSQL (SQLAlchemy reads the default schema so).
+        let bare_current_schema = matches!(expr, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("current_schema"));
+        let call_current_schema = matches!(&*expr, Expr::Function(f)
+        if f.name.0.last().is_some_and(|p| p.to_string().eq_ignore_ascii_case("current_schema"))
+            && match &f.args {
+                FunctionArguments::None => true,
+                FunctionArguments::List(list) => list.args.is_empty(),
+                FunctionArguments::Subquery(_) => false,
+            });
+        if bare_current_schema || call_current_schema {
+            let sql = match path.first() {
+                Some(schema) => format!("CAST('{}' AS TEXT)", schema.replace('\'', "''")),
+                None => "CAST(NULL AS TEXT)".to_string(),
+            };
+            if let Ok(value) = super::compat::parse_expr(&sql) {
+                *expr = value;
+            }
+            return ControlFlow::Continue(());
+        }
         let Expr::Function(function) = expr else { return ControlFlow::<()>::Continue(()) };
         let name = function.name.0.last().map(|p| p.to_string().to_lowercase()).unwrap_or_default();
         if name != "current_schemas" {

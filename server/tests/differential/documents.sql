@@ -216,11 +216,14 @@ SELECT jsonb_build_object('b', 1, 'a', 2) AS built_jsonb;
 -- search_path
 CREATE SCHEMA sp;
 CREATE TABLE sp.only_here (x int);
+SELECT current_schema(), current_schema;
 SET search_path TO sp, public;
 SELECT count(*) AS found FROM only_here;
+SELECT current_schema(), current_schemas(false);
 CREATE TABLE made_here (y int);
 SELECT table_schema::text AS made_in FROM information_schema.tables WHERE table_name = 'made_here';
 SET search_path TO nosuch;
+SELECT current_schema() IS NULL AS no_schema;
 CREATE TABLE nowhere (z int);
 RESET search_path;
 SELECT count(*) AS not_on_path FROM only_here;

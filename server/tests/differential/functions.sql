@@ -11,6 +11,11 @@ SELECT '2024-01-01T10:00:05'::timestamp AS iso_t;
 SELECT '2024-01-01 10:00:05.25'::timestamp AS fraction;
 SELECT '2024-01-01 10:00:05.123456'::timestamp AS micros;
 SELECT timestamp '2024-01-01 10:00' AS typed;
+SELECT '0001-03-04 05:06:07'::timestamp AS year_one;
+SELECT CAST('1000-01-01 00:00:00' AS TIMESTAMP WITHOUT TIME ZONE) AS year_thousand;
+SELECT '0001-03-04 05:06:07+00'::timestamptz AS year_one_tz;
+SELECT '2500-06-01 12:00'::timestamp AS after_2262;
+SELECT '1000-01-01'::timestamp < '2024-01-01'::timestamp AS historic_compare;
 SELECT '20240105'::date AS compact;
 SELECT '1/8/1999'::date AS mdy;
 SELECT 'January 8, 1999'::date AS month_name;
@@ -240,3 +245,15 @@ SELECT s, s LIKE '%' || '50/%' || '%' ESCAPE '/' AS m FROM (VALUES ('a50%b'), ('
 SELECT 'ab%' LIKE 'ab' || '#%' ESCAPE '#' AS escaped, 'abc' LIKE 'ab' || '#' ESCAPE '#' AS dangling;
 SELECT 'a\b' LIKE 'a' || '\b' ESCAPE '' AS no_escape, 'AB%' ILIKE 'ab' || '!%' ESCAPE '!' AS case_blind;
 SELECT 'x' LIKE 'x' || '' ESCAPE 'ab' AS two_characters;
+
+-- text compared with timestamp columns, also outside nanoseconds' years
+CREATE TABLE historic (t timestamp, tz timestamptz, d date);
+INSERT INTO historic VALUES ('0001-03-04 05:06:07', '0001-03-04 05:06:07+00', '0001-03-04'), ('2024-05-06 07:08:09.5', '2024-05-06 07:08:09.5+02', '2024-05-06');
+SELECT t FROM historic WHERE t = '0001-03-04 05:06:07';
+SELECT t FROM historic WHERE t < '1000-01-01';
+SELECT t FROM historic WHERE '2000-01-01' < t;
+SELECT t FROM historic WHERE t IN ('0001-03-04 05:06:07', '2024-05-06 07:08:09.5') ORDER BY t;
+SELECT tz FROM historic WHERE tz = '0001-03-04 05:06:07+00';
+SELECT d FROM historic WHERE d = '0001-03-04';
+SELECT t FROM historic WHERE t = 'not a time';
+DROP TABLE historic;

@@ -188,6 +188,7 @@ async fn read_only_roles_write_by_no_path() {
         "OPTIMIZE r",
         "COPY r TO 'out.csv'",
         "SELECT nextval('q_id_seq')",
+        "SELECT * FROM r FOR UPDATE",
         "SELECT setval('q_id_seq', 9)",
         "INSERT INTO q (x) VALUES (1) ON CONFLICT (id) DO UPDATE SET x = excluded.x RETURNING id",
         "UPDATE r SET x = 6 RETURNING x",
