@@ -249,8 +249,37 @@ pub struct FlowEntry {
     /// target, which gains new fields as they appear.
     #[serde(default)]
     pub expand_json: Option<String>,
+    /// `AUTO CDC`: the flow's query yields change events that [`CdcSpec`] applies to the target
+    /// (see `flow::cdc`), rather than rows to append.
+    #[serde(default)]
+    pub cdc: Option<CdcSpec>,
     #[serde(default)]
     pub created_ms: i64,
+}
+
+/// Which source columns an AUTO CDC clause names: all, all but some, or a list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CdcColumns {
+    All,
+    Except(Vec<String>),
+    Only(Vec<String>),
+}
+
+/// An AUTO CDC flow's clauses (expressions as SQL over the source's columns).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CdcSpec {
+    pub keys: Vec<String>,
+    pub sequence_by: String,
+    pub delete_when: Option<String>,
+    pub truncate_when: Option<String>,
+    pub ignore_null_updates: bool,
+    /// `COLUMNS`: the source columns the target gets.
+    pub columns: CdcColumns,
+    /// 1 or 2.
+    pub scd_type: u8,
+    /// `TRACK HISTORY ON` (SCD 2): the columns whose change opens a new version (default all).
+    pub track_history: Option<CdcColumns>,
 }
 
 /// What happens to a row that violates an expectation.

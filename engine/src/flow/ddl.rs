@@ -22,7 +22,7 @@ use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{parse_statement_text, CreateTable, SluiceStatement};
 use crate::syntax::streaming::{AlterStreaming, CreateFlow, CreateStreamingTable, PushRoute};
 
-fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
+pub(super) fn mode_of(options: &[(String, String)]) -> Result<FlowMode> {
     match options.iter().find(|(k, _)| k.eq_ignore_ascii_case("mode")).map(|(_, v)| v.to_ascii_lowercase()) {
         None => Ok(FlowMode::Sync),
         Some(m) if m == "sync" => Ok(FlowMode::Sync),
@@ -51,7 +51,7 @@ fn empty_output_query(query: &Query) -> Result<Query> {
 }
 
 /// Creates a streaming table with the columns of a query's output.
-async fn create_for_output(cx: &QueryContext, name: &ObjectName, query: &Query) -> Result<()> {
+pub(super) async fn create_for_output(cx: &QueryContext, name: &ObjectName, query: &Query) -> Result<()> {
     let empty = empty_output_query(query)?;
     let create = CreateTable { query: Some(Box::new(empty)), ..CreateTable::new(name.clone()) };
     cx.create_table(create).await?;
@@ -136,7 +136,19 @@ pub(crate) async fn create_streaming_table(
             "streaming table {name} reads a source: its columns come from the source (no column list or AS query)"
         )));
     }
-    if let Some(source) = &create.from_source {
+    let mut cdc_flow = None;
+    if let (Some(spec), Some(query)) = (&create.cdc, &create.query) {
+        if !exists && !create.columns.is_empty() {
+            let table = CreateTable {
+                columns: create.columns.clone(),
+                constraints: create.constraints.clone(),
+                ..CreateTable::new(create.name.clone())
+            };
+            cx.create_table(table).await?;
+        }
+        let flow = super::cdc_ddl::define(cx, &name.name, &create.name, spec, query, mode, FlowSyntax::Pull).await?;
+        cdc_flow = Some(flow);
+    } else if let Some(source) = &create.from_source {
         crate::source::ddl::create_ingesting_table(cx, &create.name, source, exists).await?;
     } else if !exists {
         match &create.query {
@@ -145,6 +157,7 @@ pub(crate) async fn create_streaming_table(
                 let table = CreateTable {
                     columns: create.columns.clone(),
                     constraints: create.constraints.clone(),
+                    columns_later: create.routes.is_empty() && create.else_route.is_none(),
                     ..CreateTable::new(create.name.clone())
                 };
                 cx.create_table(table).await?;
@@ -157,7 +170,9 @@ pub(crate) async fn create_streaming_table(
     }
     create_quarantine_tables(cx, &table_key, &expectations).await?;
     let mut flows = Vec::new();
-    if let Some(query) = &create.query {
+    if let Some(flow) = cdc_flow {
+        flows.push(flow);
+    } else if let Some(query) = &create.query {
         let sources = stream_sources(query)?;
         if sources.is_empty() {
             return Err(Error::Plan(format!(
@@ -181,6 +196,7 @@ pub(crate) async fn create_streaming_table(
                 else_route: false,
                 predicate: None,
                 expand_json: None,
+                cdc: None,
                 created_ms: super::now_ms(),
             });
         }
@@ -247,6 +263,7 @@ async fn route_flow(cx: &QueryContext, source: &str, route: &PushRoute, mode: Fl
         else_route: false,
         predicate,
         expand_json: route.expand_json.clone(),
+        cdc: None,
         created_ms: super::now_ms(),
     })
 }
@@ -289,13 +306,14 @@ async fn else_flow(
         else_route: true,
         predicate: None,
         expand_json: None,
+        cdc: None,
         created_ms: super::now_ms(),
     })
 }
 
 /// Commits new flows in one catalog change (replacing the push routes of `table_key` and the
 /// flows into it when `replace`), rejecting cycles and taken names, then runs them.
-async fn commit_flows(
+pub(super) async fn commit_flows(
     cx: &QueryContext,
     flows_rt: &Arc<FlowRuntime>,
     table_key: &str,
@@ -346,6 +364,23 @@ pub(crate) async fn create_flow(
     if !cx.db.catalog.current().tables.contains_key(&target_key) {
         return Err(Error::UndefinedTable(create.target.to_string()));
     }
+    if let Some(spec) = &create.cdc {
+        if create.or_replace {
+            cx.db
+                .catalog
+                .update(|state| {
+                    state.flows.remove(&create.name);
+                    Ok(())
+                })
+                .await?;
+        }
+        let mode = mode_of(&create.options)?;
+        let flow =
+            super::cdc_ddl::define(cx, &create.name, &create.target, spec, &create.query, mode, FlowSyntax::Flow)
+                .await?;
+        commit_flows(cx, flows_rt, &target_key, vec![flow], false).await?;
+        return Ok(StatementResult::command("CREATE FLOW"));
+    }
     let sources = stream_sources(&create.query)?;
     let [source] = sources.as_slice() else {
         return Err(Error::Plan(format!(
@@ -377,6 +412,7 @@ pub(crate) async fn create_flow(
         else_route: false,
         predicate: None,
         expand_json: None,
+        cdc: None,
         created_ms: super::now_ms(),
     };
     commit_flows(cx, flows_rt, &target_key, vec![flow], false).await?;

@@ -23,6 +23,8 @@
 //! `sluice` system schema.
 
 pub mod apply;
+pub mod cdc;
+pub mod cdc_ddl;
 pub mod compaction;
 pub mod ddl;
 pub mod expand;
@@ -371,6 +373,9 @@ async fn run_once(
         (Some(c), _) => c,
         (None, r) => r.unwrap_or(-1),
     };
+    if let Some(spec) = &flow.cdc {
+        cdc_catch_up_state(session, flow, spec, &source, &source_snapshot, committed).await?;
+    }
     let end = source_snapshot.version();
     let start = (applied + 1).max(0) as u64;
     flows_rt.update(&flow.name, |s| s.source_version = Some(end));
@@ -391,15 +396,61 @@ async fn run_once(
         return Ok(outcome);
     }
     let schema: SchemaRef = source_snapshot.arrow_schema();
+    let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
+    if let Some(spec) = &flow.cdc {
+        let output = apply::flow_output(session, flow, schema, rows).await?;
+        let applied = cdc::apply(session, flow, spec, output, txn, committed, false).await?;
+        outcome.rows_out = applied.rows_out;
+        if let Some(message) = applied.rejection {
+            db.events.record(FlowEvent {
+                at_ms: now_ms(),
+                flow: flow.name.clone(),
+                kind: "rejected",
+                source_from: outcome.source_from,
+                source_to: outcome.source_to,
+                rows_in: applied.rejected,
+                rows_out: 0,
+                violations: BTreeMap::new(),
+                message: Some(format!("{} events not applied: {message}", applied.rejected)),
+            });
+        }
+        return Ok(outcome);
+    }
     let mut output = apply::flow_output(session, flow, schema, rows).await?;
     if let Some(column) = &flow.expand_json {
         output = expand::expand_flow_output(session, flow, column, output).await?;
     }
-    let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
     let written = apply::write_flow_output(session, &flow.target, output, flow.by_name, txn, committed, end).await?;
     outcome.rows_out = written.rows;
     outcome.violations = written.violations;
     Ok(outcome)
+}
+
+/// Brings an AUTO CDC flow's state table up to its target's txn `committed` (a crash came
+/// between a run's two commits): the source versions the state lacks are applied to it alone.
+async fn cdc_catch_up_state(
+    session: &QueryContext,
+    flow: &FlowEntry,
+    spec: &crate::catalog::CdcSpec,
+    source: &sluice_storage::table::Table,
+    source_snapshot: &sluice_storage::snapshot::Snapshot,
+    committed: Option<i64>,
+) -> Result<()> {
+    let Some(committed) = committed.filter(|c| *c >= 0) else { return Ok(()) };
+    let name = crate::names::parse_table_name(&flow.target)?;
+    let state = crate::names::object_name(&name.schema, &cdc::state_table_name(&name.name));
+    let state_target = session.target(&state).await;
+    session.clear_statement_state();
+    let state_applied = state_target?.snapshot.txn_version(&flow.name);
+    if state_applied.is_some_and(|s| s >= committed) {
+        return Ok(());
+    }
+    let start = (state_applied.unwrap_or(-1) + 1).max(0) as u64;
+    let rows = inserted_rows(source, start, committed as u64).await?;
+    let output = apply::flow_output(session, flow, source_snapshot.arrow_schema(), rows).await?;
+    let txn = Txn { app_id: flow.name.clone(), version: committed, last_updated: Some(now_ms()) };
+    cdc::apply(session, flow, spec, output, txn, state_applied, true).await?;
+    Ok(())
 }
 
 /// The rows versions `start..=end` of a table inserted (table columns only).

@@ -674,7 +674,7 @@ impl QueryContext {
             }
             table
         } else {
-            if definition.schema.fields.is_empty() {
+            if definition.schema.fields.is_empty() && !create.columns_later {
                 return Err(Error::Plan(format!("table {name} needs columns (or a LOCATION holding a Delta table)")));
             }
             properties

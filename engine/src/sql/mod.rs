@@ -10,6 +10,7 @@ pub mod ddl;
 pub mod dml;
 pub mod generated;
 pub mod indexes;
+pub mod keyed;
 pub mod lateral;
 pub mod params;
 pub mod postgres_forms;

@@ -103,6 +103,9 @@ pub struct CreateTable {
     pub temporary: bool,
     /// A temporary table's `ON COMMIT` clause.
     pub on_commit: Option<OnCommit>,
+    /// A streaming table declared without columns: a flow into it gives them (AUTO CDC), so it
+    /// may start with none.
+    pub columns_later: bool,
 }
 
 /// What happens to a temporary table at the end of each transaction (`ON COMMIT ...`).
@@ -146,6 +149,7 @@ impl CreateTable {
             query: None,
             temporary: false,
             on_commit: None,
+            columns_later: false,
         }
     }
 }

@@ -17,7 +17,7 @@ use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::dialect::SluiceDialect;
 use super::parser::{parse_property_list, parse_table_elements, word, PARSER_RECURSION_MAX};
-use crate::catalog::ViolationAction;
+use crate::catalog::{CdcSpec, ViolationAction};
 
 /// `PUSH INTO target [AS query | WHERE predicate] [EXPAND JSON column]`.
 #[derive(Debug, Clone, PartialEq)]
@@ -52,6 +52,8 @@ pub struct CreateStreamingTable {
     pub query: Option<Box<Query>>,
     /// `FROM SOURCE name`: the table ingests an external source.
     pub from_source: Option<String>,
+    /// `FLOW AUTO CDC FROM STREAM(src) ...`: `query` is the CDC input query and this its clauses.
+    pub cdc: Option<CdcSpec>,
 }
 
 /// `CREATE [OR REPLACE] SOURCE [IF NOT EXISTS] name FROM KAFKA (option 'value', ...)`.
@@ -65,7 +67,9 @@ pub struct CreateSource {
     pub options: Vec<(String, String)>,
 }
 
-/// `CREATE [OR REPLACE] FLOW name [WITH (...)] AS INSERT INTO target [BY NAME] query`.
+/// `CREATE [OR REPLACE] FLOW name [WITH (...)] AS INSERT INTO target [BY NAME] query`, or `AS
+/// AUTO CDC INTO target FROM STREAM(src) ...` (then `query` is the CDC input query of
+/// [`super::cdc::input_query`] and `cdc` its clauses).
 #[derive(Debug, Clone, PartialEq)]
 pub struct CreateFlow {
     pub name: String,
@@ -74,6 +78,7 @@ pub struct CreateFlow {
     pub by_name: bool,
     pub query: Box<Query>,
     pub options: Vec<(String, String)>,
+    pub cdc: Option<CdcSpec>,
 }
 
 /// What `ALTER STREAMING TABLE` changes.
@@ -278,12 +283,29 @@ fn parse_create_flow(parser: &mut Parser, or_replace: bool) -> Result<StreamingS
     let name = parser.parse_identifier()?.value;
     let options = parse_options(parser)?;
     parser.expect_keyword_is(Keyword::AS)?;
+    if super::cdc::at_auto_cdc(parser) {
+        super::cdc::expect_auto_cdc(parser)?;
+        parser.expect_keyword_is(Keyword::INTO)?;
+        let target = parser.parse_object_name(false)?;
+        let (source, spec) = super::cdc::parse_cdc_body(parser)?;
+        let query = super::cdc::input_query(&source, &spec)?;
+        let create = CreateFlow { name, or_replace, target, by_name: true, query, options, cdc: Some(spec) };
+        return Ok(StreamingStatement::CreateFlow(Box::new(create)));
+    }
     parser.expect_keyword_is(Keyword::INSERT)?;
     parser.expect_keyword_is(Keyword::INTO)?;
     let target = parser.parse_object_name(false)?;
     let by_name = parser.parse_keywords(&[Keyword::BY, Keyword::NAME]);
     let query = parser.parse_query()?;
-    Ok(StreamingStatement::CreateFlow(Box::new(CreateFlow { name, or_replace, target, by_name, query, options })))
+    Ok(StreamingStatement::CreateFlow(Box::new(CreateFlow {
+        name,
+        or_replace,
+        target,
+        by_name,
+        query,
+        options,
+        cdc: None,
+    })))
 }
 
 fn parse_create_source(parser: &mut Parser, or_replace: bool) -> Result<StreamingStatement, ParserError> {
@@ -316,6 +338,7 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
         else_route: None,
         query: None,
         from_source: None,
+        cdc: None,
     };
     if parser.parse_keyword(Keyword::FROM) {
         expect_word(parser, "SOURCE")?;
@@ -331,6 +354,14 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
     })?;
     create.expectations = expectations;
     create.options = parse_options(parser)?;
+    if word(parser, 0).as_deref() == Some("FLOW") {
+        parser.next_token();
+        super::cdc::expect_auto_cdc(parser)?;
+        let (source, spec) = super::cdc::parse_cdc_body(parser)?;
+        create.query = Some(super::cdc::input_query(&source, &spec)?);
+        create.cdc = Some(spec);
+        return Ok(StreamingStatement::CreateStreamingTable(Box::new(create)));
+    }
     if parser.parse_keyword(Keyword::AS) {
         create.query = Some(parser.parse_query()?);
         return Ok(StreamingStatement::CreateStreamingTable(Box::new(create)));

@@ -1,0 +1,164 @@
+//! Rows of a table found by key, with where each lives, and the one commit that deletes some of
+//! them and inserts others together with a streaming writer's txn: how an AUTO CDC run
+//! ([`crate::flow::cdc`]) applies a batch of changes to its target exactly once.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use arrow::array::{AsArray, RecordBatch};
+use arrow::compute::concat_batches;
+use arrow::datatypes::{Schema, UInt64Type};
+use datafusion::datasource::MemTable;
+use roaring::RoaringTreemap;
+use sluice_storage::actions::{Add, Txn};
+use sluice_storage::write::Mutation;
+
+use super::dml::{by_path_rows, cast_column, keys_committed, storage_data_error, Target};
+use crate::change::{ColumnMatch, Operation};
+use crate::error::{Error, Result};
+use crate::names::{quoted, TEMP_SCHEMA};
+use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
+use crate::sql::context::QueryContext;
+use crate::syntax::parser::{parse_statement_text, SluiceStatement};
+
+/// The relation the keys looked up are registered as while [`QueryContext::located_rows`] runs.
+const KEYS_RELATION: &str = "__sluice_lookup_keys";
+
+/// Live rows of a table (its columns, in its schema) and, for each, its file and row index.
+pub(crate) struct Located {
+    pub rows: RecordBatch,
+    paths: Vec<String>,
+    row_ids: Vec<u64>,
+}
+
+impl Located {
+    /// The rows' count.
+    pub fn len(&self) -> usize {
+        self.rows.num_rows()
+    }
+}
+
+impl QueryContext {
+    /// The live rows of `target` whose columns named like `keys`' columns equal one of its rows
+    /// (every row when `keys` is None), and that satisfy `predicate` (SQL over the table's
+    /// columns), with their locations.
+    pub(crate) async fn located_rows(
+        &self,
+        target: &Target,
+        keys: Option<&RecordBatch>,
+        predicate: Option<&str>,
+    ) -> Result<Located> {
+        let schema = target.snapshot.arrow_schema();
+        let columns: Vec<String> = schema.fields().iter().map(|f| format!("t.{}", quoted(f.name()))).collect();
+        // The target through the relation that exposes each row's file and index.
+        self.clear_statement_state();
+        let relation = self.register_dml_relation(target);
+        let table = format!("{}.{} AS t", quoted(TEMP_SCHEMA), quoted(&relation));
+        let mut text =
+            format!("SELECT {}, t.{}, t.{} FROM {table}", columns.join(", "), quoted(FILE_COLUMN), quoted(ROW_COLUMN));
+        if let Some(keys) = keys {
+            // The keys in the table's types, so that the join compares like with like.
+            let mut fields = Vec::new();
+            let mut arrays = Vec::new();
+            let mut on = Vec::new();
+            for (field, column) in keys.schema().fields().iter().zip(keys.columns()) {
+                let target_field = schema
+                    .field_with_name(field.name())
+                    .map_err(|_| Error::Plan(format!("table {} has no column {}", target.name, field.name())))?;
+                arrays.push(cast_column(column, target_field.data_type(), field.name())?);
+                fields.push(target_field.clone().with_nullable(true));
+                on.push(format!("t.{0} = k.{0}", quoted(field.name())));
+            }
+            let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
+            self.temp.insert(KEYS_RELATION, Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?));
+            text.push_str(&format!(" JOIN {}.{KEYS_RELATION} AS k ON {}", quoted(TEMP_SCHEMA), on.join(" AND ")));
+        }
+        if let Some(predicate) = predicate {
+            text.push_str(&format!(" WHERE {predicate}"));
+        }
+        let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else {
+            return Err(Error::Internal("a lookup is not a query".into()));
+        };
+        let batches = match self.plan_statement(*statement).await {
+            Ok(plan) => self.ctx.execute_logical_plan(plan).await?.collect().await.map_err(Error::from),
+            Err(e) => Err(e),
+        };
+        self.clear_statement_state();
+        let batches = batches?;
+        let width = schema.fields().len();
+        let mut paths = Vec::new();
+        let mut row_ids = Vec::new();
+        let mut rows = Vec::new();
+        for batch in &batches {
+            let (Some(files), Some(ids)) = (batch.columns().get(width), batch.columns().get(width + 1)) else {
+                return Err(Error::Internal("a lookup lost its row locations".into()));
+            };
+            let files = files.as_string::<i32>();
+            paths.extend((0..batch.num_rows()).map(|i| files.value(i).to_string()));
+            row_ids.extend(ids.as_primitive::<UInt64Type>().values().iter().copied());
+            rows.push(RecordBatch::try_new(schema.clone(), batch.columns().iter().take(width).cloned().collect())?);
+        }
+        let rows = concat_batches(&schema, &rows)?;
+        Ok(Located { rows, paths, row_ids })
+    }
+
+    /// Deletes the rows of `located` at `delete` and inserts `inserted` (columns matched to the
+    /// table's by name) in one commit of `target` carrying `txn`; returns the version. The commit
+    /// conflicts with any concurrent data commit (it read the rows it replaces).
+    pub(crate) async fn replace_rows(
+        &self,
+        target: &Target,
+        located: &Located,
+        delete: &[usize],
+        inserted: Vec<RecordBatch>,
+        txn: Txn,
+        operation: &str,
+    ) -> Result<u64> {
+        let by_path: HashMap<&str, &Arc<Add>> = target.snapshot.files().map(|a| (a.path.as_str(), a)).collect();
+        let mut sets: HashMap<String, RoaringTreemap> = HashMap::new();
+        for &row in delete {
+            let (Some(path), Some(id)) = (located.paths.get(row), located.row_ids.get(row)) else {
+                return Err(Error::Internal(format!("no located row {row}")));
+            };
+            sets.entry(path.clone()).or_default().insert(*id);
+        }
+        let deleted = sets
+            .into_iter()
+            .map(|(path, rows)| {
+                by_path
+                    .get(path.as_str())
+                    .map(|add| ((*add).clone(), rows))
+                    .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut rows = Vec::new();
+        for batch in inserted.iter().filter(|b| b.num_rows() > 0) {
+            rows.push(self.to_table_rows(target, batch, &ColumnMatch::ByName).await?);
+        }
+        let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &rows).await?;
+        let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
+        let mutation = Mutation {
+            deleted,
+            inserted: rows,
+            operation: operation.to_string(),
+            txn: Some(txn),
+            schema,
+            reads_data: true,
+            ..Default::default()
+        };
+        let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
+        let version = self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
+        keys_committed(keys).await;
+        Ok(version)
+    }
+}
+
+impl Located {
+    /// Adds another lookup's rows (of the same table and snapshot).
+    pub fn append(&mut self, other: Located) -> Result<()> {
+        self.rows = concat_batches(&self.rows.schema(), [&self.rows, &other.rows])?;
+        self.paths.extend(other.paths);
+        self.row_ids.extend(other.row_ids);
+        Ok(())
+    }
+}
