@@ -415,9 +415,15 @@ pub(crate) async fn apply(
     let key_batch = key_batch(&layout, &events, &key_rows)?;
     let truncating = order.iter().any(|i| events.is_truncate(*i));
     let first_key = spec.keys.first().ok_or_else(|| Error::Plan("AUTO CDC needs KEYS".into()))?;
-    let mut state_located = cx.located_rows(&state_target, Some(&key_batch), None).await?;
-    let truncate_row = cx.located_rows(&state_target, None, Some(&format!("t.{} IS NULL", quoted(first_key)))).await?;
-    state_located.append(truncate_row)?;
+    // A TRUNCATE needs every key's sequence (it removes the rows older than itself).
+    let state_located = if truncating {
+        cx.located_rows(&state_target, None, None).await?
+    } else {
+        let mut located = cx.located_rows(&state_target, Some(&key_batch), None).await?;
+        let truncate_row = format!("t.{} IS NULL", quoted(first_key));
+        located.append(cx.located_rows(&state_target, None, Some(&truncate_row)).await?)?;
+        located
+    };
     let state = read_state(&layout, &keys, &sequences, state_located)?;
     let existing = if truncating {
         cx.located_rows(&target, None, None).await?
@@ -425,17 +431,15 @@ pub(crate) async fn apply(
         cx.located_rows(&target, Some(&key_batch), None).await?
     };
     let existing_keys = encode_keys(&layout, &keys, &existing.rows)?;
-    let (outcomes, truncated_at) = match spec.scd_type {
-        2 => (scd2(&layout, spec, &sequences, &events, &order, &state, &existing, &existing_keys)?, None),
+    let (outcomes, truncated_at, truncated_rows) = match spec.scd_type {
+        2 => (scd2(&layout, spec, &sequences, &events, &order, &state, &existing, &existing_keys)?, None, vec![]),
         _ => scd1(&layout, spec, &events, &order, &state, &existing_keys)?,
     };
     let mut outcomes: Vec<(Vec<u8>, Outcome)> = outcomes.into_iter().filter(|(_, o)| o.changed).collect();
     outcomes.sort_by(|a, b| a.0.cmp(&b.0));
     if !state_only {
         let mut delete: Vec<usize> = outcomes.iter().flat_map(|(_, o)| o.replaces.iter().copied()).collect();
-        if truncated_at.is_some() {
-            delete = (0..existing.len()).collect();
-        }
+        delete.extend(truncated_rows);
         delete.sort_unstable();
         delete.dedup();
         let inserted = target_rows(&layout, spec, &events, &existing, &state, &outcomes)?;
@@ -497,8 +501,9 @@ fn upserted(spec: &CdcSpec, events: &Events, event: usize, previous: Option<&[Ce
 }
 
 /// SCD type 1: per key, the events not older than what the key (or a TRUNCATE) last saw, in
-/// sequence order; the last one decides the row. Returns the outcomes and the TRUNCATE event
-/// applied, if any.
+/// sequence order; the last one decides the row. A TRUNCATE removes the rows whose key's last
+/// event is not newer than it. Returns the outcomes, the last TRUNCATE event applied, if any,
+/// and the existing rows of keys the run did not otherwise touch that TRUNCATEs removed.
 fn scd1(
     layout: &Layout,
     spec: &CdcSpec,
@@ -506,12 +511,14 @@ fn scd1(
     order: &[usize],
     state: &State,
     existing_keys: &[Option<Vec<u8>>],
-) -> Result<(Outcomes, Option<usize>)> {
+) -> Result<(Outcomes, Option<usize>, Vec<usize>)> {
     let existing_by_key: HashMap<&[u8], usize> =
         existing_keys.iter().enumerate().filter_map(|(row, key)| key.as_deref().map(|k| (k, row))).collect();
     let width = layout.data.len();
     let mut truncate: Option<Vec<u8>> = state.truncated.as_ref().map(|(s, _)| s.clone());
     let mut truncated_now = None;
+    let mut wiped: std::collections::HashSet<Vec<u8>> = std::collections::HashSet::new();
+    let mut truncated_rows = Vec::new();
     let mut outcomes: HashMap<Vec<u8>, Outcome> = HashMap::new();
     for &i in order {
         let Some(sequence) = events.order.get(i) else { continue };
@@ -521,8 +528,19 @@ fn scd1(
         if events.is_truncate(i) {
             truncate = Some(sequence.clone());
             truncated_now = Some(i);
+            // The rows of keys the run looked at so far whose last event is not newer.
             for outcome in outcomes.values_mut() {
-                outcome.rows.clear();
+                let older = outcome.sequence.as_ref().is_none_or(|(_, s)| s <= sequence);
+                if older && !outcome.rows.is_empty() {
+                    outcome.rows.clear();
+                    outcome.changed = true;
+                }
+            }
+            for (key, &row) in &existing_by_key {
+                let older = state.by_key.get(*key).is_none_or(|k| k.sequence <= *sequence);
+                if !outcomes.contains_key(*key) && older && wiped.insert(key.to_vec()) {
+                    truncated_rows.push(row);
+                }
             }
             continue;
         }
@@ -531,7 +549,7 @@ fn scd1(
             let mut outcome = new_outcome(state, key, i);
             if let Some(&row) = existing_by_key.get(key.as_slice()) {
                 outcome.replaces.push(row);
-                if truncated_now.is_none() {
+                if !wiped.contains(key.as_slice()) {
                     outcome.rows.push(Version {
                         values: vec![(FROM_EXISTING, row); width],
                         start: (SEQ_EVENT, i),
@@ -557,7 +575,7 @@ fn scd1(
             outcome.rows = vec![Version { values, start: (SEQ_EVENT, i), start_order: sequence.clone(), end: None }];
         }
     }
-    Ok((outcomes, truncated_now))
+    Ok((outcomes, truncated_now, truncated_rows))
 }
 
 /// A key's steps for SCD 2: each with its sequence (bytes), its rank among equal sequences (read
@@ -616,22 +634,30 @@ fn scd2(
         })
     };
     let mut by_key: HashMap<Vec<u8>, Timeline> = HashMap::new();
-    for (row, key) in existing_keys.iter().enumerate() {
-        let Some(key) = key else { continue };
+    // The existing versions read back in their history's order (by start, then end, the current
+    // version last): each is an upsert at its start and, when closed, a delete at its end (a
+    // version closed by the next one's upsert gives a delete just before that upsert, which
+    // changes nothing). Their ranks keep that order among steps of equal sequence.
+    let mut history: Vec<usize> = (0..existing_keys.len()).filter(|row| !start.is_null(*row)).collect();
+    history.sort_by(|a, b| {
+        let bound = |row: &usize| (start_order.get(*row), end.is_null(*row), end_order.get(*row));
+        bound(a).cmp(&bound(b))
+    });
+    let mut rank = 0;
+    for row in history {
+        let Some(Some(key)) = existing_keys.get(row) else { continue };
         let (Some(start_bytes), Some(end_bytes)) = (start_order.get(row), end_order.get(row)) else { continue };
-        if start.is_null(row) {
-            continue;
-        }
         let steps = by_key.entry(key.clone()).or_default();
         steps.push((
             start_bytes.clone(),
-            (0, row),
+            (0, rank),
             (SEQ_START, row),
             Step::Upsert { values: vec![(FROM_EXISTING, row); width], event: None },
         ));
         if !end.is_null(row) {
-            steps.push((end_bytes.clone(), (0, row), (SEQ_END, row), Step::Delete));
+            steps.push((end_bytes.clone(), (0, rank + 1), (SEQ_END, row), Step::Delete));
         }
+        rank += 2;
     }
     for &i in order {
         let Some(Some(key)) = events.keys.get(i) else { continue };
@@ -651,11 +677,7 @@ fn scd2(
         outcome.replaces =
             existing_keys.iter().enumerate().filter(|(_, k)| k.as_deref() == Some(key)).map(|(row, _)| row).collect();
         let mut steps = by_key.remove(key).unwrap_or_default();
-        // A version's end is a delete only where no version starts at it (else the next version
-        // closed it); the state's tombstone is a delete unless a version already ends there.
-        let starts: Vec<Vec<u8>> =
-            steps.iter().filter(|s| matches!(s.3, Step::Upsert { event: None, .. })).map(|s| s.0.clone()).collect();
-        steps.retain(|s| !(matches!(s.3, Step::Delete) && s.1 .0 == 0 && starts.contains(&s.0)));
+        // The state's tombstone is a delete unless a version already ends there.
         if let Some(known) = state.by_key.get(key).filter(|k| k.deleted) {
             let ends_there = steps.iter().any(|s| matches!(s.3, Step::Delete) && s.1 .0 == 0 && s.0 == known.sequence);
             if !ends_there {

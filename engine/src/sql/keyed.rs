@@ -31,13 +31,6 @@ pub(crate) struct Located {
     row_ids: Vec<u64>,
 }
 
-impl Located {
-    /// The rows' count.
-    pub fn len(&self) -> usize {
-        self.rows.num_rows()
-    }
-}
-
 impl QueryContext {
     /// The live rows of `target` whose columns named like `keys`' columns equal one of its rows
     /// (every row when `keys` is None), and that satisfy `predicate` (SQL over the table's

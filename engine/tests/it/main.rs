@@ -1,6 +1,7 @@
 //! Integration tests of the engine (one binary; see STYLE.md).
 
 mod api;
+mod cdc;
 mod changes;
 mod common;
 mod crash;
