@@ -253,6 +253,11 @@ pub struct FlowEntry {
     /// (see `flow::cdc`), rather than rows to append.
     #[serde(default)]
     pub cdc: Option<CdcSpec>,
+    /// The flow reads its source's change feed (`STREAM(table_changes('src'))`: every inserted,
+    /// updated and deleted row, with `_change_type`, `_commit_version`, `_commit_timestamp`)
+    /// rather than its appended rows.
+    #[serde(default)]
+    pub changes: bool,
     #[serde(default)]
     pub created_ms: i64,
 }

@@ -96,6 +96,7 @@ pub(crate) async fn define(
         predicate: None,
         expand_json: None,
         cdc: Some(spec.clone()),
+        changes: super::query::change_streams(query)?.contains(source),
         created_ms: super::now_ms(),
     })
 }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 
-use super::query::{else_query, key_of, query_predicate, route_query, stream_sources, unstream};
+use super::query::{change_streams, else_query, key_of, query_predicate, route_query, stream_sources, unstream};
 use super::FlowRuntime;
 use crate::catalog::{key, Expectation, FlowEntry, FlowMode, FlowSyntax, TableKind};
 use crate::change::Operation;
@@ -174,6 +174,7 @@ pub(crate) async fn create_streaming_table(
         flows.push(flow);
     } else if let Some(query) = &create.query {
         let sources = stream_sources(query)?;
+        let change_feeds = change_streams(query)?;
         if sources.is_empty() {
             return Err(Error::Plan(format!(
                 "the query of streaming table {name} must read a source with STREAM(...)"
@@ -197,6 +198,7 @@ pub(crate) async fn create_streaming_table(
                 predicate: None,
                 expand_json: None,
                 cdc: None,
+                changes: change_feeds.contains(source),
                 created_ms: super::now_ms(),
             });
         }
@@ -264,6 +266,7 @@ async fn route_flow(cx: &QueryContext, source: &str, route: &PushRoute, mode: Fl
         predicate,
         expand_json: route.expand_json.clone(),
         cdc: None,
+        changes: false,
         created_ms: super::now_ms(),
     })
 }
@@ -307,6 +310,7 @@ async fn else_flow(
         predicate: None,
         expand_json: None,
         cdc: None,
+        changes: false,
         created_ms: super::now_ms(),
     })
 }
@@ -413,6 +417,7 @@ pub(crate) async fn create_flow(
         predicate: None,
         expand_json: None,
         cdc: None,
+        changes: change_streams(&create.query)?.contains(source),
         created_ms: super::now_ms(),
     };
     commit_flows(cx, flows_rt, &target_key, vec![flow], false).await?;

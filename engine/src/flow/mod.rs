@@ -196,29 +196,33 @@ impl CommitListener for FlowListener {
                 Operation::Write | Operation::Copy | Operation::CreateAs | Operation::Merge | Operation::Restore
             );
             let Some(flows) = self.0.upgrade() else { return Ok(()) };
-            if !adds_rows {
+            // Flows over the change feed see every commit that changes rows.
+            let reads_changes = change.operation.changes_rows() && change.operation != Operation::ViewCheckpoint;
+            if !adds_rows && !reads_changes {
                 return Ok(());
             }
             let rows = match (&change.operation, &change.rows) {
                 (Operation::Write, Some(rows)) if rows.deleted.is_empty() => Some(rows.inserted.as_slice()),
                 _ => None,
             };
-            run_flows_after(&flows, &change.table, change.version, rows).await
+            run_flows_after(&flows, &change.table, change.version, rows, !adds_rows).await
         })
     }
 }
 
-/// Runs the flows fed by `table` after its commit of `version`, which inserted `rows` when known.
+/// Runs the flows fed by `table` after its commit of `version`, which inserted `rows` when known
+/// (only the flows over its change feed when `changes_only`: the commit added no rows).
 async fn run_flows_after(
     flows_rt: &Arc<FlowRuntime>,
     key: &str,
     version: u64,
     rows: Option<&[RecordBatch]>,
+    changes_only: bool,
 ) -> Result<()> {
     let db = &flows_rt.db;
     let state = db.catalog.current();
     lock(&flows_rt.touched).insert(key.to_string());
-    let flows: Vec<FlowEntry> = state.flows_from(key).cloned().collect();
+    let flows: Vec<FlowEntry> = state.flows_from(key).filter(|f| f.changes || !changes_only).cloned().collect();
     let mut expectation_failure = None;
     let mut tasks = Vec::new();
     for flow in flows {
@@ -230,7 +234,7 @@ async fn run_flows_after(
         // Each flow runs as its own task: the flows of one source run in parallel, and a chain
         // of flows (bronze -> silver -> gold) nests tasks, not stack frames.
         let task_flows = flows_rt.clone();
-        let known = rows.map(|rows| (version, rows.to_vec()));
+        let known = rows.filter(|_| !flow.changes).map(|rows| (version, rows.to_vec()));
         tasks.push(tokio::spawn(async move {
             let known = known.as_ref().map(|(version, rows)| (*version, rows.as_slice()));
             run_flow(&task_flows, &flow, known).await
@@ -386,8 +390,8 @@ async fn run_once(
     // flows that are up to date do not flicker their state).
     flows_rt.update(&flow.name, |s| s.state = FlowState::Running);
     let rows = match known {
-        Some((version, rows)) if version == end && start == end => rows.to_vec(),
-        _ => inserted_rows(&source, start, end).await?,
+        Some((version, rows)) if version == end && start == end && !flow.changes => rows.to_vec(),
+        _ => source_rows(flow, &source, &source_snapshot, start, end).await?,
     };
     let rows_in: u64 = rows.iter().map(|b| b.num_rows() as u64).sum();
     let mut outcome =
@@ -395,7 +399,7 @@ async fn run_once(
     if rows_in == 0 {
         return Ok(outcome);
     }
-    let schema: SchemaRef = source_snapshot.arrow_schema();
+    let schema = source_schema(flow, &source_snapshot);
     let txn = Txn { app_id: flow.name.clone(), version: end as i64, last_updated: Some(now_ms()) };
     if let Some(spec) = &flow.cdc {
         let output = apply::flow_output(session, flow, schema, rows).await?;
@@ -446,11 +450,58 @@ async fn cdc_catch_up_state(
         return Ok(());
     }
     let start = (state_applied.unwrap_or(-1) + 1).max(0) as u64;
-    let rows = inserted_rows(source, start, committed as u64).await?;
-    let output = apply::flow_output(session, flow, source_snapshot.arrow_schema(), rows).await?;
+    let rows = source_rows(flow, source, source_snapshot, start, committed as u64).await?;
+    let output = apply::flow_output(session, flow, source_schema(flow, source_snapshot), rows).await?;
     let txn = Txn { app_id: flow.name.clone(), version: committed, last_updated: Some(now_ms()) };
     cdc::apply(session, flow, spec, output, txn, state_applied, true).await?;
     Ok(())
+}
+
+/// The relation a flow's query reads its source as: the source's columns, plus the change
+/// columns for a flow over the change feed.
+fn source_schema(flow: &FlowEntry, snapshot: &sluice_storage::snapshot::Snapshot) -> SchemaRef {
+    if flow.changes {
+        Arc::new(sluice_storage::write::change_data_schema(snapshot.schema()).to_arrow())
+    } else {
+        snapshot.arrow_schema()
+    }
+}
+
+/// What a run of `flow` reads of versions `start..=end` of its source: the rows they inserted,
+/// or for a flow over the change feed every change (in the feed's schema as of `snapshot`).
+async fn source_rows(
+    flow: &FlowEntry,
+    source: &sluice_storage::table::Table,
+    snapshot: &sluice_storage::snapshot::Snapshot,
+    start: u64,
+    end: u64,
+) -> Result<Vec<RecordBatch>> {
+    if !flow.changes {
+        return inserted_rows(source, start, end).await;
+    }
+    let schema = source_schema(flow, snapshot);
+    let mut out = Vec::new();
+    for change in source.changes(start, Some(end)).await? {
+        // Within a version the rows that leave come before the rows that arrive (an UPDATE
+        // without the change data feed on is a delete and an insert of one key in one version).
+        let mut arriving = Vec::new();
+        for batch in change.batches {
+            let batch = batch.with_schema(schema.clone()).map_err(|e| {
+                Error::Plan(format!(
+                    "the change feed of {} changed shape at version {}: {e}",
+                    flow.source, change.version
+                ))
+            })?;
+            let Some(kind) = batch.column_by_name(sluice_storage::write::CHANGE_TYPE_COLUMN) else { continue };
+            let kind = kind.as_string::<i32>();
+            let leaving: arrow::array::BooleanArray =
+                (0..batch.num_rows()).map(|i| Some(matches!(kind.value(i), "delete" | "update_preimage"))).collect();
+            out.push(filter_record_batch(&batch, &leaving)?);
+            arriving.push(filter_record_batch(&batch, &arrow::compute::not(&leaving)?)?);
+        }
+        out.extend(arriving);
+    }
+    Ok(out)
 }
 
 /// The rows versions `start..=end` of a table inserted (table columns only).

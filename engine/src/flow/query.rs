@@ -1,6 +1,7 @@
-//! The SQL of flows: finding `STREAM(src)` in a query, binding a flow's source (and the other
-//! streams of its query) to the relations one run reads, and deriving the queries of push routes
-//! (`PUSH INTO t WHERE p`, the ELSE route).
+//! The SQL of flows: finding `STREAM(src)` (and `STREAM(table_changes('src'))`, the source's
+//! change feed) in a query, binding a flow's source (and the other streams of its query) to the
+//! relations one run reads, and deriving the queries of push routes (`PUSH INTO t WHERE p`, the
+//! ELSE route).
 
 use datafusion::sql::sqlparser::ast::{
     Expr, FunctionArg, FunctionArgExpr, Ident, ObjectName, ObjectNamePart, Query, Statement, TableFactor, VisitMut,
@@ -21,34 +22,54 @@ pub fn key_of(name: &ObjectName) -> Result<String> {
     Ok(crate::catalog::key(&name.schema, &name.name))
 }
 
-/// The table a `STREAM(x)` table factor reads, if this factor is one.
-fn stream_argument(factor: &TableFactor) -> Option<ObjectName> {
+/// The name of the table function whose stream is a table's change feed.
+pub const CHANGES_FUNCTION: &str = "table_changes";
+
+/// The table a `STREAM(x)` or `STREAM(table_changes('x'))` table factor reads, if this factor is
+/// one, and whether it reads the change feed.
+fn stream_argument(factor: &TableFactor) -> Option<(ObjectName, bool)> {
     let TableFactor::Table { name, args: Some(args), .. } = factor else { return None };
     if name.0.len() != 1 || !name.to_string().eq_ignore_ascii_case("stream") || args.args.len() != 1 {
         return None;
     }
     let Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(expr))) = args.args.first() else { return None };
     match expr {
-        Expr::Identifier(ident) => Some(ObjectName(vec![ObjectNamePart::Identifier(ident.clone())])),
+        Expr::Identifier(ident) => Some((ObjectName(vec![ObjectNamePart::Identifier(ident.clone())]), false)),
         Expr::CompoundIdentifier(parts) => {
-            Some(ObjectName(parts.iter().cloned().map(ObjectNamePart::Identifier).collect()))
+            Some((ObjectName(parts.iter().cloned().map(ObjectNamePart::Identifier).collect()), false))
+        }
+        Expr::Function(function) if function.name.to_string().eq_ignore_ascii_case(CHANGES_FUNCTION) => {
+            let datafusion::sql::sqlparser::ast::FunctionArguments::List(list) = &function.args else { return None };
+            let [FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::Value(value)))] = list.args.as_slice() else {
+                return None;
+            };
+            let datafusion::sql::sqlparser::ast::Value::SingleQuotedString(text) = &value.value else { return None };
+            crate::names::parse_object_name(text).ok().map(|name| (name, true))
         }
         _ => None,
     }
 }
 
 struct StreamFinder {
-    found: Vec<ObjectName>,
+    found: Vec<(ObjectName, bool)>,
 }
 
 impl VisitorMut for StreamFinder {
     type Break = ();
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        if let Some(name) = stream_argument(factor) {
-            self.found.push(name);
+        if let Some(found) = stream_argument(factor) {
+            self.found.push(found);
         }
         ControlFlow::Continue(())
     }
+}
+
+/// The tables a query reads as change feeds (`STREAM(table_changes('t'))`), as keys.
+pub fn change_streams(query: &Query) -> Result<Vec<String>> {
+    let mut finder = StreamFinder { found: vec![] };
+    let mut copy = query.clone();
+    let _ = copy.visit(&mut finder);
+    finder.found.into_iter().filter(|(_, changes)| *changes).map(|(name, _)| key_of(&name)).collect()
 }
 
 /// The tables a query reads with `STREAM(...)`, as keys, in order, without repeats.
@@ -57,7 +78,7 @@ pub fn stream_sources(query: &Query) -> Result<Vec<String>> {
     let mut copy = query.clone();
     let _ = copy.visit(&mut finder);
     let mut keys: Vec<String> = Vec::new();
-    for name in finder.found {
+    for (name, _) in finder.found {
         let key = key_of(&name)?;
         if !keys.contains(&key) {
             keys.push(key);
@@ -71,8 +92,25 @@ struct Unstream;
 impl VisitorMut for Unstream {
     type Break = ();
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        if let Some(source) = stream_argument(factor) {
+        if let Some((source, changes)) = stream_argument(factor) {
             if let TableFactor::Table { name, args, .. } = factor {
+                if changes {
+                    // The whole change feed: `table_changes('x', 0)`.
+                    let text =
+                        format!("SELECT * FROM {CHANGES_FUNCTION}('{}', 0)", source.to_string().replace('\'', "''"));
+                    if let Ok(crate::syntax::parser::SluiceStatement::Standard(statement)) =
+                        crate::syntax::parser::parse_statement_text(&text)
+                    {
+                        if let Statement::Query(query) = *statement {
+                            if let datafusion::sql::sqlparser::ast::SetExpr::Select(select) = *query.body {
+                                if let Some(from) = select.from.into_iter().next() {
+                                    *factor = from.relation;
+                                    return ControlFlow::Continue(());
+                                }
+                            }
+                        }
+                    }
+                }
                 *name = source;
                 *args = None;
             }
@@ -81,7 +119,8 @@ impl VisitorMut for Unstream {
     }
 }
 
-/// Replaces `STREAM(x)` with `x` (to plan a flow's query over its sources' current contents).
+/// Replaces `STREAM(x)` with `x` and `STREAM(table_changes('x'))` with `table_changes('x', 0)` (to
+/// plan a flow's query over its sources' current contents).
 pub fn unstream(query: &mut Query) {
     let _ = query.visit(&mut Unstream);
 }
@@ -120,7 +159,7 @@ fn temp_name(relation: &str) -> ObjectName {
 impl VisitorMut for SourceBinder<'_> {
     type Break = ();
     fn pre_visit_table_factor(&mut self, factor: &mut TableFactor) -> ControlFlow<()> {
-        let stream = stream_argument(factor);
+        let stream = stream_argument(factor).map(|(name, _)| name);
         let TableFactor::Table { name, args, .. } = factor else { return ControlFlow::Continue(()) };
         let named = match (&stream, self.has_streams) {
             (Some(stream), _) => stream.clone(),

@@ -20,7 +20,6 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Query};
 use super::dialect::SluiceDialect;
 use super::parser::{word, PARSER_RECURSION_MAX};
 use crate::catalog::{CdcColumns, CdcSpec};
-use crate::names::normalize;
 
 /// The columns of an AUTO CDC flow's query (its input) carrying each event's sequence value and
 /// its delete and truncate conditions, beside the source's own columns.
@@ -28,14 +27,30 @@ pub const SEQUENCE_COLUMN: &str = "__cdc_sequence";
 pub const DELETE_COLUMN: &str = "__cdc_delete";
 pub const TRUNCATE_COLUMN: &str = "__cdc_truncate";
 
+/// Where an AUTO CDC flow reads its events: a table's appended rows, or its change feed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CdcSource {
+    Table(ObjectName),
+    /// `STREAM(table_changes('t'))`.
+    Changes(ObjectName),
+}
+
 /// The query an AUTO CDC clause stands for: every column of the source, plus the event's
-/// sequence value and its delete and truncate conditions (what `flow::cdc` applies).
-pub fn input_query(source: &ObjectName, spec: &CdcSpec) -> Result<Box<Query>, ParserError> {
+/// sequence value and its delete and truncate conditions (what `flow::cdc` applies). Over a
+/// change feed the `update_preimage` rows are left out (an update is its postimage).
+pub fn input_query(source: &CdcSource, spec: &CdcSpec) -> Result<Box<Query>, ParserError> {
     let delete = spec.delete_when.as_deref().unwrap_or("false");
     let truncate = spec.truncate_when.as_deref().unwrap_or("false");
+    let from = match source {
+        CdcSource::Table(name) => format!("STREAM({name})"),
+        CdcSource::Changes(name) => format!(
+            "STREAM(table_changes('{}')) WHERE _change_type <> 'update_preimage'",
+            name.to_string().replace('\'', "''")
+        ),
+    };
     let text = format!(
         "SELECT *, ({}) AS {SEQUENCE_COLUMN}, coalesce(({delete}), false) AS {DELETE_COLUMN}, \
-         coalesce(({truncate}), false) AS {TRUNCATE_COLUMN} FROM STREAM({source})",
+         coalesce(({truncate}), false) AS {TRUNCATE_COLUMN} FROM {from}",
         spec.sequence_by
     );
     let dialect = SluiceDialect::new();
@@ -74,6 +89,16 @@ fn at_words(parser: &Parser, words: &[&str]) -> bool {
     words.iter().enumerate().all(|(n, w)| word(parser, n).as_deref() == Some(*w))
 }
 
+/// An identifier as a name: as written when quoted, else in lower case (as `crate::names`
+/// normalizes, which this layer does not use).
+fn normalize(ident: &datafusion::sql::sqlparser::ast::Ident) -> String {
+    if ident.quote_style.is_some() {
+        ident.value.clone()
+    } else {
+        ident.value.to_lowercase()
+    }
+}
+
 fn identifier_list(parser: &mut Parser) -> Result<Vec<String>, ParserError> {
     parser.expect_token(&Token::LParen)?;
     let idents = parser.parse_comma_separated(|p| p.parse_identifier())?;
@@ -92,12 +117,24 @@ fn column_choice(parser: &mut Parser) -> Result<CdcColumns, ParserError> {
     Ok(CdcColumns::Only(identifier_list(parser)?))
 }
 
-/// `FROM STREAM(src) KEYS (...) ... SEQUENCE BY ...`: the source's name and the flow's spec.
-pub fn parse_cdc_body(parser: &mut Parser) -> Result<(ObjectName, CdcSpec), ParserError> {
+/// `FROM STREAM(src) KEYS (...) ... SEQUENCE BY ...` (or `FROM STREAM(table_changes('src'))`):
+/// the source and the flow's spec.
+pub fn parse_cdc_body(parser: &mut Parser) -> Result<(CdcSource, CdcSpec), ParserError> {
     parser.expect_keyword_is(Keyword::FROM)?;
     expect_words(parser, &["STREAM"])?;
     parser.expect_token(&Token::LParen)?;
-    let source = parser.parse_object_name(false)?;
+    let source =
+        if word(parser, 0).as_deref() == Some("TABLE_CHANGES") && parser.peek_nth_token(1).token == Token::LParen {
+            parser.next_token();
+            parser.next_token();
+            let text = parser.parse_literal_string()?;
+            parser.expect_token(&Token::RParen)?;
+            let dialect = SluiceDialect::new();
+            let name = Parser::new(&dialect).try_with_sql(&text)?.parse_object_name(false)?;
+            CdcSource::Changes(name)
+        } else {
+            CdcSource::Table(parser.parse_object_name(false)?)
+        };
     parser.expect_token(&Token::RParen)?;
     expect_words(parser, &["KEYS"])?;
     let keys = identifier_list(parser)?;
