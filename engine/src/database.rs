@@ -66,6 +66,13 @@ impl Database {
         self.session.query(sql).await
     }
 
+    /// Follows a table's committed changes (see [`crate::subscribe`]): from version `from` on,
+    /// or from the next commit when None. `table` is `name` or `schema.name`.
+    pub async fn subscribe(&self, table: &str, from: Option<u64>) -> Result<crate::subscribe::Subscription> {
+        let name = crate::names::parse_table_name(table)?;
+        crate::subscribe::Subscription::start(self.inner.warehouse.clone(), &self.inner.commits, name, from).await
+    }
+
     /// Appends rows to a table (columns matched by name); returns the rows written.
     pub async fn insert(&self, table: &str, batches: Vec<RecordBatch>) -> Result<u64> {
         self.session.insert(table, batches).await

@@ -38,7 +38,8 @@
 //!    and each commit made known through the writer);
 //! 4. features, each a runtime over the warehouse plus its statements as functions of a query
 //!    context: [`source`] (Kafka ingest), [`ivm`] (materialized views), [`flow`] (streaming
-//!    flows), and [`system`] (the `sluice` schema that shows them);
+//!    flows, AUTO CDC), [`subscribe`] (a table's changes out, to Rust) and [`system`] (the
+//!    `sluice` schema that shows them);
 //! 5. top: [`runtimes`] (a warehouse with its runtimes, wired together, and the background
 //!    worker), [`session`] (the one statement dispatcher) and [`database`] (the handle).
 //!
@@ -81,6 +82,7 @@ pub mod session;
 pub mod source;
 pub mod sql;
 pub mod staging;
+pub mod subscribe;
 pub mod syntax;
 pub mod system;
 pub mod time_of_day;
@@ -102,3 +104,4 @@ pub struct ReadmeDoctests;
 pub use error::{Error, Result};
 pub use privileges::Privileges;
 pub use session::{CatalogView, PreparedStatement, Session, StatementResult};
+pub use subscribe::{Subscription, TableChange};

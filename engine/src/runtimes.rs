@@ -29,6 +29,8 @@ pub struct Runtimes {
     pub flows: Arc<FlowRuntime>,
     pub views: Arc<ViewRuntime>,
     pub sources: Arc<SourceRuntime>,
+    /// Moves on every commit, for [`crate::subscribe::Subscription`]s.
+    pub commits: Arc<crate::subscribe::CommitSignal>,
 }
 
 impl Runtimes {
@@ -40,11 +42,13 @@ impl Runtimes {
             flows: Arc::new(FlowRuntime::new(warehouse.clone())),
             views: Arc::new(ViewRuntime::new(warehouse.clone())),
             sources: Arc::new(SourceRuntime::new(warehouse.clone())),
+            commits: Arc::default(),
             warehouse,
         });
         let warehouse = &runtimes.warehouse;
         warehouse.writer.subscribe(Arc::new(crate::flow::FlowListener(Arc::downgrade(&runtimes.flows))));
         warehouse.writer.subscribe(Arc::new(crate::ivm::ViewListener(Arc::downgrade(&runtimes.views))));
+        warehouse.writer.subscribe(Arc::new(crate::subscribe::SignalListener(runtimes.commits.clone())));
         let views = Arc::downgrade(&runtimes.views);
         warehouse.hooks.set_view_reader(Arc::new(move |entry| {
             let views = views.clone();

@@ -15,6 +15,7 @@ mod kafka;
 mod keys;
 mod layout;
 mod sequences;
+mod subscribe;
 mod temporary;
 mod transactions;
 mod view_crash;

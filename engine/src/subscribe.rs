@@ -1,0 +1,154 @@
+//! Changes out, in Rust: [`crate::Database::subscribe`] follows one table's committed changes,
+//! from now or from a given version, as a [`Subscription`] whose [`Subscription::next`] waits for
+//! the next commit that changed rows. Applications (and tests) wait on it for data to arrive
+//! through a pipeline instead of polling.
+//!
+//! Each change is one version of the table's change data feed (its rows with `_change_type`,
+//! `_commit_version`, `_commit_timestamp`; see `sluice_storage::cdf`), read from the log, so a
+//! subscription sees every commit exactly once and in order, whoever made it. A listener on the
+//! writer ([`CommitSignal`]) wakes subscriptions on every commit of this process; commits of other
+//! processes are found by looking at the log at least every second.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use futures::future::BoxFuture;
+use futures::Stream;
+
+use crate::change::{Change, CommitListener};
+use crate::error::{Error, Result};
+use crate::names::TableName;
+use crate::warehouse::Warehouse;
+
+/// How long a subscription waits for a signal before it looks at the log anyway.
+const POLL_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Counts the commits of this process; subscriptions wait for it to move.
+#[derive(Debug)]
+pub struct CommitSignal(tokio::sync::watch::Sender<u64>);
+
+impl Default for CommitSignal {
+    fn default() -> Self {
+        Self(tokio::sync::watch::channel(0).0)
+    }
+}
+
+impl CommitSignal {
+    fn receiver(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.0.subscribe()
+    }
+}
+
+/// The writer's listener that moves a [`CommitSignal`].
+pub struct SignalListener(pub Arc<CommitSignal>);
+
+impl CommitListener for SignalListener {
+    fn committed<'a>(&'a self, _change: &'a Change) -> BoxFuture<'a, Result<()>> {
+        self.0 .0.send_modify(|n| *n = n.wrapping_add(1));
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// One committed version of a subscribed table: the rows it inserted, deleted and updated.
+#[derive(Debug, Clone)]
+pub struct TableChange {
+    pub version: u64,
+    pub timestamp_ms: i64,
+    /// The table's columns plus `_change_type`, `_commit_version` and `_commit_timestamp`.
+    pub rows: Vec<RecordBatch>,
+}
+
+/// A table's changes, one committed version at a time (see the module text).
+pub struct Subscription {
+    warehouse: Arc<Warehouse>,
+    table: TableName,
+    next: u64,
+    signal: tokio::sync::watch::Receiver<u64>,
+    pending: VecDeque<TableChange>,
+}
+
+impl std::fmt::Debug for Subscription {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Subscription").field("table", &self.table.to_string()).field("next", &self.next).finish()
+    }
+}
+
+impl Subscription {
+    /// Follows `table` from version `from` on (None: from the next commit).
+    pub(crate) async fn start(
+        warehouse: Arc<Warehouse>,
+        signal: &CommitSignal,
+        table: TableName,
+        from: Option<u64>,
+    ) -> Result<Self> {
+        let signal = signal.receiver();
+        let handle = open(&warehouse, &table).await?;
+        let next = match from {
+            Some(version) => version,
+            None => handle.snapshot().await?.version() + 1,
+        };
+        Ok(Self { warehouse, table, next, signal, pending: VecDeque::new() })
+    }
+
+    /// The version the next change will be at or after.
+    pub fn next_version(&self) -> u64 {
+        self.next
+    }
+
+    /// Waits for the table's next change (a commit that changed rows) and returns it. Fails if
+    /// the table is dropped.
+    pub async fn next(&mut self) -> Result<TableChange> {
+        loop {
+            if let Some(change) = self.pending.pop_front() {
+                return Ok(change);
+            }
+            // Marked seen before looking, so a commit after the look wakes the wait below.
+            self.signal.borrow_and_update();
+            let table = open(&self.warehouse, &self.table).await?;
+            let latest = table.snapshot().await?.version();
+            if latest >= self.next {
+                for change in table.changes(self.next, Some(latest)).await? {
+                    self.pending.push_back(TableChange {
+                        version: change.version,
+                        timestamp_ms: change.timestamp_ms,
+                        rows: change.batches,
+                    });
+                }
+                self.next = latest + 1;
+                continue;
+            }
+            let _ = tokio::time::timeout(POLL_INTERVAL, self.signal.changed()).await;
+        }
+    }
+
+    /// [`Self::next`], or None when nothing changed within `timeout`.
+    pub async fn next_within(&mut self, timeout: Duration) -> Result<Option<TableChange>> {
+        match tokio::time::timeout(timeout, self.next()).await {
+            Ok(change) => change.map(Some),
+            Err(_) => Ok(None),
+        }
+    }
+
+    /// The subscription as a stream of changes (it ends after the first error).
+    pub fn into_stream(self) -> impl Stream<Item = Result<TableChange>> {
+        futures::stream::unfold(Some(self), |state| async move {
+            let mut subscription = state?;
+            match subscription.next().await {
+                Ok(change) => Some((Ok(change), Some(subscription))),
+                Err(e) => Some((Err(e), None)),
+            }
+        })
+    }
+}
+
+async fn open(warehouse: &Warehouse, table: &TableName) -> Result<Arc<sluice_storage::table::Table>> {
+    let key = crate::catalog::key(&table.schema, &table.name);
+    let mut state = warehouse.catalog.current();
+    if !state.tables.contains_key(&key) {
+        state = warehouse.catalog.refresh().await?;
+    }
+    let entry = state.tables.get(&key).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
+    warehouse.open_table(entry).await
+}
