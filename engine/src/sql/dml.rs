@@ -736,8 +736,10 @@ impl QueryContext {
             })
             .collect();
         // As for DELETE: the old rows are selected too when a view reads the table (an UPDATE
-        // matches each target row at most once, which row_sets checks).
-        let hand_over = self.db.writer.wants_rows(&target.entry.qualified_name());
+        // matches each target row at most once, which row_sets checks), and when the table keeps
+        // a change data feed (they are the update's preimages).
+        let change_feed = target.snapshot.property_is_true(sluice_storage::protocol::ENABLE_CHANGE_DATA_FEED_KEY);
+        let hand_over = self.db.writer.wants_rows(&target.entry.qualified_name()) || change_feed;
         if hand_over {
             projection.extend(old_columns(&target, &alias));
         }
@@ -763,6 +765,15 @@ impl QueryContext {
             } else {
                 None
             };
+            let mut change_data = Vec::new();
+            if let (true, Some(handed)) = (change_feed, &handed) {
+                for old in &handed.deleted {
+                    change_data.push(sluice_storage::write::with_change_type(old, "update_preimage")?);
+                }
+                for new in handed.inserted.iter().filter(|b| b.num_rows() > 0) {
+                    change_data.push(sluice_storage::write::with_change_type(new, "update_postimage")?);
+                }
+            }
             let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             // Keys checked: a concurrent data commit (another process's) conflicts (40001).
@@ -770,6 +781,7 @@ impl QueryContext {
             let mutation = Mutation {
                 deleted,
                 inserted: inserted.clone(),
+                change_data,
                 operation: "UPDATE".into(),
                 schema,
                 reads_data,
