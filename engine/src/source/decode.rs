@@ -21,9 +21,10 @@ use crate::error::Result;
 /// The columns of an ingesting table, as SQL (its CREATE TABLE body).
 pub fn bronze_columns_sql(format: PayloadFormat) -> String {
     let payload = if format == PayloadFormat::Bytes { "bytea" } else { "text" };
+    let debezium = if format == PayloadFormat::Debezium { ", op text, ts_ms bigint, image text" } else { "" };
     format!(
         "topic text NOT NULL, partition integer NOT NULL, \"offset\" bigint NOT NULL, \
-         \"timestamp\" timestamptz, key {payload}, value {payload}, headers text"
+         \"timestamp\" timestamptz, key {payload}, value {payload}, headers text{debezium}"
     )
 }
 
@@ -49,7 +50,7 @@ fn timestamp_type() -> DataType {
 /// The arrow schema of the rows the builder makes (cast to the table's types when written).
 fn bronze_schema(format: PayloadFormat) -> SchemaRef {
     let payload = if format == PayloadFormat::Bytes { DataType::Binary } else { DataType::Utf8 };
-    Arc::new(Schema::new(vec![
+    let mut fields = vec![
         Field::new("topic", DataType::Utf8, false),
         Field::new("partition", DataType::Int32, false),
         Field::new("offset", DataType::Int64, false),
@@ -57,7 +58,13 @@ fn bronze_schema(format: PayloadFormat) -> SchemaRef {
         Field::new("key", payload.clone(), true),
         Field::new("value", payload, true),
         Field::new("headers", DataType::Utf8, true),
-    ]))
+    ];
+    if format == PayloadFormat::Debezium {
+        fields.push(Field::new("op", DataType::Utf8, true));
+        fields.push(Field::new("ts_ms", DataType::Int64, true));
+        fields.push(Field::new("image", DataType::Utf8, true));
+    }
+    Arc::new(Schema::new(fields))
 }
 
 fn errors_schema() -> SchemaRef {
@@ -123,6 +130,10 @@ pub struct BatchBuilder {
     key: Payload,
     value: Payload,
     headers: StringBuilder,
+    /// `format 'debezium'`: each event's operation, time and row image.
+    op: StringBuilder,
+    ts_ms: Int64Builder,
+    image: StringBuilder,
     bad: ErrorBuilder,
     /// Per partition seen: (topic, partition, offsets); a batch spans few partitions, so a scan
     /// (starting at the last one hit) finds a record's without allocating a key per record.
@@ -155,6 +166,9 @@ impl BatchBuilder {
             key: Payload::new(format),
             value: Payload::new(format),
             headers: StringBuilder::new(),
+            op: StringBuilder::new(),
+            ts_ms: Int64Builder::new(),
+            image: StringBuilder::new(),
             bad: ErrorBuilder::default(),
             ranges: Vec::new(),
             last_range: 0,
@@ -181,6 +195,20 @@ impl BatchBuilder {
         if let Err(error) = self.check(&record) {
             self.bad.push(&record, &error);
             return;
+        }
+        if self.format == PayloadFormat::Debezium {
+            match super::debezium::decode(record.key, record.value) {
+                Ok(super::debezium::Event::Tombstone) => return,
+                Ok(super::debezium::Event::Change { op, ts_ms, image }) => {
+                    self.op.append_value(op);
+                    self.ts_ms.append_option(ts_ms);
+                    self.image.append_option(image);
+                }
+                Err(error) => {
+                    self.bad.push(&record, &error);
+                    return;
+                }
+            }
         }
         self.topic.append_value(record.topic);
         self.partition.append_value(record.partition);
@@ -261,18 +289,21 @@ impl BatchBuilder {
 
     /// Ends the micro-batch.
     pub fn finish(&mut self) -> Result<DecodedBatch> {
-        let rows = RecordBatch::try_new(
-            bronze_schema(self.format),
-            vec![
-                Arc::new(self.topic.finish()),
-                Arc::new(self.partition.finish()),
-                Arc::new(self.offset.finish()),
-                Arc::new(self.timestamp.finish().with_timezone("UTC")),
-                self.key.finish(),
-                self.value.finish(),
-                Arc::new(self.headers.finish()),
-            ],
-        )?;
+        let mut columns: Vec<ArrayRef> = vec![
+            Arc::new(self.topic.finish()),
+            Arc::new(self.partition.finish()),
+            Arc::new(self.offset.finish()),
+            Arc::new(self.timestamp.finish().with_timezone("UTC")),
+            self.key.finish(),
+            self.value.finish(),
+            Arc::new(self.headers.finish()),
+        ];
+        if self.format == PayloadFormat::Debezium {
+            columns.push(Arc::new(self.op.finish()));
+            columns.push(Arc::new(self.ts_ms.finish()));
+            columns.push(Arc::new(self.image.finish()));
+        }
+        let rows = RecordBatch::try_new(bronze_schema(self.format), columns)?;
         let errors = self.bad.finish()?;
         let batch = DecodedBatch {
             rows,

@@ -19,6 +19,7 @@
 //! `sluice.kafka_offsets`.
 
 pub mod ddl;
+pub mod debezium;
 pub mod decode;
 #[cfg(feature = "kafka")]
 pub mod kafka;

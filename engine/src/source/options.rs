@@ -2,7 +2,7 @@
 //!
 //! Sluice's own options (case-insensitive): `brokers` (or `bootstrap.servers`), `topics` (a comma
 //! separated list) or `topic_pattern` (a regular expression over topic names), `format` (`json`,
-//! `text` or `bytes`), `start` (`earliest` or `latest`, for partitions the table has no offset
+//! `text`, `bytes` or `debezium`), `start` (`earliest` or `latest`, for partitions the table has no offset
 //! for), and the micro-batch limits `batch_rows`, `batch_bytes` and `batch_ms`. Other options are
 //! librdkafka properties, and only those on an allow-list ([`CLIENT_PROPERTIES`]: security and
 //! authentication, batching and timeouts, client ids) are passed to the client; librdkafka checks
@@ -30,6 +30,9 @@ pub enum PayloadFormat {
     Text,
     /// Raw bytes (`bytea`).
     Bytes,
+    /// Debezium's change events (JSON), with the operation and row image as columns (see
+    /// [`super::debezium`]).
+    Debezium,
 }
 
 impl PayloadFormat {
@@ -38,6 +41,7 @@ impl PayloadFormat {
             PayloadFormat::Json => "json",
             PayloadFormat::Text => "text",
             PayloadFormat::Bytes => "bytes",
+            PayloadFormat::Debezium => "debezium",
         }
     }
 }
@@ -186,9 +190,10 @@ impl KafkaOptions {
                         "json" => PayloadFormat::Json,
                         "text" | "string" => PayloadFormat::Text,
                         "bytes" | "binary" | "bytea" => PayloadFormat::Bytes,
+                        "debezium" => PayloadFormat::Debezium,
                         other => {
                             return Err(invalid(format!(
-                                "option format must be 'json', 'text' or 'bytes', not '{other}'"
+                                "option format must be 'json', 'text', 'bytes' or 'debezium', not '{other}'"
                             )))
                         }
                     }

@@ -5,6 +5,8 @@ mod cdc;
 mod changes;
 mod common;
 mod crash;
+#[cfg(feature = "kafka")]
+mod debezium;
 mod delta_readers;
 mod fixtures;
 mod flows;
