@@ -83,7 +83,9 @@ pub fn reads_only(statement: &SluiceStatement) -> bool {
         SluiceStatement::Streaming(streaming) => {
             matches!(
                 **streaming,
-                StreamingStatement::ExplainFlow { .. } | StreamingStatement::ExplainMaterializedView { .. }
+                StreamingStatement::ExplainFlow { .. }
+                    | StreamingStatement::ExplainMaterializedView { .. }
+                    | StreamingStatement::Subscribe { .. }
             )
         }
         SluiceStatement::Standard(statement) => standard_reads_only(statement),
@@ -248,6 +250,7 @@ fn statement_kind(statement: &SluiceStatement) -> String {
             S::RefreshMaterializedView { .. } => "REFRESH MATERIALIZED VIEW",
             S::ExplainMaterializedView { .. } => "EXPLAIN MATERIALIZED VIEW",
             S::DropMaterializedView { .. } => "DROP MATERIALIZED VIEW",
+            S::Subscribe { .. } => "SUBSCRIBE",
         }
         .into(),
     };

@@ -641,6 +641,10 @@ impl Session {
             StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
                 crate::ivm::ddl::drop_materialized_view(&self.query, views, &name, if_exists, cascade).await
             }
+            StreamingStatement::Subscribe { .. } => Err(Error::NotSupported(
+                "SUBSCRIBE as a statement: use COPY (SUBSCRIBE TO t) TO STDOUT over pgwire, or Database::subscribe in Rust"
+                    .into(),
+            )),
         };
         // A table that reads a source starts ingesting now, one whose source changed or went
         // stops (and restarts with the new definition).

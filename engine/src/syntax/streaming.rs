@@ -104,17 +104,51 @@ pub struct CreateMaterializedView {
 pub enum StreamingStatement {
     CreateStreamingTable(Box<CreateStreamingTable>),
     CreateFlow(Box<CreateFlow>),
-    AlterStreamingTable { table: ObjectName, change: Box<AlterStreaming> },
-    ResumeFlow { name: String },
-    Refresh { table: ObjectName, full: bool },
-    ExplainFlow { name: String },
-    DropFlow { name: String, if_exists: bool },
+    AlterStreamingTable {
+        table: ObjectName,
+        change: Box<AlterStreaming>,
+    },
+    ResumeFlow {
+        name: String,
+    },
+    Refresh {
+        table: ObjectName,
+        full: bool,
+    },
+    ExplainFlow {
+        name: String,
+    },
+    DropFlow {
+        name: String,
+        if_exists: bool,
+    },
     CreateSource(Box<CreateSource>),
-    DropSource { name: String, if_exists: bool, cascade: bool },
+    DropSource {
+        name: String,
+        if_exists: bool,
+        cascade: bool,
+    },
     CreateMaterializedView(Box<CreateMaterializedView>),
-    RefreshMaterializedView { name: ObjectName, full: bool },
-    ExplainMaterializedView { name: ObjectName },
-    DropMaterializedView { name: ObjectName, if_exists: bool, cascade: bool },
+    RefreshMaterializedView {
+        name: ObjectName,
+        full: bool,
+    },
+    ExplainMaterializedView {
+        name: ObjectName,
+    },
+    DropMaterializedView {
+        name: ObjectName,
+        if_exists: bool,
+        cascade: bool,
+    },
+    /// `SUBSCRIBE [TO] t [WITH (SNAPSHOT = true | false)]`, alone or as `COPY (SUBSCRIBE ...) TO
+    /// STDOUT` (`copy`): t's rows (unless SNAPSHOT = false) and then its changes as they commit,
+    /// each with its version and a +1/-1 diff (Materialize's shape). Served over pgwire.
+    Subscribe {
+        table: ObjectName,
+        snapshot: bool,
+        copy: bool,
+    },
 }
 
 fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
@@ -135,6 +169,8 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
         create_at = 3;
     }
     match w(0) {
+        Some("SUBSCRIBE") => true,
+        Some("COPY") => parser.peek_nth_token(1).token == Token::LParen && w(2) == Some("SUBSCRIBE"),
         Some("CREATE") => {
             matches!(w(create_at), Some("FLOW") | Some("SOURCE") | Some("MATERIALIZED"))
                 || (w(create_at) == Some("STREAMING") && w(create_at + 1) == Some("TABLE"))
@@ -149,6 +185,25 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
 
 pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, ParserError> {
     match word(parser, 0).as_deref() {
+        Some("SUBSCRIBE") => parse_subscribe(parser, false),
+        Some("COPY") => {
+            parser.next_token();
+            parser.expect_token(&Token::LParen)?;
+            let subscribe = parse_subscribe(parser, true)?;
+            parser.expect_token(&Token::RParen)?;
+            parser.expect_keyword_is(Keyword::TO)?;
+            expect_word(parser, "STDOUT")?;
+            // Only the text format: `WITH (FORMAT text)` or nothing.
+            if parser.parse_keyword(Keyword::WITH) || parser.peek_token().token == Token::LParen {
+                let options = parse_copy_options(parser)?;
+                if let Some((key, value)) = options.iter().find(|(k, v)| !(k == "FORMAT" && v == "TEXT")) {
+                    return Err(ParserError::ParserError(format!(
+                        "COPY (SUBSCRIBE ...) TO STDOUT supports only the text format, not {key} {value}"
+                    )));
+                }
+            }
+            Ok(subscribe)
+        }
         Some("CREATE") => {
             parser.next_token();
             let or_replace = parser.parse_keywords(&[Keyword::OR, Keyword::REPLACE]);
@@ -255,6 +310,50 @@ pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, Parser
         }
         _ => parser.expected("a streaming statement", parser.peek_token()),
     }
+}
+
+/// `SUBSCRIBE [TO] t [WITH (SNAPSHOT [=] bool)]`, the word SUBSCRIBE at the parser.
+fn parse_subscribe(parser: &mut Parser, copy: bool) -> Result<StreamingStatement, ParserError> {
+    expect_word(parser, "SUBSCRIBE")?;
+    let _ = parser.parse_keyword(Keyword::TO);
+    let table = parser.parse_object_name(false)?;
+    let mut snapshot = true;
+    if parser.parse_keyword(Keyword::WITH) {
+        for (key, value) in parse_copy_options(parser)? {
+            match (key.as_str(), value.as_str()) {
+                ("SNAPSHOT", "TRUE") => snapshot = true,
+                ("SNAPSHOT", "FALSE") => snapshot = false,
+                (key, value) => {
+                    return Err(ParserError::ParserError(format!(
+                        "SUBSCRIBE takes WITH (SNAPSHOT = true | false), not {key} {value}"
+                    )))
+                }
+            }
+        }
+    }
+    Ok(StreamingStatement::Subscribe { table, snapshot, copy })
+}
+
+/// `(name [=] value, ...)`, names and values in upper case.
+fn parse_copy_options(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserError> {
+    parser.expect_token(&Token::LParen)?;
+    let mut options = Vec::new();
+    loop {
+        let key = parser.parse_identifier()?.value.to_ascii_uppercase();
+        let _ = parser.consume_token(&Token::Eq);
+        let value = match parser.next_token().token {
+            Token::Word(w) => w.value,
+            Token::SingleQuotedString(s) => s,
+            Token::Number(n, _) => n,
+            other => return Err(ParserError::ParserError(format!("expected a value for {key}, found {other}"))),
+        };
+        options.push((key, value.to_ascii_uppercase()));
+        if !parser.consume_token(&Token::Comma) {
+            break;
+        }
+    }
+    parser.expect_token(&Token::RParen)?;
+    Ok(options)
 }
 
 fn parse_options(parser: &mut Parser) -> Result<Vec<(String, String)>, ParserError> {
@@ -527,6 +626,23 @@ mod tests {
         assert!(pull.query.is_some());
         assert_eq!(pull.options, vec![("mode".to_string(), "async".to_string())]);
         assert!(parse_statements("CREATE STREAMING TABLE b (x int) PUSH INTO s AS SELECT FROM").is_err());
+    }
+
+    #[test]
+    fn parses_subscribe_alone_and_in_copy() {
+        assert!(matches!(
+            streaming("SUBSCRIBE TO s.t WITH (SNAPSHOT = false)"),
+            StreamingStatement::Subscribe { snapshot: false, copy: false, .. }
+        ));
+        assert!(matches!(
+            streaming("COPY (SUBSCRIBE t) TO STDOUT WITH (FORMAT text)"),
+            StreamingStatement::Subscribe { snapshot: true, copy: true, .. }
+        ));
+        let dialect = SluiceDialect::new();
+        for bad in ["COPY (SUBSCRIBE t) TO STDOUT (FORMAT csv)", "SUBSCRIBE t WITH (PROGRESS = true)"] {
+            let mut parser = Parser::new(&dialect).try_with_sql(bad).unwrap();
+            assert!(parse_streaming(&mut parser).is_err(), "{bad}");
+        }
     }
 
     #[test]

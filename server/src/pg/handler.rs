@@ -51,6 +51,7 @@ use super::settings::Settings;
 use super::ServerState;
 
 mod copy;
+mod subscribe;
 use copy::{copy_settings, CopyIn};
 
 /// A statement prepared with Parse.
@@ -310,6 +311,14 @@ impl Connection {
         self.adopt_startup_settings(client);
         let privileges = self.authorize(client);
         sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
+        if let SluiceStatement::Streaming(streaming) = &statement {
+            if let sluice::sql::streaming::StreamingStatement::Subscribe { table, snapshot, copy: true } =
+                streaming.as_ref()
+            {
+                self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+                return self.subscribe(client, table, *snapshot).await;
+            }
+        }
         if let SluiceStatement::Standard(standard) = &statement {
             if let Statement::Deallocate { name, .. } = standard.as_ref() {
                 self.session.admit(&statement).map_err(|e| encode::error(&e))?;

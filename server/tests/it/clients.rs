@@ -338,7 +338,7 @@ fn psql_runs_a_kafka_pipeline_in_sluice_serve() {
     let bad =
         psql(port, "user=me", None, &["-c", "CREATE SOURCE x FROM KAFKA (brokers 'h:1', topics 't', format 'xml')"]);
     let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("format must be 'json', 'text' or 'bytes'"), "{stderr}");
+    assert!(stderr.contains("format must be 'json', 'text', 'bytes' or 'debezium'"), "{stderr}");
     let refused = psql(port, "user=me", None, &["-v", "VERBOSITY=verbose", "-c", "DROP SOURCE shop"]);
     assert!(String::from_utf8_lossy(&refused.stderr).contains("2BP01"), "{refused:?}");
     assert_eq!(run(&["-At", "-c", "SELECT count(*) FROM bronze"]).trim(), "99");
@@ -499,4 +499,64 @@ fn psql_maintains_a_gold_view_over_the_seed_pipeline() {
     // psycopg reads the hour as a datetime, which Python prints as the server does.
     let expected: Vec<String> = gold_revenue(&events);
     assert_eq!(sorted_lines(&stdout), expected, "psycopg reads gold_revenue");
+}
+
+/// psql follows a table with `COPY (SUBSCRIBE TO t) TO STDOUT`: the table's rows first, then
+/// each change another client commits, as it commits (version, diff, columns).
+#[test]
+fn psql_follows_a_table_with_copy_subscribe() {
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(&dir.path().join("data"), &[]);
+    let port = server.port;
+    let run = |args: &[&str]| ok(&psql(port, "user=me sslmode=disable", None, args));
+    run(&["-c", "CREATE TABLE s (id int, name text)", "-c", "INSERT INTO s VALUES (1, 'a')"]);
+    let psql_path = psql_binary().expect("psql is installed");
+    let dsn = format!("host=127.0.0.1 port={port} dbname=sluice user=me sslmode=disable");
+    // stdbuf: psql's stdout is a pipe here, which C's stdio would buffer (a terminal shows each
+    // row as it comes).
+    let mut follower = Command::new("stdbuf")
+        .arg("-o0")
+        .arg(psql_path)
+        .args(["-X", "-d", &dsn, "-c", "COPY (SUBSCRIBE TO s) TO STDOUT"])
+        .env_remove("PGPASSWORD")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let stdout = follower.stdout.take().unwrap();
+    let (lines, received) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let next = |what: &str| {
+        received.recv_timeout(Duration::from_secs(30)).unwrap_or_else(|_| panic!("psql printed no line for {what}"))
+    };
+    let first: Vec<String> = next("the snapshot").split('\t').map(String::from).collect();
+    assert_eq!(&first[1..], ["1", "1", "a"], "{first:?}");
+    let snapshot_version: u64 = first[0].parse().unwrap();
+    run(&["-c", "INSERT INTO s VALUES (2, 'b')"]);
+    let inserted: Vec<String> = next("the insert").split('\t').map(String::from).collect();
+    assert_eq!(&inserted[1..], ["1", "2", "b"], "{inserted:?}");
+    assert!(inserted[0].parse::<u64>().unwrap() > snapshot_version, "{inserted:?}");
+    run(&["-c", "DELETE FROM s WHERE id = 1"]);
+    let deleted: Vec<String> = next("the delete").split('\t').map(String::from).collect();
+    assert_eq!(&deleted[1..], ["-1", "1", "a"], "{deleted:?}");
+    follower.kill().unwrap();
+    let _ = follower.wait();
+    // A statement SUBSCRIBE is refused with a pointer to the COPY form; a missing table is 42P01.
+    let out = psql(port, "user=me sslmode=disable", None, &["-c", "SUBSCRIBE TO s"]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("COPY (SUBSCRIBE TO t) TO STDOUT"), "{err}");
+    let out = psql(port, "user=me sslmode=disable", None, &["-c", "COPY (SUBSCRIBE TO nope) TO STDOUT"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("does not exist"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
