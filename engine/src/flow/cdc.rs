@@ -399,6 +399,8 @@ pub(crate) async fn apply(
     let Some(first) = events.first() else { return Ok(applied) };
     let input_schema = first.schema();
     let batch = concat_batches(&input_schema, &events)?;
+    // Schema drift: source columns the target lacks are added to it (nullable) first.
+    let target = if state_only { target } else { with_new_columns(cx, flow, spec, &input_schema, target).await? };
     let layout = layout(&target.snapshot.arrow_schema(), &input_schema, spec)?;
     let keys = key_converter(&layout)?;
     let sequences = RowConverter::new(vec![SortField::new(layout.sequence_type.clone())])?;
@@ -457,6 +459,31 @@ pub(crate) async fn apply(
     }
     cx.replace_rows(&state_target, &state.located, &delete, vec![rows], txn, OPERATION).await?;
     Ok(applied)
+}
+
+/// The target after adding the chosen source columns it lacks, as nullable columns (Delta appends
+/// them, so in an SCD 2 target they come after `__start_at` and `__end_at`).
+async fn with_new_columns(
+    cx: &QueryContext,
+    flow: &FlowEntry,
+    spec: &CdcSpec,
+    input: &Schema,
+    target: crate::sql::dml::Target,
+) -> Result<crate::sql::dml::Target> {
+    let present = target.snapshot.arrow_schema();
+    let missing: Vec<Field> = data_columns(input, spec)?
+        .iter()
+        .filter(|c| present.field_with_name(c).is_err())
+        .filter_map(|c| input.field_with_name(c).ok().map(|f| f.clone().with_nullable(true)))
+        .collect();
+    if missing.is_empty() {
+        return Ok(target);
+    }
+    super::expand::add_columns(cx, &flow.target, &arrow::datatypes::Fields::from(missing)).await?;
+    let name = crate::names::parse_table_name(&flow.target)?;
+    let target = cx.target(&crate::names::object_name(&name.schema, &name.name)).await;
+    cx.clear_statement_state();
+    target
 }
 
 fn key_batch(layout: &Layout, events: &Events, rows: &[usize]) -> Result<RecordBatch> {

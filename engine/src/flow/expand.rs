@@ -99,13 +99,18 @@ pub(crate) async fn add_missing_columns(cx: &QueryContext, target_key: &str, sha
     unstream(&mut query);
     let output = cx.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
     cx.clear_statement_state();
+    add_columns(cx, target_key, output.fields()).await
+}
+
+/// Adds to a table the `fields` it lacks, as nullable columns, in one `ADD COLUMNS` commit.
+pub(crate) async fn add_columns(cx: &QueryContext, target_key: &str, fields: &arrow::datatypes::Fields) -> Result<()> {
     let name = crate::names::parse_table_name(target_key)?;
     let target = cx.target(&crate::names::object_name(&name.schema, &name.name)).await;
     cx.clear_statement_state();
     let target = target?;
     let mut schema = target.snapshot.schema().clone();
     let before = schema.fields.len();
-    for field in output.fields() {
+    for field in fields {
         if schema.field(field.name()).is_none() {
             let data_type = DeltaType::from_arrow(field.data_type())?;
             schema.fields.push(StructField::new(field.name().clone(), data_type, true));
