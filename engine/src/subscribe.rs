@@ -22,6 +22,9 @@ use crate::error::{Error, Result};
 use crate::names::TableName;
 use crate::warehouse::Warehouse;
 
+/// The most versions a subscription reads from the log at once.
+const VERSIONS_PER_READ: u64 = 64;
+
 /// How long a subscription waits for a signal before it looks at the log anyway.
 const POLL_INTERVAL: Duration = Duration::from_secs(1);
 
@@ -109,6 +112,9 @@ impl Subscription {
             let table = open(&self.warehouse, &self.table).await?;
             let latest = table.snapshot().await?.version();
             if latest >= self.next {
+                // A bounded number of versions at a time (a subscription far behind does not
+                // load its whole backlog at once).
+                let latest = latest.min(self.next.saturating_add(VERSIONS_PER_READ - 1));
                 for change in table.changes(self.next, Some(latest)).await? {
                     self.pending.push_back(TableChange {
                         version: change.version,
