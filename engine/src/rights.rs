@@ -86,6 +86,7 @@ pub fn reads_only(statement: &SluiceStatement) -> bool {
                 StreamingStatement::ExplainFlow { .. }
                     | StreamingStatement::ExplainMaterializedView { .. }
                     | StreamingStatement::Subscribe { .. }
+                    | StreamingStatement::DeclareSubscribe { .. }
             )
         }
         SluiceStatement::Standard(statement) => standard_reads_only(statement),
@@ -251,6 +252,7 @@ fn statement_kind(statement: &SluiceStatement) -> String {
             S::ExplainMaterializedView { .. } => "EXPLAIN MATERIALIZED VIEW",
             S::DropMaterializedView { .. } => "DROP MATERIALIZED VIEW",
             S::Subscribe { .. } => "SUBSCRIBE",
+            S::DeclareSubscribe { .. } => "DECLARE CURSOR",
         }
         .into(),
     };

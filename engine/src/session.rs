@@ -641,7 +641,7 @@ impl Session {
             StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
                 crate::ivm::ddl::drop_materialized_view(&self.query, views, &name, if_exists, cascade).await
             }
-            StreamingStatement::Subscribe { .. } => Err(Error::NotSupported(
+            StreamingStatement::Subscribe { .. } | StreamingStatement::DeclareSubscribe { .. } => Err(Error::NotSupported(
                 "SUBSCRIBE as a statement: use COPY (SUBSCRIBE TO t) TO STDOUT over pgwire, or Database::subscribe in Rust"
                     .into(),
             )),

@@ -149,6 +149,13 @@ pub enum StreamingStatement {
         snapshot: bool,
         copy: bool,
     },
+    /// `DECLARE c [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR SUBSCRIBE ...`: a cursor whose FETCH
+    /// waits for the subscription's next rows. Served over pgwire.
+    DeclareSubscribe {
+        cursor: String,
+        table: ObjectName,
+        snapshot: bool,
+    },
 }
 
 fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
@@ -170,6 +177,8 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
     }
     match w(0) {
         Some("SUBSCRIBE") => true,
+        Some("DECLARE") => (1..8)
+            .any(|n| word(parser, n).as_deref() == Some("FOR") && word(parser, n + 1).as_deref() == Some("SUBSCRIBE")),
         Some("COPY") => parser.peek_nth_token(1).token == Token::LParen && w(2) == Some("SUBSCRIBE"),
         Some("CREATE") => {
             matches!(w(create_at), Some("FLOW") | Some("SOURCE") | Some("MATERIALIZED"))
@@ -186,6 +195,25 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
 pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, ParserError> {
     match word(parser, 0).as_deref() {
         Some("SUBSCRIBE") => parse_subscribe(parser, false),
+        Some("DECLARE") => {
+            parser.next_token();
+            let cursor = parser.parse_identifier()?.value;
+            while word(parser, 0).as_deref() != Some("FOR") {
+                match word(parser, 0).as_deref() {
+                    Some("NO" | "SCROLL" | "CURSOR" | "WITH" | "WITHOUT" | "HOLD" | "BINARY" | "INSENSITIVE") => {
+                        parser.next_token();
+                    }
+                    _ => return parser.expected("CURSOR FOR SUBSCRIBE", parser.peek_token()),
+                }
+            }
+            parser.next_token();
+            match parse_subscribe(parser, false)? {
+                StreamingStatement::Subscribe { table, snapshot, .. } => {
+                    Ok(StreamingStatement::DeclareSubscribe { cursor, table, snapshot })
+                }
+                _ => parser.expected("SUBSCRIBE", parser.peek_token()),
+            }
+        }
         Some("COPY") => {
             parser.next_token();
             parser.expect_token(&Token::LParen)?;
@@ -633,6 +661,10 @@ mod tests {
         assert!(matches!(
             streaming("SUBSCRIBE TO s.t WITH (SNAPSHOT = false)"),
             StreamingStatement::Subscribe { snapshot: false, copy: false, .. }
+        ));
+        assert!(matches!(
+            streaming("DECLARE c NO SCROLL CURSOR WITHOUT HOLD FOR SUBSCRIBE TO t WITH (SNAPSHOT = false)"),
+            StreamingStatement::DeclareSubscribe { snapshot: false, .. }
         ));
         assert!(matches!(
             streaming("COPY (SUBSCRIBE t) TO STDOUT WITH (FORMAT text)"),

@@ -81,6 +81,8 @@ pub struct Connection {
     /// Set once the client's startup parameters became the session's settings.
     startup_adopted: std::sync::Once,
     cursors: Mutex<HashMap<String, Cursor>>,
+    /// Cursors over subscriptions (`DECLARE c CURSOR FOR SUBSCRIBE ...`; see [`subscribe`]).
+    subscriptions: tokio::sync::Mutex<HashMap<String, subscribe::SubscriptionCursor>>,
     copy_in: tokio::sync::Mutex<Option<CopyIn>>,
     rewriter: PostgresCompatibilityParser,
     parser: Arc<SluiceQueryParser>,
@@ -103,6 +105,7 @@ impl Connection {
             settings,
             startup_adopted: std::sync::Once::new(),
             cursors: Mutex::new(HashMap::new()),
+            subscriptions: tokio::sync::Mutex::new(HashMap::new()),
             copy_in: tokio::sync::Mutex::new(None),
             rewriter: PostgresCompatibilityParser::new(),
             parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
@@ -312,11 +315,17 @@ impl Connection {
         let privileges = self.authorize(client);
         sluice::rights::check_statement(&statement, privileges).map_err(|e| encode::error(&e))?;
         if let SluiceStatement::Streaming(streaming) = &statement {
-            if let sluice::sql::streaming::StreamingStatement::Subscribe { table, snapshot, copy: true } =
-                streaming.as_ref()
-            {
-                self.session.admit(&statement).map_err(|e| encode::error(&e))?;
-                return self.subscribe(client, table, *snapshot).await;
+            use sluice::sql::streaming::StreamingStatement as S;
+            match streaming.as_ref() {
+                S::Subscribe { table, snapshot, copy: true } => {
+                    self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+                    return self.subscribe(client, table, *snapshot).await;
+                }
+                S::DeclareSubscribe { cursor, table, snapshot } => {
+                    self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+                    return self.declare_subscription(client, cursor, table, *snapshot).await;
+                }
+                _ => {}
             }
         }
         if let SluiceStatement::Standard(standard) = &statement {
@@ -504,6 +513,7 @@ impl Connection {
                 }
                 if all {
                     self.cursors.lock().clear();
+                    self.subscriptions.lock().await.clear();
                 }
                 Response::Execution(Tag::new(&format!("DISCARD {object_type}")))
             }
@@ -531,6 +541,11 @@ impl Connection {
                     FetchDirection::Next | FetchDirection::Forward { limit: None } => 1,
                     other => return Err(user_error("0A000", format!("FETCH {other} is not supported"))),
                 };
+                if !self.cursors.lock().contains_key(&name.value) {
+                    if let Some(response) = self.fetch_subscription(client, &name.value, count, format).await? {
+                        return Ok(Some(response));
+                    }
+                }
                 let mut cursors = self.cursors.lock();
                 let cursor = cursors
                     .get_mut(&name.value)
@@ -548,9 +563,13 @@ impl Connection {
             }
             Statement::Close { cursor } => {
                 match cursor {
-                    CloseCursor::All => self.cursors.lock().clear(),
+                    CloseCursor::All => {
+                        self.cursors.lock().clear();
+                        self.subscriptions.lock().await.clear();
+                    }
                     CloseCursor::Specific { name } => {
-                        if self.cursors.lock().remove(&name.value).is_none() {
+                        let subscription = self.subscriptions.lock().await.remove(&name.value);
+                        if self.cursors.lock().remove(&name.value).is_none() && subscription.is_none() {
                             return Err(user_error("34000", format!("cursor \"{}\" does not exist", name.value)));
                         }
                     }

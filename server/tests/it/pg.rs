@@ -875,3 +875,45 @@ async fn pg_stat_activity_lists_the_connections() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// `DECLARE c CURSOR FOR SUBSCRIBE TO t`: FETCH returns the snapshot's rows, then waits for the
+/// next change another client commits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_from_a_subscription_cursor_waits_for_changes() {
+    let server = TestServer::start().await;
+    let reader = server.connect().await;
+    let writer = server.connect().await;
+    writer.batch_execute("CREATE TABLE f (id int, name text); INSERT INTO f VALUES (1, 'a'), (2, 'b')").await.unwrap();
+    reader.batch_execute("BEGIN; DECLARE c CURSOR FOR SUBSCRIBE TO f").await.unwrap();
+    let text = |rows: &[tokio_postgres::SimpleQueryMessage]| -> Vec<String> {
+        rows.iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => {
+                    Some((1..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect::<Vec<_>>().join("|"))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let first = text(&reader.simple_query("FETCH 1 FROM c").await.unwrap());
+    assert_eq!(first.len(), 1);
+    let rest = text(&reader.simple_query("FETCH ALL FROM c").await.unwrap());
+    let mut snapshot: Vec<String> = first.into_iter().chain(rest).collect();
+    snapshot.sort();
+    assert_eq!(snapshot, ["1|1|a", "1|2|b"]);
+    // Nothing pending: FETCH waits for the writer's commit.
+    let delayed = tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        writer.batch_execute("DELETE FROM f WHERE id = 1").await.unwrap();
+        writer
+    });
+    let change = text(&reader.simple_query("FETCH ALL FROM c").await.unwrap());
+    assert_eq!(change, ["-1|1|a"]);
+    let _writer = delayed.await.unwrap();
+    let err = reader.simple_query("DECLARE c CURSOR FOR SUBSCRIBE TO f").await.unwrap_err();
+    assert_eq!(code(&err), "42P03", "{err}");
+    reader
+        .batch_execute("ROLLBACK; BEGIN; DECLARE d CURSOR FOR SUBSCRIBE f WITH (SNAPSHOT = false); CLOSE d; COMMIT")
+        .await
+        .unwrap();
+}

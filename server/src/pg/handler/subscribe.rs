@@ -5,6 +5,9 @@
 //! client cancels it or goes away. psql and any driver's COPY OUT can follow a table live. (A
 //! client that goes away is noticed at the next change sent to it.)
 //!
+//! `DECLARE c CURSOR FOR SUBSCRIBE ...` makes a cursor of it: each FETCH returns up to its count
+//! of pending rows, waiting for the next change when none are pending.
+//!
 //! The snapshot is read through the session like any query (so the role needs to read t), at the
 //! version just before the subscription's first, so no commit is missed or seen twice.
 
@@ -17,25 +20,31 @@ use super::*;
 const VERSION_COLUMN: &str = "version";
 const DIFF_COLUMN: &str = "diff";
 
+/// A cursor over a subscription: FETCH returns its pending rows, waiting for the next change
+/// when none are pending.
+pub(super) struct SubscriptionCursor {
+    subscription: sluice::Subscription,
+    schema: SchemaRef,
+    /// Rows (version, diff, columns) not fetched yet.
+    pending: std::collections::VecDeque<RecordBatch>,
+}
+
 impl Connection {
-    /// Serves the subscription on this connection until the client cancels it (57014) or goes
-    /// away. The COPY messages are sent and flushed here, as each change commits (a COPY
-    /// response stream would be flushed only at its end).
-    pub(super) async fn subscribe<C>(
+    /// Starts following `table`: the subscription, the rows' schema (version, diff, t's columns)
+    /// and the snapshot's rows (none with `snapshot` false).
+    async fn start_subscription<C>(
         &self,
-        client: &mut C,
+        client: &C,
         table: &ObjectName,
         snapshot: bool,
-    ) -> PgWireResult<Response>
+    ) -> PgWireResult<(sluice::Subscription, SchemaRef, Vec<RecordBatch>)>
     where
-        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
-        C::Error: Debug,
-        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+        C: ClientInfo,
     {
         let name = sluice::sql::names::table_name(table).map_err(|e| encode::error(&e))?;
         let qualified =
             format!("{}.{}", sluice::sql::names::quoted(&name.schema), sluice::sql::names::quoted(&name.name));
-        let mut subscription = self.server.db.subscribe(&qualified, None).await.map_err(|e| encode::error(&e))?;
+        let subscription = self.server.db.subscribe(&qualified, None).await.map_err(|e| encode::error(&e))?;
         let version = i64::try_from(subscription.next_version().saturating_sub(1))
             .map_err(|e| user_error("XX000", e.to_string()))?;
         let limit = if snapshot { "" } else { " LIMIT 0" };
@@ -54,9 +63,100 @@ impl Connection {
         fields.extend(table_schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)));
         let schema: SchemaRef = Arc::new(Schema::new(fields));
         let mut first = Vec::new();
-        for batch in &batches {
+        for batch in batches.iter().filter(|b| b.num_rows() > 0) {
             first.push(with_version_and_diff(&schema, batch, version, None)?);
         }
+        Ok((subscription, schema, first))
+    }
+
+    /// `DECLARE c CURSOR FOR SUBSCRIBE ...`: the cursor holds the snapshot's rows and then the
+    /// changes FETCH waits for.
+    pub(super) async fn declare_subscription<C>(
+        &self,
+        client: &C,
+        cursor: &str,
+        table: &ObjectName,
+        snapshot: bool,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo,
+    {
+        if self.cursors.lock().contains_key(cursor) || self.subscriptions.lock().await.contains_key(cursor) {
+            return Err(user_error("42P03", format!("cursor \"{cursor}\" already exists")));
+        }
+        let (subscription, schema, first) = self.start_subscription(client, table, snapshot).await?;
+        let cursor_state = SubscriptionCursor { subscription, schema, pending: first.into() };
+        self.subscriptions.lock().await.insert(cursor.to_string(), cursor_state);
+        Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
+    }
+
+    /// FETCH from a subscription cursor: up to `count` rows, waiting (until the client cancels,
+    /// 57014) for the next change when none are pending. None when `name` is no such cursor.
+    pub(super) async fn fetch_subscription<C>(
+        &self,
+        client: &C,
+        name: &str,
+        count: usize,
+        format: &Format,
+    ) -> PgWireResult<Option<Response>>
+    where
+        C: ClientInfo,
+    {
+        let mut cursors = self.subscriptions.lock().await;
+        let Some(cursor) = cursors.get_mut(name) else { return Ok(None) };
+        if cursor.pending.is_empty() {
+            let cancel = super::super::cancel_receiver(client).await;
+            let cancelled = async {
+                match cancel {
+                    Some(receiver) => {
+                        let _ = receiver.await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            };
+            let change = tokio::select! {
+                change = cursor.subscription.next() => change.map_err(|e| encode::error(&e))?,
+                _ = cancelled => return Err(user_error("57014", "canceling statement due to user request")),
+            };
+            cursor.pending.extend(change_batches(&cursor.schema, &change)?);
+        }
+        let mut taken = Vec::new();
+        let mut wanted = count;
+        while wanted > 0 {
+            let Some(batch) = cursor.pending.pop_front() else { break };
+            if batch.num_rows() > wanted {
+                taken.push(batch.slice(0, wanted));
+                cursor.pending.push_front(batch.slice(wanted, batch.num_rows() - wanted));
+                wanted = 0;
+            } else {
+                wanted -= batch.num_rows();
+                taken.push(batch);
+            }
+        }
+        let schema = cursor.schema.clone();
+        drop(cursors);
+        let mut response = encode::rows(&schema, taken, format, Some(self.format_options(client)))?;
+        if let Response::Query(query) = &mut response {
+            query.set_command_tag("FETCH");
+        }
+        Ok(Some(response))
+    }
+
+    /// Serves the subscription on this connection until the client cancels it (57014) or goes
+    /// away. The COPY messages are sent and flushed here, as each change commits (a COPY
+    /// response stream would be flushed only at its end).
+    pub(super) async fn subscribe<C>(
+        &self,
+        client: &mut C,
+        table: &ObjectName,
+        snapshot: bool,
+    ) -> PgWireResult<Response>
+    where
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+    {
+        let (mut subscription, schema, first) = self.start_subscription(client, table, snapshot).await?;
         let initial = super::super::copy_out::encode(&schema, &first, &CopyOptions::default())?;
         let columns = schema.fields().len();
         let width = i16::try_from(columns).map_err(|_| user_error("54011", "too many columns to subscribe to"))?;
@@ -106,6 +206,11 @@ where
 
 /// One committed change as COPY data rows.
 fn change_data(schema: &SchemaRef, change: &sluice::TableChange) -> PgWireResult<Vec<CopyData>> {
+    super::super::copy_out::encode(schema, &change_batches(schema, change)?, &CopyOptions::default())
+}
+
+/// One committed change as rows of `schema` (version, diff, columns).
+fn change_batches(schema: &SchemaRef, change: &sluice::TableChange) -> PgWireResult<Vec<RecordBatch>> {
     let version = i64::try_from(change.version).map_err(|e| user_error("XX000", e.to_string()))?;
     let mut batches = Vec::new();
     for batch in &change.rows {
@@ -117,7 +222,7 @@ fn change_data(schema: &SchemaRef, change: &sluice::TableChange) -> PgWireResult
             .collect();
         batches.push(with_version_and_diff(schema, batch, version, Some(diff))?);
     }
-    super::super::copy_out::encode(schema, &batches, &CopyOptions::default())
+    Ok(batches)
 }
 
 /// `batch`'s columns named as `schema`'s table columns (cast to their types), after a version
