@@ -47,6 +47,12 @@ pub const END_AT: &str = "__end_at";
 /// The state table's columns beside the keys.
 pub const STATE_SEQUENCE: &str = "__sequence";
 pub const STATE_DELETED: &str = "__deleted";
+/// When the run that wrote a state row committed (ms since the epoch): a tombstone's age.
+pub const STATE_UPDATED: &str = "__updated_ms";
+/// The target's table property (Databricks' name) for how long a delete's tombstone is kept, in
+/// seconds; without it tombstones are kept for good. Once a tombstone is gone, an event older
+/// than the delete for that key applies again.
+pub const TOMBSTONE_RETENTION_KEY: &str = "pipelines.cdc.tombstoneGCThresholdInSeconds";
 /// The operation a run's commits are recorded as in the tables' history.
 const OPERATION: &str = "AUTO CDC";
 
@@ -426,6 +432,19 @@ pub(crate) async fn apply(
         located.append(cx.located_rows(&state_target, None, Some(&truncate_row)).await?)?;
         located
     };
+    let mut state_located = state_located;
+    // Tombstones past the target's retention go with this run's state commit (they still count
+    // for this run's events).
+    let expired_from = state_located.len();
+    if let Some(seconds) = target.snapshot.configuration().get(TOMBSTONE_RETENTION_KEY) {
+        let seconds: i64 = seconds.trim().parse().map_err(|_| {
+            Error::Plan(format!("table property {TOMBSTONE_RETENTION_KEY} must be a whole number of seconds"))
+        })?;
+        let cutoff = crate::util::now_ms().saturating_sub(seconds.saturating_mul(1000));
+        let expired = format!("t.{STATE_DELETED} AND t.{STATE_UPDATED} < {cutoff}");
+        state_located.append(cx.located_rows(&state_target, None, Some(&expired)).await?)?;
+    }
+    let expired: Vec<usize> = (expired_from..state_located.len()).collect();
     let state = read_state(&layout, &keys, &sequences, state_located)?;
     let existing = if truncating {
         cx.located_rows(&target, None, None).await?
@@ -449,6 +468,9 @@ pub(crate) async fn apply(
         cx.replace_rows(&target, &existing, &delete, vec![inserted], txn.clone(), OPERATION).await?;
     }
     let mut delete: Vec<usize> = outcomes.iter().filter_map(|(_, o)| o.state_row).collect();
+    delete.extend(expired);
+    delete.sort_unstable();
+    delete.dedup();
     if let (Some(_), Some((_, row))) = (truncated_at, &state.truncated) {
         delete.push(*row);
     }
@@ -845,6 +867,8 @@ fn state_rows(
     fields.push(Field::new(STATE_SEQUENCE, layout.sequence_type.clone(), true));
     arrays.push(Arc::new(BooleanArray::from(deleted)));
     fields.push(Field::new(STATE_DELETED, DataType::Boolean, true));
+    arrays.push(Arc::new(arrow::array::Int64Array::from(vec![crate::util::now_ms(); count])));
+    fields.push(Field::new(STATE_UPDATED, DataType::Int64, true));
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(count));
     Ok(RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?)
 }

@@ -10,6 +10,7 @@ use datafusion::sql::sqlparser::ast::{ObjectName, Query, Statement};
 
 use super::cdc::{
     check_spec, data_columns, layout_check, state_table_name, END_AT, START_AT, STATE_DELETED, STATE_SEQUENCE,
+    STATE_UPDATED,
 };
 use super::query::{key_of, stream_sources, unstream};
 use crate::catalog::{CdcSpec, FlowEntry, FlowMode, FlowSyntax};
@@ -78,7 +79,8 @@ pub(crate) async fn define(
     if !cx.db.catalog.current().tables.contains_key(&state_key) {
         let keys: Vec<String> = spec.keys.iter().map(|k| quoted(k)).collect();
         let mut state_query = parse_query(&format!(
-            "SELECT {}, {SEQUENCE_COLUMN} AS {STATE_SEQUENCE}, true AS {STATE_DELETED} FROM ({query}) AS __cdc_input LIMIT 0",
+            "SELECT {}, {SEQUENCE_COLUMN} AS {STATE_SEQUENCE}, true AS {STATE_DELETED}, 0::bigint AS {STATE_UPDATED} \
+             FROM ({query}) AS __cdc_input LIMIT 0",
             keys.join(", ")
         ))?;
         unstream(&mut state_query);
