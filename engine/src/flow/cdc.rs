@@ -423,28 +423,34 @@ pub(crate) async fn apply(
     let key_batch = key_batch(&layout, &events, &key_rows)?;
     let truncating = order.iter().any(|i| events.is_truncate(*i));
     let first_key = spec.keys.first().ok_or_else(|| Error::Plan("AUTO CDC needs KEYS".into()))?;
-    // A TRUNCATE needs every key's sequence (it removes the rows older than itself).
+    // Tombstones older than the target's retention go with this run's state commit (they still
+    // count for this run's events).
+    let cutoff = match target.snapshot.configuration().get(TOMBSTONE_RETENTION_KEY) {
+        Some(seconds) => {
+            let seconds: i64 = seconds.trim().parse().map_err(|_| {
+                Error::Plan(format!("table property {TOMBSTONE_RETENTION_KEY} must be a whole number of seconds"))
+            })?;
+            Some(crate::util::now_ms().saturating_sub(seconds.saturating_mul(1000)))
+        }
+        None => None,
+    };
+    // The state rows of the run's keys, the TRUNCATE row and the expired tombstones (a TRUNCATE
+    // needs every key's sequence: it removes the rows older than itself).
     let state_located = if truncating {
         cx.located_rows(&state_target, None, None).await?
     } else {
         let mut located = cx.located_rows(&state_target, Some(&key_batch), None).await?;
-        let truncate_row = format!("t.{} IS NULL", quoted(first_key));
-        located.append(cx.located_rows(&state_target, None, Some(&truncate_row)).await?)?;
+        let mut others = format!("t.{} IS NULL", quoted(first_key));
+        if let Some(cutoff) = cutoff {
+            others.push_str(&format!(" OR (t.{STATE_DELETED} AND t.{STATE_UPDATED} < {cutoff})"));
+        }
+        located.append(cx.located_rows(&state_target, None, Some(&others)).await?)?;
         located
     };
-    let mut state_located = state_located;
-    // Tombstones past the target's retention go with this run's state commit (they still count
-    // for this run's events).
-    let expired_from = state_located.len();
-    if let Some(seconds) = target.snapshot.configuration().get(TOMBSTONE_RETENTION_KEY) {
-        let seconds: i64 = seconds.trim().parse().map_err(|_| {
-            Error::Plan(format!("table property {TOMBSTONE_RETENTION_KEY} must be a whole number of seconds"))
-        })?;
-        let cutoff = crate::util::now_ms().saturating_sub(seconds.saturating_mul(1000));
-        let expired = format!("t.{STATE_DELETED} AND t.{STATE_UPDATED} < {cutoff}");
-        state_located.append(cx.located_rows(&state_target, None, Some(&expired)).await?)?;
-    }
-    let expired: Vec<usize> = (expired_from..state_located.len()).collect();
+    let expired = match cutoff {
+        Some(cutoff) => expired_tombstones(&state_located.rows, cutoff)?,
+        None => Vec::new(),
+    };
     let state = read_state(&layout, &keys, &sequences, state_located)?;
     let existing = if truncating {
         cx.located_rows(&target, None, None).await?
@@ -625,6 +631,20 @@ fn scd1(
         }
     }
     Ok((outcomes, truncated_now, truncated_rows))
+}
+
+/// The positions of `rows` (state rows) that are tombstones written before `cutoff` (ms).
+fn expired_tombstones(rows: &RecordBatch, cutoff: i64) -> Result<Vec<usize>> {
+    let deleted = column(rows, STATE_DELETED)?;
+    let updated = cast_column(&column(rows, STATE_UPDATED)?, &DataType::Int64, STATE_UPDATED)?;
+    let (Some(deleted), Some(updated)) =
+        (deleted.as_boolean_opt(), updated.as_primitive_opt::<arrow::datatypes::Int64Type>())
+    else {
+        return Ok(Vec::new());
+    };
+    Ok((0..rows.num_rows())
+        .filter(|&i| deleted.is_valid(i) && deleted.value(i) && updated.is_valid(i) && updated.value(i) < cutoff)
+        .collect())
 }
 
 /// A key's steps for SCD 2: each with its sequence (bytes), its rank among equal sequences (read

@@ -368,34 +368,41 @@ pub(crate) async fn create_flow(
     if !cx.db.catalog.current().tables.contains_key(&target_key) {
         return Err(Error::UndefinedTable(create.target.to_string()));
     }
-    if let Some(spec) = &create.cdc {
-        if create.or_replace {
-            cx.db
-                .catalog
-                .update(|state| {
-                    state.flows.remove(&create.name);
-                    Ok(())
-                })
-                .await?;
-        }
-        let mode = mode_of(&create.options)?;
-        let flow =
+    let mode = mode_of(&create.options)?;
+    let flow = match &create.cdc {
+        Some(spec) => {
             super::cdc_ddl::define(cx, &create.name, &create.target, spec, &create.query, mode, FlowSyntax::Flow)
-                .await?;
-        commit_flows(cx, flows_rt, &target_key, vec![flow], false).await?;
-        return Ok(StatementResult::command("CREATE FLOW"));
-    }
-    let sources = stream_sources(&create.query)?;
-    let [source] = sources.as_slice() else {
-        return Err(Error::Plan(format!(
-            "flow {} must read exactly one source with STREAM(...), found {}",
-            create.name,
-            sources.len()
-        )));
+                .await?
+        }
+        None => {
+            let sources = stream_sources(&create.query)?;
+            let [source] = sources.as_slice() else {
+                return Err(Error::Plan(format!(
+                    "flow {} must read exactly one source with STREAM(...), found {}",
+                    create.name,
+                    sources.len()
+                )));
+            };
+            if create.by_name {
+                check_fits(cx, &target_key, &create.query).await?;
+            }
+            FlowEntry {
+                name: create.name.clone(),
+                source: source.clone(),
+                target: target_key.clone(),
+                query: create.query.to_string(),
+                syntax: FlowSyntax::Flow,
+                mode,
+                by_name: create.by_name,
+                else_route: false,
+                predicate: None,
+                expand_json: None,
+                cdc: None,
+                changes: change_streams(&create.query)?.contains(source),
+                created_ms: super::now_ms(),
+            }
+        }
     };
-    if create.by_name {
-        check_fits(cx, &target_key, &create.query).await?;
-    }
     if create.or_replace {
         cx.db
             .catalog
@@ -405,21 +412,6 @@ pub(crate) async fn create_flow(
             })
             .await?;
     }
-    let flow = FlowEntry {
-        name: create.name.clone(),
-        source: source.clone(),
-        target: target_key.clone(),
-        query: create.query.to_string(),
-        syntax: FlowSyntax::Flow,
-        mode: mode_of(&create.options)?,
-        by_name: create.by_name,
-        else_route: false,
-        predicate: None,
-        expand_json: None,
-        cdc: None,
-        changes: change_streams(&create.query)?.contains(source),
-        created_ms: super::now_ms(),
-    };
     commit_flows(cx, flows_rt, &target_key, vec![flow], false).await?;
     Ok(StatementResult::command("CREATE FLOW"))
 }

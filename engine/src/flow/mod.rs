@@ -197,9 +197,12 @@ impl CommitListener for FlowListener {
             );
             let Some(flows) = self.0.upgrade() else { return Ok(()) };
             // Flows over the change feed see every commit that changes rows.
-            let reads_changes = change.operation.changes_rows() && change.operation != Operation::ViewCheckpoint;
-            if !adds_rows && !reads_changes {
-                return Ok(());
+            if !adds_rows {
+                let rows_changed = change.operation.changes_rows() && change.operation != Operation::ViewCheckpoint;
+                let feeds_changes = || flows.db.catalog.current().flows_from(&change.table).any(|f| f.changes);
+                if !rows_changed || !feeds_changes() {
+                    return Ok(());
+                }
             }
             let rows = match (&change.operation, &change.rows) {
                 (Operation::Write, Some(rows)) if rows.deleted.is_empty() => Some(rows.inserted.as_slice()),

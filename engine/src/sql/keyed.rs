@@ -147,11 +147,6 @@ impl QueryContext {
 }
 
 impl Located {
-    /// The rows' count.
-    pub fn len(&self) -> usize {
-        self.rows.num_rows()
-    }
-
     /// Adds another lookup's rows (of the same table and snapshot).
     pub fn append(&mut self, other: Located) -> Result<()> {
         self.rows = concat_batches(&self.rows.schema(), [&self.rows, &other.rows])?;

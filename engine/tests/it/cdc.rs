@@ -15,7 +15,7 @@
 //! of a seeded stream and printing `ok <n>` after batch n returns.
 
 use std::collections::BTreeMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rand::rngs::StdRng;
 use rand::Rng;
@@ -200,24 +200,18 @@ fn scd2_model(events: &[Event]) -> Vec<String> {
 
 async fn check(db: &Database, scd1: &[Event], scd2: &[Event], at: &str) {
     let t1 = rows(&db.query("SELECT id, v FROM t1").await.unwrap());
-    let expected = scd1_model(scd1);
-    if t1 != expected {
-        let missing: Vec<_> = expected.iter().filter(|r| !t1.contains(r)).take(5).collect();
-        let extra: Vec<_> = t1.iter().filter(|r| !expected.contains(r)).take(5).collect();
-        panic!(
-            "{at}: SCD 1 differs from the model ({} rows vs {}): missing {missing:?}, extra {extra:?}",
-            t1.len(),
-            expected.len()
-        );
-    }
+    same_as_model(&t1, &scd1_model(scd1), &format!("{at}: SCD 1"));
     let t2 = rows(&db.query("SELECT id, v, __start_at, __end_at FROM t2").await.unwrap());
-    let expected = scd2_model(scd2);
-    if t2 != expected {
-        let missing: Vec<_> = expected.iter().filter(|r| !t2.contains(r)).take(5).collect();
-        let extra: Vec<_> = t2.iter().filter(|r| !expected.contains(r)).take(5).collect();
+    same_as_model(&t2, &scd2_model(scd2), &format!("{at}: SCD 2"));
+}
+
+fn same_as_model(got: &[String], expected: &[String], what: &str) {
+    if got != expected {
+        let missing: Vec<_> = expected.iter().filter(|r| !got.contains(r)).take(5).collect();
+        let extra: Vec<_> = got.iter().filter(|r| !expected.contains(r)).take(5).collect();
         panic!(
-            "{at}: SCD 2 differs from the model ({} rows vs {}): missing {missing:?}, extra {extra:?}",
-            t2.len(),
+            "{what} differs from the model ({} rows vs {}): missing {missing:?}, extra {extra:?}",
+            got.len(),
             expected.len()
         );
     }
@@ -275,27 +269,6 @@ async fn child() {
     }
 }
 
-async fn caught_up(db: &Database) {
-    let started = Instant::now();
-    loop {
-        let behind = rows(
-            &db.query(
-                "SELECT count(*) FROM sluice.flows WHERE lag_versions IS NULL OR lag_versions > 0 OR state <> 'idle'",
-            )
-            .await
-            .unwrap(),
-        );
-        if behind == ["0"] {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let flows = rows(&db.query("SELECT name, state, error FROM sluice.flows").await.unwrap());
-            panic!("flows did not catch up: {flows:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_cdc_is_exactly_once_across_kills() {
     let dir = tempfile::tempdir().unwrap();
@@ -319,7 +292,7 @@ async fn auto_cdc_is_exactly_once_across_kills() {
         std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
         let _ = child.kill();
         let db = Database::open(&path).await.unwrap();
-        caught_up(&db).await;
+        crate::common::caught_up(&db).await;
         // Which batches committed to each source: the row counts say (batches go in order).
         let count = |table: &'static str| {
             let db = &db;

@@ -136,3 +136,29 @@ impl ChildTest {
 pub fn last_ok(lines: &[String]) -> Option<u64> {
     lines.iter().filter_map(|l| l.strip_prefix("ok ").and_then(|n| n.parse::<u64>().ok())).next_back()
 }
+
+/// Waits until every flow has applied its source's latest version.
+pub async fn caught_up(db: &sluice::Database) {
+    let started = std::time::Instant::now();
+    loop {
+        let behind = rows(
+            &db.query(
+                "SELECT count(*) FROM sluice.flows WHERE lag_versions IS NULL OR lag_versions > 0 OR state <> 'idle'",
+            )
+            .await
+            .unwrap(),
+        );
+        if behind == ["0"] {
+            return;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(60) {
+            let flows = rows(
+                &db.query("SELECT name, state, last_source_version, source_version, error FROM sluice.flows")
+                    .await
+                    .unwrap(),
+            );
+            panic!("flows did not catch up: {flows:#?}");
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}

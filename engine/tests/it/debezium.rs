@@ -19,19 +19,14 @@ const CUSTOMERS: &str = "db.public.customers";
 const ORDERS: &str = "db.public.orders";
 
 fn send(producer: &BaseProducer, topic: &str, key: &str, value: Option<&str>) {
-    let mut record = BaseRecord::to(topic).key(key);
-    if let Some(value) = value {
-        record = record.payload(value);
-    }
-    loop {
-        match producer.send(record) {
-            Ok(()) => break,
-            Err((_, returned)) => {
-                producer.poll(Duration::from_millis(10));
-                record = returned;
-            }
-        }
-    }
+    let record = BaseRecord::to(topic).key(key);
+    crate::kafka::send(
+        producer,
+        match value {
+            Some(value) => record.payload(value),
+            None => record,
+        },
+    );
 }
 
 /// A source table as Debezium sees it: its rows by id (each row a JSON object).

@@ -51,32 +51,6 @@ async fn ids(db: &Database, sql: &str) -> Vec<u64> {
     ids
 }
 
-/// Waits until every flow has applied its source's latest version.
-async fn caught_up(db: &Database) {
-    let started = Instant::now();
-    loop {
-        let behind = rows(
-            &db.query(
-                "SELECT count(*) FROM sluice.flows WHERE lag_versions IS NULL OR lag_versions > 0 OR state <> 'idle'",
-            )
-            .await
-            .unwrap(),
-        );
-        if behind == ["0"] {
-            return;
-        }
-        if started.elapsed() > Duration::from_secs(60) {
-            let flows = rows(
-                &db.query("SELECT name, state, last_source_version, source_version, error FROM sluice.flows")
-                    .await
-                    .unwrap(),
-            );
-            panic!("flows did not catch up: {flows:#?}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 /// Every silver and gold table holds each bronze row's output exactly once.
 async fn assert_exactly_once(db: &Database) {
     let orders = ids(db, "SELECT id FROM bronze WHERE topic = 'orders'").await;
@@ -125,7 +99,7 @@ async fn pipeline_is_exactly_once_across_kills() {
         std::thread::sleep(Duration::from_millis(rng.random_range(200..700)));
         let acknowledged = crate::common::last_ok(&child.kill()).map_or(next, |n| n + 1);
         let db = Database::open(&path).await.unwrap();
-        caught_up(&db).await;
+        crate::common::caught_up(&db).await;
         let bronze = ids(&db, "SELECT id FROM bronze").await;
         // Acknowledged inserts are all there; the one in flight may be.
         let expected: Vec<u64> = (0..3 * acknowledged).collect();
@@ -153,7 +127,7 @@ async fn restart_resumes_without_replaying() {
         assert_ne!(runs, ["0"]);
     }
     let db = Database::open(&path).await.unwrap();
-    caught_up(&db).await;
+    crate::common::caught_up(&db).await;
     // Nothing was applied again: no run events after the restart, and the progress in each
     // target's log is the source's version.
     let runs = rows(&db.query("SELECT count(*) FROM sluice.events WHERE kind = 'run'").await.unwrap());
@@ -222,7 +196,7 @@ async fn async_flows_catch_up_in_the_background() {
     for i in 0..20 {
         db.execute(&format!("INSERT INTO bronze VALUES ({i})")).await.unwrap();
     }
-    caught_up(&db).await;
+    crate::common::caught_up(&db).await;
     assert_eq!(ids(&db, "SELECT id FROM silver").await, (0..20).filter(|i| i % 2 == 0).collect::<Vec<_>>());
     // Many source commits went into fewer target commits.
     let commits = history(&db, "silver").await.iter().filter(|(_, op)| op == "WRITE").count();

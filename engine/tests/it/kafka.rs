@@ -58,18 +58,22 @@ fn produce(producer: &BaseProducer, range: std::ops::Range<u64>, drift_at: u64) 
     for i in range {
         let (topic, payload) = message(i, drift_at);
         let key = i.to_string();
-        let mut record = BaseRecord::to(topic).partition((i / 3 % 2) as i32).key(&key).payload(&payload);
-        loop {
-            match producer.send(record) {
-                Ok(()) => break,
-                Err((_, returned)) => {
-                    producer.poll(Duration::from_millis(10));
-                    record = returned;
-                }
+        send(producer, BaseRecord::to(topic).partition((i / 3 % 2) as i32).key(key.as_str()).payload(payload.as_str()));
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+}
+
+/// Sends a record, polling while the producer's queue is full.
+pub fn send(producer: &BaseProducer, mut record: BaseRecord<'_, str, str>) {
+    loop {
+        match producer.send(record) {
+            Ok(()) => return,
+            Err((_, returned)) => {
+                producer.poll(Duration::from_millis(10));
+                record = returned;
             }
         }
     }
-    producer.flush(Duration::from_secs(60)).unwrap();
 }
 
 fn pipeline(brokers: &str, batch_rows: usize) -> String {

@@ -430,24 +430,15 @@ fn attrdef_subquery(expr: &Expr) -> Option<Expr> {
             _ => false,
         }
     };
-    let mut conjuncts = vec![select.selection.as_ref()?];
     let (mut relation, mut number) = (None, None);
-    while let Some(e) = conjuncts.pop() {
-        match e {
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                conjuncts.extend([left.as_ref(), right.as_ref()])
+    for e in conjuncts(select.selection.as_ref()?) {
+        let Expr::BinaryOp { left, op: BinaryOperator::Eq, right } = e else { continue };
+        for (ours, theirs) in [(left, right), (right, left)] {
+            if is_attrdef_column(ours, "adrelid") && !is_attrdef_column(theirs, "adrelid") {
+                relation = Some(theirs.as_ref().clone());
+            } else if is_attrdef_column(ours, "adnum") && !is_attrdef_column(theirs, "adnum") {
+                number = Some(theirs.as_ref().clone());
             }
-            Expr::Nested(inner) => conjuncts.push(inner),
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
-                for (ours, theirs) in [(left, right), (right, left)] {
-                    if is_attrdef_column(ours, "adrelid") && !is_attrdef_column(theirs, "adrelid") {
-                        relation = Some(theirs.as_ref().clone());
-                    } else if is_attrdef_column(ours, "adnum") && !is_attrdef_column(theirs, "adnum") {
-                        number = Some(theirs.as_ref().clone());
-                    }
-                }
-            }
-            _ => {}
         }
     }
     // pg_get_expr(adbin, adrelid, true): the pretty form (psql's).
@@ -1136,18 +1127,24 @@ fn joinable_case_subquery(expr: &Expr) -> bool {
     }
     let Some(selection) = &select.selection else { return false };
     let is_column = |e: &Expr| matches!(e, Expr::Identifier(_) | Expr::CompoundIdentifier(_));
-    let mut conjuncts = vec![selection];
-    while let Some(e) = conjuncts.pop() {
+    conjuncts(selection).into_iter().all(
+        |e| matches!(e, Expr::BinaryOp { left, op: BinaryOperator::Eq, right } if is_column(left) && is_column(right)),
+    )
+}
+
+/// The terms of a condition's top-level ANDs (parentheses removed).
+fn conjuncts(condition: &Expr) -> Vec<&Expr> {
+    use datafusion::sql::sqlparser::ast::BinaryOperator;
+    let mut pending = vec![condition];
+    let mut terms = Vec::new();
+    while let Some(e) = pending.pop() {
         match e {
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                conjuncts.extend([left.as_ref(), right.as_ref()])
-            }
-            Expr::Nested(inner) => conjuncts.push(inner),
-            Expr::BinaryOp { left, op: BinaryOperator::Eq, right } if is_column(left) && is_column(right) => {}
-            _ => return false,
+            Expr::BinaryOp { left, op: BinaryOperator::And, right } => pending.extend([left.as_ref(), right.as_ref()]),
+            Expr::Nested(inner) => pending.push(inner),
+            term => terms.push(term),
         }
     }
-    true
+    terms
 }
 
 /// The key columns of catalogs by which a scalar subquery finds at most one row.
@@ -1285,14 +1282,9 @@ fn subquery_join(
         });
         found
     };
-    let mut conjuncts = vec![selection];
     let mut keyed = false;
-    while let Some(e) = conjuncts.pop() {
+    for e in conjuncts(selection) {
         match e {
-            Expr::BinaryOp { left, op: BinaryOperator::And, right } => {
-                conjuncts.extend([left.as_ref(), right.as_ref()])
-            }
-            Expr::Nested(inner_expr) => conjuncts.push(inner_expr),
             Expr::BinaryOp { left, op: BinaryOperator::Eq, right } => {
                 for (key, other) in [(left, right), (right, left)] {
                     let is_key = matches!(key.as_ref(), Expr::CompoundIdentifier(idents)

@@ -248,14 +248,7 @@ impl Connection {
                 std::future::pending::<()>().await
             }
         };
-        let requested = async {
-            match cancel {
-                Some(receiver) => {
-                    let _ = receiver.await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
+        let requested = super::cancel_requested(cancel);
         let reason = tokio::select! {
             result = &mut running => return result,
             _ = timeout => "statement timeout",

@@ -126,6 +126,17 @@ pub async fn cancel_receiver<C: ClientInfo>(client: &C) -> Option<futures::chann
     Some(handle.0.start_query().await)
 }
 
+/// Completes when the client asks to cancel through `receiver` (from [`cancel_receiver`]); never
+/// without one.
+pub async fn cancel_requested(receiver: Option<futures::channel::oneshot::Receiver<()>>) {
+    match receiver {
+        Some(receiver) => {
+            let _ = receiver.await;
+        }
+        None => std::future::pending::<()>().await,
+    }
+}
+
 /// The parameters reported at startup.
 #[derive(Debug, Default)]
 pub struct SluiceParameters;

@@ -1884,6 +1884,26 @@ impl ScalarUDFImpl for TableVisible {
     }
 }
 
+/// Equality and hashing of a function over the session's relations (`objects`), as DataFusion
+/// wants of a UDF: two are equal when they read the same session's relations.
+macro_rules! same_objects_identity {
+    ($function:ty) => {
+        impl PartialEq for $function {
+            fn eq(&self, other: &Self) -> bool {
+                Arc::ptr_eq(&self.objects, &other.objects)
+            }
+        }
+
+        impl Eq for $function {}
+
+        impl std::hash::Hash for $function {
+            fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+                self.name().hash(state);
+            }
+        }
+    };
+}
+
 /// `sluice_regclass_name(oid)`: a relation's OID as a `regclass` prints it (what compat.rs makes
 /// of `x::regclass` in a select list or cast to text), from the session's last `pg_class` scan
 /// (which a query over `pg_class`, `pg_constraint`, `pg_index` or `pg_attribute` makes); an OID
@@ -1900,19 +1920,7 @@ impl RegclassName {
     }
 }
 
-impl PartialEq for RegclassName {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.objects, &other.objects)
-    }
-}
-
-impl Eq for RegclassName {}
-
-impl std::hash::Hash for RegclassName {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-    }
-}
+same_objects_identity!(RegclassName);
 
 impl ScalarUDFImpl for RegclassName {
     fn name(&self) -> &str {
@@ -1993,19 +2001,7 @@ impl RegclassOid {
     }
 }
 
-impl PartialEq for RegclassOid {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.objects, &other.objects)
-    }
-}
-
-impl Eq for RegclassOid {}
-
-impl std::hash::Hash for RegclassOid {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-    }
-}
+same_objects_identity!(RegclassOid);
 
 impl ScalarUDFImpl for RegclassOid {
     fn name(&self) -> &str {
@@ -2069,19 +2065,7 @@ impl SerialSequence {
     }
 }
 
-impl PartialEq for SerialSequence {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.objects, &other.objects)
-    }
-}
-
-impl Eq for SerialSequence {}
-
-impl std::hash::Hash for SerialSequence {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-    }
-}
+same_objects_identity!(SerialSequence);
 
 impl ScalarUDFImpl for SerialSequence {
     fn name(&self) -> &str {
@@ -2137,19 +2121,7 @@ impl AttributeNames {
     }
 }
 
-impl PartialEq for AttributeNames {
-    fn eq(&self, other: &Self) -> bool {
-        Arc::ptr_eq(&self.objects, &other.objects)
-    }
-}
-
-impl Eq for AttributeNames {}
-
-impl std::hash::Hash for AttributeNames {
-    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
-        self.name().hash(state);
-    }
-}
+same_objects_identity!(AttributeNames);
 
 impl ScalarUDFImpl for AttributeNames {
     fn name(&self) -> &str {

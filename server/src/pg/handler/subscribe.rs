@@ -105,15 +105,7 @@ impl Connection {
         let mut cursors = self.subscriptions.lock().await;
         let Some(cursor) = cursors.get_mut(name) else { return Ok(None) };
         if cursor.pending.is_empty() {
-            let cancel = super::super::cancel_receiver(client).await;
-            let cancelled = async {
-                match cancel {
-                    Some(receiver) => {
-                        let _ = receiver.await;
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
+            let cancelled = super::super::cancel_requested(super::super::cancel_receiver(client).await);
             let change = tokio::select! {
                 change = cursor.subscription.next() => change.map_err(|e| encode::error(&e))?,
                 _ = cancelled => return Err(user_error("57014", "canceling statement due to user request")),
@@ -163,15 +155,7 @@ impl Connection {
         let header = CopyOutResponse::new(0, width, vec![0; columns]);
         client.send(PgWireBackendMessage::CopyOutResponse(header)).await?;
         send_rows(client, initial).await?;
-        let cancel = super::super::cancel_receiver(client).await;
-        let cancelled = async {
-            match cancel {
-                Some(receiver) => {
-                    let _ = receiver.await;
-                }
-                None => std::future::pending::<()>().await,
-            }
-        };
+        let cancelled = super::super::cancel_requested(super::super::cancel_receiver(client).await);
         tokio::pin!(cancelled);
         loop {
             tokio::select! {
