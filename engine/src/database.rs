@@ -73,6 +73,19 @@ impl Database {
         crate::subscribe::Subscription::start(self.inner.warehouse.clone(), &self.inner.commits, name, from).await
     }
 
+    /// Resumes the durable subscription `name` (`CREATE SUBSCRIPTION name FROM t`) after the
+    /// newest version its consumer acknowledged (see [`crate::subscribe::durable`]).
+    pub async fn resume_subscription(&self, name: &str) -> Result<crate::subscribe::Subscription> {
+        crate::subscribe::Subscription::resume(self.inner.warehouse.clone(), &self.inner.commits, name).await
+    }
+
+    /// Records that the consumer of the durable subscription `name` has processed every change up
+    /// to `version` (`ALTER SUBSCRIPTION name ACKNOWLEDGE version`).
+    pub async fn acknowledge_subscription(&self, name: &str, version: u64) -> Result<()> {
+        let name = crate::sql::names::quoted(name);
+        self.session.execute(&format!("ALTER SUBSCRIPTION {name} ACKNOWLEDGE VERSION {version}")).await.map(|_| ())
+    }
+
     /// Appends rows to a table (columns matched by name); returns the rows written.
     pub async fn insert(&self, table: &str, batches: Vec<RecordBatch>) -> Result<u64> {
         self.session.insert(table, batches).await

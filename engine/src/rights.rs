@@ -87,6 +87,8 @@ pub fn reads_only(statement: &SluiceStatement) -> bool {
                     | StreamingStatement::ExplainMaterializedView { .. }
                     | StreamingStatement::Subscribe { .. }
                     | StreamingStatement::DeclareSubscribe { .. }
+                    // Refused for every role (0A000).
+                    | StreamingStatement::NotSupported(_)
             )
         }
         SluiceStatement::Standard(statement) => standard_reads_only(statement),
@@ -253,6 +255,10 @@ fn statement_kind(statement: &SluiceStatement) -> String {
             S::DropMaterializedView { .. } => "DROP MATERIALIZED VIEW",
             S::Subscribe { .. } => "SUBSCRIBE",
             S::DeclareSubscribe { .. } => "DECLARE CURSOR",
+            S::CreateSubscription { .. } => "CREATE SUBSCRIPTION",
+            S::AcknowledgeSubscription { .. } => "ALTER SUBSCRIPTION",
+            S::DropSubscription { .. } => "DROP SUBSCRIPTION",
+            S::NotSupported(_) => "SUBSCRIPTION",
         }
         .into(),
     };

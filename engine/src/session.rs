@@ -641,6 +641,16 @@ impl Session {
             StreamingStatement::DropMaterializedView { name, if_exists, cascade } => {
                 crate::ivm::ddl::drop_materialized_view(&self.query, views, &name, if_exists, cascade).await
             }
+            StreamingStatement::CreateSubscription { name, table, snapshot, if_not_exists } => {
+                crate::subscribe::durable::create(&self.query, &name, &table, snapshot, if_not_exists).await
+            }
+            StreamingStatement::AcknowledgeSubscription { name, version } => {
+                crate::subscribe::durable::acknowledge(&self.query, &name, version).await
+            }
+            StreamingStatement::DropSubscription { name, if_exists } => {
+                crate::subscribe::durable::drop(&self.query, &name, if_exists).await
+            }
+            StreamingStatement::NotSupported(what) => Err(Error::NotSupported(what)),
             StreamingStatement::Subscribe { .. } | StreamingStatement::DeclareSubscribe { .. } => Err(Error::NotSupported(
                 "SUBSCRIBE as a statement: use COPY (SUBSCRIBE TO t) TO STDOUT over pgwire, or Database::subscribe in Rust"
                     .into(),

@@ -20,8 +20,18 @@ use crate::warehouse::Warehouse;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
-const TABLES: [&str; 9] =
-    ["tables", "flows", "lineage", "events", "expectations", "sources", "kafka_offsets", "views", "indexes"];
+const TABLES: [&str; 10] = [
+    "tables",
+    "flows",
+    "lineage",
+    "events",
+    "expectations",
+    "sources",
+    "kafka_offsets",
+    "views",
+    "indexes",
+    "subscriptions",
+];
 
 #[derive(Debug)]
 pub struct SystemSchema {
@@ -146,6 +156,53 @@ impl SystemSchema {
 
     /// Materialized views: strategy, the input versions the live rows reflect, maintenance and
     /// checkpoint figures (views are loaded, and caught up, to be shown).
+    /// Durable subscriptions: where each consumer is, and how far behind its table.
+    async fn subscriptions(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let state = self.db.catalog.current();
+        let mut rows = Vec::new();
+        for subscription in state.subscriptions.values() {
+            let table = state.table_by_id(&subscription.table_id);
+            let latest = match table {
+                Some(entry) => match self.db.open_table(entry).await {
+                    Ok(handle) => handle.snapshot().await.ok().map(|s| s.version()),
+                    Err(_) => None,
+                },
+                None => None,
+            };
+            rows.push((subscription, table.map(|t| t.qualified_name()), latest));
+        }
+        let u = |v: u64| i64::try_from(v).ok();
+        table(
+            vec![
+                ("name", DataType::Utf8),
+                ("table", DataType::Utf8),
+                ("created_version", DataType::Int64),
+                ("snapshot", DataType::Boolean),
+                ("acknowledged_version", DataType::Int64),
+                ("acknowledged_at", timestamp()),
+                ("latest_version", DataType::Int64),
+                ("pending_versions", DataType::Int64),
+                ("created_at", timestamp()),
+            ],
+            vec![
+                text(rows.iter().map(|(s, _, _)| Some(s.name.clone())).collect()),
+                text(rows.iter().map(|(_, t, _)| t.clone()).collect()),
+                int(rows.iter().map(|(s, _, _)| u(s.created_version)).collect()),
+                Arc::new(arrow::array::BooleanArray::from(
+                    rows.iter().map(|(s, _, _)| Some(s.snapshot)).collect::<Vec<_>>(),
+                )),
+                int(rows.iter().map(|(s, _, _)| s.acknowledged.and_then(u)).collect()),
+                time(rows.iter().map(|(s, _, _)| s.acknowledged_ms).collect()),
+                int(rows.iter().map(|(_, _, latest)| latest.and_then(u)).collect()),
+                int(rows
+                    .iter()
+                    .map(|(s, _, latest)| latest.and_then(|l| u((l + 1).saturating_sub(s.needed_from()))))
+                    .collect()),
+                time(rows.iter().map(|(s, _, _)| Some(s.created_ms)).collect()),
+            ],
+        )
+    }
+
     async fn views(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
         let entries: Vec<_> = state.tables.values().filter(|t| t.kind == TableKind::MaterializedView).collect();
@@ -545,6 +602,7 @@ impl SchemaProvider for SystemSchema {
             "kafka_offsets" => self.kafka_offsets().await?,
             "views" => self.views().await?,
             "indexes" => self.indexes().await?,
+            "subscriptions" => self.subscriptions().await?,
             _ => return Ok(None),
         }))
     }

@@ -207,6 +207,8 @@ impl Warehouse {
             )),
             other => Error::from(other),
         })?);
+        // Its VACUUM and log cleanup keep what durable subscriptions still read.
+        table.retain_changes_from(self.catalog.current().changes_needed_from(&entry.id));
         let mut tables = self.tables.lock().unwrap_or_else(|p| p.into_inner());
         Ok(tables.entry(entry.id.clone()).or_insert(table).clone())
     }

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, RecordBatchOptions, TimestampMicrosecondArray};
-use futures::TryStreamExt;
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 
 use crate::actions::{Action, Add, DeletionVectorDescriptor, PartitionValues};
@@ -229,6 +230,22 @@ async fn read_all(
 
 fn labelled(batches: Vec<RecordBatch>, change_type: &str) -> Result<Vec<RecordBatch>> {
     batches.iter().map(|b| crate::write::with_change_type(b, change_type)).collect()
+}
+
+impl Table {
+    /// The live rows of `version` as change rows (`insert`, stamped with that version and its
+    /// commit time), streamed a few files at a time: what a reader that starts from a snapshot
+    /// reads before the changes after it.
+    pub async fn rows_as_changes(&self, version: u64) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+        let snapshot = self.snapshot_at_version(version).await?;
+        let timestamp_ms = snapshot.timestamp_ms();
+        let rows = crate::scan::scan_stream(&snapshot, &ScanOptions::default())?;
+        Ok(rows
+            .and_then(move |batch| async move {
+                stamp(crate::write::with_change_type(&batch, "insert")?, version, timestamp_ms)
+            })
+            .boxed())
+    }
 }
 
 /// Adds `_commit_version` and `_commit_timestamp`, and gives the batch the change-data schema.

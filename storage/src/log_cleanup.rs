@@ -37,8 +37,14 @@ pub fn log_retention_ms(snapshot: &Snapshot) -> i64 {
 }
 
 /// Deletes the expired log entries of the table whose latest version is `snapshot`, as of
-/// `now_ms`; returns the names of the files deleted.
-pub async fn clean_expired_log(store: &TableStore, snapshot: &Snapshot, now_ms: i64) -> Result<Vec<String>> {
+/// `now_ms`, keeping the commits from `needed_from` on (a reader will read their changes);
+/// returns the names of the files deleted.
+pub async fn clean_expired_log(
+    store: &TableStore,
+    snapshot: &Snapshot,
+    now_ms: i64,
+    needed_from: u64,
+) -> Result<Vec<String>> {
     let enabled =
         snapshot.configuration().get(ENABLE_EXPIRED_LOG_CLEANUP_KEY).is_none_or(|v| !v.eq_ignore_ascii_case("false"));
     if !enabled {
@@ -59,7 +65,8 @@ pub async fn clean_expired_log(store: &TableStore, snapshot: &Snapshot, now_ms: 
     }
     let first_retained = first_retained.unwrap_or(snapshot.version()).min(snapshot.version());
     // The version that was the latest at the cutoff is needed too.
-    let keep_from = first_retained.saturating_sub(1);
+    // A change reader of `needed_from` reads the snapshot before it too.
+    let keep_from = first_retained.saturating_sub(1).min(needed_from.saturating_sub(1));
     let Some(checkpoint) = log::newest_checkpoint(&files, keep_from) else { return Ok(Vec::new()) };
     let mut deleted = Vec::new();
     for file in files.iter().filter(|f| f.version < checkpoint.version) {

@@ -168,7 +168,7 @@ impl Table {
         protocol::check_writable(snapshot.protocol(), self.location())?;
         let retention = vacuum_retention_ms(&snapshot, retention_ms, enforce_retention)?;
         let cutoff = now_ms() - retention;
-        let candidates = self.vacuum_candidates(&snapshot, cutoff).await?;
+        let candidates = self.vacuum_candidates(&snapshot, cutoff, self.changes_needed_from()).await?;
         let mut result = VacuumResult::default();
         for (relative, path) in self.deletable(candidates, cutoff).await? {
             if !dry_run {
@@ -192,24 +192,38 @@ impl Table {
     /// cutoff is kept. Tombstones come from every commit still in the log and from the snapshot,
     /// which carries those of its checkpoint (older commits may be gone, and a checkpoint drops
     /// expired tombstones, so neither source alone has them all).
-    async fn vacuum_candidates(&self, snapshot: &Snapshot, cutoff: i64) -> Result<Vec<String>> {
+    ///
+    /// What a commit from `needed_from` on gave up is kept whatever its age (a reader of those
+    /// versions' changes reads it: see [`Table::retain_changes_from`]); when the log no longer
+    /// holds the commit at `needed_from`, every tombstone of the snapshot is kept, since their
+    /// versions are unknown.
+    async fn vacuum_candidates(&self, snapshot: &Snapshot, cutoff: i64, needed_from: u64) -> Result<Vec<String>> {
         let store = self.store();
         let mut in_use: HashSet<String> = HashSet::new();
         for add in snapshot.files() {
             note_in_use(store, &mut in_use, add)?;
         }
+        let commits = self.logged_commits(snapshot.version()).await?;
+        let oldest_logged = commits.iter().map(|(file, _)| file.version).min().unwrap_or(u64::MAX);
+        let keep_tombstones = needed_from < oldest_logged;
         let mut given_up = GivenUp::default();
         for remove in snapshot.tombstones() {
             // A checkpoint's tombstone without a time is kept: its age is unknown.
-            given_up.removed(store, remove, remove.deletion_timestamp.unwrap_or(i64::MAX));
+            let given_up_ms = if keep_tombstones { i64::MAX } else { remove.deletion_timestamp.unwrap_or(i64::MAX) };
+            given_up.removed(store, remove, given_up_ms);
         }
-        for (file, actions) in self.logged_commits(snapshot.version()).await? {
+        for (file, actions) in commits {
+            let needed = file.version >= needed_from;
             for action in actions {
                 match action {
                     Action::Remove(remove) => {
-                        given_up.removed(store, &remove, remove.deletion_timestamp.unwrap_or(file.modified_ms))
+                        let given_up_ms =
+                            if needed { i64::MAX } else { remove.deletion_timestamp.unwrap_or(file.modified_ms) };
+                        given_up.removed(store, &remove, given_up_ms)
                     }
-                    Action::Cdc(cdc) => given_up.logged(store, &cdc.path, file.modified_ms),
+                    Action::Cdc(cdc) => {
+                        given_up.logged(store, &cdc.path, if needed { i64::MAX } else { file.modified_ms })
+                    }
                     Action::Add(add) if file.version > snapshot.version() => note_in_use(store, &mut in_use, &add)?,
                     _ => {}
                 }

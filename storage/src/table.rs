@@ -53,6 +53,9 @@ pub struct Table {
     /// When this handle last cleaned the log (ms since the epoch; 0: not yet), see
     /// [`crate::log_cleanup::LOG_CLEANUP_INTERVAL_MS`].
     log_cleaned_ms: std::sync::atomic::AtomicI64,
+    /// The oldest version whose changes a reader still needs (u64::MAX: none); see
+    /// [`Table::retain_changes_from`].
+    changes_needed_from: std::sync::atomic::AtomicU64,
 }
 
 impl Table {
@@ -83,6 +86,7 @@ impl Table {
             write_options: WriteOptions::default(),
             stage: None,
             log_cleaned_ms: Default::default(),
+            changes_needed_from: std::sync::atomic::AtomicU64::new(u64::MAX),
         }
     }
 
@@ -94,7 +98,22 @@ impl Table {
             write_options: self.write_options.clone(),
             stage: Some(crate::stage::Stage::new(base)),
             log_cleaned_ms: Default::default(),
+            changes_needed_from: std::sync::atomic::AtomicU64::new(self.changes_needed_from()),
         }
+    }
+
+    /// Keeps what reading the table's changes from `version` on needs (None: nothing), for a
+    /// reader that will come back for them (a durable subscription): VACUUM keeps the files that
+    /// commits from `version` on removed or wrote as change data (whatever their age), and log
+    /// cleanup keeps those commits. This handle's VACUUM and cleanup honour it; the owner of the
+    /// need sets it on every handle it opens.
+    pub fn retain_changes_from(&self, version: Option<u64>) {
+        self.changes_needed_from.store(version.unwrap_or(u64::MAX), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The version set by [`Self::retain_changes_from`].
+    pub fn changes_needed_from(&self) -> u64 {
+        self.changes_needed_from.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub(crate) fn stage(&self) -> Option<&std::sync::Mutex<crate::stage::Stage>> {
@@ -359,7 +378,9 @@ impl Table {
         if self.log_cleaned_ms.compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed).is_err() {
             return; // another commit of this handle is cleaning
         }
-        if let Err(e) = crate::log_cleanup::clean_expired_log(&self.store, snapshot, now).await {
+        if let Err(e) =
+            crate::log_cleanup::clean_expired_log(&self.store, snapshot, now, self.changes_needed_from()).await
+        {
             tracing::warn!(table = self.location(), "log cleanup failed (it runs again after a later checkpoint): {e}");
         }
     }

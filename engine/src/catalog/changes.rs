@@ -21,7 +21,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::{CatalogState, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, TableEntry, ViewEntry};
+use super::{
+    CatalogState, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, SubscriptionEntry, TableEntry,
+    ViewEntry,
+};
 use crate::error::{Error, Result};
 
 /// One object as the block found it and as it left it (None: absent).
@@ -41,6 +44,7 @@ pub struct CatalogChanges {
     roles: Changes<RoleEntry>,
     flows: Changes<FlowEntry>,
     sources: Changes<SourceEntry>,
+    subscriptions: Changes<SubscriptionEntry>,
     views: Changes<ViewEntry>,
     /// Sequence definitions (their marks are not transactional: see [`CatalogState::sequence_marks`]).
     sequences: Changes<SequenceEntry>,
@@ -111,6 +115,7 @@ impl CatalogChanges {
             && self.roles.is_empty()
             && self.flows.is_empty()
             && self.sources.is_empty()
+            && self.subscriptions.is_empty()
             && self.views.is_empty()
             && self.sequences.is_empty())
     }
@@ -124,6 +129,7 @@ impl CatalogChanges {
             roles: diff_map(&before.roles, &after.roles),
             flows: diff_map(&before.flows, &after.flows),
             sources: diff_map(&before.sources, &after.sources),
+            subscriptions: diff_map(&before.subscriptions, &after.subscriptions),
             views: diff_map(&before.views, &after.views),
             sequences: diff_map(&before.sequences, &after.sequences),
             created: vec![],
@@ -143,6 +149,7 @@ impl CatalogChanges {
         merge_map(&mut self.roles, step.roles);
         merge_map(&mut self.flows, step.flows);
         merge_map(&mut self.sources, step.sources);
+        merge_map(&mut self.subscriptions, step.subscriptions);
         merge_map(&mut self.views, step.views);
         merge_map(&mut self.sequences, step.sequences);
     }
@@ -154,6 +161,7 @@ impl CatalogChanges {
         apply_map(&self.roles, &mut state.roles);
         apply_map(&self.flows, &mut state.flows);
         apply_map(&self.sources, &mut state.sources);
+        apply_map(&self.subscriptions, &mut state.subscriptions);
         apply_map(&self.views, &mut state.views);
         apply_map(&self.sequences, &mut state.sequences);
         // A dropped sequence's mark goes with it (a rename keeps the id, so the mark too).
@@ -172,6 +180,7 @@ impl CatalogChanges {
         check_map(&self.roles, &state.roles, "role")?;
         check_map(&self.flows, &state.flows, "flow")?;
         check_map(&self.sources, &state.sources, "source")?;
+        check_map(&self.subscriptions, &state.subscriptions, "subscription")?;
         check_map(&self.views, &state.views, "view")?;
         check_map(&self.sequences, &state.sequences, "sequence")
     }
@@ -183,6 +192,7 @@ impl CatalogChanges {
             && step.roles.is_empty()
             && step.flows.is_empty()
             && step.sources.is_empty()
+            && step.subscriptions.is_empty()
             && step.views.is_empty()
             && step.sequences.keys().all(|key| self.sequences.get(key).is_some_and(|c| c.before.is_none()))
             && step.tables.values().all(|change| {

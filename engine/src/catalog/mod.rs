@@ -58,6 +58,10 @@ pub struct CatalogState {
     /// External sources (`CREATE SOURCE ... FROM KAFKA`) by name.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceEntry>,
+    /// Durable subscriptions (`CREATE SUBSCRIPTION s FROM t`) by name (see
+    /// [`crate::subscribe::durable`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub subscriptions: BTreeMap<String, SubscriptionEntry>,
     /// Views (`CREATE VIEW`) by `schema.name` (see [`crate::sql::views`]).
     #[serde(default)]
     pub views: BTreeMap<String, ViewEntry>,
@@ -201,6 +205,41 @@ pub struct SourceEntry {
     pub options: BTreeMap<String, String>,
     #[serde(default)]
     pub created_ms: i64,
+}
+
+/// A durable subscription: a consumer's position in one table's changes, kept across restarts
+/// (see [`crate::subscribe::durable`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SubscriptionEntry {
+    pub name: String,
+    /// The followed table's id (it follows the table through renames).
+    pub table_id: String,
+    /// The table's version when the subscription was made.
+    pub created_version: u64,
+    /// Whether the consumer reads the table's rows as of `created_version` first.
+    pub snapshot: bool,
+    /// The newest version the consumer acknowledged (None: none yet).
+    pub acknowledged: Option<u64>,
+    pub created_ms: i64,
+    #[serde(default)]
+    pub acknowledged_ms: Option<i64>,
+}
+
+impl SubscriptionEntry {
+    /// Whether the consumer still has the snapshot to read.
+    pub fn snapshot_pending(&self) -> bool {
+        self.snapshot && self.acknowledged.is_none()
+    }
+
+    /// The oldest version the consumer still reads: the snapshot's, or the first change not
+    /// acknowledged.
+    pub fn needed_from(&self) -> u64 {
+        match self.acknowledged {
+            Some(version) => version.saturating_add(1),
+            None if self.snapshot => self.created_version,
+            None => self.created_version.saturating_add(1),
+        }
+    }
 }
 
 /// Which syntax made a flow (push and pull are two syntaxes for one kind of object).
@@ -469,6 +508,12 @@ impl CatalogState {
     /// The tables that ingest source `name`.
     pub fn tables_ingesting<'a>(&'a self, name: &'a str) -> impl Iterator<Item = &'a TableEntry> + 'a {
         self.tables.values().filter(move |t| t.source.as_deref() == Some(name))
+    }
+
+    /// The oldest version whose changes a durable subscription on the table `table_id` still
+    /// reads, if any subscribes to it.
+    pub fn changes_needed_from(&self, table_id: &str) -> Option<u64> {
+        self.subscriptions.values().filter(|s| s.table_id == table_id).map(SubscriptionEntry::needed_from).min()
     }
 
     pub fn tables_in(&self, schema: &str) -> impl Iterator<Item = &TableEntry> + '_ {

@@ -472,6 +472,27 @@ impl QueryContext {
                         ),
                     ));
                 }
+                let subscriptions: Vec<String> = match state.tables.get(&table_key) {
+                    Some(table) => state
+                        .subscriptions
+                        .values()
+                        .filter(|s| s.table_id == table.id)
+                        .map(|s| s.name.clone())
+                        .collect(),
+                    None => Vec::new(),
+                };
+                if !subscriptions.is_empty() && !cascade {
+                    return Err(Error::data(
+                        "2BP01",
+                        format!(
+                            "cannot drop table {name} because subscriptions follow it: {} (use DROP TABLE ... CASCADE to drop them too)",
+                            subscriptions.join(", ")
+                        ),
+                    ));
+                }
+                for subscription in &subscriptions {
+                    state.subscriptions.remove(subscription);
+                }
                 if state.tables.contains_key(&table_key) {
                     super::views::drop_dependents(state, &table_key, cascade)?;
                     drop_references(state, &table_key, cascade, together)?;
@@ -532,6 +553,7 @@ impl QueryContext {
                 }
                 for table in &tables {
                     state.tables.remove(&table.qualified_name());
+                    state.subscriptions.retain(|_, s| s.table_id != table.id);
                 }
                 let sequences: Vec<_> = state.sequences.values().filter(|s| s.schema == name).cloned().collect();
                 for sequence in sequences {
@@ -1603,7 +1625,9 @@ impl QueryContext {
         retain_hours: Option<f64>,
         dry_run: bool,
     ) -> Result<StatementResult> {
-        let (_, table, _) = self.resolve_table(table).await?;
+        let (entry, table, _) = self.resolve_table(table).await?;
+        // What durable subscriptions still read stays, also those another process made.
+        table.retain_changes_from(self.db.catalog.refresh().await?.changes_needed_from(&entry.id));
         let retention = retain_hours.map(|h| (h * 3_600_000.0) as i64);
         let result = table.vacuum(retention, dry_run, true).await.map_err(plan_error)?;
         let schema = vacuum_schema();

@@ -9,4 +9,5 @@ pub mod dml_with;
 pub mod parser;
 pub mod sequence;
 pub mod streaming;
+pub mod subscription;
 pub mod tokens;

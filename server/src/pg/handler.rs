@@ -310,13 +310,13 @@ impl Connection {
         if let SluiceStatement::Streaming(streaming) = &statement {
             use sluice::sql::streaming::StreamingStatement as S;
             match streaming.as_ref() {
-                S::Subscribe { table, snapshot, copy: true } => {
+                S::Subscribe { target, copy: true } => {
                     self.session.admit(&statement).map_err(|e| encode::error(&e))?;
-                    return self.subscribe(client, table, *snapshot).await;
+                    return self.subscribe(client, target).await;
                 }
-                S::DeclareSubscribe { cursor, table, snapshot } => {
+                S::DeclareSubscribe { cursor, target } => {
                     self.session.admit(&statement).map_err(|e| encode::error(&e))?;
-                    return self.declare_subscription(client, cursor, table, *snapshot).await;
+                    return self.declare_subscription(client, cursor, target).await;
                 }
                 _ => {}
             }

@@ -10,3 +10,4 @@ mod node;
 mod pg;
 mod security;
 mod serve;
+mod subscriptions;

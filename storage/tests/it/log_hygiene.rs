@@ -245,3 +245,30 @@ async fn a_table_that_declares_v2_checkpoints_writes_them() {
         .sum();
     assert_eq!(headers, 1, "one checkpointMetadata action");
 }
+
+#[tokio::test]
+async fn log_cleanup_keeps_the_commits_a_change_reader_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(
+        dir.path(),
+        &[],
+        &[("delta.logRetentionDuration", "interval 1 day"), ("delta.checkpointInterval", "10")],
+    )
+    .await;
+    committed(table.append(vec![batch(0..5)]).await.unwrap());
+    for n in 2..100 {
+        commit_txn(&table, n).await;
+    }
+    age_log(dir.path(), 100, Duration::from_secs(2 * 86_400));
+    // A reader (a durable subscription) will read the changes from version 35 on.
+    let table = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
+    table.retain_changes_from(Some(35));
+    for n in 100..=110 {
+        commit_txn(&table, n).await;
+    }
+    let versions: Vec<u64> =
+        log_names(dir.path()).iter().filter_map(|n| sluice_storage::log::parse_file_name(n)).map(|(v, _)| v).collect();
+    // The newest checkpoint at or below 34 (the snapshot before 35) is 30; nothing older is left.
+    assert_eq!(versions.iter().min(), Some(&30));
+    assert!(table.changes(35, None).await.is_ok());
+}

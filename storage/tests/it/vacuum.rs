@@ -139,3 +139,28 @@ async fn vacuum_never_follows_log_paths_out_of_the_table() {
     }
     assert_eq!(ids(&table, None).await, (0..5).collect::<Vec<_>>());
 }
+
+#[tokio::test]
+async fn vacuum_keeps_what_a_change_reader_still_needs() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(dir.path(), &[], &[]).await;
+    committed(table.append(vec![batch(0..10)]).await.unwrap());
+    let first = table.snapshot().await.unwrap().files_sorted()[0].path.clone();
+    let overwritten = committed(table.overwrite(vec![batch(10..20)]).await.unwrap());
+    committed(table.append(vec![batch(20..30)]).await.unwrap());
+    let changes_before = table.changes(overwritten, None).await.unwrap();
+    // A reader still needs the overwrite's changes: its removed file stays, whatever the retention.
+    table.retain_changes_from(Some(overwritten));
+    let vacuumed = table.vacuum(Some(0), false, false).await.unwrap();
+    assert!(vacuumed.files_deleted.is_empty(), "{:?}", vacuumed.files_deleted);
+    assert!(dir.path().join(&first).exists());
+    let changes_after = table.changes(overwritten, None).await.unwrap();
+    let rows = |changes: &[sluice_storage::cdf::ChangeBatch]| {
+        changes.iter().flat_map(|c| c.batches.iter()).map(|b| b.num_rows()).sum::<usize>()
+    };
+    assert_eq!(rows(&changes_after), rows(&changes_before));
+    assert_eq!(rows(&changes_after), 30, "10 deleted and 10 inserted by the overwrite, 10 appended");
+    // Once the reader moved past the overwrite, the file goes.
+    table.retain_changes_from(Some(overwritten + 1));
+    assert_eq!(table.vacuum(Some(0), false, false).await.unwrap().files_deleted, [first]);
+}

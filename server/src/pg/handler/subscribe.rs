@@ -11,8 +11,8 @@
 //! The snapshot is read through the session like any query (so the role needs to read t), at the
 //! version just before the subscription's first, so no commit is missed or seen twice.
 
-use datafusion::sql::sqlparser::ast::ObjectName;
 use pgwire::messages::copy::CopyOutResponse;
+use sluice::sql::streaming::SubscribeTarget;
 
 use super::*;
 
@@ -30,25 +30,34 @@ pub(super) struct SubscriptionCursor {
 }
 
 impl Connection {
-    /// Starts following `table`: the subscription, the rows' schema (version, diff, t's columns)
-    /// and the snapshot's rows (none with `snapshot` false).
+    /// Starts following `target`: the subscription, the rows' schema (version, diff, t's
+    /// columns) and the snapshot's rows (none with SNAPSHOT = false; a durable subscription's
+    /// snapshot comes from the subscription itself).
     async fn start_subscription<C>(
         &self,
         client: &C,
-        table: &ObjectName,
-        snapshot: bool,
+        target: &SubscribeTarget,
     ) -> PgWireResult<(sluice::Subscription, SchemaRef, Vec<RecordBatch>)>
     where
         C: ClientInfo,
     {
-        let name = sluice::sql::names::table_name(table).map_err(|e| encode::error(&e))?;
-        let qualified =
-            format!("{}.{}", sluice::sql::names::quoted(&name.schema), sluice::sql::names::quoted(&name.name));
-        let subscription = self.server.db.subscribe(&qualified, None).await.map_err(|e| encode::error(&e))?;
-        let version = i64::try_from(subscription.next_version().saturating_sub(1))
-            .map_err(|e| user_error("XX000", e.to_string()))?;
-        let limit = if snapshot { "" } else { " LIMIT 0" };
-        let query = format!("SELECT * FROM {qualified} VERSION AS OF {version}{limit}");
+        let (subscription, query, version) = match target {
+            SubscribeTarget::Table { table, snapshot } => {
+                let name = sluice::sql::names::table_name(table).map_err(|e| encode::error(&e))?;
+                let qualified = qualified(&name);
+                let subscription = self.server.db.subscribe(&qualified, None).await.map_err(|e| encode::error(&e))?;
+                let version = i64::try_from(subscription.next_version().saturating_sub(1))
+                    .map_err(|e| user_error("XX000", e.to_string()))?;
+                let limit = if *snapshot { "" } else { " LIMIT 0" };
+                (subscription, format!("SELECT * FROM {qualified} VERSION AS OF {version}{limit}"), version)
+            }
+            SubscribeTarget::Durable(name) => {
+                let subscription = self.server.db.resume_subscription(name).await.map_err(|e| encode::error(&e))?;
+                let qualified = qualified(subscription.table());
+                (subscription, format!("SELECT * FROM {qualified} LIMIT 0"), 0)
+            }
+        };
+        // The rows (or only the columns) through the session, as any query: the role must read t.
         let statement = parse_statements(&query)
             .map_err(|e| encode::error(&e))?
             .into_iter()
@@ -75,8 +84,7 @@ impl Connection {
         &self,
         client: &C,
         cursor: &str,
-        table: &ObjectName,
-        snapshot: bool,
+        target: &SubscribeTarget,
     ) -> PgWireResult<Response>
     where
         C: ClientInfo,
@@ -84,7 +92,7 @@ impl Connection {
         if self.cursors.lock().contains_key(cursor) || self.subscriptions.lock().await.contains_key(cursor) {
             return Err(user_error("42P03", format!("cursor \"{cursor}\" already exists")));
         }
-        let (subscription, schema, first) = self.start_subscription(client, table, snapshot).await?;
+        let (subscription, schema, first) = self.start_subscription(client, target).await?;
         let cursor_state = SubscriptionCursor { subscription, schema, pending: first.into() };
         self.subscriptions.lock().await.insert(cursor.to_string(), cursor_state);
         Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
@@ -137,18 +145,13 @@ impl Connection {
     /// Serves the subscription on this connection until the client cancels it (57014) or goes
     /// away. The COPY messages are sent and flushed here, as each change commits (a COPY
     /// response stream would be flushed only at its end).
-    pub(super) async fn subscribe<C>(
-        &self,
-        client: &mut C,
-        table: &ObjectName,
-        snapshot: bool,
-    ) -> PgWireResult<Response>
+    pub(super) async fn subscribe<C>(&self, client: &mut C, target: &SubscribeTarget) -> PgWireResult<Response>
     where
         C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
-        let (mut subscription, schema, first) = self.start_subscription(client, table, snapshot).await?;
+        let (mut subscription, schema, first) = self.start_subscription(client, target).await?;
         let initial = super::super::copy_out::encode(&schema, &first, &CopyOptions::default())?;
         let columns = schema.fields().len();
         let width = i16::try_from(columns).map_err(|_| user_error("54011", "too many columns to subscribe to"))?;
@@ -169,6 +172,11 @@ impl Connection {
             }
         }
     }
+}
+
+/// `schema.name`, quoted.
+fn qualified(name: &sluice::names::TableName) -> String {
+    format!("{}.{}", sluice::sql::names::quoted(&name.schema), sluice::sql::names::quoted(&name.name))
 }
 
 /// Sends COPY data rows and flushes them.

@@ -8,6 +8,13 @@
 //! subscription sees every commit exactly once and in order, whoever made it. A listener on the
 //! writer ([`CommitSignal`]) wakes subscriptions on every commit of this process; commits of other
 //! processes are found by looking at the log at least every second.
+//!
+//! A durable subscription ([`durable`]) keeps a consumer's place in the catalog: the consumer
+//! acknowledges versions, and [`Subscription::resume`] starts after the last one acknowledged
+//! (with the table's rows as of the subscription's creation first, when it asked for them and
+//! has not acknowledged yet).
+
+pub mod durable;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -67,9 +74,20 @@ pub struct TableChange {
 pub struct Subscription {
     warehouse: Arc<Warehouse>,
     table: TableName,
+    /// The table's id (a table dropped and made again under its name is another table).
+    table_id: String,
     next: u64,
     signal: tokio::sync::watch::Receiver<u64>,
     pending: VecDeque<TableChange>,
+    /// The snapshot rows still to hand out, as inserts at their version (a durable
+    /// subscription that starts with the table's rows).
+    snapshot: Option<SnapshotRows>,
+}
+
+struct SnapshotRows {
+    version: u64,
+    timestamp_ms: i64,
+    rows: futures::stream::BoxStream<'static, sluice_storage::Result<RecordBatch>>,
 }
 
 impl std::fmt::Debug for Subscription {
@@ -87,12 +105,44 @@ impl Subscription {
         from: Option<u64>,
     ) -> Result<Self> {
         let signal = signal.receiver();
-        let handle = open(&warehouse, &table).await?;
+        let key = crate::catalog::key(&table.schema, &table.name);
+        let mut state = warehouse.catalog.current();
+        if !state.tables.contains_key(&key) {
+            state = warehouse.catalog.refresh().await?;
+        }
+        let entry = state.tables.get(&key).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
+        let handle = warehouse.open_table(entry).await?;
         let next = match from {
             Some(version) => version,
             None => handle.snapshot().await?.version() + 1,
         };
-        Ok(Self { warehouse, table, next, signal, pending: VecDeque::new() })
+        let table_id = entry.id.clone();
+        Ok(Self { warehouse, table, table_id, next, signal, pending: VecDeque::new(), snapshot: None })
+    }
+
+    /// Resumes the durable subscription `name` after the last version its consumer acknowledged
+    /// (see [`durable`]).
+    pub(crate) async fn resume(warehouse: Arc<Warehouse>, signal: &CommitSignal, name: &str) -> Result<Self> {
+        let signal = signal.receiver();
+        let state = warehouse.catalog.refresh().await?;
+        let subscription = durable::find(&state, name)?;
+        let entry = durable::table_of(&state, subscription)?;
+        let handle = warehouse.open_table(entry).await?;
+        let (next, snapshot) = if subscription.snapshot_pending() {
+            let version = subscription.created_version;
+            let timestamp_ms = handle.snapshot_at_version(version).await?.timestamp_ms();
+            let rows = handle.rows_as_changes(version).await?;
+            (version + 1, Some(SnapshotRows { version, timestamp_ms, rows }))
+        } else {
+            (subscription.needed_from(), None)
+        };
+        let table = TableName { schema: entry.schema.clone(), name: entry.name.clone() };
+        Ok(Self { warehouse, table, table_id: entry.id.clone(), next, signal, pending: VecDeque::new(), snapshot })
+    }
+
+    /// The table followed.
+    pub fn table(&self) -> &TableName {
+        &self.table
     }
 
     /// The version the next change will be at or after.
@@ -107,9 +157,22 @@ impl Subscription {
             if let Some(change) = self.pending.pop_front() {
                 return Ok(change);
             }
+            if let Some(snapshot) = &mut self.snapshot {
+                match futures::StreamExt::next(&mut snapshot.rows).await {
+                    Some(rows) => {
+                        let rows = rows?;
+                        if rows.num_rows() > 0 {
+                            let (version, timestamp_ms) = (snapshot.version, snapshot.timestamp_ms);
+                            return Ok(TableChange { version, timestamp_ms, rows: vec![rows] });
+                        }
+                    }
+                    None => self.snapshot = None,
+                }
+                continue;
+            }
             // Marked seen before looking, so a commit after the look wakes the wait below.
             self.signal.borrow_and_update();
-            let table = open(&self.warehouse, &self.table).await?;
+            let table = open(&self.warehouse, &self.table, &self.table_id).await?;
             let latest = table.snapshot().await?.version();
             if latest >= self.next {
                 // A bounded number of versions at a time (a subscription far behind does not
@@ -149,12 +212,12 @@ impl Subscription {
     }
 }
 
-async fn open(warehouse: &Warehouse, table: &TableName) -> Result<Arc<sluice_storage::table::Table>> {
-    let key = crate::catalog::key(&table.schema, &table.name);
+/// The followed table's handle, by id (a table dropped since is an error naming `name`).
+async fn open(warehouse: &Warehouse, name: &TableName, id: &str) -> Result<Arc<sluice_storage::table::Table>> {
     let mut state = warehouse.catalog.current();
-    if !state.tables.contains_key(&key) {
+    if state.table_by_id(id).is_none() {
         state = warehouse.catalog.refresh().await?;
     }
-    let entry = state.tables.get(&key).ok_or_else(|| Error::UndefinedTable(table.to_string()))?;
+    let entry = state.table_by_id(id).ok_or_else(|| Error::UndefinedTable(name.to_string()))?;
     warehouse.open_table(entry).await
 }
