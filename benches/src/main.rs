@@ -6,6 +6,7 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod cdc;
 mod flows;
 mod kafka;
 mod storage;
@@ -147,6 +148,28 @@ enum Command {
         #[arg(long, default_value_t = 1_000)]
         delta_rows: usize,
     },
+    /// Writes the CDC benchmark's input under OUT: base.parquet (ROWS rows) and BATCHES files of
+    /// BATCH_ROWS change events (kept if there).
+    CdcGen {
+        #[arg(long)]
+        out: std::path::PathBuf,
+        #[arg(long, default_value_t = 10_000_000)]
+        rows: usize,
+        #[arg(long, default_value_t = 10)]
+        batches: usize,
+        #[arg(long, default_value_t = 10_000)]
+        batch_rows: usize,
+    },
+    /// Loads the cdc-gen base into a new warehouse at DATA through AUTO CDC, then applies BATCHES
+    /// event files and times each.
+    Cdc {
+        #[arg(long)]
+        input: std::path::PathBuf,
+        #[arg(long)]
+        data: String,
+        #[arg(long, default_value_t = 10)]
+        batches: usize,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -179,6 +202,8 @@ fn main() {
             Command::FlowsSmallCommits { data, commits } => flows::small_commits(&data, commits).await,
             Command::KafkaBare { messages } => kafka::bare(messages),
             Command::KafkaIngest { data, messages } => kafka::ingest(&data, messages).await,
+            Command::CdcGen { out, rows, batches, batch_rows } => cdc::generate(&out, rows, batches, batch_rows),
+            Command::Cdc { input, data, batches } => cdc::run(&input, &data, batches).await,
             Command::ViewsGen { out } => views::generate(&out),
             Command::Views { parquet, data, rounds, delta_rows, latency_iterations } => {
                 views::run(&parquet, &data, rounds, delta_rows, latency_iterations).await

@@ -437,14 +437,14 @@ pub(crate) async fn apply(
     // The state rows of the run's keys, the TRUNCATE row and the expired tombstones (a TRUNCATE
     // needs every key's sequence: it removes the rows older than itself).
     let state_located = if truncating {
-        cx.located_rows(&state_target, None, None).await?
+        cx.located_rows(&state_target, None, None, false).await?
     } else {
-        let mut located = cx.located_rows(&state_target, Some(&key_batch), None).await?;
+        let mut located = cx.located_rows(&state_target, Some(&key_batch), None, false).await?;
         let mut others = format!("t.{} IS NULL", quoted(first_key));
         if let Some(cutoff) = cutoff {
             others.push_str(&format!(" OR (t.{STATE_DELETED} AND t.{STATE_UPDATED} < {cutoff})"));
         }
-        located.append(cx.located_rows(&state_target, None, Some(&others)).await?)?;
+        located.append(cx.located_rows(&state_target, None, Some(&others), false).await?)?;
         located
     };
     let expired = match cutoff {
@@ -453,9 +453,12 @@ pub(crate) async fn apply(
     };
     let state = read_state(&layout, &keys, &sequences, state_located)?;
     let existing = if truncating {
-        cx.located_rows(&target, None, None).await?
+        cx.located_rows(&target, None, None, false).await?
     } else {
-        cx.located_rows(&target, Some(&key_batch), None).await?
+        // SCD 1 writes an upserted row from its event alone (unless IGNORE NULL UPDATES keeps
+        // older values): where the key's row is, is all it needs of the target.
+        let keys_only = spec.scd_type != 2 && !spec.ignore_null_updates;
+        cx.located_rows(&target, Some(&key_batch), None, keys_only).await?
     };
     let existing_keys = encode_keys(&layout, &keys, &existing.rows)?;
     let (outcomes, truncated_at, truncated_rows) = match spec.scd_type {
@@ -804,7 +807,11 @@ fn build(arrays: &[ArrayRef], cells: &[(usize, usize)]) -> Result<ArrayRef> {
 fn data_arrays(layout: &Layout, events: &Events, existing: &Located, c: usize) -> Result<Vec<ArrayRef>> {
     let field = layout.data.get(c).ok_or_else(|| Error::Internal("column out of range".into()))?;
     let event = events.data.get(c).cloned().ok_or_else(|| Error::Internal("column out of range".into()))?;
-    let existing = cast_column(&column(&existing.rows, field.name())?, field.data_type(), field.name())?;
+    // Rows located by their keys alone have no other column: no cell takes one of theirs.
+    let existing = match existing.rows.column_by_name(field.name()) {
+        Some(array) => cast_column(array, field.data_type(), field.name())?,
+        None => new_null_array(field.data_type(), existing.rows.num_rows()),
+    };
     Ok(vec![event, existing, new_null_array(field.data_type(), 1)])
 }
 

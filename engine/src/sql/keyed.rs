@@ -34,28 +34,61 @@ pub(crate) struct Located {
 impl QueryContext {
     /// The live rows of `target` whose columns named like `keys`' columns equal one of its rows
     /// (every row when `keys` is None), and that satisfy `predicate` (SQL over the table's
-    /// columns), with their locations.
+    /// columns), with their locations. With `keys_only`, the rows hold the key columns alone
+    /// (`keys`' columns): a caller that needs only where the rows are reads a sliver of a wide
+    /// table.
     pub(crate) async fn located_rows(
         &self,
         target: &Target,
         keys: Option<&RecordBatch>,
         predicate: Option<&str>,
+        keys_only: bool,
     ) -> Result<Located> {
-        let schema = target.snapshot.arrow_schema();
-        let columns: Vec<String> = schema.fields().iter().map(|f| format!("t.{}", quoted(f.name()))).collect();
+        let columns: Option<Vec<String>> = match keys {
+            Some(keys) if keys_only => Some(keys.schema().fields().iter().map(|f| f.name().clone()).collect()),
+            _ => None,
+        };
+        self.lookup(target, keys, predicate, columns.as_deref()).await
+    }
+
+    /// [`Self::located_rows`], with `columns` (None: all of them).
+    async fn lookup(
+        &self,
+        target: &Target,
+        keys: Option<&RecordBatch>,
+        predicate: Option<&str>,
+        columns: Option<&[String]>,
+    ) -> Result<Located> {
+        let table_schema = target.snapshot.arrow_schema();
+        let schema = match columns {
+            Some(columns) => {
+                let indexes = columns
+                    .iter()
+                    .map(|c| {
+                        table_schema
+                            .index_of(c)
+                            .map_err(|_| Error::Plan(format!("table {} has no column {c}", target.name)))
+                    })
+                    .collect::<Result<Vec<usize>>>()?;
+                Arc::new(table_schema.project(&indexes)?)
+            }
+            None => table_schema.clone(),
+        };
+        let mut selected: Vec<String> = schema.fields().iter().map(|f| format!("t.{}", quoted(f.name()))).collect();
+        selected.push(format!("t.{}", quoted(FILE_COLUMN)));
+        selected.push(format!("t.{}", quoted(ROW_COLUMN)));
         // The target through the relation that exposes each row's file and index.
         self.clear_statement_state();
         let relation = self.register_dml_relation(target);
         let table = format!("{}.{} AS t", quoted(TEMP_SCHEMA), quoted(&relation));
-        let mut text =
-            format!("SELECT {}, t.{}, t.{} FROM {table}", columns.join(", "), quoted(FILE_COLUMN), quoted(ROW_COLUMN));
+        let mut text = format!("SELECT {} FROM {table}", selected.join(", "));
         if let Some(keys) = keys {
             // The keys in the table's types, so that the join compares like with like.
             let mut fields = Vec::new();
             let mut arrays = Vec::new();
             let mut on = Vec::new();
             for (field, column) in keys.schema().fields().iter().zip(keys.columns()) {
-                let target_field = schema
+                let target_field = table_schema
                     .field_with_name(field.name())
                     .map_err(|_| Error::Plan(format!("table {} has no column {}", target.name, field.name())))?;
                 arrays.push(cast_column(column, target_field.data_type(), field.name())?);
