@@ -956,6 +956,11 @@ impl QueryContext {
             },
         ];
         projection.extend(outputs);
+        // With a change data feed, the target rows' old values too: the updates' preimages and
+        // the deleted rows (NULL for a source row that matched none).
+        if target.snapshot.property_is_true(sluice_storage::protocol::ENABLE_CHANGE_DATA_FEED_KEY) {
+            projection.extend(old_columns(&target, &t));
+        }
         let query =
             merge_query(projection, relation, source, &s, join(ast::JoinConstraint::On(merge.on.as_ref().clone())))?;
         let batches = self.collect_built(query).await?;
@@ -967,8 +972,25 @@ impl QueryContext {
         let by_path: HashMap<&str, &Arc<Add>> = target.snapshot.files().map(|a| (a.path.as_str(), a)).collect();
         let mut deleted: HashMap<String, RoaringTreemap> = HashMap::new();
         let mut inserted = Vec::new();
+        let mut change_data = Vec::new();
+        let change_feed = target.snapshot.property_is_true(sluice_storage::protocol::ENABLE_CHANGE_DATA_FEED_KEY);
         let mut affected = 0u64;
         for batch in batches {
+            // The target rows' old values (see merge_statement), when the table keeps a change feed.
+            let old = if change_feed {
+                let indexes: Vec<usize> = (0..fields.len())
+                    .map(|j| batch.schema().index_of(&format!("__old{j}")).map_err(|e| Error::Internal(e.to_string())))
+                    .collect::<Result<_>>()?;
+                // Nullable here (a source row that matched none has no old row); each clause's
+                // rows below are whole rows again.
+                let schema = target.snapshot.arrow_schema();
+                let nullable: Vec<arrow::datatypes::Field> =
+                    schema.fields().iter().map(|f| f.as_ref().clone().with_nullable(true)).collect();
+                let columns = batch.project(&indexes)?.columns().to_vec();
+                Some((crate::types::batch_of(&Arc::new(Schema::new(nullable)), columns, batch.num_rows())?, schema))
+            } else {
+                None
+            };
             let files =
                 batch.column_by_name("__f").ok_or_else(|| Error::Internal("no __f".into()))?.as_string::<i32>().clone();
             let rows = batch
@@ -999,11 +1021,24 @@ impl QueryContext {
                 }
             }
             for (i, clause) in merge.clauses.iter().enumerate() {
-                if matches!(clause.action, MergeAction::Delete { .. }) {
-                    continue;
-                }
                 let mask: BooleanArray = actions.iter().map(|a| Some(a == Some(i as i64))).collect();
                 if mask.true_count() == 0 {
+                    continue;
+                }
+                // The change rows: an update's pre- and postimage, a delete's old row, an insert.
+                if let Some((old, schema)) = &old {
+                    let kind = match clause.action {
+                        MergeAction::Update(_) => Some("update_preimage"),
+                        MergeAction::Delete { .. } => Some("delete"),
+                        MergeAction::Insert(_) => None,
+                    };
+                    if let Some(kind) = kind {
+                        let rows = filter_record_batch(old, &mask)?;
+                        let rows = RecordBatch::try_new(schema.clone(), rows.columns().to_vec())?;
+                        change_data.push(sluice_storage::write::with_change_type(&rows, kind)?);
+                    }
+                }
+                if matches!(clause.action, MergeAction::Delete { .. }) {
                     continue;
                 }
                 let selected = filter_record_batch(batch, &mask)?;
@@ -1014,7 +1049,13 @@ impl QueryContext {
                     .collect::<Result<_>>()?;
                 let values = selected.project(&indexes)?;
                 let names = fields.iter().map(|f| f.name.clone()).collect();
-                inserted.push(self.to_table_rows(target, &values, &ColumnMatch::Position(names)).await?);
+                let rows = self.to_table_rows(target, &values, &ColumnMatch::Position(names)).await?;
+                if change_feed {
+                    let kind =
+                        if matches!(clause.action, MergeAction::Update(_)) { "update_postimage" } else { "insert" };
+                    change_data.push(sluice_storage::write::with_change_type(&rows, kind)?);
+                }
+                inserted.push(rows);
             }
         }
         let deleted = with_files(&by_path, deleted)?;
@@ -1022,8 +1063,15 @@ impl QueryContext {
             let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
-            let mutation =
-                Mutation { deleted, inserted, operation: "MERGE".into(), schema, reads_data, ..Default::default() };
+            let mutation = Mutation {
+                deleted,
+                inserted,
+                change_data,
+                operation: "MERGE".into(),
+                schema,
+                reads_data,
+                ..Default::default()
+            };
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Merge, None, outcome).await?;
             keys_committed(keys).await;
