@@ -97,7 +97,14 @@ impl QueryContext {
             }
             let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?;
             self.temp.insert(KEYS_RELATION, Arc::new(MemTable::try_new(batch.schema(), vec![vec![batch]])?));
-            text.push_str(&format!(" JOIN {}.{KEYS_RELATION} AS k ON {}", quoted(TEMP_SCHEMA), on.join(" AND ")));
+            // The keys first: a hash join builds its table from its first input (the table's
+            // scan has no row count to swap them by), and the keys are the few.
+            text = format!(
+                "SELECT {} FROM {}.{KEYS_RELATION} AS k JOIN {table} ON {}",
+                selected.join(", "),
+                quoted(TEMP_SCHEMA),
+                on.join(" AND ")
+            );
         }
         if let Some(predicate) = predicate {
             text.push_str(&format!(" WHERE {predicate}"));
