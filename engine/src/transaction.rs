@@ -466,8 +466,11 @@ impl TransactionBlock {
                     }
                     Ok(StatementResult::command("SET"))
                 }
-                // PostgreSQL warns and does nothing outside a block.
-                None => Ok(StatementResult::command("SET")),
+                // PostgreSQL warns (25P01) and does nothing outside a block.
+                None => {
+                    self.warn("25P01", "SET TRANSACTION can only be used in transaction blocks");
+                    Ok(StatementResult::command("SET"))
+                }
             },
         };
         (result, then)

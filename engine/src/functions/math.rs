@@ -185,6 +185,56 @@ impl ScalarUDFImpl for TypeOf {
     }
 }
 
+/// The name `~x` (PostgreSQL's bitwise NOT) is planned as: a call of [`BitwiseNot`].
+pub const BITWISE_NOT: &str = "__pg_bitwise_not";
+
+/// `~x` on an integer: its bits flipped, in its own type (DataFusion has no such operator).
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct BitwiseNot {
+    signature: Signature,
+}
+
+impl ScalarUDFImpl for BitwiseNot {
+    fn name(&self) -> &str {
+        BITWISE_NOT
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> DfResult<DataType> {
+        match arg_types.first() {
+            Some(t @ (DataType::Int8 | DataType::Int16 | DataType::Int32 | DataType::Int64)) => Ok(t.clone()),
+            Some(DataType::Null) => Ok(DataType::Int32),
+            Some(other) => Err(DataFusionError::External(Box::new(Error::data(
+                "42883",
+                format!("operator does not exist: ~ {}", crate::types::arrow_type_pg_name(other)),
+            )))),
+            None => Err(DataFusionError::Plan("~ needs an operand".into())),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        use arrow::compute::kernels::bitwise::bitwise_not;
+        use arrow::datatypes::{Int16Type, Int32Type, Int64Type, Int8Type};
+        let Some(arg) = args.args.first() else { return Err(DataFusionError::Plan("~ needs an operand".into())) };
+        let array = arg.to_array(args.number_rows)?;
+        let flipped: ArrayRef = match array.data_type() {
+            DataType::Int8 => Arc::new(bitwise_not(array.as_primitive::<Int8Type>())?),
+            DataType::Int16 => Arc::new(bitwise_not(array.as_primitive::<Int16Type>())?),
+            DataType::Int32 => Arc::new(bitwise_not(array.as_primitive::<Int32Type>())?),
+            DataType::Int64 => Arc::new(bitwise_not(array.as_primitive::<Int64Type>())?),
+            DataType::Null => arrow::array::new_null_array(&DataType::Int32, array.len()),
+            other => return Err(DataFusionError::Plan(format!("~ of {other}"))),
+        };
+        if matches!(arg, ColumnarValue::Scalar(_)) {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&flipped, 0)?));
+        }
+        Ok(ColumnarValue::Array(flipped))
+    }
+}
+
 /// The functions of this module, to register over DataFusion's of the same names.
 pub fn functions() -> Vec<ScalarUDF> {
     use datafusion::functions::math;
@@ -197,5 +247,6 @@ pub fn functions() -> Vec<ScalarUDF> {
         checked(math::power(), Check::Power),
         checked(math::exp(), Check::Nothing),
         ScalarUDF::new_from_impl(TypeOf { signature: Signature::any(1, Volatility::Immutable) }),
+        ScalarUDF::new_from_impl(BitwiseNot { signature: Signature::any(1, Volatility::Immutable) }),
     ]
 }

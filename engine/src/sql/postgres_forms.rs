@@ -10,7 +10,8 @@
 //! - `'{a,b}'::T[]`, PostgreSQL's array text, as `CAST(ARRAY['a', 'b'] AS T[])`;
 //! - the rows of a VALUES column some of whose rows have a declared type (`'12:00'::timetz`,
 //!   `'...'::uuid`) read as that type in every row;
-//! - `mod(a, b)` as `a % b` (checked like the operator), `sign(x)` as `signum(x)`;
+//! - `mod(a, b)` as `a % b` (checked like the operator), `sign(x)` as `signum(x)`, `~x` as a call
+//!   of the bitwise NOT function (DataFusion has no such operator);
 //! - set-returning functions in a select list (`SELECT generate_series(1, 3)`,
 //!   `jsonb_array_elements(doc)`) as `unnest(...)` of their list, named as PostgreSQL names them;
 //! - an outermost select list with two columns of one name (`SELECT 1, 1`): the later ones get an
@@ -146,6 +147,10 @@ impl Literals {
                 Ok(None)
             }
             Expr::Cast { expr: inner, data_type, .. } => Self::cast(inner, data_type),
+            // `~x`: DataFusion has no bitwise NOT.
+            Expr::UnaryOp { op: ast::UnaryOperator::BitwiseNot, expr: operand } => {
+                Ok(Some(call(crate::functions::math::BITWISE_NOT, vec![(**operand).clone()])))
+            }
             // `interval '1 day 04:05:06'`: PostgreSQL's interval text, as Arrow reads it.
             Expr::Interval(interval)
                 if interval.leading_field.is_none()

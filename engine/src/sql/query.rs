@@ -545,6 +545,8 @@ fn expression_name(expr: &Expr) -> Option<String> {
                 Some("json_array") => "json_agg".into(),
                 Some("jsonb_array") => "jsonb_agg".into(),
                 Some("to_char_number") => "to_char".into(),
+                // `~x`, an operator.
+                Some("bitwise_not") => "?column?".into(),
                 Some(type_name) if matches!(expression_name_of_args(function).as_deref(), None | Some("?column?")) => {
                     type_name.to_string()
                 }

@@ -257,3 +257,11 @@ SELECT tz FROM historic WHERE tz = '0001-03-04 05:06:07+00';
 SELECT d FROM historic WHERE d = '0001-03-04';
 SELECT t FROM historic WHERE t = 'not a time';
 DROP TABLE historic;
+
+-- bitwise operators, ~ in the operand's type
+CREATE TABLE bits (i2 smallint, i4 int, i8 bigint);
+INSERT INTO bits VALUES (5, -6, 9223372036854775807), (NULL, 0, -9223372036854775808);
+SELECT ~i2, ~i4, ~i8 FROM bits ORDER BY i4;
+SELECT ~5, ~(-1), 1 & 3, 1 | 2, 5 # 1, 1 << 2, 16 >> 2;
+SELECT ~'a'::text;
+DROP TABLE bits;
