@@ -98,6 +98,9 @@ pub struct ViewEntry {
     pub output: Option<String>,
     #[serde(default)]
     pub created_ms: i64,
+    /// `COMMENT ON VIEW` (kept by CREATE OR REPLACE VIEW, as PostgreSQL keeps it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub comment: Option<String>,
 }
 
 /// A standalone sequence's definition (`CREATE SEQUENCE`); what it has handed out is its

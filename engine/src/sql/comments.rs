@@ -10,9 +10,9 @@
 //!   properties, foreign keys in Sluice's catalog): one place for all of them, in the table the
 //!   constraint belongs to. DROP CONSTRAINT and RENAME CONSTRAINT (`ddl.rs`) drop and move it.
 //!
-//! Views are not Delta tables (their definitions live in Sluice's catalog) and a materialized
-//! view's table is rewritten by its maintenance: comments on either are refused (0A000), as are
-//! comments on kinds of object Sluice does not have.
+//! A view is not a Delta table: its comment is kept with its definition in Sluice's catalog.
+//! A materialized view's table is rewritten by its maintenance: comments on it are refused
+//! (0A000), as are comments on kinds of object Sluice does not have.
 
 use std::collections::HashMap;
 
@@ -78,7 +78,9 @@ impl QueryContext {
                 self.comment_on_constraint(&entry, &table, &snapshot, &constraint, comment).await?;
             }
             CommentTarget::View(name) => {
-                self.commented_table(&name, Named::View).await?;
+                let qualified = table_name(&name)?;
+                self.commented_kind(&qualified, Named::View)?;
+                self.comment_on_view(&qualified, comment).await?;
             }
             CommentTarget::MaterializedView(name) => {
                 self.commented_table(&name, Named::MaterializedView).await?;
@@ -102,6 +104,18 @@ impl QueryContext {
         named: Named,
     ) -> Result<(TableEntry, std::sync::Arc<Table>, std::sync::Arc<Snapshot>)> {
         let qualified = table_name(name)?;
+        match self.commented_kind(&qualified, named)? {
+            Named::Table => self.resolve_table(name).await,
+            Named::View => Err(Error::Internal("a view's comment is not a table's".into())),
+            Named::MaterializedView => Err(Error::NotSupported(
+                "COMMENT ON MATERIALIZED VIEW (its Delta table is rewritten by its maintenance)".into(),
+            )),
+        }
+    }
+
+    /// The kind of relation `qualified` is, checked to be `named` (42809 as PostgreSQL's `"t"
+    /// is not a view`; 42P01 when there is none).
+    fn commented_kind(&self, qualified: &crate::names::TableName, named: Named) -> Result<Named> {
         let state = self.catalog_state();
         let is_view = state.views.contains_key(&key(&qualified.schema, &qualified.name));
         let entry = state.table(&qualified.schema, &qualified.name);
@@ -119,16 +133,7 @@ impl QueryContext {
             };
             return Err(Error::data("42809", format!("\"{}\" is not a {kind}", qualified.name)));
         }
-        match found {
-            Named::Table => self.resolve_table(name).await,
-            Named::View => Err(Error::NotSupported(
-                "COMMENT ON VIEW (a view is a definition in Sluice's catalog, not a Delta table with a description)"
-                    .into(),
-            )),
-            Named::MaterializedView => Err(Error::NotSupported(
-                "COMMENT ON MATERIALIZED VIEW (its Delta table is rewritten by its maintenance)".into(),
-            )),
-        }
+        Ok(found)
     }
 
     /// Sets or removes the `comment` of a column's Delta field metadata.

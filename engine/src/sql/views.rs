@@ -106,6 +106,7 @@ pub(crate) fn pending_views(
                 inputs: definition.inputs.clone(),
                 output: None,
                 created_ms: entry.created_ms,
+                comment: None,
             };
             Some((key.clone(), view))
         })
@@ -164,6 +165,7 @@ impl QueryContext {
             columns,
             inputs: inputs_of(&create.query),
             created_ms: sluice_storage::actions::now_ms(),
+            comment: None,
         };
         if entry.inputs.contains(&view_key) {
             return Err(Error::data("42P17", format!("view \"{}\" cannot read itself", name.name)));
@@ -190,7 +192,9 @@ impl QueryContext {
                 }
                 _ => {}
             }
-            state.views.insert(view_key.clone(), entry.clone());
+            // A replaced view keeps its comment.
+            let comment = state.views.get(&view_key).and_then(|old| old.comment.clone());
+            state.views.insert(view_key.clone(), ViewEntry { comment, ..entry.clone() });
             Ok(())
         })
         .await?;
@@ -223,6 +227,20 @@ impl QueryContext {
         })
         .await?;
         Ok(StatementResult::command("DROP VIEW"))
+    }
+
+    /// `COMMENT ON VIEW name IS 'text' | NULL`: the comment is the view's, in the catalog.
+    pub(crate) async fn comment_on_view(&self, name: &crate::names::TableName, comment: Option<String>) -> Result<()> {
+        let view_key = key(&name.schema, &name.name);
+        self.update_catalog(|state| {
+            let Some(view) = state.views.get_mut(&view_key) else {
+                return Err(Error::data("42P01", format!("relation \"{}\" does not exist", name.name)));
+            };
+            view.comment = comment.clone();
+            Ok(())
+        })
+        .await?;
+        Ok(())
     }
 
     /// ALTER VIEW ... RENAME TO.

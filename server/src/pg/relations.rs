@@ -793,10 +793,14 @@ impl Tables {
         }
         // What `pg_get_viewdef` answers (views have the OIDs of their `pg_class` rows).
         let mut views = HashSet::new();
+        let mut view_comments = Vec::new();
         for view in view.views() {
             if let Some((oid, _)) = table_oids.get(&(view.schema.clone(), view.name.clone())) {
                 objects.remember_view(*oid, &view.schema, &view.name, view_definition(&view));
                 views.insert(*oid);
+                if let Some(comment) = &view.comment {
+                    view_comments.push((*oid, comment.clone()));
+                }
             }
         }
         // Materialized views are tables to DataFusion: `relkind` `m` is set by OID.
@@ -813,7 +817,16 @@ impl Tables {
         objects.state.lock().sizes = described.iter().map(|(relation, oid, _)| (*oid, relation.size_bytes)).collect();
         let sequences = listed_sequences(view.sequences().await, &schema_oids, objects);
         remember_names(&table_oids, &described, &sequences, objects);
-        objects.state.lock().comments = comments(&described, objects);
+        let mut comments = comments(&described, objects);
+        for (oid, text) in view_comments {
+            let on_view = super::descriptions::Described {
+                objoid: oid,
+                classoid: super::descriptions::PG_CLASS_OID,
+                objsubid: 0,
+            };
+            comments.insert(on_view, text);
+        }
+        objects.state.lock().comments = comments;
         // What `sluice_attribute_default` answers in this query (see compat.rs): a default
         // dropped since the last scan is no longer there.
         objects.state.lock().defaults.clear();

@@ -100,6 +100,9 @@ COMMENT ON TABLE cm_view IS 'x';
 COMMENT ON VIEW cm_parts IS 'x';
 COMMENT ON VIEW cm_missing IS 'x';
 COMMENT ON VIEW cm_view IS 'a view';
+SELECT obj_description('cm_view'::regclass, 'pg_class') AS view_comment;
+CREATE OR REPLACE VIEW cm_view AS SELECT id, qty FROM cm_parts WHERE qty > 0;
+SELECT obj_description('cm_view'::regclass, 'pg_class') AS replaced_view_comment;
 COMMENT ON SCHEMA cm_other IS 'a schema';
 
 -- In a transaction block: a comment on a table the block created commits with it.
