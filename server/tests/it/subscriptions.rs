@@ -69,6 +69,22 @@ async fn a_durable_subscription_resumes_after_a_server_restart() {
     reader.batch_execute("BEGIN; DECLARE c CURSOR FOR SUBSCRIBE TO SUBSCRIPTION feed").await.unwrap();
     // From version 3 on: no gap, no repeat.
     assert_eq!(fetch_rows(&reader, "c", 2).await, ["3|-1|2|20", "4|1|4|40"]);
+    // COPY reads the same place (a reader that does not acknowledge).
+    let follower = connect(server.port).await;
+    let stream = follower.copy_out("COPY (SUBSCRIBE TO SUBSCRIPTION feed) TO STDOUT").await.unwrap();
+    futures::pin_mut!(stream);
+    let mut copied = String::new();
+    while copied.lines().count() < 2 {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), futures::StreamExt::next(&mut stream))
+            .await
+            .expect("COPY rows within 30 s")
+            .expect("the COPY goes on")
+            .unwrap();
+        copied.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    assert_eq!(copied.lines().collect::<Vec<_>>(), ["3\t-1\t2\t20", "4\t1\t4\t40"]);
+    drop(stream);
+    drop(follower);
     reader.batch_execute("COMMIT; ALTER SUBSCRIPTION feed ACKNOWLEDGE 4").await.unwrap();
     let status = reader
         .simple_query("SELECT name, \"table\", acknowledged_version, pending_versions FROM sluice.subscriptions")
