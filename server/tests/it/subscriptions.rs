@@ -71,8 +71,7 @@ async fn a_durable_subscription_resumes_after_a_server_restart() {
     assert_eq!(fetch_rows(&reader, "c", 2).await, ["3|-1|2|20", "4|1|4|40"]);
     // COPY reads the same place (a reader that does not acknowledge).
     let follower = connect(server.port).await;
-    let stream = follower.copy_out("COPY (SUBSCRIBE TO SUBSCRIPTION feed) TO STDOUT").await.unwrap();
-    futures::pin_mut!(stream);
+    let mut stream = Box::pin(follower.copy_out("COPY (SUBSCRIBE TO SUBSCRIPTION feed) TO STDOUT").await.unwrap());
     let mut copied = String::new();
     while copied.lines().count() < 2 {
         let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), futures::StreamExt::next(&mut stream))
