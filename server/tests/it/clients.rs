@@ -546,8 +546,20 @@ fn psql_follows_a_table_with_copy_subscribe() {
     run(&["-c", "DELETE FROM s WHERE id = 1"]);
     let deleted: Vec<String> = next("the delete").split('\t').map(String::from).collect();
     assert_eq!(&deleted[1..], ["-1", "1", "a"], "{deleted:?}");
+    // psql took the heartbeats of the quiet seconds (ParameterStatus messages) without a word.
+    std::thread::sleep(Duration::from_secs(3));
+    run(&["-c", "INSERT INTO s VALUES (3, 'c')"]);
+    let after_quiet: Vec<String> = next("the insert after a quiet while").split('\t').map(String::from).collect();
+    assert_eq!(&after_quiet[1..], ["1", "3", "c"], "{after_quiet:?}");
+    // A follower killed is noticed without a change to the table: its session ends (only the
+    // counting session is left).
     follower.kill().unwrap();
     let _ = follower.wait();
+    let started = std::time::Instant::now();
+    while run(&["-At", "-c", "SELECT count(*) FROM pg_stat_activity"]).trim() != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the subscription outlived its client");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // A statement SUBSCRIBE is refused with a pointer to the COPY form; a missing table is 42P01.
     let out = psql(port, "user=me sslmode=disable", None, &["-c", "SUBSCRIBE TO s"]);
     assert!(!out.status.success());

@@ -2,8 +2,9 @@
 //! Materialize's shape: every row carries the table version it belongs to and a diff (+1 for a
 //! row that arrived, -1 for one that left), first t's rows as of the version the subscription
 //! starts at (unless SNAPSHOT = false), then each committed change as it commits, until the
-//! client cancels it or goes away. psql and any driver's COPY OUT can follow a table live. (A
-//! client that goes away is noticed at the next change sent to it.)
+//! client cancels it or goes away. psql and any driver's COPY OUT can follow a table live. A
+//! client that goes away is noticed at the next write to it: a change, or every two seconds the
+//! server's version again as a ParameterStatus (which clients take at any time, also in COPY).
 //!
 //! `DECLARE c CURSOR FOR SUBSCRIBE ...` makes a cursor of it: each FETCH returns up to its count
 //! of pending rows, waiting for the next change when none are pending.
@@ -12,9 +13,16 @@
 //! version just before the subscription's first, so no commit is missed or seen twice.
 
 use pgwire::messages::copy::CopyOutResponse;
+use pgwire::messages::startup::ParameterStatus;
+
+use crate::pg::settings::SERVER_VERSION;
 use sluice::sql::streaming::SubscribeTarget;
 
 use super::*;
+
+/// How often a COPY subscription with nothing to send writes to its client, to notice one that
+/// went away (the write fails) rather than follow the table for nobody until the next change.
+const HEARTBEAT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// The columns every subscription row starts with.
 const VERSION_COLUMN: &str = "version";
@@ -160,11 +168,20 @@ impl Connection {
         send_rows(client, initial).await?;
         let cancelled = super::super::cancel_requested(super::super::cancel_receiver(client).await);
         tokio::pin!(cancelled);
+        let mut heartbeat = tokio::time::interval(HEARTBEAT);
+        heartbeat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 change = subscription.next() => {
                     let change = change.map_err(|e| encode::error(&e))?;
                     send_rows(client, change_data(&schema, &change)?).await?;
+                }
+                _ = heartbeat.tick() => {
+                    // A client that went away is noticed when a write to it fails: while no
+                    // change comes, a message every client takes at any time (the server's
+                    // version again, unchanged) is that write.
+                    let status = ParameterStatus::new("server_version".into(), SERVER_VERSION.into());
+                    client.send(PgWireBackendMessage::ParameterStatus(status)).await?;
                 }
                 _ = &mut cancelled => {
                     return Err(user_error("57014", "canceling statement due to user request"));
