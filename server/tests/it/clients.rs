@@ -560,6 +560,28 @@ fn psql_follows_a_table_with_copy_subscribe() {
         assert!(started.elapsed() < Duration::from_secs(30), "the subscription outlived its client");
         std::thread::sleep(Duration::from_millis(200));
     }
+    // So is one killed while its FETCH waits on a subscription cursor.
+    let mut fetcher = Command::new(psql_binary().expect("psql is installed"))
+        .args(["-X", "-d", &dsn])
+        .args(["-c", "BEGIN", "-c", "DECLARE c CURSOR FOR SUBSCRIBE TO s WITH (SNAPSHOT = false)"])
+        .args(["-c", "FETCH 1 FROM c"])
+        .env_remove("PGPASSWORD")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while run(&["-At", "-c", "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'FETCH%'"]).trim() != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the FETCH did not start waiting");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    fetcher.kill().unwrap();
+    let _ = fetcher.wait();
+    let started = std::time::Instant::now();
+    while run(&["-At", "-c", "SELECT count(*) FROM pg_stat_activity"]).trim() != "1" {
+        assert!(started.elapsed() < Duration::from_secs(30), "the waiting FETCH outlived its client");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // A statement SUBSCRIBE is refused with a pointer to the COPY form; a missing table is 42P01.
     let out = psql(port, "user=me sslmode=disable", None, &["-c", "SUBSCRIBE TO s"]);
     assert!(!out.status.success());

@@ -7,7 +7,7 @@
 //! server's version again as a ParameterStatus (which clients take at any time, also in COPY).
 //!
 //! `DECLARE c CURSOR FOR SUBSCRIBE ...` makes a cursor of it: each FETCH returns up to its count
-//! of pending rows, waiting for the next change when none are pending.
+//! of pending rows, waiting for the next change when none are pending (with the same heartbeat).
 //!
 //! The snapshot is read through the session like any query (so the role needs to read t), at the
 //! version just before the subscription's first, so no commit is missed or seen twice.
@@ -110,21 +110,29 @@ impl Connection {
     /// 57014) for the next change when none are pending. None when `name` is no such cursor.
     pub(super) async fn fetch_subscription<C>(
         &self,
-        client: &C,
+        client: &mut C,
         name: &str,
         count: usize,
         format: &Format,
     ) -> PgWireResult<Option<Response>>
     where
-        C: ClientInfo,
+        C: ClientInfo + Sink<PgWireBackendMessage> + Unpin + Send + Sync,
+        C::Error: Debug,
+        PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let mut cursors = self.subscriptions.lock().await;
         let Some(cursor) = cursors.get_mut(name) else { return Ok(None) };
         if cursor.pending.is_empty() {
             let cancelled = super::super::cancel_requested(super::super::cancel_receiver(client).await);
-            let change = tokio::select! {
-                change = cursor.subscription.next() => change.map_err(|e| encode::error(&e))?,
-                _ = cancelled => return Err(user_error("57014", "canceling statement due to user request")),
+            tokio::pin!(cancelled);
+            // While it waits, the heartbeat notices a client that went away (see HEARTBEAT).
+            let mut heartbeat = tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT);
+            let change = loop {
+                tokio::select! {
+                    change = cursor.subscription.next() => break change.map_err(|e| encode::error(&e))?,
+                    _ = heartbeat.tick() => send_heartbeat(client).await?,
+                    _ = &mut cancelled => return Err(user_error("57014", "canceling statement due to user request")),
+                }
             };
             cursor.pending.extend(change_batches(&cursor.schema, &change)?);
         }
@@ -176,13 +184,7 @@ impl Connection {
                     let change = change.map_err(|e| encode::error(&e))?;
                     send_rows(client, change_data(&schema, &change)?).await?;
                 }
-                _ = heartbeat.tick() => {
-                    // A client that went away is noticed when a write to it fails: while no
-                    // change comes, a message every client takes at any time (the server's
-                    // version again, unchanged) is that write.
-                    let status = ParameterStatus::new("server_version".into(), SERVER_VERSION.into());
-                    client.send(PgWireBackendMessage::ParameterStatus(status)).await?;
-                }
+                _ = heartbeat.tick() => send_heartbeat(client).await?,
                 _ = &mut cancelled => {
                     return Err(user_error("57014", "canceling statement due to user request"));
                 }
@@ -194,6 +196,20 @@ impl Connection {
 /// `schema.name`, quoted.
 fn qualified(name: &sluice::names::TableName) -> String {
     format!("{}.{}", sluice::sql::names::quoted(&name.schema), sluice::sql::names::quoted(&name.name))
+}
+
+/// Writes to a client that is waiting for a subscription's rows, so that one that went away is
+/// noticed (the write fails): a message every client takes at any time, also inside COPY, the
+/// server's version again, unchanged.
+async fn send_heartbeat<C>(client: &mut C) -> PgWireResult<()>
+where
+    C: Sink<PgWireBackendMessage> + Unpin,
+    C::Error: Debug,
+    PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
+{
+    let status = ParameterStatus::new("server_version".into(), SERVER_VERSION.into());
+    client.send(PgWireBackendMessage::ParameterStatus(status)).await?;
+    Ok(())
 }
 
 /// Sends COPY data rows and flushes them.
