@@ -19,6 +19,8 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use serde_json::json;
 
+use crate::{read_parquet, scalar};
+
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 type BenchResult = Result<serde_json::Value>;
 
@@ -102,13 +104,6 @@ fn write_parquet(path: &Path, batches: impl Iterator<Item = Result<RecordBatch>>
     Ok(())
 }
 
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>> {
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?
-        .with_batch_size(BATCH_ROWS)
-        .build()?;
-    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
-}
-
 /// Writes `base.parquet` (`rows` rows) and `batches` event files of `batch_rows` events under
 /// `out`, unless they are there.
 pub fn generate(out: &Path, rows_base: usize, batches: usize, batch_rows: usize) -> BenchResult {
@@ -166,14 +161,6 @@ pub fn generate(out: &Path, rows_base: usize, batches: usize, batch_rows: usize)
     }
     std::fs::write(marker, "")?;
     Ok(json!({"seconds": started.elapsed().as_secs_f64(), "live_rows": live.len()}))
-}
-
-async fn scalar(db: &sluice::Database, sql: &str) -> Result<f64> {
-    let batches = db.query(sql).await?;
-    let batch = batches.iter().find(|b| b.num_rows() > 0).ok_or_else(|| format!("no rows from {sql}"))?;
-    let column = arrow::compute::cast(batch.column(0), &DataType::Float64)?;
-    let values = column.as_any().downcast_ref::<Float64Array>().ok_or("not a double")?;
-    Ok(values.value(0))
 }
 
 /// Loads the base through AUTO CDC (as inserts), then applies each event batch (an INSERT into

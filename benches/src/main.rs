@@ -242,6 +242,30 @@ fn fail(e: impl std::fmt::Display) -> ! {
     std::process::exit(1)
 }
 
+/// Rows a benchmark reads from its Parquet input per batch.
+const PARQUET_BATCH_ROWS: usize = 65_536;
+
+/// Every row of a Parquet file.
+pub fn read_parquet(path: &std::path::Path) -> Result<Vec<arrow::array::RecordBatch>, Box<dyn std::error::Error>> {
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?
+        .with_batch_size(PARQUET_BATCH_ROWS)
+        .build()?;
+    Ok(reader.collect::<Result<Vec<_>, _>>()?)
+}
+
+/// The first column of the first row of `sql`'s answer, as a bigint.
+pub async fn scalar(db: &sluice::Database, sql: &str) -> Result<i64, Box<dyn std::error::Error>> {
+    use arrow::array::Array;
+    let batches = db.query(sql).await?;
+    let batch = batches.iter().find(|b| b.num_rows() > 0).ok_or_else(|| format!("no rows from {sql}"))?;
+    let column = arrow::compute::cast(batch.column(0), &arrow::datatypes::DataType::Int64)?;
+    let values = column.as_any().downcast_ref::<arrow::array::Int64Array>().ok_or("not a bigint")?;
+    if values.is_null(0) {
+        return Err(format!("NULL from {sql}").into());
+    }
+    Ok(values.value(0))
+}
+
 /// Peak resident memory of this process so far, in MiB.
 pub fn peak_rss_mb() -> f64 {
     status_mb("VmHWM:")

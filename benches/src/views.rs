@@ -11,9 +11,11 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
-use arrow::array::{Array, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::array::{Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use serde_json::json;
+
+use crate::{read_parquet, scalar};
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 type BenchResult = Result<serde_json::Value>;
@@ -108,25 +110,6 @@ pub fn generate(out: &Path) -> BenchResult {
         std::fs::rename(temporary, orders_path)?;
     }
     Ok(json!({"seconds": started.elapsed().as_secs_f64(), "orders": ORDERS_ROWS, "customers": CUSTOMERS}))
-}
-
-fn read_parquet(path: &Path) -> Result<Vec<RecordBatch>> {
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(std::fs::File::open(path)?)?
-        .with_batch_size(BATCH_ROWS)
-        .build()?;
-    Ok(reader.collect::<std::result::Result<Vec<_>, _>>()?)
-}
-
-/// The first column of the first row of `sql`'s answer, as a bigint.
-async fn scalar(db: &sluice::Database, sql: &str) -> Result<i64> {
-    let batches = db.query(sql).await?;
-    let batch = batches.iter().find(|b| b.num_rows() > 0).ok_or_else(|| format!("no rows from {sql}"))?;
-    let column = arrow::compute::cast(batch.column(0), &DataType::Int64)?;
-    let values = column.as_any().downcast_ref::<Int64Array>().ok_or("not a bigint")?;
-    if values.is_null(0) {
-        return Err(format!("NULL from {sql}").into());
-    }
-    Ok(values.value(0))
 }
 
 /// A view's maintenance counters from `sluice.views`.

@@ -220,6 +220,16 @@ pub(crate) fn word(parser: &Parser, n: usize) -> Option<String> {
     }
 }
 
+/// Consumes the next token if it is the word `expected` (upper case), else the parser's error.
+pub(crate) fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
+    if word(parser, 0).as_deref() == Some(expected) {
+        parser.next_token();
+        Ok(())
+    } else {
+        parser.expected(expected, parser.peek_token())
+    }
+}
+
 fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> {
     if super::streaming::is_streaming_statement(parser) {
         return super::streaming::parse_streaming(parser).map(|s| SluiceStatement::Streaming(Box::new(s)));

@@ -16,7 +16,7 @@ use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 
 use super::dialect::SluiceDialect;
-use super::parser::{parse_property_list, parse_table_elements, word, PARSER_RECURSION_MAX};
+use super::parser::{expect_word, parse_property_list, parse_table_elements, word, PARSER_RECURSION_MAX};
 pub use super::subscription::SubscribeTarget;
 use super::subscription::{is_subscription_statement, parse_subscription_statement};
 use crate::catalog::{CdcSpec, ViolationAction};
@@ -177,15 +177,6 @@ pub enum StreamingStatement {
     /// A statement of this family's words that asks for what Sluice does not do (0A000 with this
     /// text), such as PostgreSQL's logical replication subscriptions.
     NotSupported(String),
-}
-
-fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
-    if word(parser, 0).as_deref() == Some(expected) {
-        parser.next_token();
-        Ok(())
-    } else {
-        parser.expected(expected, parser.peek_token())
-    }
 }
 
 /// Whether the statement at the parser is a streaming one (looked at without consuming).

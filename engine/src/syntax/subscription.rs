@@ -12,7 +12,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 
-use super::parser::word;
+use super::parser::{expect_word, word};
 use super::streaming::StreamingStatement;
 
 /// What a SUBSCRIBE follows.
@@ -22,15 +22,6 @@ pub enum SubscribeTarget {
     Table { table: ObjectName, snapshot: bool },
     /// A durable subscription, from what its consumer acknowledged.
     Durable(String),
-}
-
-fn expect_word(parser: &mut Parser, expected: &str) -> Result<(), ParserError> {
-    if word(parser, 0).as_deref() == Some(expected) {
-        parser.next_token();
-        Ok(())
-    } else {
-        parser.expected(expected, parser.peek_token())
-    }
 }
 
 /// Whether the statement at the parser (looked at, not consumed) is one of this module's.

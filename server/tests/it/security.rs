@@ -172,6 +172,7 @@ async fn read_only_roles_write_by_no_path() {
     owner.batch_execute("CREATE TABLE r (x int); INSERT INTO r VALUES (1)").await.unwrap();
     owner.batch_execute("CREATE STREAMING TABLE s (x int)").await.unwrap();
     owner.batch_execute("CREATE TABLE q (id serial PRIMARY KEY, x int)").await.unwrap();
+    owner.batch_execute("CREATE SUBSCRIPTION osub FROM r; CREATE VIEW ov AS SELECT * FROM r").await.unwrap();
     let reader = warehouse.connect("reader").await;
     for sql in [
         "COPY (INSERT INTO r VALUES (2)) TO STDOUT",
@@ -205,6 +206,10 @@ async fn read_only_roles_write_by_no_path() {
         "WITH c AS (SELECT 1 AS x) UPDATE r SET x = 2 FROM c WHERE r.x = c.x",
         "CREATE MATERIALIZED VIEW rmv AS SELECT * FROM r",
         "CREATE SEQUENCE rs",
+        "CREATE SUBSCRIPTION rsub FROM r",
+        "ALTER SUBSCRIPTION osub ACKNOWLEDGE 1",
+        "DROP SUBSCRIPTION osub",
+        "COMMENT ON VIEW ov IS 'x'",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
@@ -217,8 +222,10 @@ async fn read_only_roles_write_by_no_path() {
     let err = reader.simple_query("INSERT INTO r VALUES (7)").await.unwrap_err();
     assert!(code(&err) == "25006" || code(&err) == "42501", "{err}");
     reader.simple_query("COMMIT").await.unwrap();
-    // Reads still work, COPY TO STDOUT of a query included.
+    // Reads still work, COPY TO STDOUT of a query included, and reading a durable subscription
+    // (which only an acknowledgement moves).
     assert_eq!(count(&reader, "r").await, 1);
+    reader.batch_execute("BEGIN; DECLARE c CURSOR FOR SUBSCRIBE TO SUBSCRIPTION osub; CLOSE c; COMMIT").await.unwrap();
     let out = reader.copy_out("COPY (SELECT * FROM r) TO STDOUT").await.unwrap();
     futures::pin_mut!(out);
     let mut copied = Vec::new();
