@@ -1,7 +1,7 @@
 //! Server-side paths that clients name: every one is resolved and checked here, in one place.
 //!
 //! A client names server paths in `CREATE TABLE ... LOCATION`, in `COPY ... FROM/TO 'file'`, and in
-//! the file options of a source (a Kafka client's certificate files). Each is resolved the same
+//! the options of a source (a FILES source's folder, `read_files`, a Kafka client's certificate files). Each is resolved the same
 //! way: relative paths are taken from the data folder, `file://` URLs become paths, and symbolic
 //! links are followed (for a path that does not exist yet, in its longest existing ancestor; a
 //! `..` after that, or a dangling link, is refused). The resolved path must then lie in an
@@ -36,6 +36,9 @@ pub enum PathUse {
     WriteFile,
     /// A file the server reads on the client's behalf later (a Kafka client's certificate).
     SourceFile,
+    /// A folder whose files the server reads (a FILES source, `read_files`): as for COPY FROM,
+    /// and it must not hold the data folder (the server's own files and every table's).
+    SourceFolder,
 }
 
 fn denied(path: &str, why: &str) -> Error {
@@ -194,6 +197,9 @@ impl PathPolicy {
             ));
         }
         self.check_not_internal(text, &path)?;
+        if purpose == PathUse::SourceFolder && self.data_folder().is_some_and(|data| data.starts_with(&path)) {
+            return Err(denied(text, "a source folder cannot hold the data folder (name a folder inside it)"));
+        }
         if self.table_folders(catalog).iter().any(|(folder, _)| path.starts_with(folder)) {
             return Err(denied(text, "it is inside a table's folder (use SQL to read and write tables)"));
         }

@@ -354,11 +354,10 @@ impl SystemSchema {
         let statuses = self.sources.statuses();
         // One row per (source, ingesting table); a source nobody ingests has one row without a table.
         // The options are parsed once per source (they were checked when it was created).
-        type SourceRow<'a> =
-            (&'a crate::catalog::SourceEntry, Option<crate::source::options::KafkaOptions>, Option<String>);
+        type SourceRow<'a> = (&'a crate::catalog::SourceEntry, Option<SourceOptions>, Option<String>);
         let mut rows: Vec<SourceRow> = Vec::new();
         for source in state.sources.values() {
-            let options = crate::source::options::KafkaOptions::parse(&source.options).ok();
+            let options = SourceOptions::parse(source);
             let tables: Vec<String> = state.tables_ingesting(&source.name).map(|t| t.qualified_name()).collect();
             if tables.is_empty() {
                 rows.push((source, options.clone(), None));
@@ -366,6 +365,8 @@ impl SystemSchema {
             rows.extend(tables.into_iter().map(|t| (source, options.clone(), Some(t))));
         }
         let status = |table: &Option<String>| table.as_ref().and_then(|t| statuses.get(t)).cloned();
+        let files = |table: &Option<String>| status(table).and_then(|s| s.files);
+        let now = crate::util::now_ms();
         table(
             vec![
                 ("name", DataType::Utf8),
@@ -383,14 +384,21 @@ impl SystemSchema {
                 ("last_batch_at", timestamp()),
                 ("error", DataType::Utf8),
                 ("options", DataType::Utf8),
+                ("path", DataType::Utf8),
+                ("files_seen", DataType::Int64),
+                ("files_done", DataType::Int64),
+                ("files_failed", DataType::Int64),
+                ("files_pending", DataType::Int64),
+                ("last_file", DataType::Utf8),
+                ("lag_ms", DataType::Int64),
             ],
             vec![
                 text(rows.iter().map(|(s, _, _)| Some(s.name.clone())).collect()),
                 text(rows.iter().map(|(s, _, _)| Some(s.kind.clone())).collect()),
                 text(rows.iter().map(|(_, _, t)| t.clone()).collect()),
-                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.brokers.clone())).collect()),
-                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.topics_text())).collect()),
-                text(rows.iter().map(|(_, o, _)| o.as_ref().map(|o| o.format.as_str().to_string())).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().and_then(SourceOptions::brokers)).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().and_then(SourceOptions::topics)).collect()),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().map(SourceOptions::format)).collect()),
                 text(
                     rows.iter()
                         .map(|(_, _, t)| {
@@ -419,6 +427,16 @@ impl SystemSchema {
                         })
                         .collect(),
                 ),
+                text(rows.iter().map(|(_, o, _)| o.as_ref().and_then(SourceOptions::path)).collect()),
+                int(rows.iter().map(|(_, _, t)| files(t).map(|f| f.seen as i64)).collect()),
+                int(rows.iter().map(|(_, _, t)| files(t).map(|f| f.done as i64)).collect()),
+                int(rows.iter().map(|(_, _, t)| files(t).map(|f| f.failed as i64)).collect()),
+                int(rows.iter().map(|(_, _, t)| files(t).map(|f| f.pending as i64)).collect()),
+                text(rows.iter().map(|(_, _, t)| files(t).and_then(|f| f.last_file)).collect()),
+                int(rows
+                    .iter()
+                    .map(|(_, _, t)| files(t).map(|f| f.oldest_pending_ms.map_or(0, |oldest| (now - oldest).max(0))))
+                    .collect()),
             ],
         )
     }
@@ -845,4 +863,52 @@ pub async fn relations_in(
     }
     out.sort_by(|a, b| (&a.schema, &a.table).cmp(&(&b.schema, &b.table)));
     out
+}
+
+/// A source's options as `sluice.sources` shows them, by kind.
+#[derive(Clone)]
+enum SourceOptions {
+    Kafka(crate::source::options::KafkaOptions),
+    Files(crate::source::files::options::FileOptions),
+}
+
+impl SourceOptions {
+    /// The options of a source (checked when it was created).
+    fn parse(source: &crate::catalog::SourceEntry) -> Option<Self> {
+        match source.kind.as_str() {
+            "files" => crate::source::files::options::FileOptions::parse(&source.options).ok().map(Self::Files),
+            _ => crate::source::options::KafkaOptions::parse(&source.options).ok().map(Self::Kafka),
+        }
+    }
+
+    fn brokers(&self) -> Option<String> {
+        match self {
+            Self::Kafka(o) => Some(o.brokers.clone()),
+            Self::Files(_) => None,
+        }
+    }
+
+    fn topics(&self) -> Option<String> {
+        match self {
+            Self::Kafka(o) => Some(o.topics_text()),
+            Self::Files(_) => None,
+        }
+    }
+
+    fn format(&self) -> String {
+        match self {
+            Self::Kafka(o) => o.format.as_str().to_string(),
+            Self::Files(o) => o.format.as_str().to_string(),
+        }
+    }
+
+    fn path(&self) -> Option<String> {
+        match self {
+            Self::Kafka(_) => None,
+            Self::Files(o) => Some(match &o.pattern {
+                Some(pattern) => format!("{}/{pattern}", o.path),
+                None => o.path.clone(),
+            }),
+        }
+    }
 }

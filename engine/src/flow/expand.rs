@@ -47,6 +47,11 @@ enum Family {
     Nested,
 }
 
+/// Whether a name found in data can be a column (of a Delta table without column mapping).
+pub(crate) fn usable_column_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(BAD_NAME_CHARS) && !name.chars().any(char::is_control)
+}
+
 fn family(value: &Value) -> Option<Family> {
     match value {
         Value::Null => None,
@@ -168,10 +173,7 @@ pub(crate) async fn expand_flow_output(
                     }
                     None => {
                         let lower = key.to_lowercase();
-                        if taken.contains(&lower) || key.is_empty() || key.contains(BAD_NAME_CHARS) {
-                            continue;
-                        }
-                        if key.chars().any(char::is_control) {
+                        if taken.contains(&lower) || !usable_column_name(key) {
                             continue;
                         }
                         taken.insert(lower);

@@ -1,16 +1,18 @@
 //! `CREATE SOURCE`, `DROP SOURCE`, and the part of `CREATE STREAMING TABLE t FROM SOURCE s` that
-//! makes the ingesting table and its dead-letter table.
+//! makes the ingesting table and its dead-letter table (of a Kafka source: its record columns; of
+//! a file source: the columns sniffed from the files already there).
 
 use datafusion::sql::sqlparser::ast::ObjectName;
 
 use super::decode::{bronze_columns_sql, ERRORS_COLUMNS_SQL};
 use super::errors_table_name;
+use super::files::{self, listing::Folder, options::FileOptions};
 use super::options::KafkaOptions;
 use crate::catalog::{SourceEntry, TableKind};
 use crate::error::{Error, Result};
 use crate::names::{object_name, table_name};
 use crate::sql::context::{QueryContext, StatementResult};
-use crate::syntax::parser::{parse_statement_text, SluiceStatement};
+use crate::syntax::parser::{parse_statement_text, CreateTable, SluiceStatement};
 use crate::syntax::streaming::CreateSource;
 
 fn source_not_found(name: &str) -> Error {
@@ -18,17 +20,23 @@ fn source_not_found(name: &str) -> Error {
 }
 
 pub(crate) async fn create_source(cx: &QueryContext, create: CreateSource) -> Result<StatementResult> {
-    if create.kind != "kafka" {
-        return Err(Error::NotSupported(format!("sources of kind {} (Sluice reads KAFKA)", create.kind)));
-    }
     let options = create.options.iter().cloned().collect();
-    let parsed = KafkaOptions::parse(&options)?;
-    for (property, path) in parsed.files() {
-        cx.db
-            .client_file(path, cx.privileges(), crate::paths::PathUse::SourceFile)
-            .map_err(|e| Error::PermissionDenied(format!("Kafka option {property}: {e}")))?;
+    match create.kind.as_str() {
+        "kafka" => {
+            let parsed = KafkaOptions::parse(&options)?;
+            for (property, path) in parsed.files() {
+                cx.db
+                    .client_file(path, cx.privileges(), crate::paths::PathUse::SourceFile)
+                    .map_err(|e| Error::PermissionDenied(format!("Kafka option {property}: {e}")))?;
+            }
+            super::check_client(&create.name, &parsed)?;
+        }
+        "files" => {
+            let parsed = FileOptions::parse(&options)?;
+            Folder::open(&cx.db, &parsed.path, cx.privileges())?;
+        }
+        other => return Err(Error::NotSupported(format!("sources of kind {other} (Sluice reads KAFKA and FILES)"))),
     }
-    super::check_client(&create.name, &parsed)?;
     let entry = SourceEntry {
         name: create.name.clone(),
         kind: create.kind.clone(),
@@ -101,14 +109,23 @@ pub(crate) async fn create_ingesting_table(
     exists: bool,
 ) -> Result<()> {
     let entry = cx.db.catalog.current().sources.get(source).cloned().ok_or_else(|| source_not_found(source))?;
-    let options = KafkaOptions::parse(&entry.options)?;
     let table = table_name(name)?;
-    if !exists {
-        create_with_columns(cx, object_name(&table.schema, &table.name), &bronze_columns_sql(options.format)).await?;
-    }
+    let errors_columns = if entry.kind == "files" {
+        if !exists {
+            create_for_files(cx, name, &entry).await?;
+        }
+        files::rows::ERRORS_COLUMNS_SQL
+    } else {
+        if !exists {
+            let options = KafkaOptions::parse(&entry.options)?;
+            create_with_columns(cx, object_name(&table.schema, &table.name), &bronze_columns_sql(options.format))
+                .await?;
+        }
+        ERRORS_COLUMNS_SQL
+    };
     let errors = errors_table_name(&table.name);
     if cx.db.catalog.current().table(&table.schema, &errors).is_none() {
-        create_with_columns(cx, object_name(&table.schema, &errors), ERRORS_COLUMNS_SQL).await?;
+        create_with_columns(cx, object_name(&table.schema, &errors), errors_columns).await?;
         let key = crate::catalog::key(&table.schema, &errors);
         cx.db
             .catalog
@@ -121,6 +138,26 @@ pub(crate) async fn create_ingesting_table(
             .await?;
     }
     Ok(())
+}
+
+/// How many of the files already in a source's folder the new table's columns are sniffed from.
+const SNIFF_FILES_MAX: usize = 20;
+
+/// Makes the table that ingests a file source, with the columns of the files already in the
+/// folder (sniffed from the oldest few), `_rescued_data` and `_metadata`; later files add theirs.
+async fn create_for_files(cx: &QueryContext, name: &ObjectName, source: &SourceEntry) -> Result<()> {
+    let options = FileOptions::parse(&source.options)?;
+    let folder = Folder::open(&cx.db, &options.path, cx.privileges())?;
+    let mut found = folder.list(&options.matcher()).await?;
+    found.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
+    found.truncate(SNIFF_FILES_MAX);
+    let sample = files::read_files(&folder, found, &options).await;
+    cx.create_table(CreateTable { columns_later: true, ..CreateTable::new(name.clone()) }).await?;
+    let fields = files::rows::missing_fields(&arrow::datatypes::Schema::empty(), &sample);
+    let table = table_name(name)?;
+    let key = crate::catalog::key(&table.schema, &table.name);
+    cx.clear_statement_state();
+    crate::flow::expand::add_columns(cx, &key, &arrow::datatypes::Fields::from(fields)).await
 }
 
 async fn create_with_columns(cx: &QueryContext, name: ObjectName, columns: &str) -> Result<()> {

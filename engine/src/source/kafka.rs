@@ -41,12 +41,9 @@ use crate::catalog::{SourceEntry, TableEntry};
 use crate::change::{ColumnMatch, WriteContext};
 use crate::error::{Error, Result};
 use crate::sql::context::QueryContext;
-use crate::util::{lock, now_ms};
+use crate::util::now_ms;
 use crate::warehouse::Warehouse;
 
-/// The first delay before a failed session starts again; it doubles up to the maximum.
-const RESTART_DELAY_MS_MIN: u64 = 500;
-const RESTART_DELAY_MS_MAX: u64 = 30_000;
 /// How long metadata requests may take.
 const METADATA_TIMEOUT: Duration = Duration::from_secs(10);
 /// How often the consumer looks for new partitions and topics.
@@ -55,57 +52,6 @@ const DISCOVERY_INTERVAL: Duration = Duration::from_secs(10);
 const CLOCK_EVERY: u64 = 256;
 /// librdkafka's prefetch queue limit, unless the source sets `queued.max.messages.kbytes`.
 const PREFETCH_KBYTES_DEFAULT: &str = "65536";
-
-/// A running ingest task.
-pub(crate) struct IngestTask {
-    source: SourceEntry,
-    handle: tokio::task::JoinHandle<()>,
-    stop: Arc<AtomicBool>,
-}
-
-/// Starts missing ingest tasks and stops stale ones (see [`super::supervise`]).
-pub(crate) fn supervise(sources: &Arc<SourceRuntime>) {
-    let Ok(runtime) = tokio::runtime::Handle::try_current() else { return };
-    let db = &sources.db;
-    let state = db.catalog.current();
-    let mut tasks = lock(&sources.tasks);
-    tasks.retain(|table, task| {
-        let wanted = state.tables.get(table).and_then(|t| t.source.as_deref()) == Some(task.source.name.as_str())
-            && state.sources.get(&task.source.name) == Some(&task.source);
-        if !wanted || task.handle.is_finished() {
-            task.stop.store(true, Ordering::Relaxed);
-            task.handle.abort();
-            if !wanted {
-                sources.forget(table);
-            }
-            return false;
-        }
-        true
-    });
-    for entry in state.tables.values() {
-        let Some(source_name) = &entry.source else { continue };
-        let key = entry.qualified_name();
-        if tasks.contains_key(&key) {
-            continue;
-        }
-        let Some(source) = state.sources.get(source_name) else { continue };
-        let stop = Arc::new(AtomicBool::new(false));
-        let handle = runtime.spawn(ingest(Arc::downgrade(sources), key.clone(), source.clone(), stop.clone()));
-        sources.update(&key, |s| {
-            s.source = source_name.clone();
-            s.state = IngestState::Starting;
-        });
-        tasks.insert(key, IngestTask { source: source.clone(), handle, stop });
-    }
-}
-
-/// Stops every ingest task (the database is closing).
-pub(crate) fn stop_all(sources: &SourceRuntime) {
-    for (_, task) in lock(&sources.tasks).drain() {
-        task.stop.store(true, Ordering::Relaxed);
-        task.handle.abort();
-    }
-}
 
 /// Checks a source's client properties by creating (not connecting) a consumer.
 pub fn check_client(source: &str, options: &KafkaOptions) -> Result<()> {
@@ -171,44 +117,6 @@ impl ClientContext for IngestContext {
 
 impl ConsumerContext for IngestContext {}
 
-/// Runs sessions until the task is stopped, restarting after failures with backoff.
-async fn ingest(sources: Weak<SourceRuntime>, table: String, source: SourceEntry, stop: Arc<AtomicBool>) {
-    let mut delay = RESTART_DELAY_MS_MIN;
-    while !stop.load(Ordering::Relaxed) {
-        let result = session(&sources, &table, &source, &stop).await;
-        let Some(strong) = sources.upgrade() else { return };
-        if stop.load(Ordering::Relaxed) {
-            return;
-        }
-        let message = match result {
-            Ok(()) => return,
-            Err(e) => e.to_string(),
-        };
-        tracing::warn!(source = %source.name, table = %table, "ingest failed: {message}");
-        let mut failures = 0;
-        strong.update(&table, |s| {
-            s.state = IngestState::Failed;
-            s.error = Some(message.clone());
-            s.failures += 1;
-            failures = s.failures;
-        });
-        if failures == 1 {
-            delay = RESTART_DELAY_MS_MIN;
-        }
-        strong.db.events.record_source_event(
-            &source.name,
-            &table,
-            "source failure",
-            0,
-            0,
-            Some(format!("attempt {failures}: {message}; restarting in {delay} ms")),
-        );
-        drop(strong);
-        tokio::time::sleep(Duration::from_millis(delay)).await;
-        delay = (delay * 2).min(RESTART_DELAY_MS_MAX);
-    }
-}
-
 /// Ends the consumer thread when the session ends, however it ends.
 struct StopOnDrop(Arc<AtomicBool>);
 
@@ -227,7 +135,7 @@ enum Delivery {
 
 /// One session: reads the committed offsets, starts a consumer there and commits its batches
 /// until a commit fails or the task is stopped.
-async fn session(
+pub(super) async fn session(
     sources: &Weak<SourceRuntime>,
     table: &str,
     source: &SourceEntry,

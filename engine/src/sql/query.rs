@@ -130,6 +130,11 @@ impl QueryContext {
             let _ = entry;
             self.temp.insert(&temp, Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options())));
         }
+        let calls = crate::source::files::read::collect(&mut statement, TEMP_SCHEMA, &|| self.temp_name("read_files"));
+        for call in calls {
+            let relation = crate::source::files::read::relation(self, &call.args).await?;
+            self.temp.insert(&call.temp, relation);
+        }
         Ok(statement)
     }
 

@@ -8,6 +8,7 @@ mod crash;
 #[cfg(feature = "kafka")]
 mod debezium;
 mod delta_readers;
+mod files;
 mod fixtures;
 mod flows;
 mod foreign_keys;

@@ -442,3 +442,48 @@ async fn copy_files_stay_in_the_allowed_folders() {
     owner.simple_query("COPY k TO 'out.csv'").await.unwrap();
     assert_eq!(count(&owner, "k").await, 1);
 }
+
+/// File sources and `read_files` name server folders: the same rules as COPY's files, for every
+/// role (a link out of the data folder, the server's own folder, a folder outside), and a link
+/// inside a landing folder is not followed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn file_sources_stay_in_the_allowed_folders() {
+    let warehouse = Warehouse::start().await;
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("s.csv"), "secret\n").unwrap();
+    std::os::unix::fs::symlink(outside.path(), warehouse.data().join("link")).unwrap();
+    std::fs::create_dir_all(warehouse.data().join("_sluice/tls")).unwrap();
+    std::fs::write(warehouse.data().join("_sluice/tls/server.csv"), "secret\n").unwrap();
+    std::fs::create_dir_all(warehouse.data().join("in")).unwrap();
+    std::fs::write(warehouse.data().join("in/a.csv"), "x\nfine\n").unwrap();
+    std::os::unix::fs::symlink(outside.path().join("s.csv"), warehouse.data().join("in/b.csv")).unwrap();
+    for user in ["user", "owner"] {
+        let client = warehouse.connect(user).await;
+        for sql in [
+            "CREATE SOURCE s FROM FILES (path 'link', format 'csv')".to_string(),
+            "CREATE SOURCE s FROM FILES (path '_sluice/tls', format 'csv')".to_string(),
+            "CREATE SOURCE s FROM FILES (path '.', format 'csv')".to_string(),
+            format!("CREATE SOURCE s FROM FILES (path '{}', format 'csv')", outside.path().display()),
+            "SELECT * FROM read_files('link/*.csv', format => 'csv')".to_string(),
+            "SELECT * FROM read_files('_sluice/tls/*.csv', format => 'csv')".to_string(),
+            "SELECT * FROM read_files('../*.csv', format => 'csv')".to_string(),
+        ] {
+            let err = client.simple_query(&sql).await.unwrap_err();
+            assert_eq!(code(&err), "42501", "{user}: {sql}: {err}");
+        }
+        let rows = client
+            .simple_query("SELECT x FROM read_files('in/*.csv', format => 'csv', header => 'true')")
+            .await
+            .unwrap();
+        let values: Vec<String> = rows
+            .iter()
+            .filter_map(|m| match m {
+                tokio_postgres::SimpleQueryMessage::Row(r) => r.get(0).map(str::to_string),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(values, vec!["fine".to_string()], "{user}: the link in the folder is not followed");
+    }
+    let user = warehouse.connect("user").await;
+    user.batch_execute("CREATE SOURCE s FROM FILES (path 'in', format 'csv', header 'true')").await.unwrap();
+}
