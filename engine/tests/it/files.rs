@@ -143,7 +143,7 @@ fn pipeline() -> String {
     for format in FORMATS {
         sql.push_str(&format!(
             "CREATE SOURCE landing_{format} FROM FILES (path 'landing', format '{format}', pattern '*.{format}', \
-             header 'true', batch_files '5', interval_ms '100');
+             header 'true', batch_files '2', interval_ms '100');
              CREATE STREAMING TABLE bronze_{format} FROM SOURCE landing_{format};"
         ));
     }
@@ -258,14 +258,17 @@ async fn a_thousand_files_exactly_once_across_kills() {
         }
         let child = crate::common::ChildTest::spawn("files::child", &[("SLUICE_FILES_WAREHOUSE", path.clone())]);
         let report = |line: &str| line.strip_prefix("held ").and_then(|n| n.parse::<u64>().ok());
+        // Kill at a random moment soon after the child is up (its first report): a wave of 50
+        // files is in within about 100 ms.
         let mut held = held_before;
-        let deadline = Instant::now() + Duration::from_secs(3);
-        while held <= held_before && Instant::now() < deadline {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
             if let Some(n) = child.lines.recv_timeout(Duration::from_millis(20)).ok().as_deref().and_then(report) {
                 held = n;
+                break;
             }
         }
-        std::thread::sleep(Duration::from_millis(rng.random_range(0..100)));
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..120)));
         held = child.kill().iter().filter_map(|line| report(line)).next_back().unwrap_or(held);
         eprintln!("round {round}: landed {landed}, held {held_before} -> {held}");
         let expected: u64 = (0..landed).map(|k| plan(k).good.len() as u64).sum();
@@ -274,7 +277,7 @@ async fn a_thousand_files_exactly_once_across_kills() {
         }
         held_before = held;
     }
-    assert!(mid_ingestion >= 10, "only {mid_ingestion} of {kills} kills landed while the child was ingesting");
+    assert!(mid_ingestion >= 8, "only {mid_ingestion} of {kills} kills landed while the child was ingesting");
     let db = Database::open(&path).await.unwrap();
     ingested(&db, landed, Duration::from_secs(300)).await;
     assert_exactly_once(&db, landed).await;
