@@ -784,6 +784,50 @@ def cdc() -> str:
     return "\n".join(lines) + note
 
 
+def files() -> str:
+    """1,000 CSV files of 10,000 rows ingested through a FILES source beside DuckDB's read_csv and
+    the deltalake package writing the same files (`sluice-bench files-gen`)."""
+    count, rows = int(os.environ.get("FILES_COUNT", 1_000)), 10_000
+    inputs = DATA / f"files-{count}x{rows}"
+    run([SLUICE, "files-gen", "--out", inputs, "--files", count, "--rows", rows])
+    work = Path(tempfile.mkdtemp(prefix="sluice-files-", dir=DATA))
+    peer = ROOT / "benches" / "peers" / "files_ingest.py"
+    try:
+        ours = run([SLUICE, "files", "--input", inputs, "--data", work / "warehouse", "--files", count])
+        shutil.rmtree(work / "warehouse", ignore_errors=True)
+        duck = run([PYTHON, peer, "duckdb", inputs, work / "duckdb"])
+        shutil.rmtree(work / "duckdb", ignore_errors=True)
+        delta = run([PYTHON, peer, "deltalake", inputs, work / "deltalake"])
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    (DATA / "files-last.json").write_text(json.dumps({"sluice": ours, "duckdb": duck, "deltalake": delta}, indent=1))
+    assert (ours["rows"], ours["checksum"]) == (duck["rows"], duck["checksum"]) == (delta["rows"], delta["checksum"]), (ours, duck, delta)
+    build = "release" if "release" in str(SLUICE) else f"`{SLUICE}` (not a release build)"
+
+    def rate(result):
+        return f"{result['rows_per_second'] / 1e6:,.2f} M rows/s ({result['seconds']:,.1f} s)"
+
+    lines = [
+        "| measure | Sluice FILES source | DuckDB read_csv | deltalake write_deltalake | ratios |",
+        "|---|---|---|---|---|",
+        f"| {int(ours['rows']):,} rows from {count:,} CSV files | {rate(ours)} | {rate(duck)} | {rate(delta)} | "
+        f"**{ours['rows_per_second'] / duck['rows_per_second']:.2f}** (Sluice / DuckDB rows/s), "
+        f"**{ours['rows_per_second'] / delta['rows_per_second']:.2f}** (Sluice / delta-rs) |",
+        f"| peak RSS | {ours['peak_rss_mb']:,.0f} MiB | {duck['peak_rss_mb']:,.0f} MiB | {delta['peak_rss_mb']:,.0f} MiB | |",
+        f"| commits | {ours['commits']} | one INSERT | one write | |",
+    ]
+    note = (f"\n\n{count:,} CSV files of {rows:,} rows with a header (bigint key, 3 bigints, a double, text, timestamp, "
+            "boolean), one folder. Sluice: `CREATE SOURCE landing FROM FILES (path '<folder>', format 'csv', pattern '*.csv')` "
+            "then `CREATE STREAMING TABLE bronze FROM SOURCE landing`, timed from the CREATE STREAMING TABLE until "
+            "`sluice.sources` shows every file done; delimiter, header and types sniffed, every row with `_metadata` and "
+            "`_rescued_data`, each file's txn in the commit of its rows. DuckDB: a file database, `INSERT INTO t SELECT * "
+            f"FROM read_csv('<folder>/*.csv')` into a declared table, DuckDB {duck['version']}. delta-rs: pyarrow's CSV "
+            f"dataset scanner into `write_deltalake`, deltalake {delta['version']}. The three agree on rows and a checksum. "
+            f"Sluice: {build}. All figures of the last run: benches/data/files-last.json. Goal (issue 24): at least "
+            "DuckDB's rows/s, peak memory under 1 GiB.")
+    return "\n".join(lines) + note
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
@@ -796,6 +840,7 @@ BENCHMARKS = {
     "foreign_keys": ("Foreign keys: checked inserts and deletes beside PostgreSQL 15 (issue 22)", foreign_keys),
     "deletion_vectors": ("Deletes with deletion vectors and copy-on-write beside delta-rs (issue 26)", deletion_vectors),
     "cdc": ("Change data capture: AUTO CDC beside DuckDB's MERGE and delta-rs' merge (issue 23)", cdc),
+    "files": ("File ingestion: a FILES source beside DuckDB's read_csv and delta-rs (issue 24)", files),
 }
 
 

@@ -68,7 +68,7 @@ fn row_schema(with_event: bool) -> Arc<Schema> {
 
 /// Rows for `ids`, their values drawn from `version` (0 for the base), with the event columns
 /// when `events` is given (op, seq).
-fn rows(ids: &[i64], version: i64, events: Option<(&[&str], i64)>) -> Result<RecordBatch> {
+pub(crate) fn rows(ids: &[i64], version: i64, events: Option<(&[&str], i64)>) -> Result<RecordBatch> {
     let value = |id: i64, salt: i64| {
         let mut state = (id as u64) ^ ((version as u64) << 40) ^ (salt as u64).wrapping_mul(0x1234_5678_9ABC);
         mix(&mut state)

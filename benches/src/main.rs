@@ -7,6 +7,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod cdc;
+mod files;
 mod flows;
 mod kafka;
 mod storage;
@@ -170,6 +171,24 @@ enum Command {
         #[arg(long, default_value_t = 10)]
         batches: usize,
     },
+    /// Writes the file-ingestion benchmark's input: FILES CSV files of ROWS rows under OUT.
+    FilesGen {
+        #[arg(long)]
+        out: std::path::PathBuf,
+        #[arg(long, default_value_t = 1_000)]
+        files: usize,
+        #[arg(long, default_value_t = 10_000)]
+        rows: usize,
+    },
+    /// Ingests the CSV files under INPUT into a new warehouse at DATA through a FILES source.
+    Files {
+        #[arg(long)]
+        input: std::path::PathBuf,
+        #[arg(long)]
+        data: String,
+        #[arg(long, default_value_t = 1_000)]
+        files: u64,
+    },
     /// Times opening a table at its latest version (the best of REPEAT runs).
     Open {
         #[arg(long)]
@@ -204,6 +223,8 @@ fn main() {
             Command::KafkaIngest { data, messages } => kafka::ingest(&data, messages).await,
             Command::CdcGen { out, rows, batches, batch_rows } => cdc::generate(&out, rows, batches, batch_rows),
             Command::Cdc { input, data, batches } => cdc::run(&input, &data, batches).await,
+            Command::FilesGen { out, files, rows } => files::generate(&out, files, rows),
+            Command::Files { input, data, files } => files::run(&input, &data, files).await,
             Command::ViewsGen { out } => views::generate(&out),
             Command::Views { parquet, data, rounds, delta_rows, latency_iterations } => {
                 views::run(&parquet, &data, rounds, delta_rows, latency_iterations).await

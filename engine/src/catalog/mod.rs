@@ -58,6 +58,10 @@ pub struct CatalogState {
     /// External sources (`CREATE SOURCE ... FROM KAFKA`) by name.
     #[serde(default)]
     pub sources: BTreeMap<String, SourceEntry>,
+    /// Per-value routes (`PUSH INTO TABLE PER expr`) by their source table's key (see
+    /// [`crate::flow::per_value`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub value_routes: BTreeMap<String, ValueRoute>,
     /// Durable subscriptions (`CREATE SUBSCRIPTION s FROM t`) by name (see
     /// [`crate::subscribe::durable`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -76,6 +80,29 @@ pub struct CatalogState {
     /// version is that transaction's commit point (see [`crate::staging`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<String>,
+}
+
+/// A `PUSH INTO TABLE PER expr NAMED 'template'` route of a streaming table: each distinct value
+/// of `expr` gets its own target table and an ordinary push route into it, made when the value is
+/// first seen.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ValueRoute {
+    /// The source table's key.
+    pub source: String,
+    /// The value, as SQL over the source's columns.
+    pub expr: String,
+    /// The targets' name, `{...}` standing for the value.
+    pub template: String,
+    /// The rows the route takes, as SQL over the source's columns (the route's own WHERE and
+    /// the rows no ordinary route of the source took).
+    pub predicate: Option<String>,
+    pub expand_json: Option<String>,
+    pub mode: FlowMode,
+    /// The last source version whose values have their tables and flows (-1: none).
+    pub scanned_version: i64,
+    /// The tables made so far: value -> target key.
+    #[serde(default)]
+    pub tables: BTreeMap<String, String>,
 }
 
 /// A view: a stored query that statements read as a relation.
@@ -300,6 +327,10 @@ pub struct FlowEntry {
     /// rather than its appended rows.
     #[serde(default)]
     pub changes: bool,
+    /// The target takes the output's columns as they come (new ones with a value are added,
+    /// columns without any value left out): the routes a per-value route makes.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub evolve: bool,
     #[serde(default)]
     pub created_ms: i64,
 }

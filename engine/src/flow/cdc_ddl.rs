@@ -99,6 +99,7 @@ pub(crate) async fn define(
         expand_json: None,
         cdc: Some(spec.clone()),
         changes: super::query::change_streams(query)?.contains(source),
+        evolve: false,
         created_ms: super::now_ms(),
     })
 }

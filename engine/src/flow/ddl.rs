@@ -58,6 +58,12 @@ pub(super) async fn create_for_output(cx: &QueryContext, name: &ObjectName, quer
     mark_streaming(cx, &key_of(name)?, vec![], BTreeMap::new()).await
 }
 
+/// Creates a streaming table without columns (they come with its first rows).
+pub(super) async fn create_empty_streaming(cx: &QueryContext, name: &ObjectName) -> Result<()> {
+    cx.create_table(CreateTable { columns_later: true, ..CreateTable::new(name.clone()) }).await?;
+    mark_streaming(cx, &key_of(name)?, vec![], BTreeMap::new()).await
+}
+
 async fn mark_streaming(
     cx: &QueryContext,
     table_key: &str,
@@ -125,6 +131,16 @@ pub(crate) async fn create_streaming_table(
         return Err(Error::DuplicateTable(name.to_string()));
     }
     let mode = mode_of(&create.options)?;
+    if let Some(route) = &create.value_route {
+        if create.else_route.is_some() {
+            return Err(Error::Plan(
+                "ELSE PUSH INTO and PUSH INTO TABLE PER cannot be combined: every row with a value goes to its table"
+                    .into(),
+            ));
+        }
+        let template = route.template.clone().unwrap_or_else(|| format!("{}_{{value}}", name.name));
+        super::per_value::target_name(&template, "x")?;
+    }
     let options: BTreeMap<String, String> = create.options.iter().cloned().collect();
     let expectations: Vec<Expectation> = create
         .expectations
@@ -199,6 +215,7 @@ pub(crate) async fn create_streaming_table(
                 expand_json: None,
                 cdc: None,
                 changes: change_feeds.contains(source),
+                evolve: false,
                 created_ms: super::now_ms(),
             });
         }
@@ -209,8 +226,41 @@ pub(crate) async fn create_streaming_table(
     if let Some(target) = &create.else_route {
         flows.push(else_flow(cx, &table_key, target, mode, &flows).await?);
     }
+    let ordinary: Vec<Option<String>> =
+        flows.iter().filter(|f| f.syntax == FlowSyntax::Push).map(|f| f.predicate.clone()).collect();
     let replace = exists && create.or_replace;
+    match &create.value_route {
+        Some(def) => {
+            let route = crate::catalog::ValueRoute {
+                source: table_key.clone(),
+                expr: def.expr.to_string(),
+                template: def.template.clone().unwrap_or_else(|| format!("{}_{{value}}", name.name)),
+                predicate: super::per_value::route_predicate(def.predicate.as_ref().map(|p| p.to_string()), &ordinary),
+                expand_json: def.expand_json.clone(),
+                mode,
+                scanned_version: -1,
+                tables: BTreeMap::new(),
+            };
+            super::per_value::define(cx, route).await?;
+        }
+        None if replace => {
+            cx.db
+                .catalog
+                .update(|state| {
+                    state.value_routes.remove(&table_key);
+                    Ok(())
+                })
+                .await?;
+        }
+        None => {}
+    }
     commit_flows(cx, flows_rt, &table_key, flows, replace).await?;
+    if create.value_route.is_some() && super::per_value::discover(flows_rt, &table_key).await? {
+        let state = cx.db.catalog.current();
+        for flow in state.flows_from(&table_key).cloned().collect::<Vec<_>>() {
+            run_now(flows_rt, &flow).await?;
+        }
+    }
     Ok(StatementResult::command("CREATE STREAMING TABLE"))
 }
 
@@ -267,6 +317,7 @@ async fn route_flow(cx: &QueryContext, source: &str, route: &PushRoute, mode: Fl
         expand_json: route.expand_json.clone(),
         cdc: None,
         changes: false,
+        evolve: false,
         created_ms: super::now_ms(),
     })
 }
@@ -311,6 +362,7 @@ async fn else_flow(
         expand_json: None,
         cdc: None,
         changes: false,
+        evolve: false,
         created_ms: super::now_ms(),
     })
 }
@@ -399,6 +451,7 @@ pub(crate) async fn create_flow(
                 expand_json: None,
                 cdc: None,
                 changes: change_streams(&create.query)?.contains(source),
+                evolve: false,
                 created_ms: super::now_ms(),
             }
         }

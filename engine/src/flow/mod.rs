@@ -28,6 +28,7 @@ pub mod cdc_ddl;
 pub mod compaction;
 pub mod ddl;
 pub mod expand;
+pub mod per_value;
 pub mod query;
 
 use std::collections::{BTreeMap, HashMap};
@@ -108,6 +109,8 @@ pub struct FlowRuntime {
     status: Mutex<HashMap<String, FlowStatus>>,
     /// Tables written since the worker last looked at them (for auto-compaction).
     touched: Mutex<std::collections::BTreeSet<String>>,
+    /// Serializes the per-value routes' discoveries (a writer's and the worker's).
+    discovery: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for FlowRuntime {
@@ -120,7 +123,13 @@ pub(crate) use crate::util::{lock, now_ms};
 
 impl FlowRuntime {
     pub fn new(db: Arc<Warehouse>) -> Self {
-        Self { db, runners: Default::default(), status: Default::default(), touched: Default::default() }
+        Self {
+            db,
+            runners: Default::default(),
+            status: Default::default(),
+            touched: Default::default(),
+            discovery: Default::default(),
+        }
     }
 
     /// Every flow's status.
@@ -208,6 +217,12 @@ impl CommitListener for FlowListener {
                 (Operation::Write, Some(rows)) if rows.deleted.is_empty() => Some(rows.inserted.as_slice()),
                 _ => None,
             };
+            // Values seen for the first time get their tables and routes before the routes run.
+            if adds_rows && flows.db.catalog.current().value_routes.contains_key(&change.table) {
+                if let Err(e) = per_value::discover(&flows, &change.table).await {
+                    tracing::warn!(table = %change.table, "per-value route: {e}");
+                }
+            }
             run_flows_after(&flows, &change.table, change.version, rows, !adds_rows).await
         })
     }
@@ -427,6 +442,9 @@ async fn run_once(
     if let Some(column) = &flow.expand_json {
         output = expand::expand_flow_output(session, flow, column, output).await?;
     }
+    if flow.evolve {
+        output = per_value::fit_output(session, &flow.target, output).await?;
+    }
     let written = apply::write_flow_output(session, &flow.target, output, flow.by_name, txn, committed, end).await?;
     outcome.rows_out = written.rows;
     outcome.violations = written.violations;
@@ -508,7 +526,11 @@ async fn source_rows(
 }
 
 /// The rows versions `start..=end` of a table inserted (table columns only).
-async fn inserted_rows(table: &sluice_storage::table::Table, start: u64, end: u64) -> Result<Vec<RecordBatch>> {
+pub(super) async fn inserted_rows(
+    table: &sluice_storage::table::Table,
+    start: u64,
+    end: u64,
+) -> Result<Vec<RecordBatch>> {
     let changes = table.changes(start, Some(end)).await?;
     let mut out = Vec::new();
     for change in changes {
@@ -543,11 +565,21 @@ impl FlowRuntime {
     /// time came.
     pub(crate) async fn worker_pass(self: &Arc<Self>, full: bool) {
         let db = &self.db;
-        let state = if full {
+        let mut state = if full {
             db.catalog.refresh().await.unwrap_or_else(|_| db.catalog.current())
         } else {
             db.catalog.current()
         };
+        if full {
+            let mut discovered = false;
+            for source in state.value_routes.keys() {
+                discovered |= per_value::discover(self, source).await.unwrap_or(false);
+            }
+            if discovered {
+                // The new routes catch up below with the others.
+                state = db.catalog.current();
+            }
+        }
         let statuses = self.statuses();
         let now = now_ms();
         for flow in state.flows.values() {

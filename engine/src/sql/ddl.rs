@@ -503,6 +503,12 @@ impl QueryContext {
                         for flow in &flows {
                             state.flows.remove(flow);
                         }
+                        // Its per-value route goes with it; a value whose table it was gets a
+                        // new one when it comes again.
+                        state.value_routes.remove(&table_key);
+                        for route in state.value_routes.values_mut() {
+                            route.tables.retain(|_, target| *target != table_key);
+                        }
                         Ok((Some(entry), flows))
                     }
                     None if if_exists => Ok((None, vec![])),

@@ -30,6 +30,17 @@ pub struct PushRoute {
     pub expand_json: Option<String>,
 }
 
+/// `PUSH INTO TABLE PER expr [NAMED 'template'] [WHERE predicate] [EXPAND JSON column]`: a table
+/// per distinct value of `expr`, created when the value is first seen.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ValueRouteDef {
+    pub expr: Expr,
+    /// The target's name, `{...}` standing for the value (`silver_{topic}`).
+    pub template: Option<String>,
+    pub predicate: Option<Expr>,
+    pub expand_json: Option<String>,
+}
+
 /// `CONSTRAINT name EXPECT (expr) [ON VIOLATION ...]`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExpectationDef {
@@ -50,6 +61,8 @@ pub struct CreateStreamingTable {
     pub options: Vec<(String, String)>,
     pub routes: Vec<PushRoute>,
     pub else_route: Option<ObjectName>,
+    /// `PUSH INTO TABLE PER ...`.
+    pub value_route: Option<ValueRouteDef>,
     /// `AS SELECT ... FROM STREAM(src)`.
     pub query: Option<Box<Query>>,
     /// `FROM SOURCE name`: the table ingests an external source.
@@ -395,6 +408,7 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
         options: vec![],
         routes: vec![],
         else_route: None,
+        value_route: None,
         query: None,
         from_source: None,
         cdc: None,
@@ -426,7 +440,15 @@ fn parse_create_streaming_table(parser: &mut Parser, or_replace: bool) -> Result
         return Ok(StreamingStatement::CreateStreamingTable(Box::new(create)));
     }
     loop {
-        if word(parser, 0).as_deref() == Some("PUSH") {
+        if word(parser, 0).as_deref() == Some("PUSH")
+            && word(parser, 2).as_deref() == Some("TABLE")
+            && word(parser, 3).as_deref() == Some("PER")
+        {
+            if create.value_route.is_some() {
+                return parser.expected("one PUSH INTO TABLE PER route", parser.peek_token());
+            }
+            create.value_route = Some(parse_value_route(parser)?);
+        } else if word(parser, 0).as_deref() == Some("PUSH") {
             create.routes.push(parse_route(parser)?);
         } else if word(parser, 0).as_deref() == Some("ELSE") && word(parser, 1).as_deref() == Some("PUSH") {
             parser.next_token();
@@ -478,6 +500,30 @@ fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
         route.query = Some(sub.parse_query()?);
         expect_slice_end(&mut sub)?;
     } else if parser.parse_keyword(Keyword::WHERE) {
+        let mut sub = route_slice(parser);
+        route.predicate = Some(sub.parse_expr()?);
+        expect_slice_end(&mut sub)?;
+    }
+    if word(parser, 0).as_deref() == Some("EXPAND") {
+        parser.next_token();
+        expect_word(parser, "JSON")?;
+        route.expand_json = Some(parser.parse_identifier()?.value);
+    }
+    Ok(route)
+}
+
+/// `PUSH INTO TABLE PER expr [NAMED 'template'] [WHERE predicate] [EXPAND JSON column]`.
+fn parse_value_route(parser: &mut Parser) -> Result<ValueRouteDef, ParserError> {
+    for expected in ["PUSH", "INTO", "TABLE", "PER"] {
+        expect_word(parser, expected)?;
+    }
+    let expr = parser.parse_expr()?;
+    let mut route = ValueRouteDef { expr, template: None, predicate: None, expand_json: None };
+    if word(parser, 0).as_deref() == Some("NAMED") {
+        parser.next_token();
+        route.template = Some(parser.parse_literal_string()?);
+    }
+    if parser.parse_keyword(Keyword::WHERE) {
         let mut sub = route_slice(parser);
         route.predicate = Some(sub.parse_expr()?);
         expect_slice_end(&mut sub)?;

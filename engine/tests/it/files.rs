@@ -389,13 +389,18 @@ async fn files_are_sniffed_evolved_and_rescued() {
 async fn wait_for(db: &Database, sql: &str, expected: &str) {
     let started = Instant::now();
     loop {
-        let got = one(db, sql).await;
+        // A table a route makes may not be there yet.
+        let got = match db.query(sql).await {
+            Ok(batches) => rows(&batches).join(","),
+            Err(e) => e.to_string(),
+        };
         if got == expected {
             return;
         }
         if started.elapsed() > Duration::from_secs(30) {
             let sources = one(db, "SELECT state, error FROM sluice.sources").await;
-            panic!("{sql}: {got}, expected {expected}; sources: {sources}");
+            let events = one(db, "SELECT flow, kind, message FROM sluice.events WHERE kind = 'failed'").await;
+            panic!("{sql}: {got}, expected {expected}; sources: {sources}; failures: {events}");
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -444,4 +449,73 @@ async fn bad_file_sources_are_refused_and_nothing_is_half_created() {
         .unwrap_err();
     assert_eq!(url.sqlstate(), "42501", "{url}");
     assert_eq!(one(&db, "SELECT count(*) FROM sluice.sources").await, "0");
+}
+
+/// One per-value route over a landing folder with 200 subfolders, one per "ERP table": 200 tables,
+/// each with its own columns and rows, in `sluice.flows` like hand-written routes; a value that
+/// cannot name a table, and two values that name the same one, are refused (an event says why)
+/// and nothing else stops.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_route_makes_a_table_per_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let landing = dir.path().join("erp");
+    for t in 0..200 {
+        // Each "ERP table" has its own columns: key_<t> and one more.
+        land(
+            &landing.join(format!("Table{t:03}/part-0.csv")),
+            format!("key_{t},v{}\n{t},x\n{t},y\n", t % 5).as_bytes(),
+        );
+    }
+    let db = Database::open(&path).await.unwrap();
+    db.execute(
+        "CREATE SOURCE erp FROM FILES (path 'erp', format 'csv', header 'true', interval_ms '50');
+         CREATE STREAMING TABLE bronze FROM SOURCE erp
+           PUSH INTO TABLE PER split_part(_metadata.file_path, '/', -2) NAMED 'erp_{table}';",
+    )
+    .await
+    .unwrap();
+    wait_for(&db, "SELECT count(*) FROM sluice.flows WHERE name LIKE 'bronze_to_erp_%'", "200").await;
+    wait_for(&db, "SELECT count(*) FROM bronze", "400").await;
+    for t in [0, 57, 199] {
+        // The bronze commit is visible a moment before its routes have run.
+        wait_for(&db, &format!("SELECT count(*) FROM erp_table{t:03}"), "2").await;
+        assert_eq!(
+            one(
+                &db,
+                &format!(
+                    "SELECT string_agg(CAST(key_{t} AS TEXT) || ':' || v{}, ',' ORDER BY v{}) FROM erp_table{t:03}",
+                    t % 5,
+                    t % 5
+                )
+            )
+            .await,
+            format!("{t}:x,{t}:y")
+        );
+        let columns = one(
+            &db,
+            &format!(
+                "SELECT string_agg(column_name, ',' ORDER BY column_name) FROM information_schema.columns \
+                 WHERE table_name = 'erp_table{t:03}'"
+            ),
+        )
+        .await;
+        // Its own columns only (in the order bronze has them: the union of every folder's).
+        assert_eq!(columns, format!("_metadata,key_{t},v{}", t % 5));
+    }
+    let lineage = one(&db, "SELECT count(*) FROM sluice.lineage WHERE source = 'public.bronze'").await;
+    assert!(lineage.parse::<u64>().unwrap() >= 200, "{lineage}");
+    // Values that cannot be names, and a collision.
+    land(&landing.join("---/a.csv"), b"k\n1\n");
+    land(&landing.join("TABLE000/a.csv"), b"k\n2\n");
+    land(&landing.join("late/a.csv"), b"k\n3\n");
+    wait_for(&db, "SELECT count(*) FROM erp_late", "1").await;
+    let refused = one(
+        &db,
+        "SELECT string_agg(message, ' | ' ORDER BY message) FROM sluice.events WHERE flow = 'bronze_per_value' AND kind = 'failed'",
+    )
+    .await;
+    assert!(refused.contains("'---'") && refused.contains("no letter or digit"), "{refused}");
+    assert!(refused.contains("'TABLE000'") && refused.contains("'Table000'"), "{refused}");
+    assert_eq!(one(&db, "SELECT count(*) FROM erp_table000").await, "2");
 }
