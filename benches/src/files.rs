@@ -36,6 +36,8 @@ pub fn generate(out: &Path, files: usize, rows: usize) -> Result<serde_json::Val
 /// from the CREATE STREAMING TABLE to the last file's commit.
 pub async fn run(input: &Path, data: &str, files: u64) -> Result<serde_json::Value> {
     std::fs::create_dir_all(data)?;
+    // A relative source path is taken from the data folder: name the input by its absolute path.
+    let input = &std::fs::canonicalize(input)?;
     let db = sluice::Database::open(data).await?;
     db.allow_paths(&[input.to_path_buf()]);
     db.execute(&format!(

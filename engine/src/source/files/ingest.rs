@@ -1,7 +1,8 @@
 //! The ingest loop of a table that reads a file source: list the folder, take the files the table
 //! does not hold yet (oldest first) in batches of `batch_files` / `batch_bytes`, read and decode
-//! them (on blocking threads, as many at once as there are cores), add the columns they bring,
-//! then commit their dead letters and their rows, each commit carrying the batch's per-file txns.
+//! them (on blocking threads, as many at once as there are cores; the next batch while the
+//! current one commits, so at most two batches are in memory), add the columns they bring, then
+//! commit their dead letters and their rows, each commit carrying the batch's per-file txns.
 //! When nothing is left, sleep `interval_ms` and list again.
 //!
 //! The files a table holds are read from its log when a session starts and kept in memory after
@@ -104,12 +105,22 @@ pub(crate) async fn session(
             tokio::time::sleep(Duration::from_millis(options.interval_ms)).await;
             continue;
         }
-        while !pending.is_empty() {
+        // The next batch is read and decoded while the current one is committed.
+        let read = |batch: Vec<FoundFile>| {
+            let (folder, options) = (folder.clone(), options.clone());
+            AbortOnDrop(tokio::spawn(async move { super::read_files(&folder, batch, &options).await }))
+        };
+        let mut next = Some(read(next_batch(&mut pending, &options)));
+        while let Some(mut reading) = next.take() {
             if stop.load(Ordering::Relaxed) {
                 return Ok(());
             }
-            let batch = next_batch(&mut pending, &options);
-            let decoded = super::read_files(&folder, batch, &options).await;
+            let decoded = (&mut reading.0)
+                .await
+                .map_err(|e| Error::Internal(format!("reading the source's files stopped: {e}")))?;
+            if !pending.is_empty() {
+                next = Some(read(next_batch(&mut pending, &options)));
+            }
             let Some(strong) = sources.upgrade() else { return Ok(()) };
             let writer = writer.get_or_insert_with(|| QueryContext::new(strong.db.clone()));
             let whole_failures =
@@ -132,6 +143,15 @@ pub(crate) async fn session(
                 }
             });
         }
+    }
+}
+
+/// A task that stops when its handle is dropped (a session that ends leaves no reader behind).
+struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
+
+impl<T> Drop for AbortOnDrop<T> {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
@@ -196,7 +216,7 @@ async fn commit_files(
     Ok(())
 }
 
-type RowsOf = fn(&SchemaRef, &[&FileRows]) -> Result<Option<RecordBatch>>;
+type RowsOf = fn(&SchemaRef, &[&FileRows]) -> Result<Vec<RecordBatch>>;
 
 /// Appends the rows `rows_of` makes of the files `table` does not hold yet, with their txns;
 /// commits the txns even when no row is left, so the files count as done.

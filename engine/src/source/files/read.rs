@@ -128,5 +128,5 @@ pub(crate) async fn relation(cx: &QueryContext, args: &[FunctionArg]) -> Result<
     )));
     let refs: Vec<&super::decode::FileRows> = files.iter().collect();
     let rows = super::rows::table_rows(&schema, &refs)?;
-    Ok(Arc::new(MemTable::try_new(schema, vec![rows.into_iter().collect()])?))
+    Ok(Arc::new(MemTable::try_new(schema, vec![rows])?))
 }

@@ -127,17 +127,10 @@ fn metadata_array(file: &FileRows, data_type: &DataType) -> Result<ArrayRef> {
     Ok(Arc::new(StructArray::try_new(fields.clone(), children, None)?))
 }
 
-/// The rows of `files` in `schema` (which has every column [`missing_fields`] named); none
-/// when the files hold no row.
-pub fn table_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Option<RecordBatch>> {
-    let mut batches = Vec::new();
-    for file in files.iter().filter(|f| f.rows() > 0) {
-        batches.push(file_rows(schema, file)?);
-    }
-    if batches.is_empty() {
-        return Ok(None);
-    }
-    Ok(Some(arrow::compute::concat_batches(schema, &batches)?))
+/// The rows of `files` in `schema` (which has every column [`missing_fields`] named), a batch
+/// per file that has rows.
+pub fn table_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Vec<RecordBatch>> {
+    files.iter().filter(|f| f.rows() > 0).map(|file| file_rows(schema, file)).collect()
 }
 
 fn file_rows(schema: &SchemaRef, file: &FileRows) -> Result<RecordBatch> {
@@ -204,11 +197,11 @@ fn file_rows(schema: &SchemaRef, file: &FileRows) -> Result<RecordBatch> {
 }
 
 /// The dead letters of `files` as rows of the dead-letter table (`schema`, the table's).
-pub fn dead_letter_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Option<RecordBatch>> {
+pub fn dead_letter_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Vec<RecordBatch>> {
     let letters: Vec<(&FileRows, &super::decode::DeadLetter)> =
         files.iter().flat_map(|f| f.dead.iter().map(move |d| (*f, d))).collect();
     if letters.is_empty() {
-        return Ok(None);
+        return Ok(vec![]);
     }
     let mut columns: Vec<ArrayRef> = Vec::new();
     for field in schema.fields() {
@@ -229,7 +222,7 @@ pub fn dead_letter_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Optio
         };
         columns.push(cast_with_options(&column, field.data_type(), &cast_options())?);
     }
-    Ok(Some(RecordBatch::try_new(schema.clone(), columns)?))
+    Ok(vec![RecordBatch::try_new(schema.clone(), columns)?])
 }
 
 #[cfg(test)]
@@ -267,7 +260,8 @@ mod tests {
         let second = decode(file, bytes::Bytes::from_static(b"id,name,extra\nx,cy,1\n"), &options);
         let more = missing_fields(&schema, std::slice::from_ref(&second));
         assert_eq!(more.iter().map(|f| f.name().as_str()).collect::<Vec<_>>(), ["extra"]);
-        let rows = table_rows(&schema, &[&first, &second]).unwrap().unwrap();
+        let batches = table_rows(&schema, &[&first, &second]).unwrap();
+        let rows = arrow::compute::concat_batches(&schema, &batches).unwrap();
         assert_eq!(rows.num_rows(), 3);
         let ids = rows.column(0).as_primitive::<arrow::datatypes::Int64Type>();
         assert!(ids.is_null(2));

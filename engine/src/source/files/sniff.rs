@@ -6,11 +6,46 @@
 //! with `Z` or an offset); a column whose values fit none is text. Each test matches what Arrow's
 //! cast from text accepts, so a value the sniffer called a number is read as one.
 
-use arrow::datatypes::{DataType, TimeUnit};
-use chrono::{DateTime, NaiveDate, NaiveDateTime};
+use std::sync::LazyLock;
 
-/// How many values of a column the type is inferred from.
-pub const SAMPLE_VALUES_MAX: usize = 10_000;
+use arrow::datatypes::{DataType, TimeUnit};
+use chrono::format::{Item, Parsed, StrftimeItems};
+use chrono::{DateTime, NaiveDate};
+
+/// The timestamp layouts tried, parsed once (parsing a layout per value was most of the cost).
+static TIMESTAMP_LAYOUTS: LazyLock<Vec<Vec<Item<'static>>>> = LazyLock::new(|| {
+    ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]
+        .iter()
+        .filter_map(|layout| StrftimeItems::new(layout).parse().ok())
+        .collect()
+});
+static ZONED_LAYOUT: LazyLock<Vec<Item<'static>>> =
+    LazyLock::new(|| StrftimeItems::new("%Y-%m-%d %H:%M:%S%.f%#z").parse().unwrap_or_default());
+
+fn naive_timestamp(value: &str) -> bool {
+    TIMESTAMP_LAYOUTS.iter().any(|items| {
+        let mut parsed = Parsed::new();
+        chrono::format::parse(&mut parsed, value, items.iter()).is_ok()
+            && parsed.to_naive_datetime_with_offset(0).is_ok()
+    })
+}
+
+fn zoned_timestamp(value: &str) -> bool {
+    if DateTime::parse_from_rfc3339(value).is_ok() {
+        return true;
+    }
+    let mut parsed = Parsed::new();
+    chrono::format::parse(&mut parsed, value, ZONED_LAYOUT.iter()).is_ok() && parsed.to_datetime().is_ok()
+}
+
+/// `YYYY-MM-DD` at the start of a value.
+fn date_prefix(value: &[u8]) -> bool {
+    matches!(value.get(..10), Some([a, b, c, d, b'-', e, f, b'-', g, h])
+        if [a, b, c, d, e, f, g, h].iter().all(|x| x.is_ascii_digit()))
+}
+
+/// How many values of a column (per file) the type is inferred from.
+pub const SAMPLE_VALUES_MAX: usize = 1_000;
 /// How many records the CSV dialect is sniffed from.
 const SAMPLE_RECORDS_MAX: usize = 50;
 /// The delimiters tried, in order of preference on a tie.
@@ -84,21 +119,15 @@ impl TypeGuess {
         if self.number {
             self.number = is_numeric_text(value) && value.parse::<f64>().is_ok();
         }
-        let date_like = value.len() >= 10 && value.as_bytes().get(4) == Some(&b'-');
+        let date_like = date_prefix(value.as_bytes());
         if self.date {
             self.date = date_like && value.len() == 10 && NaiveDate::parse_from_str(value, "%Y-%m-%d").is_ok();
         }
         if self.timestamp {
-            self.timestamp = date_like
-                && value.len() > 10
-                && ["%Y-%m-%d %H:%M:%S%.f", "%Y-%m-%dT%H:%M:%S%.f", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M"]
-                    .iter()
-                    .any(|f| NaiveDateTime::parse_from_str(value, f).is_ok());
+            self.timestamp = date_like && value.len() > 10 && naive_timestamp(value);
         }
         if self.zoned {
-            self.zoned = date_like
-                && (DateTime::parse_from_rfc3339(value).is_ok()
-                    || DateTime::parse_from_str(value, "%Y-%m-%d %H:%M:%S%.f%#z").is_ok());
+            self.zoned = date_like && value.len() > 10 && zoned_timestamp(value);
         }
     }
 
