@@ -36,7 +36,7 @@ use sluice_storage::write::SaveMode;
 use super::decode::{BatchBuilder, DecodedBatch, RawRecord};
 use super::options::{KafkaOptions, StartAt, Topics};
 use super::SourceRuntime;
-use super::{errors_table_name, parse_txn_app_id, txn_app_id, txn_prefix, IngestState};
+use super::{errors_table_name, parse_txn_app_id, table_entry, txn_app_id, txn_prefix, IngestState};
 use crate::catalog::{SourceEntry, TableEntry};
 use crate::change::{ColumnMatch, WriteContext};
 use crate::error::{Error, Result};
@@ -180,10 +180,6 @@ pub(super) async fn session(
         commit_batch(&sources, writer, table, &source.name, batch).await?;
     }
     Ok(())
-}
-
-fn table_entry(db: &Warehouse, table: &str) -> Result<TableEntry> {
-    db.catalog.current().tables.get(table).cloned().ok_or_else(|| Error::UndefinedTable(table.to_string()))
 }
 
 /// The last offset a table holds per (topic, partition) of a source.

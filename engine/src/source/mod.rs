@@ -59,6 +59,11 @@ pub fn parse_txn_app_id<'a>(source: &str, app_id: &'a str) -> Option<(&'a str, i
     Some((topic, partition.parse().ok()?))
 }
 
+/// The catalog entry of an ingesting table.
+pub(crate) fn table_entry(db: &Warehouse, table: &str) -> Result<crate::catalog::TableEntry> {
+    db.catalog.current().tables.get(table).cloned().ok_or_else(|| Error::UndefinedTable(table.to_string()))
+}
+
 /// The dead-letter table of an ingesting table.
 pub fn errors_table_name(table: &str) -> String {
     format!("{table}_errors")

@@ -493,6 +493,11 @@ fn parse_expectation(parser: &mut Parser) -> Result<ExpectationDef, ParserError>
 fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
     expect_word(parser, "PUSH")?;
     parser.expect_keyword_is(Keyword::INTO)?;
+    if word(parser, 0).as_deref() == Some("TABLE") && word(parser, 1).as_deref() == Some("PER") {
+        return Err(ParserError::ParserError(
+            "PUSH INTO TABLE PER is defined with CREATE [OR REPLACE] STREAMING TABLE, not added by ALTER".into(),
+        ));
+    }
     let target = parser.parse_object_name(false)?;
     let mut route = PushRoute { target, query: None, predicate: None, expand_json: None };
     if parser.parse_keyword(Keyword::AS) {

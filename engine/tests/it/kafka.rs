@@ -362,3 +362,109 @@ async fn a_broker_outage_is_reported_and_nothing_is_lost() {
     assert_exactly_once(&db, 300, u64::MAX).await;
     assert_eq!(one(&db, "SELECT state, error FROM sluice.sources").await, "running|NULL");
 }
+
+/// Issue 24: fifty topics through one per-value route. Each topic gets its table with its own
+/// inferred columns; a topic created while ingesting (matching the source's pattern) gets its table
+/// without a restart; counts are exact after SIGKILLs of the ingesting process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fifty_topics_through_one_route() {
+    const TOPICS: u64 = 50;
+    const PER_TOPIC: u64 = 200;
+    let cluster = MockCluster::new(1).unwrap();
+    for t in 0..TOPICS {
+        cluster.create_topic(&format!("ev.t{t:02}"), 1, 1).unwrap();
+    }
+    let brokers = cluster.bootstrap_servers();
+    let producer = producer(&brokers);
+    // Topic t's messages have an id and a field of its own, `f<t>`, whose type depends on t.
+    let payload = |t: u64, i: u64| match t % 3 {
+        0 => format!("{{\"id\": {i}, \"f{t}\": {i}}}"),
+        1 => format!("{{\"id\": {i}, \"f{t}\": \"s{i}\"}}"),
+        _ => format!("{{\"id\": {i}, \"f{t}\": {}}}", i.is_multiple_of(2)),
+    };
+    let produce_topic = |t: u64, range: std::ops::Range<u64>| {
+        let topic = format!("ev.t{t:02}");
+        for i in range {
+            let value = payload(t, i);
+            send(&producer, BaseRecord::to(&topic).partition(0).key("k").payload(value.as_str()));
+        }
+    };
+    for t in 0..TOPICS {
+        produce_topic(t, 0..PER_TOPIC / 2);
+    }
+    producer.flush(Duration::from_secs(60)).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    {
+        let db = Database::open(&path).await.unwrap();
+        db.execute(&format!(
+            "CREATE SOURCE events FROM KAFKA (brokers '{brokers}', topic_pattern '^ev\\..*', batch_rows '700');
+             CREATE STREAMING TABLE bronze FROM SOURCE events
+               PUSH INTO TABLE PER topic NAMED 'silver_{{topic}}' EXPAND JSON value;"
+        ))
+        .await
+        .unwrap();
+    }
+    let mut rng = crate::common::rng_from(crate::common::seed("kafka-topics"));
+    for round in 0..6 {
+        if round == 3 {
+            for t in 0..TOPICS {
+                produce_topic(t, PER_TOPIC / 2..PER_TOPIC);
+            }
+            producer.flush(Duration::from_secs(60)).unwrap();
+        }
+        let child = crate::common::ChildTest::spawn("kafka::child", &[("SLUICE_KAFKA_WAREHOUSE", path.clone())]);
+        std::thread::sleep(Duration::from_millis(rng.random_range(200..1500)));
+        child.kill();
+    }
+    let db = Database::open(&path).await.unwrap();
+    // A topic created while the source runs, once it has taken the others in.
+    let started = Instant::now();
+    while one(&db, "SELECT count(*) FROM bronze").await != (TOPICS * PER_TOPIC).to_string() {
+        assert!(started.elapsed() < Duration::from_secs(120), "bronze did not take the first 50 topics");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    cluster.create_topic("ev.t50", 1, 1).unwrap();
+    produce_topic(50, 0..PER_TOPIC);
+    producer.flush(Duration::from_secs(60)).unwrap();
+    let started = Instant::now();
+    loop {
+        let routed = one(&db, "SELECT count(*) FROM bronze").await;
+        let tables = one(&db, "SELECT count(*) FROM sluice.flows WHERE name LIKE 'bronze_to_silver_ev_t%'").await;
+        if routed == ((TOPICS + 1) * PER_TOPIC).to_string() && tables == (TOPICS + 1).to_string() {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(120), "bronze {routed}, tables {tables}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for t in 0..=TOPICS {
+        let table = format!("silver_ev_t{t:02}");
+        let check = match t % 3 {
+            0 => format!("count(*) FILTER (WHERE f{t} = id)"),
+            1 => format!("count(*) FILTER (WHERE f{t} = 's' || CAST(id AS TEXT))"),
+            _ => format!("count(*) FILTER (WHERE f{t} = (id % 2 = 0))"),
+        };
+        // The table's rows arrive right after bronze's commit: wait for them.
+        let expected = format!("{PER_TOPIC}|{PER_TOPIC}|{PER_TOPIC}");
+        let sql = format!("SELECT count(*), count(DISTINCT \"offset\"), {check} FROM {table}");
+        let started = Instant::now();
+        loop {
+            let got = one(&db, &sql).await;
+            if got == expected {
+                break;
+            }
+            assert!(started.elapsed() < Duration::from_secs(30), "{table}: {got}");
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        // Only its own field among the JSON ones.
+        let others = one(
+            &db,
+            &format!(
+                "SELECT count(*) FROM information_schema.columns WHERE table_name = '{table}' \
+                 AND column_name LIKE 'f%' AND column_name <> 'f{t}'"
+            ),
+        )
+        .await;
+        assert_eq!(others, "0", "{table}");
+    }
+}

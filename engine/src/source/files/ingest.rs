@@ -23,18 +23,14 @@ use super::decode::FileRows;
 use super::listing::{Folder, FoundFile};
 use super::options::FileOptions;
 use super::{files_in, rows, txn_app_id};
-use crate::catalog::{SourceEntry, TableEntry};
+use crate::catalog::SourceEntry;
 use crate::change::{ColumnMatch, WriteContext};
 use crate::error::{Error, Result};
 use crate::privileges::Privileges;
-use crate::source::{errors_table_name, FileProgress, IngestState, SourceRuntime};
+use crate::source::{errors_table_name, table_entry, FileProgress, IngestState, SourceRuntime};
 use crate::sql::context::QueryContext;
 use crate::util::now_ms;
 use crate::warehouse::Warehouse;
-
-fn table_entry(db: &Warehouse, table: &str) -> Result<TableEntry> {
-    db.catalog.current().tables.get(table).cloned().ok_or_else(|| Error::UndefinedTable(table.to_string()))
-}
 
 /// The files of `source` a table holds.
 async fn done_files(db: &Arc<Warehouse>, table: &str, source: &str) -> Result<HashSet<String>> {

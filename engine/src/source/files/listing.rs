@@ -112,6 +112,31 @@ impl Folder {
         Ok(Folder::Local(path))
     }
 
+    /// A path a client named that is one local file (checked as COPY's files are): its folder and
+    /// the file, for `read_files('data.csv')`. None when the path is not a file.
+    pub fn single_file(db: &Warehouse, text: &str, privileges: Privileges) -> Result<Option<(Self, FoundFile)>> {
+        if text.contains("://") && !text.starts_with("file://") {
+            return Ok(None);
+        }
+        let path = db.client_file(text, privileges, PathUse::ReadFile)?;
+        let Ok(metadata) = std::fs::metadata(&path) else { return Ok(None) };
+        let (true, Some(parent), Some(name)) = (metadata.is_file(), path.parent(), path.file_name()) else {
+            return Ok(None);
+        };
+        let modified_ms = metadata
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        let file = FoundFile {
+            relative: name.to_string_lossy().into_owned(),
+            location: path.display().to_string(),
+            size: metadata.len(),
+            modified_ms,
+        };
+        Ok(Some((Folder::Local(parent.to_path_buf()), file)))
+    }
+
     /// Every file below the folder that `matches` (by its relative path), hidden files, tables
     /// and symbolic links left out.
     pub async fn list(&self, matches: &(dyn Fn(&str) -> bool + Sync)) -> Result<Vec<FoundFile>> {

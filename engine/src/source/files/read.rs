@@ -1,5 +1,5 @@
 //! `SELECT * FROM read_files('landing/orders/*.csv', format => 'csv', header => 'true')`: the
-//! files of a folder as a relation, read with a file source's options and rules (the same columns,
+//! files of a folder (or one file) as a relation, read with a file source's options and rules (the same columns,
 //! types, `_rescued_data` and `_metadata` as the table a source with those options fills; rows that
 //! cannot be read are left out). The path is checked against the caller's rights as COPY's are.
 //!
@@ -109,8 +109,18 @@ fn options(args: &[FunctionArg]) -> Result<BTreeMap<String, String>> {
 /// The rows of a `read_files` call, read now.
 pub(crate) async fn relation(cx: &QueryContext, args: &[FunctionArg]) -> Result<Arc<dyn TableProvider>> {
     let options = FileOptions::parse(&options(args)?)?;
-    let folder = Folder::open(&cx.db, &options.path, cx.privileges())?;
-    let mut found = folder.list(&options.matcher()).await?;
+    let single = match options.pattern {
+        None => Folder::single_file(&cx.db, &options.path, cx.privileges())?,
+        Some(_) => None,
+    };
+    let (folder, mut found) = match single {
+        Some((folder, file)) => (folder, vec![file]),
+        None => {
+            let folder = Folder::open(&cx.db, &options.path, cx.privileges())?;
+            let found = folder.list(&options.matcher()).await?;
+            (folder, found)
+        }
+    };
     found.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
     let bytes: u64 = found.iter().map(|f| f.size).sum();
     if bytes > READ_BYTES_MAX {
