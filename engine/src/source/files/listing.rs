@@ -184,25 +184,32 @@ impl Folder {
         }
     }
 
-    /// The bytes of a file found by [`Folder::list`].
-    pub async fn read(&self, file: &FoundFile) -> Result<Bytes> {
+    /// The bytes of a file found by [`Folder::list`]; none when it is gone since.
+    pub async fn read(&self, file: &FoundFile) -> Result<Option<Bytes>> {
         match self {
             Folder::Local(root) => {
                 let path = root.join(&file.relative);
-                let bytes = tokio::task::spawn_blocking(move || std::fs::read(&path))
+                let read = tokio::task::spawn_blocking(move || std::fs::read(&path))
                     .await
-                    .map_err(|e| Error::Internal(format!("the file read stopped: {e}")))?
-                    .map_err(|e| Error::data("58030", format!("cannot read {}: {e}", file.location)))?;
-                Ok(Bytes::from(bytes))
+                    .map_err(|e| Error::Internal(format!("the file read stopped: {e}")))?;
+                match read {
+                    Ok(bytes) => Ok(Some(Bytes::from(bytes))),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(Error::data("58030", format!("cannot read {}: {e}", file.location))),
+                }
             }
-            Folder::Store { store, root, url } => {
+            Folder::Store { store, root, .. } => {
                 let mut path = root.clone();
                 for part in file.relative.split('/') {
                     path = path.join(part);
                 }
-                let result =
-                    store.get(&path).await.map_err(|e| Error::data("58030", format!("cannot read {url}: {e}")))?;
-                result.bytes().await.map_err(|e| Error::data("58030", format!("cannot read {}: {e}", file.location)))
+                let unreadable =
+                    |e: object_store::Error| Error::data("58030", format!("cannot read {}: {e}", file.location));
+                match store.get(&path).await {
+                    Ok(result) => Ok(Some(result.bytes().await.map_err(unreadable)?)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(unreadable(e)),
+                }
             }
         }
     }
@@ -287,5 +294,16 @@ mod tests {
         std::os::unix::fs::symlink("/etc/passwd", root.join("link.csv")).unwrap();
         let found: Vec<String> = list_local(root).unwrap().into_iter().map(|f| f.relative).collect();
         assert_eq!(found, vec!["a/b/x.csv".to_string(), "top.csv".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn a_file_gone_since_the_listing_reads_as_none() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.csv"), "1").unwrap();
+        let folder = Folder::Local(dir.path().to_path_buf());
+        let found = folder.list(&|_: &str| true).await.unwrap();
+        assert_eq!(folder.read(&found[0]).await.unwrap().as_deref(), Some(b"1".as_slice()));
+        std::fs::remove_file(dir.path().join("a.csv")).unwrap();
+        assert!(folder.read(&found[0]).await.unwrap().is_none());
     }
 }

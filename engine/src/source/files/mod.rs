@@ -50,7 +50,8 @@ pub fn files_in<'a>(app_ids: impl Iterator<Item = &'a String>, source: &str) -> 
 }
 
 /// Reads and decodes files, as many at once as there are cores; a file larger than
-/// `max_file_bytes` is not read but becomes a dead letter.
+/// `max_file_bytes` is not read but becomes a dead letter, a file that cannot be read is a dead
+/// letter, and a file that is gone since it was listed is left out.
 pub async fn read_files(folder: &Folder, files: Vec<FoundFile>, options: &FileOptions) -> Vec<FileRows> {
     let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
     futures::stream::iter(files)
@@ -60,20 +61,22 @@ pub async fn read_files(folder: &Folder, files: Vec<FoundFile>, options: &FileOp
                     "the file has {} bytes, more than the source's max_file_bytes ({})",
                     file.size, options.max_file_bytes
                 );
-                return FileRows::failed(file, error);
+                return Some(FileRows::failed(file, error));
             }
             let bytes = match folder.read(&file).await {
-                Ok(bytes) => bytes,
-                Err(e) => return FileRows::failed(file, e.to_string()),
+                Ok(Some(bytes)) => bytes,
+                Ok(None) => return None,
+                Err(e) => return Some(FileRows::failed(file, e.to_string())),
             };
             let decode_options = options.clone();
             let kept = file.clone();
-            match tokio::task::spawn_blocking(move || decode::decode(file, bytes, &decode_options)).await {
+            Some(match tokio::task::spawn_blocking(move || decode::decode(file, bytes, &decode_options)).await {
                 Ok(rows) => rows,
                 Err(e) => FileRows::failed(kept, format!("decoding stopped: {e}")),
-            }
+            })
         })
         .buffered(parallel)
+        .filter_map(|rows| async move { rows })
         .collect()
         .await
 }

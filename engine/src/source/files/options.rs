@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 pub const INTERVAL_MS_DEFAULT: u64 = 1_000;
 pub const BATCH_FILES_DEFAULT: usize = 1_000;
 pub const BATCH_BYTES_DEFAULT: u64 = 32 * 1024 * 1024;
-pub const MAX_FILE_BYTES_DEFAULT: u64 = 1024 * 1024 * 1024;
+pub const MAX_FILE_BYTES_DEFAULT: u64 = 512 * 1024 * 1024;
 
 /// The formats a file source reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
