@@ -504,17 +504,32 @@ fn parse_route(parser: &mut Parser) -> Result<PushRoute, ParserError> {
         let mut sub = route_slice(parser);
         route.query = Some(sub.parse_query()?);
         expect_slice_end(&mut sub)?;
-    } else if parser.parse_keyword(Keyword::WHERE) {
-        let mut sub = route_slice(parser);
-        route.predicate = Some(sub.parse_expr()?);
-        expect_slice_end(&mut sub)?;
+    } else {
+        route.predicate = parse_route_where(parser)?;
     }
-    if word(parser, 0).as_deref() == Some("EXPAND") {
-        parser.next_token();
-        expect_word(parser, "JSON")?;
-        route.expand_json = Some(parser.parse_identifier()?.value);
-    }
+    route.expand_json = parse_expand_json(parser)?;
     Ok(route)
+}
+
+/// A route's `WHERE predicate`, if it has one.
+fn parse_route_where(parser: &mut Parser) -> Result<Option<Expr>, ParserError> {
+    if !parser.parse_keyword(Keyword::WHERE) {
+        return Ok(None);
+    }
+    let mut sub = route_slice(parser);
+    let predicate = sub.parse_expr()?;
+    expect_slice_end(&mut sub)?;
+    Ok(Some(predicate))
+}
+
+/// A route's `EXPAND JSON column`, if it has one.
+fn parse_expand_json(parser: &mut Parser) -> Result<Option<String>, ParserError> {
+    if word(parser, 0).as_deref() != Some("EXPAND") {
+        return Ok(None);
+    }
+    parser.next_token();
+    expect_word(parser, "JSON")?;
+    Ok(Some(parser.parse_identifier()?.value))
 }
 
 /// `PUSH INTO TABLE PER expr [NAMED 'template'] [WHERE predicate] [EXPAND JSON column]`.
@@ -523,22 +538,14 @@ fn parse_value_route(parser: &mut Parser) -> Result<ValueRouteDef, ParserError> 
         expect_word(parser, expected)?;
     }
     let expr = parser.parse_expr()?;
-    let mut route = ValueRouteDef { expr, template: None, predicate: None, expand_json: None };
+    let mut template = None;
     if word(parser, 0).as_deref() == Some("NAMED") {
         parser.next_token();
-        route.template = Some(parser.parse_literal_string()?);
+        template = Some(parser.parse_literal_string()?);
     }
-    if parser.parse_keyword(Keyword::WHERE) {
-        let mut sub = route_slice(parser);
-        route.predicate = Some(sub.parse_expr()?);
-        expect_slice_end(&mut sub)?;
-    }
-    if word(parser, 0).as_deref() == Some("EXPAND") {
-        parser.next_token();
-        expect_word(parser, "JSON")?;
-        route.expand_json = Some(parser.parse_identifier()?.value);
-    }
-    Ok(route)
+    let predicate = parse_route_where(parser)?;
+    let expand_json = parse_expand_json(parser)?;
+    Ok(ValueRouteDef { expr, template, predicate, expand_json })
 }
 
 /// Takes the tokens up to the next top-level `PUSH INTO` / `ELSE PUSH` / `EXPAND JSON`, `;` or the

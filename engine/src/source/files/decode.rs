@@ -199,14 +199,17 @@ fn decode_csv(file: FoundFile, bytes: &[u8], options: &FileOptions) -> FileRows 
         }
         out.lines.push(record_line);
     }
-    out.columns = names
-        .unwrap_or_default()
+    out.columns = finish_columns(names.unwrap_or_default(), builders, guesses);
+    out
+}
+
+fn finish_columns(names: Vec<String>, builders: Vec<StringBuilder>, guesses: Vec<TypeGuess>) -> Vec<FileColumn> {
+    names
         .into_iter()
         .zip(builders)
         .zip(guesses)
         .map(|((name, mut builder), guess)| FileColumn { name, values: Arc::new(builder.finish()), guess })
-        .collect();
-    out
+        .collect()
 }
 
 /// A JSON value as the text of a text column: strings as they are, objects and arrays as JSON.
@@ -295,12 +298,7 @@ fn decode_json(file: FoundFile, bytes: &[u8], options: &FileOptions) -> FileRows
             }
         }
     }
-    out.columns = names
-        .into_iter()
-        .zip(builders)
-        .zip(guesses)
-        .map(|((name, mut builder), guess)| FileColumn { name, values: Arc::new(builder.finish()), guess })
-        .collect();
+    out.columns = finish_columns(names, builders, guesses);
     out
 }
 
