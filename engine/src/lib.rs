@@ -62,6 +62,7 @@ pub mod datetime;
 pub mod documents;
 pub mod error;
 pub mod events;
+pub mod files;
 pub mod flow;
 pub mod functions;
 pub mod hooks;

@@ -869,14 +869,14 @@ pub async fn relations_in(
 #[derive(Clone)]
 enum SourceOptions {
     Kafka(crate::source::options::KafkaOptions),
-    Files(crate::source::files::options::FileOptions),
+    Files(crate::files::options::FileOptions),
 }
 
 impl SourceOptions {
     /// The options of a source (checked when it was created).
     fn parse(source: &crate::catalog::SourceEntry) -> Option<Self> {
         match source.kind.as_str() {
-            "files" => crate::source::files::options::FileOptions::parse(&source.options).ok().map(Self::Files),
+            "files" => crate::files::options::FileOptions::parse(&source.options).ok().map(Self::Files),
             _ => crate::source::options::KafkaOptions::parse(&source.options).ok().map(Self::Kafka),
         }
     }

@@ -510,7 +510,7 @@ async fn with_new_columns(
     if missing.is_empty() {
         return Ok(target);
     }
-    super::expand::add_columns(cx, &flow.target, &arrow::datatypes::Fields::from(missing)).await?;
+    crate::sql::evolve::add_columns(cx, &flow.target, &arrow::datatypes::Fields::from(missing)).await?;
     let name = crate::names::parse_table_name(&flow.target)?;
     let target = cx.target(&crate::names::object_name(&name.schema, &name.name)).await;
     cx.clear_statement_state();

@@ -30,11 +30,8 @@ use crate::names::quoted;
 use crate::sql::context::QueryContext;
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
-/// The column that keeps what did not fit.
-pub const RESCUED_COLUMN: &str = "_rescued_data";
-
-/// Characters a column name may not hold (Delta tables without column mapping).
-const BAD_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+use crate::files::rows::usable_column_name;
+pub use crate::files::rows::RESCUED_COLUMN;
 
 /// The JSON family of a value, for type inference.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,11 +42,6 @@ enum Family {
     Text,
     /// Objects and arrays (kept as JSON text).
     Nested,
-}
-
-/// Whether a name found in data can be a column (of a Delta table without column mapping).
-pub(crate) fn usable_column_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains(BAD_NAME_CHARS) && !name.chars().any(char::is_control)
 }
 
 fn family(value: &Value) -> Option<Family> {
@@ -104,28 +96,7 @@ pub(crate) async fn add_missing_columns(cx: &QueryContext, target_key: &str, sha
     unstream(&mut query);
     let output = cx.plan_statement(Statement::Query(query)).await?.schema().as_arrow().clone();
     cx.clear_statement_state();
-    add_columns(cx, target_key, output.fields()).await
-}
-
-/// Adds to a table the `fields` it lacks, as nullable columns, in one `ADD COLUMNS` commit.
-pub(crate) async fn add_columns(cx: &QueryContext, target_key: &str, fields: &arrow::datatypes::Fields) -> Result<()> {
-    let name = crate::names::parse_table_name(target_key)?;
-    let target = cx.target(&crate::names::object_name(&name.schema, &name.name)).await;
-    cx.clear_statement_state();
-    let target = target?;
-    let mut schema = target.snapshot.schema().clone();
-    let before = schema.fields.len();
-    for field in fields {
-        if schema.field(field.name()).is_none() {
-            let data_type = DeltaType::from_arrow(field.data_type())?;
-            schema.fields.push(StructField::new(field.name().clone(), data_type, true));
-        }
-    }
-    if schema.fields.len() > before {
-        let outcome = target.table.set_schema(&target.snapshot, schema, "ADD COLUMNS").await?;
-        cx.db.writer.commit(target_key, Operation::Metadata, None, outcome).await?;
-    }
-    Ok(())
+    crate::sql::evolve::add_columns(cx, target_key, output.fields()).await
 }
 
 /// Expands `column` of a flow's output into the target's columns, adding new ones first.

@@ -259,7 +259,7 @@ pub(crate) async fn fit_output(
         }
     }
     if !missing.is_empty() {
-        super::expand::add_columns(cx, target_key, &arrow::datatypes::Fields::from(missing)).await?;
+        crate::sql::evolve::add_columns(cx, target_key, &arrow::datatypes::Fields::from(missing)).await?;
     }
     if keep.len() == schema.fields().len() {
         return Ok(output);

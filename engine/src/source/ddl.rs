@@ -6,10 +6,10 @@ use datafusion::sql::sqlparser::ast::ObjectName;
 
 use super::decode::{bronze_columns_sql, ERRORS_COLUMNS_SQL};
 use super::errors_table_name;
-use super::files::{self, listing::Folder, options::FileOptions};
 use super::options::KafkaOptions;
 use crate::catalog::{SourceEntry, TableKind};
 use crate::error::{Error, Result};
+use crate::files::{self, listing::Folder, options::FileOptions};
 use crate::names::{object_name, table_name};
 use crate::sql::context::{QueryContext, StatementResult};
 use crate::syntax::parser::{parse_statement_text, CreateTable, SluiceStatement};
@@ -157,7 +157,7 @@ async fn create_for_files(cx: &QueryContext, name: &ObjectName, source: &SourceE
     let table = table_name(name)?;
     let key = crate::catalog::key(&table.schema, &table.name);
     cx.clear_statement_state();
-    crate::flow::expand::add_columns(cx, &key, &arrow::datatypes::Fields::from(fields)).await
+    crate::sql::evolve::add_columns(cx, &key, &arrow::datatypes::Fields::from(fields)).await
 }
 
 async fn create_with_columns(cx: &QueryContext, name: ObjectName, columns: &str) -> Result<()> {

@@ -130,9 +130,9 @@ impl QueryContext {
             let _ = entry;
             self.temp.insert(&temp, Arc::new(SluiceTable::new(table, snapshot, self.db.scan_options())));
         }
-        let calls = crate::source::files::read::collect(&mut statement, TEMP_SCHEMA, &|| self.temp_name("read_files"));
+        let calls = crate::files::read::collect(&mut statement, TEMP_SCHEMA, &|| self.temp_name("read_files"));
         for call in calls {
-            let relation = crate::source::files::read::relation(self, &call.args).await?;
+            let relation = crate::files::read::relation(&self.db, self.privileges(), &call.args).await?;
             self.temp.insert(&call.temp, relation);
         }
         Ok(statement)

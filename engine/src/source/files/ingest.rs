@@ -19,13 +19,14 @@ use arrow::datatypes::{Fields, SchemaRef};
 use sluice_storage::actions::Txn;
 use sluice_storage::write::SaveMode;
 
-use super::decode::FileRows;
-use super::listing::{Folder, FoundFile};
-use super::options::FileOptions;
-use super::{files_in, rows, txn_app_id};
+use super::{files_in, txn_app_id};
 use crate::catalog::SourceEntry;
 use crate::change::{ColumnMatch, WriteContext};
 use crate::error::{Error, Result};
+use crate::files::decode::FileRows;
+use crate::files::listing::{Folder, FoundFile};
+use crate::files::options::FileOptions;
+use crate::files::rows;
 use crate::privileges::Privileges;
 use crate::source::{errors_table_name, table_entry, FileProgress, IngestState, SourceRuntime};
 use crate::sql::context::QueryContext;
@@ -104,7 +105,7 @@ pub(crate) async fn session(
         // The next batch is read and decoded while the current one is committed.
         let read = |batch: Vec<FoundFile>| {
             let (folder, options) = (folder.clone(), options.clone());
-            AbortOnDrop(tokio::spawn(async move { super::read_files(&folder, batch, &options).await }))
+            AbortOnDrop(tokio::spawn(async move { crate::files::read_files(&folder, batch, &options).await }))
         };
         let mut next = Some(read(next_batch(&mut pending, &options)));
         while let Some(mut reading) = next.take() {
@@ -169,7 +170,7 @@ async fn commit_files(
     writer.clear_statement_state();
     let missing = rows::missing_fields(&target?.snapshot.arrow_schema(), files);
     if !missing.is_empty() {
-        crate::flow::expand::add_columns(writer, table, &Fields::from(missing)).await?;
+        crate::sql::evolve::add_columns(writer, table, &Fields::from(missing)).await?;
     }
     let txns: Vec<Txn> = files
         .iter()

@@ -20,7 +20,8 @@ use super::listing::Folder;
 use super::options::FileOptions;
 use crate::error::{Error, Result};
 use crate::names::object_name;
-use crate::sql::context::QueryContext;
+use crate::privileges::Privileges;
+use crate::warehouse::Warehouse;
 
 /// How many bytes one `read_files` call may read (a folder larger than this is a source's job).
 pub const READ_BYTES_MAX: u64 = 2 * 1024 * 1024 * 1024;
@@ -107,16 +108,20 @@ fn options(args: &[FunctionArg]) -> Result<BTreeMap<String, String>> {
 }
 
 /// The rows of a `read_files` call, read now.
-pub(crate) async fn relation(cx: &QueryContext, args: &[FunctionArg]) -> Result<Arc<dyn TableProvider>> {
+pub(crate) async fn relation(
+    db: &Warehouse,
+    privileges: Privileges,
+    args: &[FunctionArg],
+) -> Result<Arc<dyn TableProvider>> {
     let options = FileOptions::parse(&options(args)?)?;
     let single = match options.pattern {
-        None => Folder::single_file(&cx.db, &options.path, cx.privileges())?,
+        None => Folder::single_file(db, &options.path, privileges)?,
         Some(_) => None,
     };
     let (folder, mut found) = match single {
         Some((folder, file)) => (folder, vec![file]),
         None => {
-            let folder = Folder::open(&cx.db, &options.path, cx.privileges())?;
+            let folder = Folder::open(db, &options.path, privileges)?;
             let found = folder.list(&options.matcher()).await?;
             (folder, found)
         }

@@ -21,10 +21,20 @@ use arrow::util::display::{ArrayFormatter, FormatOptions};
 use super::decode::FileRows;
 use super::sniff::{merge_types, timestamp_type, TypeGuess};
 use crate::error::{Error, Result};
-use crate::flow::expand::{usable_column_name, RESCUED_COLUMN};
 
 /// The column of each row's file metadata.
 pub const METADATA_COLUMN: &str = "_metadata";
+
+/// The column that keeps what did not fit (file rows, and JSON expanded by a route).
+pub const RESCUED_COLUMN: &str = "_rescued_data";
+
+/// Characters a column name may not hold (Delta tables without column mapping).
+const BAD_NAME_CHARS: &[char] = &[' ', ',', ';', '{', '}', '(', ')', '\n', '\t', '='];
+
+/// Whether a name found in data can be a column (of a Delta table without column mapping).
+pub fn usable_column_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(BAD_NAME_CHARS) && !name.chars().any(char::is_control)
+}
 
 /// The columns of a file source's dead-letter table, as SQL.
 pub const ERRORS_COLUMNS_SQL: &str = "file_path text NOT NULL, file_modification_time timestamptz, line bigint, \
@@ -228,9 +238,9 @@ pub fn dead_letter_rows(schema: &SchemaRef, files: &[&FileRows]) -> Result<Vec<R
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::source::files::decode::decode;
-    use crate::source::files::listing::FoundFile;
-    use crate::source::files::options::FileOptions;
+    use crate::files::decode::decode;
+    use crate::files::listing::FoundFile;
+    use crate::files::options::FileOptions;
     use arrow::array::AsArray;
 
     fn text_at(array: &ArrayRef, row: usize) -> Option<String> {
