@@ -184,11 +184,21 @@ impl Session {
         state.config_mut().options_mut().execution.time_zone = Some(zone.to_string());
     }
 
-    /// The warnings its last statements gave the client (SQLSTATE and message), as PostgreSQL
-    /// sends them in a NoticeResponse: COMMIT or ROLLBACK with no transaction block, BEGIN
-    /// inside one.
-    pub fn take_warnings(&self) -> Vec<(&'static str, &'static str)> {
-        self.block.take_warnings()
+    /// The warnings and notices its last statements gave the client, as PostgreSQL sends them in
+    /// a NoticeResponse: warnings for COMMIT or ROLLBACK with no transaction block and BEGIN
+    /// inside one, notices for `DROP ... IF EXISTS` of an object that is not there.
+    pub fn take_warnings(&self) -> Vec<Notice> {
+        let warnings = self.block.take_warnings().into_iter().map(|(sqlstate, message)| Notice {
+            severity: "WARNING",
+            sqlstate,
+            message: message.to_string(),
+        });
+        let notices = self.query.take_notices().into_iter().map(|message| Notice {
+            severity: "NOTICE",
+            sqlstate: "00000",
+            message,
+        });
+        warnings.chain(notices).collect()
     }
 
     /// Whether the session is in an implicit transaction (a multi-statement query's, or the
@@ -746,4 +756,13 @@ fn dropped_name(statement: &SluiceStatement) -> Option<crate::names::TableName> 
 async fn lost_race_pause(attempt: u32) {
     let jitter = (uuid::Uuid::new_v4().as_u128() as u64) % ((1u64 << attempt.min(6)) + 1);
     tokio::time::sleep(std::time::Duration::from_millis(jitter)).await;
+}
+
+/// A warning or notice for the client (PostgreSQL's NoticeResponse).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Notice {
+    /// `WARNING` or `NOTICE`.
+    pub severity: &'static str,
+    pub sqlstate: &'static str,
+    pub message: String,
 }

@@ -670,6 +670,9 @@ pub(crate) async fn drop_flow(
     name: &str,
     if_exists: bool,
 ) -> Result<StatementResult> {
+    if if_exists && !cx.db.catalog.current().flows.contains_key(name) {
+        cx.notice(format!("flow \"{name}\" does not exist, skipping"));
+    }
     let (_, dropped) = cx
         .db
         .catalog

@@ -72,6 +72,9 @@ pub(crate) async fn drop_source(
     if_exists: bool,
     cascade: bool,
 ) -> Result<StatementResult> {
+    if if_exists && !cx.db.catalog.current().sources.contains_key(name) {
+        cx.notice(format!("source \"{name}\" does not exist, skipping"));
+    }
     cx.db
         .catalog
         .update(|state| {

@@ -80,7 +80,12 @@ pub struct QueryContext {
     privileges: Mutex<crate::privileges::Privileges>,
     /// The values the session's sequence calls gave (`currval`, `lastval`).
     pub(crate) sequences: Mutex<super::sequences::SessionValues>,
+    /// Notices its statements gave the client (`table "t" does not exist, skipping`), until taken.
+    notices: Mutex<Vec<String>>,
 }
+
+/// How many notices a context keeps until they are taken.
+const NOTICES_KEPT: usize = 32;
 
 impl std::fmt::Debug for QueryContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -154,12 +159,26 @@ impl QueryContext {
             temp_counter: Default::default(),
             privileges: Mutex::new(Default::default()),
             sequences: Default::default(),
+            notices: Default::default(),
         }
     }
 
     /// Sets the rights of the role this session runs as (the server does, per connection).
     pub fn set_privileges(&self, privileges: crate::privileges::Privileges) {
         *self.privileges.lock().unwrap_or_else(|p| p.into_inner()) = privileges;
+    }
+
+    /// Gives the client a NOTICE (as PostgreSQL's `DROP ... IF EXISTS` of a missing object does).
+    pub(crate) fn notice(&self, message: String) {
+        let mut notices = self.notices.lock().unwrap_or_else(|p| p.into_inner());
+        if notices.len() < NOTICES_KEPT {
+            notices.push(message);
+        }
+    }
+
+    /// The notices given since the last call.
+    pub(crate) fn take_notices(&self) -> Vec<String> {
+        std::mem::take(&mut *self.notices.lock().unwrap_or_else(|p| p.into_inner()))
     }
 
     /// The rights of the role this session runs as.

@@ -413,7 +413,14 @@ impl QueryContext {
         together: &std::collections::HashSet<String>,
     ) -> Result<()> {
         let table_key = key(&name.schema, &name.name);
-        if let Some(entry) = self.catalog_state().tables.get(&table_key) {
+        let state = self.catalog_state();
+        let any_relation = state.tables.contains_key(&table_key)
+            || state.views.contains_key(&table_key)
+            || state.sequence(&name.schema, &name.name).is_some();
+        if if_exists && !any_relation {
+            self.notice(format!("table \"{}\" does not exist, skipping", name.name));
+        }
+        if let Some(entry) = state.tables.get(&table_key) {
             // (A block that only changed its schema or indexes may drop it: SQLAlchemy's tests
             // create a table and its indexes, then drop them, in one transaction.)
             if self.staging.holds_catalog() && self.staging.has_row_writes_on(&entry.id) {
@@ -541,6 +548,9 @@ impl QueryContext {
     }
 
     async fn drop_schema(&self, name: &str, if_exists: bool, cascade: bool) -> Result<()> {
+        if if_exists && !self.catalog_state().schemas.contains_key(name) {
+            self.notice(format!("schema \"{name}\" does not exist, skipping"));
+        }
         let (held, dropped) = self.update_catalog(|state| {
                 if !state.schemas.contains_key(name) {
                     return if if_exists { Ok(vec![]) } else { Err(Error::UndefinedSchema(name.to_string())) };

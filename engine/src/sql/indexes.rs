@@ -117,6 +117,7 @@ impl QueryContext {
             let name = table_name(name)?;
             let Some(owner) = self.index_owner(&name.schema, &name.name).await? else {
                 if if_exists {
+                    self.notice(format!("index \"{}\" does not exist, skipping", name.name));
                     continue;
                 }
                 return Err(Error::UndefinedObject { kind: "index", name: name.name });

@@ -176,6 +176,7 @@ impl QueryContext {
     ) -> Result<StatementResult> {
         let name = table_name(name)?;
         let Some(entry) = self.named_sequence(&name, if_exists)? else {
+            self.notice(format!("relation \"{}\" does not exist, skipping", name.name));
             return Ok(StatementResult::command("ALTER SEQUENCE"));
         };
         let new = TableName { schema: entry.schema.clone(), name: crate::names::normalize(new) };
@@ -215,7 +216,10 @@ impl QueryContext {
     ) -> Result<StatementResult> {
         let done = || Ok(StatementResult::command("ALTER SEQUENCE"));
         let name = table_name(name)?;
-        let Some(entry) = self.named_sequence(&name, if_exists)? else { return done() };
+        let Some(entry) = self.named_sequence(&name, if_exists)? else {
+            self.notice(format!("relation \"{}\" does not exist, skipping", name.name));
+            return done();
+        };
         let state = self.db.sequences.state(&self.db.catalog, &entry).await;
         let (mut altered, restart) = crate::sequence::define(&entry, false, options, state.last_value)?;
         if let Some(owned_by) = owned_by {
@@ -264,7 +268,7 @@ impl QueryContext {
             }
             match self.named_sequence(name, if_exists) {
                 Ok(Some(entry)) => dropped.push(entry),
-                Ok(None) => {}
+                Ok(None) => self.notice(format!("sequence \"{}\" does not exist, skipping", name.name)),
                 Err(e) if e.sqlstate() == "42P01" => {
                     return Err(Error::data("42P01", format!("sequence \"{}\" does not exist", name.name)))
                 }

@@ -209,6 +209,14 @@ impl QueryContext {
     ) -> Result<StatementResult> {
         let keys: Vec<(String, String)> =
             names.iter().map(|n| table_name(n).map(|t| (key(&t.schema, &t.name), t.name))).collect::<Result<_>>()?;
+        if if_exists {
+            let state = self.catalog_state();
+            for (view_key, name) in &keys {
+                if !state.views.contains_key(view_key) && !state.tables.contains_key(view_key) {
+                    self.notice(format!("view \"{name}\" does not exist, skipping"));
+                }
+            }
+        }
         self.update_catalog(|state| {
             for (view_key, name) in &keys {
                 if !state.views.contains_key(view_key) {

@@ -129,6 +129,9 @@ pub(crate) async fn acknowledge(cx: &QueryContext, name: &str, version: u64) -> 
 
 /// `DROP SUBSCRIPTION [IF EXISTS] name`.
 pub(crate) async fn drop(cx: &QueryContext, name: &str, if_exists: bool) -> Result<StatementResult> {
+    if if_exists && !cx.db.catalog.current().subscriptions.contains_key(name) {
+        cx.notice(format!("subscription \"{name}\" does not exist, skipping"));
+    }
     let (state, dropped) = cx
         .db
         .catalog

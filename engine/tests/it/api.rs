@@ -203,3 +203,32 @@ async fn a_lost_data_file_is_named() {
     let name = lost.file_name().unwrap().to_string_lossy().to_string();
     assert!(err.to_string().contains(&name), "{err}");
 }
+
+/// `DROP ... IF EXISTS` of an object that is not there gives PostgreSQL's NOTICE (SQLSTATE 00000,
+/// the same text), and nothing for one that is.
+#[tokio::test]
+async fn drop_if_exists_of_nothing_gives_a_notice() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    let session = db.session();
+    session.execute("CREATE TABLE here (a int)").await.unwrap();
+    for (sql, message) in [
+        ("DROP TABLE IF EXISTS nope", "table \"nope\" does not exist, skipping"),
+        ("DROP VIEW IF EXISTS nope", "view \"nope\" does not exist, skipping"),
+        ("DROP MATERIALIZED VIEW IF EXISTS nope", "materialized view \"nope\" does not exist, skipping"),
+        ("DROP SCHEMA IF EXISTS nope", "schema \"nope\" does not exist, skipping"),
+        ("DROP SEQUENCE IF EXISTS nope", "sequence \"nope\" does not exist, skipping"),
+        ("DROP INDEX IF EXISTS nope", "index \"nope\" does not exist, skipping"),
+        ("DROP SUBSCRIPTION IF EXISTS nope", "subscription \"nope\" does not exist, skipping"),
+        ("DROP SOURCE IF EXISTS nope", "source \"nope\" does not exist, skipping"),
+        ("DROP FLOW IF EXISTS nope", "flow \"nope\" does not exist, skipping"),
+    ] {
+        session.execute(sql).await.unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let notices = session.take_warnings();
+        assert_eq!(notices.len(), 1, "{sql}: {notices:?}");
+        assert_eq!((notices[0].severity, notices[0].sqlstate), ("NOTICE", "00000"), "{sql}");
+        assert_eq!(notices[0].message, message, "{sql}");
+    }
+    session.execute("DROP TABLE IF EXISTS here").await.unwrap();
+    assert!(session.take_warnings().is_empty());
+}

@@ -282,10 +282,10 @@ impl Connection {
             self.session.statement_failed();
         }
         self.activity.finished(self.session.in_transaction_block(), response.is_err());
-        // PostgreSQL's warnings (COMMIT with no transaction block, BEGIN inside one), before the
-        // statement's own answer.
-        for (sqlstate, message) in self.session.take_warnings() {
-            let notice = ErrorInfo::new("WARNING".to_owned(), sqlstate.to_owned(), message.to_owned());
+        // PostgreSQL's warnings (COMMIT with no transaction block, BEGIN inside one) and notices
+        // (DROP ... IF EXISTS of nothing), before the statement's own answer.
+        for notice in self.session.take_warnings() {
+            let notice = ErrorInfo::new(notice.severity.to_owned(), notice.sqlstate.to_owned(), notice.message);
             client.send(PgWireBackendMessage::NoticeResponse(notice.into())).await?;
         }
         response
