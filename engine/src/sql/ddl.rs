@@ -713,7 +713,11 @@ impl QueryContext {
             table
         } else {
             if definition.schema.fields.is_empty() && !create.columns_later {
-                return Err(Error::Plan(format!("table {name} needs columns (or a LOCATION holding a Delta table)")));
+                // PostgreSQL allows a table without columns; a Delta table (and its Parquet files)
+                // needs at least one.
+                return Err(Error::NotSupported(format!(
+                    "tables without columns: table {name} needs columns (or a LOCATION holding a Delta table)"
+                )));
             }
             properties
                 .entry(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.into())
