@@ -189,6 +189,10 @@ impl PathPolicy {
         if purpose == PathUse::SourceFile && !privileges.owner {
             return Err(denied(text, "only the warehouse owner may name files for a source to read"));
         }
+        // PostgreSQL's pg_read_all_data does not include pg_read_server_files.
+        if privileges.read_only {
+            return Err(denied(text, "a read-only role reads and writes no server files"));
+        }
         let path = self.resolve_client_path(text)?;
         if !self.allowed_folders().iter().any(|folder| path.starts_with(folder)) {
             return Err(denied(

@@ -173,6 +173,8 @@ async fn read_only_roles_write_by_no_path() {
     owner.batch_execute("CREATE STREAMING TABLE s (x int)").await.unwrap();
     owner.batch_execute("CREATE TABLE q (id serial PRIMARY KEY, x int)").await.unwrap();
     owner.batch_execute("CREATE SUBSCRIPTION osub FROM r; CREATE VIEW ov AS SELECT * FROM r").await.unwrap();
+    std::fs::create_dir_all(warehouse.data().join("in")).unwrap();
+    std::fs::write(warehouse.data().join("in/a.csv"), "x\n1\n").unwrap();
     let reader = warehouse.connect("reader").await;
     for sql in [
         "COPY (INSERT INTO r VALUES (2)) TO STDOUT",
@@ -210,6 +212,10 @@ async fn read_only_roles_write_by_no_path() {
         "ALTER SUBSCRIPTION osub ACKNOWLEDGE 1",
         "DROP SUBSCRIPTION osub",
         "COMMENT ON VIEW ov IS 'x'",
+        "CREATE SOURCE rf FROM FILES (path 'in', format 'csv')",
+        "SELECT * FROM read_files('in/*.csv', format => 'csv')",
+        "SELECT * FROM read_files('in/a.csv', format => 'csv')",
+        "CREATE STREAMING TABLE rpv (k text) PUSH INTO TABLE PER k",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
