@@ -131,16 +131,21 @@ pub(crate) async fn create_streaming_table(
         return Err(Error::DuplicateTable(name.to_string()));
     }
     let mode = mode_of(&create.options)?;
-    if let Some(route) = &create.value_route {
-        if create.else_route.is_some() {
-            return Err(Error::Plan(
-                "ELSE PUSH INTO and PUSH INTO TABLE PER cannot be combined: every row with a value goes to its table"
-                    .into(),
-            ));
+    // A per-value route's template, checked before anything is made.
+    let template = match &create.value_route {
+        Some(route) => {
+            if create.else_route.is_some() {
+                return Err(Error::Plan(
+                    "ELSE PUSH INTO and PUSH INTO TABLE PER cannot be combined: every row with a value goes to its table"
+                        .into(),
+                ));
+            }
+            let template = route.template.clone().unwrap_or_else(|| format!("{}_{{value}}", name.name));
+            super::per_value::target_name(&template, "x")?;
+            Some(template)
         }
-        let template = route.template.clone().unwrap_or_else(|| format!("{}_{{value}}", name.name));
-        super::per_value::target_name(&template, "x")?;
-    }
+        None => None,
+    };
     let options: BTreeMap<String, String> = create.options.iter().cloned().collect();
     let expectations: Vec<Expectation> = create
         .expectations
@@ -229,12 +234,12 @@ pub(crate) async fn create_streaming_table(
     let ordinary: Vec<Option<String>> =
         flows.iter().filter(|f| f.syntax == FlowSyntax::Push).map(|f| f.predicate.clone()).collect();
     let replace = exists && create.or_replace;
-    match &create.value_route {
-        Some(def) => {
+    match (&create.value_route, template) {
+        (Some(def), Some(template)) => {
             let route = crate::catalog::ValueRoute {
                 source: table_key.clone(),
                 expr: def.expr.to_string(),
-                template: def.template.clone().unwrap_or_else(|| format!("{}_{{value}}", name.name)),
+                template,
                 predicate: super::per_value::route_predicate(def.predicate.as_ref().map(|p| p.to_string()), &ordinary),
                 expand_json: def.expand_json.clone(),
                 mode,
@@ -243,7 +248,7 @@ pub(crate) async fn create_streaming_table(
             };
             super::per_value::define(cx, route).await?;
         }
-        None if replace => {
+        _ if replace => {
             cx.db
                 .catalog
                 .update(|state| {
@@ -252,10 +257,10 @@ pub(crate) async fn create_streaming_table(
                 })
                 .await?;
         }
-        None => {}
+        _ => {}
     }
     commit_flows(cx, flows_rt, &table_key, flows, replace).await?;
-    if create.value_route.is_some() && super::per_value::discover(flows_rt, &table_key).await? {
+    if create.value_route.is_some() && super::per_value::discover(flows_rt, &table_key, None).await? {
         let state = cx.db.catalog.current();
         for flow in state.flows_from(&table_key).cloned().collect::<Vec<_>>() {
             run_now(flows_rt, &flow).await?;

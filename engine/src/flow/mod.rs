@@ -109,8 +109,9 @@ pub struct FlowRuntime {
     status: Mutex<HashMap<String, FlowStatus>>,
     /// Tables written since the worker last looked at them (for auto-compaction).
     touched: Mutex<std::collections::BTreeSet<String>>,
-    /// Serializes the per-value routes' discoveries (a writer's and the worker's).
-    discovery: tokio::sync::Mutex<()>,
+    /// Per source of a per-value route: the last version it looked at (see
+    /// [`per_value::discover`]; the catalog has it only now and then).
+    scanned: Mutex<HashMap<String, (String, i64)>>,
 }
 
 impl std::fmt::Debug for FlowRuntime {
@@ -128,7 +129,7 @@ impl FlowRuntime {
             runners: Default::default(),
             status: Default::default(),
             touched: Default::default(),
-            discovery: Default::default(),
+            scanned: Default::default(),
         }
     }
 
@@ -219,7 +220,8 @@ impl CommitListener for FlowListener {
             };
             // Values seen for the first time get their tables and routes before the routes run.
             if adds_rows && flows.db.catalog.current().value_routes.contains_key(&change.table) {
-                if let Err(e) = per_value::discover(&flows, &change.table).await {
+                let known = rows.map(|rows| (change.version, rows));
+                if let Err(e) = per_value::discover(&flows, &change.table, known).await {
                     tracing::warn!(table = %change.table, "per-value route: {e}");
                 }
             }
@@ -573,7 +575,7 @@ impl FlowRuntime {
         if full {
             let mut discovered = false;
             for source in state.value_routes.keys() {
-                discovered |= per_value::discover(self, source).await.unwrap_or(false);
+                discovered |= per_value::discover(self, source, None).await.unwrap_or(false);
             }
             if discovered {
                 // The new routes catch up below with the others.

@@ -21,11 +21,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, RecordBatch};
 use arrow::datatypes::DataType;
 
 use super::query::quoted_key;
-use super::{FlowEvent, FlowRuntime};
+use super::{lock, FlowEvent, FlowRuntime};
 use crate::catalog::{FlowEntry, FlowMode, FlowSyntax, ValueRoute};
 use crate::error::{Error, Result};
 use crate::sql::context::QueryContext;
@@ -105,9 +105,8 @@ pub fn route_predicate(own: Option<String>, ordinary: &[Option<String>]) -> Opti
 }
 
 /// Checks a new route's expression and predicate against the source (by planning them) and
-/// stores it, replacing the source's previous one.
+/// stores it, replacing the source's previous one (its template was checked by the caller).
 pub(crate) async fn define(cx: &QueryContext, route: ValueRoute) -> Result<()> {
-    target_name(&route.template, "x")?;
     let probe = format!(
         "SELECT CAST(({}) AS TEXT) FROM {} WHERE {}",
         route.expr,
@@ -126,43 +125,76 @@ pub(crate) async fn define(cx: &QueryContext, route: ValueRoute) -> Result<()> {
     Ok(())
 }
 
+/// The name a per-value route's events and runner go by.
+fn route_name(source_key: &str) -> String {
+    format!("{}_per_value", source_key.rsplit('.').next().unwrap_or(source_key))
+}
+
+/// How many source versions a route may look at without a new value before the version it has
+/// looked at is written to the catalog (until then it is kept in memory, and a restart looks at
+/// those versions again).
+const SCANNED_UNSAVED_MAX: i64 = 100;
+
 /// Makes the tables and flows of the values first seen in the versions of `source_key` since the
-/// route last looked. Returns whether it made any.
-pub(crate) async fn discover(flows_rt: &Arc<FlowRuntime>, source_key: &str) -> Result<bool> {
+/// route last looked; `known` are the rows a commit just inserted (its version and rows), which
+/// spare reading them back. Returns whether it made any.
+pub(crate) async fn discover(
+    flows_rt: &Arc<FlowRuntime>,
+    source_key: &str,
+    known: Option<(u64, &[RecordBatch])>,
+) -> Result<bool> {
     let db = &flows_rt.db;
-    let _one_at_a_time = flows_rt.discovery.lock().await;
+    let name = route_name(source_key);
+    // One discovery of a source at a time (a writer's and the worker's), in a session kept for it.
+    let runner = flows_rt.runner(&name);
+    let mut session = runner.lock().await;
+    let cx = session.get_or_insert_with(|| QueryContext::new(db.clone()));
     let state = db.catalog.current();
     let (Some(route), Some(entry)) = (state.value_routes.get(source_key).cloned(), state.tables.get(source_key)) else {
         return Ok(false);
     };
-    let table = db.open_table(entry).await?;
-    let snapshot = table.snapshot().await?;
-    let end = snapshot.version() as i64;
-    if route.scanned_version >= end {
-        return Ok(false);
-    }
-    let start = (route.scanned_version + 1).max(0) as u64;
-    let rows = super::inserted_rows(&table, start, end as u64).await?;
-    let cx = QueryContext::new(db.clone());
-    let values = if rows.iter().all(|b| b.num_rows() == 0) {
-        vec![]
-    } else {
-        distinct_values(&cx, &route, snapshot.arrow_schema(), rows).await?
+    // What this process remembers holds for this route of this table only (not one redefined, or
+    // a table of the same name made again).
+    let identity = format!("{}\u{0}{}\u{0}{}\u{0}{:?}", entry.id, route.expr, route.template, route.predicate);
+    let remembered = match lock(&flows_rt.scanned).get(source_key) {
+        Some((of, version)) if *of == identity => *version,
+        _ => -1,
     };
-    let route_name = format!("{}_per_value", source_key.rsplit('.').next().unwrap_or(source_key));
+    let scanned = route.scanned_version.max(remembered);
+    let table = db.open_table(entry).await?;
+    let (end, schema, rows) = match known {
+        Some((version, rows)) if version as i64 == scanned + 1 => {
+            let schema = match rows.first() {
+                Some(batch) => batch.schema(),
+                None => table.cached_snapshot().arrow_schema(),
+            };
+            (version as i64, schema, rows.to_vec())
+        }
+        _ => {
+            let snapshot = table.snapshot().await?;
+            let end = snapshot.version() as i64;
+            if scanned >= end {
+                return Ok(false);
+            }
+            let rows = super::inserted_rows(&table, (scanned + 1).max(0) as u64, end as u64).await?;
+            (end, snapshot.arrow_schema(), rows)
+        }
+    };
+    let values =
+        if rows.iter().all(|b| b.num_rows() == 0) { vec![] } else { distinct_values(cx, &route, schema, rows).await? };
     let mut made: BTreeMap<String, String> = BTreeMap::new();
     let mut flows = Vec::new();
     for value in values.into_iter().filter(|v| !route.tables.contains_key(v)) {
-        match make_target(&cx, &route, &value, &made).await {
+        match make_target(cx, &route, &value, &made).await {
             Ok((target, flow)) => {
                 made.insert(value, target);
                 flows.push(flow);
             }
             Err(e) => db.events.record(FlowEvent {
                 at_ms: super::now_ms(),
-                flow: route_name.clone(),
+                flow: name.clone(),
                 kind: "failed",
-                source_from: Some(start as i64),
+                source_from: Some(scanned + 1),
                 source_to: Some(end),
                 rows_in: 0,
                 rows_out: 0,
@@ -171,11 +203,16 @@ pub(crate) async fn discover(flows_rt: &Arc<FlowRuntime>, source_key: &str) -> R
             }),
         }
     }
+    lock(&flows_rt.scanned).insert(source_key.to_string(), (identity, end));
+    // Versions without a new value cost no catalog change (but for one in a while).
+    if made.is_empty() && end - route.scanned_version < SCANNED_UNSAVED_MAX {
+        return Ok(false);
+    }
     let added = !flows.is_empty();
     db.catalog
         .update(|state| {
             let Some(stored) = state.value_routes.get_mut(source_key) else { return Ok(()) };
-            // Another runner looked further meanwhile: its catalog change stands.
+            // Another process looked further meanwhile: its catalog change stands.
             if stored.scanned_version >= end || stored.expr != route.expr {
                 return Ok(());
             }
@@ -197,7 +234,7 @@ async fn distinct_values(
     cx: &QueryContext,
     route: &ValueRoute,
     schema: arrow::datatypes::SchemaRef,
-    rows: Vec<arrow::array::RecordBatch>,
+    rows: Vec<RecordBatch>,
 ) -> Result<Vec<String>> {
     let probe = FlowEntry {
         name: "__per_value".into(),
