@@ -276,7 +276,7 @@ pub(crate) async fn drop_materialized_view(
 ) -> Result<StatementResult> {
     let name = table_name(name)?;
     let view_key = key(&name.schema, &name.name);
-    if if_exists && !cx.db.catalog.current().tables.contains_key(&view_key) {
+    if if_exists && !cx.catalog_state().tables.contains_key(&view_key) {
         cx.notice(format!("materialized view \"{}\" does not exist, skipping", name.name));
     }
     let (held, dropped) = cx
