@@ -138,8 +138,15 @@ impl Folder {
     }
 
     /// Every file below the folder that `matches` (by its relative path), hidden files, tables
-    /// and symbolic links left out.
+    /// and symbolic links left out, oldest first (by modification time, then path): the order
+    /// files are ingested and read in.
     pub async fn list(&self, matches: &(dyn Fn(&str) -> bool + Sync)) -> Result<Vec<FoundFile>> {
+        let mut found = self.list_all(matches).await?;
+        found.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
+        Ok(found)
+    }
+
+    async fn list_all(&self, matches: &(dyn Fn(&str) -> bool + Sync)) -> Result<Vec<FoundFile>> {
         match self {
             Folder::Local(root) => {
                 let root = root.clone();
@@ -178,7 +185,6 @@ impl Folder {
                     !tables.iter().any(|t| t.is_empty() || f.relative.starts_with(&format!("{t}/")))
                         && matches(&f.relative)
                 });
-                files.sort_by(|a, b| a.relative.cmp(&b.relative));
                 Ok(files)
             }
         }

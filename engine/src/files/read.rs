@@ -118,7 +118,7 @@ pub(crate) async fn relation(
         None => Folder::single_file(db, &options.path, privileges)?,
         Some(_) => None,
     };
-    let (folder, mut found) = match single {
+    let (folder, found) = match single {
         Some((folder, file)) => (folder, vec![file]),
         None => {
             let folder = Folder::open(db, &options.path, privileges)?;
@@ -126,7 +126,6 @@ pub(crate) async fn relation(
             (folder, found)
         }
     };
-    found.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
     let bytes: u64 = found.iter().map(|f| f.size).sum();
     if bytes > READ_BYTES_MAX {
         return Err(Error::data(

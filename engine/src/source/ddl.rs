@@ -152,7 +152,6 @@ async fn create_for_files(cx: &QueryContext, name: &ObjectName, source: &SourceE
     let options = FileOptions::parse(&source.options)?;
     let folder = Folder::open(&cx.db, &options.path, cx.privileges())?;
     let mut found = folder.list(&options.matcher()).await?;
-    found.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
     found.truncate(SNIFF_FILES_MAX);
     let sample = files::read_files(&folder, found, &options).await;
     cx.create_table(CreateTable { columns_later: true, ..CreateTable::new(name.clone()) }).await?;

@@ -79,7 +79,6 @@ pub(crate) async fn session(
         }
         let listed = folder.list(&matches).await?;
         let mut pending: Vec<FoundFile> = listed.iter().filter(|f| !done.contains(&f.relative)).cloned().collect();
-        pending.sort_by(|a, b| (a.modified_ms, &a.relative).cmp(&(b.modified_ms, &b.relative)));
         {
             let Some(strong) = sources.upgrade() else { return Ok(()) };
             let progress = |pending: &[FoundFile], done: usize| FileProgress {
