@@ -20,7 +20,7 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::sql::sqlparser::ast::Statement;
 use serde_json::{Map, Value};
-use sluice_storage::schema::{DataType as DeltaType, PrimitiveType, StructField};
+use sluice_storage::schema::{DataType as DeltaType, PrimitiveType, StructField, StructType};
 
 use super::query::unstream;
 use crate::catalog::FlowEntry;
@@ -124,37 +124,7 @@ pub(crate) async fn expand_flow_output(
     let mut taken: HashSet<String> = schema.fields.iter().map(|f| f.name.to_lowercase()).collect();
     taken.insert(column.to_lowercase());
     taken.insert(RESCUED_COLUMN.to_string());
-    // New fields in order of first appearance, with the families of their values.
-    let mut new_fields: Vec<(String, Family)> = Vec::new();
-    let mut new_index: HashMap<String, usize> = HashMap::new();
-    for batch in &parsed {
-        for object in batch.objects.iter().flatten() {
-            for (key, value) in object {
-                if schema.field(key).is_some() {
-                    continue;
-                }
-                let Some(found) = family(value) else { continue };
-                match new_index.get(key) {
-                    Some(&i) => {
-                        if let Some(field) = new_fields.get_mut(i) {
-                            if field.1 == Family::Integer && found == Family::Number {
-                                field.1 = Family::Number;
-                            }
-                        }
-                    }
-                    None => {
-                        let lower = key.to_lowercase();
-                        if taken.contains(&lower) || !usable_column_name(key) {
-                            continue;
-                        }
-                        taken.insert(lower);
-                        new_index.insert(key.clone(), new_fields.len());
-                        new_fields.push((key.clone(), found));
-                    }
-                }
-            }
-        }
-    }
+    let new_fields = new_fields(schema, taken, &parsed);
     let target = if new_fields.is_empty() {
         target
     } else {
@@ -183,8 +153,53 @@ pub(crate) async fn expand_flow_output(
     Ok(out)
 }
 
+/// The fields of `parsed` that `schema` lacks and that can be columns (`taken`: the names, in
+/// lower case, that they must not clash with), with the families of their values. They come in
+/// the order they first appear in the data: those of the first row that has any first, in the
+/// order that row's object names them (not the map's, which is alphabetical).
+fn new_fields(schema: &StructType, mut taken: HashSet<String>, parsed: &[ParsedBatch]) -> Vec<(String, Family)> {
+    let mut fields: Vec<(String, Family)> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for batch in parsed {
+        for (row, object) in batch.objects.iter().enumerate() {
+            let Some(object) = object else { continue };
+            let known = |key: &String| schema.field(key).is_some() || index.contains_key(key);
+            // Only a row with a field not met before is read again for its order.
+            let keys: Vec<String> =
+                if object.keys().all(known) { object.keys().cloned().collect() } else { batch.keys_in_order(row) };
+            for key in keys {
+                let Some(found) = object.get(&key).and_then(family) else { continue };
+                if schema.field(&key).is_some() {
+                    continue;
+                }
+                match index.get(&key) {
+                    Some(&i) => {
+                        if let Some(field) = fields.get_mut(i) {
+                            if field.1 == Family::Integer && found == Family::Number {
+                                field.1 = Family::Number;
+                            }
+                        }
+                    }
+                    None => {
+                        let lower = key.to_lowercase();
+                        if taken.contains(&lower) || !usable_column_name(&key) {
+                            continue;
+                        }
+                        taken.insert(lower);
+                        index.insert(key.clone(), fields.len());
+                        fields.push((key, found));
+                    }
+                }
+            }
+        }
+    }
+    fields
+}
+
 /// One batch's JSON column, parsed.
 struct ParsedBatch {
+    /// The column's values as text.
+    text: StringArray,
     /// The object of each row (None: NULL, or not an object).
     objects: Vec<Option<Map<String, Value>>>,
     /// What each row keeps in `_rescued_data` so far.
@@ -196,8 +211,7 @@ impl ParsedBatch {
         let values = batch
             .column_by_name(column)
             .ok_or_else(|| Error::UndefinedColumn(format!("{column} (EXPAND JSON: the flow's output lacks it)")))?;
-        let text = arrow::compute::cast(values, &DataType::Utf8)?;
-        let text = text.as_string::<i32>();
+        let text = arrow::compute::cast(values, &DataType::Utf8)?.as_string::<i32>().clone();
         let mut objects = Vec::with_capacity(text.len());
         let mut rescued = Vec::with_capacity(text.len());
         for i in 0..text.len() {
@@ -226,7 +240,16 @@ impl ParsedBatch {
                 }
             }
         }
-        Ok(Self { objects, rescued })
+        Ok(Self { text, objects, rescued })
+    }
+
+    /// The field names of a row's object in the order its text has them (a name given twice
+    /// counts where it first comes); none for a row that is not an object.
+    fn keys_in_order(&self, row: usize) -> Vec<String> {
+        if row >= self.text.len() || self.text.is_null(row) {
+            return Vec::new();
+        }
+        serde_json::from_str::<KeysInOrder>(self.text.value(row)).map(|k| k.0).unwrap_or_default()
     }
 
     /// The output rows: the batch's other columns, the expanded `fields`, and `_rescued_data`.
@@ -283,6 +306,36 @@ impl ParsedBatch {
         let (fields, arrays): (Vec<Field>, Vec<ArrayRef>) = columns.into_iter().unzip();
         let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(rows));
         Ok(RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?)
+    }
+}
+
+/// A JSON object's field names in the order of its text (serde_json's `Map` sorts them); the
+/// values are skipped unread.
+struct KeysInOrder(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for KeysInOrder {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = KeysInOrder;
+
+            fn expecting(&self, formatter: &mut std::fmt::Formatter) -> std::fmt::Result {
+                formatter.write_str("a JSON object")
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> std::result::Result<KeysInOrder, A::Error> {
+                let mut keys: Vec<String> = Vec::new();
+                let mut seen: HashSet<String> = HashSet::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                    if seen.insert(key.clone()) {
+                        keys.push(key);
+                    }
+                }
+                Ok(KeysInOrder(keys))
+            }
+        }
+        deserializer.deserialize_map(Visitor)
     }
 }
 
@@ -432,6 +485,24 @@ mod tests {
         assert_eq!(rescued.value(2), r#"{"value":[1,2]}"#);
         assert_eq!(rescued.value(3), r#"{"value":"{oops"}"#);
         assert!(rescued.is_null(4));
+    }
+
+    #[test]
+    fn new_fields_come_in_the_order_they_first_appear() {
+        let input = batch(&[
+            Some(r#"{"zeta": 1, "topic": "x", "alpha": "a", "zeta": 2}"#),
+            Some("not json"),
+            Some(r#"{"beta": 2.5, "alpha": "b", "zeta": 1.5, "mid": null}"#),
+            Some(r#"{"mid": true, "Alpha": 1}"#),
+        ]);
+        let parsed = vec![ParsedBatch::parse(&input, "value").unwrap()];
+        let schema =
+            StructType::new(vec![StructField::new("topic", DeltaType::Primitive(PrimitiveType::String), true)]);
+        let taken = HashSet::from(["topic".to_string(), "value".to_string(), RESCUED_COLUMN.to_string()]);
+        let fields = new_fields(&schema, taken, &parsed);
+        let expected =
+            [("zeta", Family::Number), ("alpha", Family::Text), ("beta", Family::Number), ("mid", Family::Boolean)];
+        assert_eq!(fields, expected.map(|(name, family)| (name.to_string(), family)));
     }
 
     #[test]
