@@ -25,7 +25,7 @@ use sluice_storage::commit::CommitOutcome;
 use sluice_storage::schema::{PrimitiveType, StructField, StructType};
 use sluice_storage::table::{CreateTable as CreateDelta, Table};
 
-use crate::catalog::{key, SchemaEntry, TableEntry, TableKind};
+use crate::catalog::{key, FlowSyntax, SchemaEntry, TableEntry, TableKind};
 use crate::change::{ChangedRows, Operation};
 use crate::error::{Error, Result};
 use crate::identity::Identity;
@@ -437,6 +437,15 @@ impl QueryContext {
                     .filter(|f| f.source == table_key || f.target == table_key)
                     .map(|f| f.name.clone())
                     .collect();
+                // A streaming table's own flows (those of its `AS SELECT ... FROM STREAM(src)`
+                // query) are part of its definition and go with it; any other flow holds it.
+                let others: Vec<&str> = state
+                    .flows
+                    .values()
+                    .filter(|f| f.source == table_key || f.target == table_key)
+                    .filter(|f| !(f.target == table_key && f.syntax == FlowSyntax::Pull))
+                    .map(|f| f.name.as_str())
+                    .collect();
                 if state.views.contains_key(&table_key) {
                     return Err(Error::data(
                         "42809",
@@ -470,12 +479,12 @@ impl QueryContext {
                         ),
                     ));
                 }
-                if !flows.is_empty() && !cascade && state.tables.contains_key(&table_key) {
+                if !others.is_empty() && !cascade && state.tables.contains_key(&table_key) {
                     return Err(Error::data(
                         "2BP01",
                         format!(
                             "cannot drop table {name} because flows read from or write to it: {} (use DROP TABLE ... CASCADE to drop them too)",
-                            flows.join(", ")
+                            others.join(", ")
                         ),
                     ));
                 }
