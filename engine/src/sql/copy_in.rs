@@ -98,7 +98,8 @@ impl QueryContext {
     async fn copy_flush(&self, copy: &mut StagedCopy) -> Result<()> {
         let pending = std::mem::take(&mut copy.pending);
         copy.pending_bytes = 0;
-        let checked = super::quality::check_expectations(self, &copy.target.entry, pending, None).await?;
+        let origin = super::quality::write_version(&copy.target);
+        let checked = super::quality::check_expectations(self, &copy.target.entry, pending, origin).await?;
         for (constraint, count) in checked.violations {
             *copy.violations.entry(constraint).or_default() += count;
         }

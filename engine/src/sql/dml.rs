@@ -308,8 +308,8 @@ impl QueryContext {
         for batch in batches.iter().filter(|b| b.num_rows() > 0) {
             conformed.push(self.to_table_rows(target, batch, &columns).await?);
         }
-        let checked =
-            super::quality::check_expectations(self, &target.entry, conformed, context.source_version).await?;
+        let origin = context.source_version.unwrap_or_else(|| super::quality::write_version(target));
+        let checked = super::quality::check_expectations(self, &target.entry, conformed, origin).await?;
         let rows: u64 = checked.kept.iter().map(|b| b.num_rows() as u64).sum();
         if !checked.quarantined.is_empty() {
             super::quality::write_quarantine(self, &checked.quarantined, &context.txns).await?;

@@ -41,12 +41,25 @@ pub fn quarantine_schema(schema: &Schema) -> Schema {
     Schema::new(fields)
 }
 
-/// Checks rows written into `entry` against its expectations.
+/// The `_source_version` of the rows a write quarantines when no flow names the source version
+/// its rows came from (an INSERT, a COPY, a source's batch): the version of the target that the
+/// write is based on, plus one. That is the version the write commits as unless another writer
+/// commits to the table first: an append then lands on a later version (a commit rebases over
+/// the appends that won, see `sluice_storage::commit::Transaction::commit`). The exact version is
+/// not known here, since the quarantined rows are committed before the write's own commit. In a
+/// transaction block, whose writes reach the log as one commit on the version the block began
+/// from, it is that version plus one (later when the block's commit is rebased).
+pub(crate) fn write_version(target: &super::dml::Target) -> u64 {
+    target.table.stage_base_version().unwrap_or_else(|| target.snapshot.version()) + 1
+}
+
+/// Checks rows written into `entry` against its expectations; `source_version` is what the rows
+/// it quarantines carry in `_source_version`.
 pub(crate) async fn check_expectations(
     cx: &QueryContext,
     entry: &TableEntry,
     batches: Vec<RecordBatch>,
-    source_version: Option<u64>,
+    source_version: u64,
 ) -> Result<Checked> {
     if entry.expectations.is_empty() {
         return Ok(Checked { kept: batches, ..Default::default() });
@@ -68,7 +81,7 @@ async fn check_batch(
     cx: &QueryContext,
     entry: &TableEntry,
     batch: RecordBatch,
-    source_version: Option<u64>,
+    source_version: u64,
     checked: &mut Checked,
 ) -> Result<RecordBatch> {
     let mut batch = batch;
@@ -162,11 +175,11 @@ pub(crate) async fn write_quarantine(
 }
 
 /// Rows with the constraint they violated and the source version they came from.
-fn with_origin(rows: &RecordBatch, constraint: &str, source_version: Option<u64>) -> Result<RecordBatch> {
+fn with_origin(rows: &RecordBatch, constraint: &str, source_version: u64) -> Result<RecordBatch> {
     let n = rows.num_rows();
     let mut columns: Vec<ArrayRef> = rows.columns().to_vec();
     columns.push(Arc::new(StringArray::from(vec![constraint; n])));
-    columns.push(Arc::new(Int64Array::from(vec![source_version.map(|v| v as i64); n])));
+    columns.push(Arc::new(Int64Array::from(vec![source_version as i64; n])));
     let schema = quarantine_schema(rows.schema().as_ref());
     let columns = columns
         .into_iter()
