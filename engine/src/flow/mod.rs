@@ -350,7 +350,7 @@ pub async fn run_flow(
                 source_to: None,
                 rows_in: 0,
                 rows_out: 0,
-                violations: BTreeMap::new(),
+                violations: crate::sql::quality::rejected_violations(e),
                 message: Some(format!("attempt {failures}: {message}")),
             });
         }

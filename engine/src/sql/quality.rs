@@ -5,7 +5,10 @@
 //! or NULL) and keeps the row; `ON VIOLATION DROP ROW` drops it; `FAIL UPDATE` fails the write
 //! (nothing is committed to the table); `QUARANTINE INTO q` moves it to table `q` with two more
 //! columns, `_constraint` and `_source_version`. A row violating several expectations is counted
-//! for each; a quarantined row lands once, under the first constraint it violated.
+//! for each; a quarantined row lands once, under the first constraint it violated. A write that
+//! a `FAIL UPDATE` expectation rejects counts the violations its checks found too (the rows were
+//! there and violated it, though nothing was written): each rejected write counts, so a flow whose
+//! retried run fails again counts its rows again, as each of its failure events shows them.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -65,16 +68,25 @@ pub(crate) async fn check_expectations(
         return Ok(Checked { kept: batches, ..Default::default() });
     }
     let mut checked = Checked::default();
+    let mut rejected = None;
     for batch in batches {
-        let kept = check_batch(cx, entry, batch, source_version, &mut checked).await?;
-        if kept.num_rows() > 0 {
-            checked.kept.push(kept);
+        match check_batch(cx, entry, batch, source_version, &mut checked).await {
+            Ok(kept) if kept.num_rows() > 0 => checked.kept.push(kept),
+            Ok(_) => {}
+            Err(e @ Error::ExpectationFailed { .. }) => {
+                rejected = Some(e);
+                break;
+            }
+            Err(e) => return Err(e),
         }
     }
     for (constraint, rows) in &checked.violations {
         cx.db.events.count_violations(&entry.qualified_name(), constraint, *rows);
     }
-    Ok(checked)
+    match rejected {
+        Some(e) => Err(e),
+        None => Ok(checked),
+    }
 }
 
 async fn check_batch(
@@ -86,13 +98,25 @@ async fn check_batch(
 ) -> Result<RecordBatch> {
     let mut batch = batch;
     // FAIL UPDATE expectations first: a failing row must fail the write even if another
-    // expectation would drop or quarantine it.
-    let ordered = entry
-        .expectations
-        .iter()
-        .filter(|e| e.action == ViolationAction::Fail)
-        .chain(entry.expectations.iter().filter(|e| e.action != ViolationAction::Fail));
-    for expectation in ordered {
+    // expectation would drop or quarantine it. Each of them is counted before the write fails.
+    let (fail, others): (Vec<&Expectation>, Vec<&Expectation>) =
+        entry.expectations.iter().partition(|e| e.action == ViolationAction::Fail);
+    let mut rejected = None;
+    for expectation in fail {
+        let count = violations_of(cx, expectation, &batch)?.true_count() as u64;
+        *checked.violations.entry(expectation.name.clone()).or_default() += count;
+        if count > 0 && rejected.is_none() {
+            rejected = Some(Error::ExpectationFailed {
+                table: entry.qualified_name(),
+                constraint: expectation.name.clone(),
+                rows: count,
+            });
+        }
+    }
+    if let Some(e) = rejected {
+        return Err(e);
+    }
+    for expectation in others {
         let violating = violations_of(cx, expectation, &batch)?;
         let count = violating.true_count() as u64;
         *checked.violations.entry(expectation.name.clone()).or_default() += count;
@@ -100,14 +124,7 @@ async fn check_batch(
             continue;
         }
         match &expectation.action {
-            ViolationAction::Keep => {}
-            ViolationAction::Fail => {
-                return Err(Error::ExpectationFailed {
-                    table: entry.qualified_name(),
-                    constraint: expectation.name.clone(),
-                    rows: count,
-                })
-            }
+            ViolationAction::Keep | ViolationAction::Fail => {}
             ViolationAction::DropRow => batch = filter_record_batch(&batch, &not(&violating)?)?,
             ViolationAction::Quarantine(table) => {
                 let rows = filter_record_batch(&batch, &violating)?;
@@ -117,6 +134,15 @@ async fn check_batch(
         }
     }
     Ok(batch)
+}
+
+/// The violations of a write that a `FAIL UPDATE` expectation rejected (those of the expectation
+/// the error names), for its writer's failure event; none for any other error.
+pub(crate) fn rejected_violations(error: &Error) -> BTreeMap<String, u64> {
+    match error {
+        Error::ExpectationFailed { constraint, rows, .. } => BTreeMap::from([(constraint.clone(), *rows)]),
+        _ => BTreeMap::new(),
+    }
 }
 
 /// A mask of the rows for which the expectation is not true.
