@@ -101,6 +101,19 @@ pub trait CommitListener: Send + Sync {
 #[derive(Default)]
 pub struct Writer {
     listeners: RwLock<Vec<Arc<dyn CommitListener>>>,
+    /// What the commits through this writer did, since the process started (`/metrics`).
+    pub stats: WriteStats,
+}
+
+/// Counters of the commits through the [`Writer`].
+#[derive(Debug, Default)]
+pub struct WriteStats {
+    pub commits: std::sync::atomic::AtomicU64,
+    /// Commits that lost to a concurrent one (40001).
+    pub conflicts: std::sync::atomic::AtomicU64,
+    /// Data files the commits added, and their bytes.
+    pub files_written: std::sync::atomic::AtomicU64,
+    pub bytes_written: std::sync::atomic::AtomicU64,
 }
 
 impl fmt::Debug for Writer {
@@ -144,9 +157,29 @@ impl Writer {
                 return Ok(c.version);
             }
         }
+        self.count(&outcome);
         let version = committed(outcome)?;
         self.publish(Change { table: table.to_string(), version, operation, rows }).await?;
         Ok(version)
+    }
+
+    fn count(&self, outcome: &CommitOutcome) {
+        use std::sync::atomic::Ordering::Relaxed;
+        match outcome {
+            CommitOutcome::Committed(c) => {
+                self.stats.commits.fetch_add(1, Relaxed);
+                let adds = c.commits.last().into_iter().flat_map(|(_, _, actions)| actions).filter_map(|a| match a {
+                    sluice_storage::actions::Action::Add(add) => Some(add.size.max(0) as u64),
+                    _ => None,
+                });
+                let (files, bytes) = adds.fold((0u64, 0u64), |(n, b), size| (n + 1, b + size));
+                self.stats.files_written.fetch_add(files, Relaxed);
+                self.stats.bytes_written.fetch_add(bytes, Relaxed);
+            }
+            CommitOutcome::Conflict(_) => {
+                self.stats.conflicts.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     /// Tells every listener about a commit; returns the first error after all have run.

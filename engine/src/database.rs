@@ -33,6 +33,36 @@ impl Drop for Database {
 }
 
 impl Database {
+    /// What the commits and the event log did since the process started (for `/metrics`).
+    pub fn write_stats(&self) -> WriteStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let warehouse = &self.inner.warehouse;
+        let stats = &warehouse.writer.stats;
+        let (events_written, events_dropped, events_pending, event_log_error) = warehouse.events.stats();
+        WriteStats {
+            commits: stats.commits.load(Relaxed),
+            conflicts: stats.conflicts.load(Relaxed),
+            files_written: stats.files_written.load(Relaxed),
+            bytes_written: stats.bytes_written.load(Relaxed),
+            events_written,
+            events_dropped,
+            events_pending,
+            event_log_error,
+        }
+    }
+
+    /// Whether the database is ready: its background worker ran a pass within the last
+    /// [`crate::runtimes::WORKER_STALL_MS`] (it drives async flows, views, and the sources'
+    /// supervision). `Err` says what is wrong.
+    pub fn health(&self) -> std::result::Result<(), String> {
+        self.inner.worker_alive()
+    }
+
+    /// Writes the events recorded so far to the event log (the server does before it exits).
+    pub async fn flush_events(&self) -> Result<()> {
+        self.inner.warehouse.events.flush().await
+    }
+
     /// Opens (creating if needed) the warehouse at `url`.
     pub async fn open(url: &str) -> Result<Self> {
         Self::open_with(url, DatabaseOptions::default()).await
@@ -187,4 +217,18 @@ impl Database {
     pub fn location(&self) -> &str {
         self.inner.warehouse.root.location()
     }
+}
+
+/// Counters of [`Database::write_stats`].
+#[derive(Debug, Clone, Default)]
+pub struct WriteStats {
+    pub commits: u64,
+    pub conflicts: u64,
+    pub files_written: u64,
+    pub bytes_written: u64,
+    pub events_written: u64,
+    pub events_dropped: u64,
+    pub events_pending: u64,
+    /// The last error writing the event log, if the last write failed.
+    pub event_log_error: Option<String>,
 }

@@ -41,7 +41,9 @@
 //!    flows, AUTO CDC), [`subscribe`] (a table's changes out, to Rust) and [`system`] (the
 //!    `sluice` schema that shows them);
 //! 5. top: [`runtimes`] (a warehouse with its runtimes, wired together, and the background
-//!    worker), [`session`] (the one statement dispatcher) and [`database`] (the handle).
+//!    worker), [`session`] (the one statement dispatcher) and [`database`] (the handle);
+//! 6. over the handle: [`lineage`] (the lineage graph and status that the CLI and the status page
+//!    draw, read from the system tables).
 //!
 //! ```no_run
 //! # async fn example() -> sluice::Result<()> {
@@ -54,6 +56,7 @@
 #![warn(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used, clippy::panic, clippy::indexing_slicing))]
 
+pub mod alerts;
 pub mod catalog;
 pub mod change;
 pub mod control;
@@ -70,6 +73,7 @@ pub mod identity;
 pub mod ivm;
 pub mod keymap;
 pub mod keys;
+pub mod lineage;
 pub mod memory;
 pub mod names;
 pub mod paths;
@@ -96,7 +100,7 @@ pub mod warehouse;
 /// DDL that rewrites a table runs DML inside it), for runtimes that run them (`sluice serve`).
 pub const STATEMENT_STACK_BYTES: usize = 16 * 1024 * 1024;
 
-pub use database::{Database, DatabaseOptions};
+pub use database::{Database, DatabaseOptions, WriteStats};
 
 /// The README's examples, compiled as doc tests.
 #[doc = include_str!("../../README.md")]

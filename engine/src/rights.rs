@@ -258,6 +258,8 @@ fn statement_kind(statement: &SluiceStatement) -> String {
             S::CreateSubscription { .. } => "CREATE SUBSCRIPTION",
             S::AcknowledgeSubscription { .. } => "ALTER SUBSCRIPTION",
             S::DropSubscription { .. } => "DROP SUBSCRIPTION",
+            S::CreateAlert(_) => "CREATE ALERT",
+            S::DropAlert { .. } => "DROP ALERT",
             S::NotSupported(_) => "SUBSCRIPTION",
         }
         .into(),

@@ -61,6 +61,25 @@ impl Verifier {
         Verifier { iterations, salt, stored_key, server_key }
     }
 
+    /// Whether `password` is the one this verifier was made from (for clients that send a
+    /// password itself, as HTTP basic authentication does): SCRAM's SaltedPassword with the
+    /// verifier's salt and iterations gives the same StoredKey, compared in constant time.
+    pub fn verify_password(&self, password: &str) -> bool {
+        let Some(iterations) = std::num::NonZeroU32::new(self.iterations) else { return false };
+        let prepared = stringprep::saslprep(password).map(|p| p.into_owned()).unwrap_or_else(|_| password.to_string());
+        let mut salted = [0u8; 32];
+        ring::pbkdf2::derive(
+            ring::pbkdf2::PBKDF2_HMAC_SHA256,
+            iterations,
+            &self.salt,
+            prepared.as_bytes(),
+            &mut salted,
+        );
+        let candidate = Verifier::from_salted_password(self.iterations, self.salt.clone(), &salted);
+        candidate.stored_key.len() == self.stored_key.len()
+            && candidate.stored_key.iter().zip(&self.stored_key).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
+    }
+
     /// Parses `SCRAM-SHA-256$<iterations>:<salt>$<StoredKey>:<ServerKey>`.
     pub fn parse(text: &str) -> Option<Verifier> {
         let rest = text.strip_prefix("SCRAM-SHA-256$")?;

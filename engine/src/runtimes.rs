@@ -21,6 +21,8 @@ const WORKER_INTERVAL_MS: u64 = 100;
 /// How often the worker runs every flow and view whose input moved (commits by other processes,
 /// or missed while one was failed) and supervises the sources.
 const FULL_PASS_INTERVAL_MS: u64 = 1_000;
+/// A worker that has not finished a pass for this long is stalled (not healthy).
+pub const WORKER_STALL_MS: i64 = 30_000;
 
 /// A warehouse and its runtimes.
 #[derive(Debug)]
@@ -31,6 +33,10 @@ pub struct Runtimes {
     pub sources: Arc<SourceRuntime>,
     /// Moves on every commit, for [`crate::subscribe::Subscription`]s.
     pub commits: Arc<crate::subscribe::CommitSignal>,
+    /// The alerts' states (see [`crate::alerts`]).
+    pub alerts: Arc<crate::alerts::AlertRuntime>,
+    /// When the background worker last finished a pass (0: it has not started).
+    worker_pass_ms: std::sync::atomic::AtomicI64,
 }
 
 impl Runtimes {
@@ -43,6 +49,8 @@ impl Runtimes {
             views: Arc::new(ViewRuntime::new(warehouse.clone())),
             sources: Arc::new(SourceRuntime::new(warehouse.clone())),
             commits: Arc::default(),
+            worker_pass_ms: Default::default(),
+            alerts: Arc::default(),
             warehouse,
         });
         let warehouse = &runtimes.warehouse;
@@ -73,6 +81,7 @@ impl Runtimes {
                         r.flows.clone(),
                         r.views.clone(),
                         r.sources.clone(),
+                        r.alerts.clone(),
                     )),
                     None => Arc::new(datafusion::catalog::MemorySchemaProvider::new()),
                 }
@@ -80,9 +89,26 @@ impl Runtimes {
         );
         if let Ok(handle) = tokio::runtime::Handle::try_current() {
             handle.spawn(worker(Arc::downgrade(&runtimes)));
+            handle.spawn(event_writer(Arc::downgrade(&runtimes.warehouse)));
+            handle.spawn(crate::alerts::watch(Arc::downgrade(&runtimes.warehouse), Arc::downgrade(&runtimes.alerts)));
         }
         crate::source::supervise(&runtimes.sources);
         runtimes
+    }
+}
+
+impl Runtimes {
+    /// `Ok` while the background worker runs its passes (see [`WORKER_STALL_MS`]).
+    pub fn worker_alive(&self) -> std::result::Result<(), String> {
+        let last = self.worker_pass_ms.load(std::sync::atomic::Ordering::Relaxed);
+        if last == 0 {
+            return Err("the background worker has not finished its first pass (catching up)".into());
+        }
+        let age = crate::util::now_ms() - last;
+        if age > WORKER_STALL_MS {
+            return Err(format!("the background worker's last pass ended {} s ago", age / 1000));
+        }
+        Ok(())
     }
 }
 
@@ -103,8 +129,21 @@ async fn worker(runtimes: Weak<Runtimes>) {
         }
         crate::ivm::worker_pass(&strong.views, full).await;
         strong.flows.compact_written().await;
+        strong.worker_pass_ms.store(crate::util::now_ms(), std::sync::atomic::Ordering::Relaxed);
         let wake = strong.warehouse.wake.clone();
         drop(strong);
         let _ = tokio::time::timeout(Duration::from_millis(WORKER_INTERVAL_MS), wake.notified()).await;
+    }
+}
+
+/// Writes the recorded events to the event log every [`crate::events::FLUSH_INTERVAL_MS`] (apart
+/// from the worker, so that a slow store never delays flows), until the warehouse is dropped.
+async fn event_writer(warehouse: Weak<Warehouse>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(crate::events::FLUSH_INTERVAL_MS as u64)).await;
+        let Some(strong) = warehouse.upgrade() else { return };
+        if let Err(e) = strong.events.flush().await {
+            tracing::warn!("event log: writing recorded events failed (retried): {e}");
+        }
     }
 }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::execution::context::SessionContext;
-use datafusion::sql::sqlparser::ast::{ObjectType, Statement};
+use datafusion::sql::sqlparser::ast::{ObjectName, ObjectType, Statement};
 
 use crate::control::StatementControl;
 use crate::error::{Error, Result};
@@ -36,6 +36,9 @@ pub struct Session {
     runtimes: Arc<Runtimes>,
     /// The session's temporary schema (see [`crate::sql::temporary`]).
     temporary: crate::sql::temporary::Namespace,
+    /// The role the session runs as, as the event log names it (the server sets it per
+    /// connection; the in-process API leaves it unset).
+    user: std::sync::Mutex<Option<String>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -78,7 +81,12 @@ impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
         let block = crate::transaction::TransactionBlock::default();
         let query = QueryContext::with_staging(runtimes.warehouse.clone(), block.staging().clone());
-        Self { query, block, runtimes, temporary: Default::default() }
+        Self { query, block, runtimes, temporary: Default::default(), user: Default::default() }
+    }
+
+    /// Names the role the session runs as (for the event log's DDL events).
+    pub fn set_user(&self, user: &str) {
+        *crate::util::lock(&self.user) = Some(user.to_string());
     }
 
     /// The name of the session's temporary schema (`pg_temp_<n>`; it exists once the session
@@ -373,6 +381,9 @@ impl Session {
         // Making a temporary relation in a block is undone by dropping it, not refused.
         let temporary = crate::sql::temporary::created_relation(&statement);
         let wrote = !crate::rights::reads_only(&statement) && !staged && temporary.is_none();
+        // DDL and maintenance go to the event log (who, what, when), once they ran.
+        let ddl = is_ddl(&statement).then(|| ddl_event_text(&statement));
+        let started = std::time::Instant::now();
         // A statement that commits at once on a table the block created goes with that table.
         let created = if wrote && self.block.in_block() { self.created_target(&statement) } else { None };
         // One on a temporary relation the block created goes with that relation too.
@@ -425,6 +436,17 @@ impl Session {
             self.block.wrote_temporary(name);
         }
         self.block.finished(wrote, result.is_ok());
+        if let (Some((object, text)), true) = (ddl, result.is_ok()) {
+            self.query.db.events.record(crate::events::FlowEvent {
+                at_ms: crate::util::now_ms(),
+                flow: object,
+                kind: "ddl",
+                message: Some(text),
+                user: crate::util::lock(&self.user).clone(),
+                duration_ms: i64::try_from(started.elapsed().as_millis()).ok(),
+                ..Default::default()
+            });
+        }
         if let (Some(name), true) = (temporary, result.is_ok()) {
             self.block.created_temporary(name);
         }
@@ -660,6 +682,10 @@ impl Session {
             StreamingStatement::DropSubscription { name, if_exists } => {
                 crate::subscribe::durable::drop(&self.query, &name, if_exists).await
             }
+            StreamingStatement::CreateAlert(create) => crate::alerts::create(&self.query, *create).await,
+            StreamingStatement::DropAlert { name, if_exists } => {
+                crate::alerts::drop(&self.query, &self.runtimes.alerts, &name, if_exists).await
+            }
             StreamingStatement::NotSupported(what) => Err(Error::NotSupported(what)),
             StreamingStatement::Subscribe { .. } | StreamingStatement::DeclareSubscribe { .. } => Err(Error::NotSupported(
                 "SUBSCRIBE as a statement: use COPY (SUBSCRIBE TO t) TO STDOUT over pgwire, or Database::subscribe in Rust"
@@ -765,4 +791,106 @@ pub struct Notice {
     pub severity: &'static str,
     pub sqlstate: &'static str,
     pub message: String,
+}
+
+/// The object and the text of a DDL statement as the event log keeps them: role statements
+/// without their options (a password is not logged), long texts cut at
+/// [`DDL_TEXT_BYTES_MAX`].
+fn ddl_event_text(statement: &SluiceStatement) -> (String, String) {
+    let object = ddl_object(statement).unwrap_or_default();
+    let text = match standard(statement) {
+        Some(Statement::CreateRole(create)) => {
+            format!("CREATE ROLE {}", create.names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", "))
+        }
+        Some(Statement::AlterRole { name, .. }) => format!("ALTER ROLE {name}"),
+        Some(other) => other.to_string(),
+        // Sluice's own statements have no SQL printer: their kind and object.
+        None => {
+            let debug = format!("{statement:?}");
+            let inner = debug.strip_prefix("Streaming(").unwrap_or(&debug);
+            // `CreateStreamingTable` as `CREATE STREAMING TABLE`.
+            let mut kind = String::new();
+            for c in inner.chars().take_while(|c| c.is_alphanumeric()) {
+                if c.is_uppercase() && !kind.is_empty() {
+                    kind.push(' ');
+                }
+                kind.push(c.to_ascii_uppercase());
+            }
+            format!("{kind} {object}").trim_end().to_string()
+        }
+    };
+    let mut end = text.len().min(DDL_TEXT_BYTES_MAX);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    (object, text.get(..end).unwrap_or_default().to_string())
+}
+
+/// The longest DDL text the event log keeps.
+const DDL_TEXT_BYTES_MAX: usize = 4096;
+
+/// The object a DDL statement creates, changes or drops, for the event log.
+fn ddl_object(statement: &SluiceStatement) -> Option<String> {
+    use crate::syntax::streaming::StreamingStatement as S;
+    let relation =
+        |name: &ObjectName| crate::names::table_name(name).map(|n| n.to_string()).unwrap_or(name.to_string());
+    match statement {
+        SluiceStatement::CreateTable(create) => Some(relation(&create.name)),
+        SluiceStatement::Optimize { table, .. }
+        | SluiceStatement::DropFeature { table, .. }
+        | SluiceStatement::Restore { table, .. } => Some(relation(table)),
+        SluiceStatement::Vacuum { table, .. } => Some(relation(table)),
+        SluiceStatement::Streaming(streaming) => match &**streaming {
+            S::CreateStreamingTable(create) => Some(relation(&create.name)),
+            S::CreateMaterializedView(create) => Some(relation(&create.name)),
+            S::AlterStreamingTable { table, .. } => Some(relation(table)),
+            S::RefreshMaterializedView { name, .. } | S::DropMaterializedView { name, .. } => Some(relation(name)),
+            S::CreateFlow(create) => Some(create.name.clone()),
+            S::CreateSource(create) => Some(create.name.clone()),
+            S::ResumeFlow { name, .. }
+            | S::DropFlow { name, .. }
+            | S::DropSource { name, .. }
+            | S::CreateSubscription { name, .. }
+            | S::DropSubscription { name, .. }
+            | S::DropAlert { name, .. } => Some(name.clone()),
+            S::CreateAlert(create) => Some(create.name.clone()),
+            _ => None,
+        },
+        _ => match standard(statement)? {
+            Statement::CreateTable(create) => Some(relation(&create.name)),
+            Statement::CreateView(create) => Some(relation(&create.name)),
+            Statement::Drop { names, .. } => names.first().map(relation),
+            Statement::CreateRole(create) => create.names.first().map(|n| n.to_string()),
+            Statement::AlterRole { name, .. } => Some(name.to_string()),
+            _ => target_name(statement).map(|n| n.to_string()),
+        },
+    }
+}
+
+/// Whether a statement changes the catalog or a table's definition (what the event log records
+/// as `ddl`), as opposed to a query or a change of rows.
+fn is_ddl(statement: &SluiceStatement) -> bool {
+    if crate::rights::reads_only(statement) {
+        return false;
+    }
+    match statement {
+        SluiceStatement::InsertByName { .. } | SluiceStatement::InsertOverriding { .. } => false,
+        SluiceStatement::Streaming(streaming) => !matches!(
+            &**streaming,
+            crate::syntax::streaming::StreamingStatement::Subscribe { .. }
+                | crate::syntax::streaming::StreamingStatement::DeclareSubscribe { .. }
+                | crate::syntax::streaming::StreamingStatement::AcknowledgeSubscription { .. }
+        ),
+        _ => !matches!(
+            standard(statement),
+            Some(
+                Statement::Insert(_)
+                    | Statement::Update(_)
+                    | Statement::Delete(_)
+                    | Statement::Merge(_)
+                    | Statement::Copy { .. }
+                    | Statement::Truncate(_)
+            )
+        ),
+    }
 }

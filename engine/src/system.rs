@@ -20,7 +20,7 @@ use crate::warehouse::Warehouse;
 
 /// The name of the system schema.
 pub const SYSTEM_SCHEMA: &str = "sluice";
-const TABLES: [&str; 10] = [
+const TABLES: [&str; 11] = [
     "tables",
     "flows",
     "lineage",
@@ -31,6 +31,7 @@ const TABLES: [&str; 10] = [
     "views",
     "indexes",
     "subscriptions",
+    "alerts",
 ];
 
 #[derive(Debug)]
@@ -39,6 +40,7 @@ pub struct SystemSchema {
     flows: Arc<FlowRuntime>,
     views: Arc<ViewRuntime>,
     sources: Arc<SourceRuntime>,
+    alerts: Arc<crate::alerts::AlertRuntime>,
 }
 
 impl SystemSchema {
@@ -47,8 +49,9 @@ impl SystemSchema {
         flows: Arc<FlowRuntime>,
         views: Arc<ViewRuntime>,
         sources: Arc<SourceRuntime>,
+        alerts: Arc<crate::alerts::AlertRuntime>,
     ) -> Self {
-        Self { db, flows, views, sources }
+        Self { db, flows, views, sources, alerts }
     }
 }
 
@@ -282,6 +285,8 @@ impl SystemSchema {
         let mut errors = Vec::new();
         let mut failures = Vec::new();
         let mut rows_out = Vec::new();
+        let (mut runs, mut rows_in, mut failures_total, mut durations) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         for ((flow, source_version), source_time) in flows.iter().zip(&source_versions).zip(&source_times) {
             let status = statuses.get(&flow.name).cloned().unwrap_or_default();
             let done = status.applied_version;
@@ -297,6 +302,10 @@ impl SystemSchema {
             errors.push(status.error.clone());
             failures.push(Some(i64::from(status.failures)));
             rows_out.push(Some(status.rows_out_total as i64));
+            runs.push(Some(status.runs as i64));
+            rows_in.push(Some(status.rows_in_total as i64));
+            failures_total.push(Some(status.failures_total as i64));
+            durations.push(status.last_duration_ms);
         }
         table(
             vec![
@@ -314,6 +323,10 @@ impl SystemSchema {
                 ("failures", DataType::Int64),
                 ("error", DataType::Utf8),
                 ("query", DataType::Utf8),
+                ("runs", DataType::Int64),
+                ("rows_in", DataType::Int64),
+                ("failures_total", DataType::Int64),
+                ("last_run_duration_ms", DataType::Int64),
             ],
             vec![
                 text(flows.iter().map(|f| Some(f.name.clone())).collect()),
@@ -345,6 +358,10 @@ impl SystemSchema {
                         })
                         .collect(),
                 ),
+                int(runs),
+                int(rows_in),
+                int(failures_total),
+                int(durations),
             ],
         )
     }
@@ -531,30 +548,60 @@ impl SystemSchema {
         )
     }
 
-    fn events(&self) -> DfResult<Arc<dyn TableProvider>> {
-        let events = self.db.events.events();
+    /// The event log's table, after writing the events recorded so far (a reader sees every
+    /// event recorded before its statement).
+    async fn events(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let log = &self.db.events;
+        if let Err(e) = log.flush().await {
+            tracing::warn!("event log: recorded events not written yet: {e}");
+        }
+        let table = log.table().await?;
+        let snapshot = table.snapshot().await.map_err(crate::error::Error::from)?;
+        Ok(Arc::new(crate::provider::SluiceTable::new(table, snapshot, self.db.scan_options())))
+    }
+
+    /// The alerts, with what the watcher knows of each (see [`crate::alerts`]).
+    fn alerts(&self) -> DfResult<Arc<dyn TableProvider>> {
+        let alerts: Vec<_> = self.db.catalog.current().alerts.values().cloned().collect();
+        let states = self.alerts.states();
+        let state = |name: &str| states.get(name).cloned().unwrap_or_default();
+        let texts = |f: &dyn Fn(&crate::alerts::AlertEntry) -> Option<String>| text(alerts.iter().map(f).collect());
+        let ints = |f: &dyn Fn(&crate::alerts::AlertEntry) -> Option<i64>| int(alerts.iter().map(f).collect());
+        let times = |f: &dyn Fn(&crate::alerts::AlertEntry) -> Option<i64>| time(alerts.iter().map(f).collect());
         table(
             vec![
-                ("at", timestamp()),
-                ("flow", DataType::Utf8),
-                ("kind", DataType::Utf8),
-                ("source_from", DataType::Int64),
-                ("source_to", DataType::Int64),
-                ("rows_in", DataType::Int64),
-                ("rows_out", DataType::Int64),
-                ("violations", DataType::Utf8),
-                ("message", DataType::Utf8),
+                ("name", DataType::Utf8),
+                ("condition", DataType::Utf8),
+                ("webhook", DataType::Utf8),
+                ("state", DataType::Utf8),
+                ("last_fired_at", timestamp()),
+                ("last_cleared_at", timestamp()),
+                ("last_message", DataType::Utf8),
+                ("deliveries", DataType::Int64),
+                ("delivery_failures", DataType::Int64),
+                ("last_delivery_error", DataType::Utf8),
+                ("last_delivered_at", timestamp()),
+                ("check_error", DataType::Utf8),
+                ("cooldown_seconds", DataType::Int64),
+                ("retries", DataType::Int64),
+                ("created_at", timestamp()),
             ],
             vec![
-                time(events.iter().map(|e| Some(e.at_ms)).collect()),
-                text(events.iter().map(|e| Some(e.flow.clone())).collect()),
-                text(events.iter().map(|e| Some(e.kind.to_string())).collect()),
-                int(events.iter().map(|e| e.source_from).collect()),
-                int(events.iter().map(|e| e.source_to).collect()),
-                int(events.iter().map(|e| Some(e.rows_in as i64)).collect()),
-                int(events.iter().map(|e| Some(e.rows_out as i64)).collect()),
-                text(events.iter().map(|e| Some(serde_json::to_string(&e.violations).unwrap_or_default())).collect()),
-                text(events.iter().map(|e| e.message.clone()).collect()),
+                texts(&|a| Some(a.name.clone())),
+                texts(&|a| Some(a.describe())),
+                texts(&|a| Some(a.webhook.clone())),
+                texts(&|a| Some(if state(&a.name).firing { "firing" } else { "ok" }.to_string())),
+                times(&|a| state(&a.name).last_fired_ms),
+                times(&|a| state(&a.name).last_cleared_ms),
+                texts(&|a| state(&a.name).last_message),
+                ints(&|a| i64::try_from(state(&a.name).deliveries).ok()),
+                ints(&|a| i64::try_from(state(&a.name).delivery_failures).ok()),
+                texts(&|a| state(&a.name).last_delivery_error),
+                times(&|a| state(&a.name).last_delivered_ms),
+                texts(&|a| state(&a.name).check_error),
+                ints(&|a| i64::try_from(a.cooldown_seconds).ok()),
+                ints(&|a| Some(i64::from(a.retries))),
+                times(&|a| Some(a.created_ms)),
             ],
         )
     }
@@ -562,7 +609,8 @@ impl SystemSchema {
     fn expectations(&self) -> DfResult<Arc<dyn TableProvider>> {
         let state = self.db.catalog.current();
         let counts = self.db.events.violations();
-        let mut rows: Vec<(String, String, String, String, i64)> = Vec::new();
+        let checked = self.db.events.checked();
+        let mut rows: Vec<(String, String, String, String, i64, i64)> = Vec::new();
         for entry in state.tables.values() {
             for e in &entry.expectations {
                 let action = match &e.action {
@@ -571,8 +619,10 @@ impl SystemSchema {
                     crate::catalog::ViolationAction::Fail => "fail update".to_string(),
                     crate::catalog::ViolationAction::Quarantine(t) => format!("quarantine into {t}"),
                 };
-                let count = counts.get(&(entry.qualified_name(), e.name.clone())).copied().unwrap_or(0);
-                rows.push((entry.qualified_name(), e.name.clone(), e.expr.clone(), action, count as i64));
+                let key = (entry.qualified_name(), e.name.clone());
+                let count = counts.get(&key).copied().unwrap_or(0);
+                let rows_checked = checked.get(&key).copied().unwrap_or(0).max(count);
+                rows.push((key.0, key.1, e.expr.clone(), action, count as i64, rows_checked as i64));
             }
         }
         table(
@@ -582,6 +632,8 @@ impl SystemSchema {
                 ("expression", DataType::Utf8),
                 ("on_violation", DataType::Utf8),
                 ("violations", DataType::Int64),
+                ("rows_checked", DataType::Int64),
+                ("passed", DataType::Int64),
             ],
             vec![
                 text(rows.iter().map(|r| Some(r.0.clone())).collect()),
@@ -589,6 +641,8 @@ impl SystemSchema {
                 text(rows.iter().map(|r| Some(r.2.clone())).collect()),
                 text(rows.iter().map(|r| Some(r.3.clone())).collect()),
                 int(rows.iter().map(|r| Some(r.4)).collect()),
+                int(rows.iter().map(|r| Some(r.5)).collect()),
+                int(rows.iter().map(|r| Some(r.5 - r.4)).collect()),
             ],
         )
     }
@@ -614,13 +668,14 @@ impl SchemaProvider for SystemSchema {
             "tables" => self.tables()?,
             "flows" => self.flows().await?,
             "lineage" => self.lineage()?,
-            "events" => self.events()?,
+            "events" => self.events().await?,
             "expectations" => self.expectations()?,
             "sources" => self.sources()?,
             "kafka_offsets" => self.kafka_offsets().await?,
             "views" => self.views().await?,
             "indexes" => self.indexes().await?,
             "subscriptions" => self.subscriptions().await?,
+            "alerts" => self.alerts()?,
             _ => return Ok(None),
         }))
     }

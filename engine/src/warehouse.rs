@@ -33,6 +33,8 @@ pub struct DatabaseOptions {
     /// [`TRANSACTION_BYTES_MAX_DEFAULT`]); the statement that goes past it fails with 54000 and
     /// aborts the block.
     pub transaction_bytes_max: u64,
+    /// How long the event log keeps events (default [`crate::events::RETENTION_MS_DEFAULT`]).
+    pub event_retention_ms: i64,
 }
 
 /// The default of [`DatabaseOptions::transaction_bytes_max`]: 4 GiB.
@@ -46,6 +48,7 @@ impl Default for DatabaseOptions {
             memory_limit_bytes: None,
             query_memory_limit_bytes: None,
             transaction_bytes_max: TRANSACTION_BYTES_MAX_DEFAULT,
+            event_retention_ms: crate::events::RETENTION_MS_DEFAULT,
         }
     }
 }
@@ -116,6 +119,7 @@ impl Warehouse {
             .query_memory_limit_bytes
             .unwrap_or((memory_limit as f64 * crate::memory::QUERY_SHARE_DEFAULT) as usize)
             .min(memory_limit);
+        let events = crate::events::EventLog::new(root.clone(), options.event_retention_ms);
         Ok(Arc::new(Warehouse {
             root,
             catalog,
@@ -130,7 +134,7 @@ impl Warehouse {
             identity: Default::default(),
             sequences: Default::default(),
             hooks: Default::default(),
-            events: Default::default(),
+            events,
             wake: Default::default(),
             commit_gate: Default::default(),
         }))

@@ -4,6 +4,8 @@
 //!   results (aligned tables like psql, or CSV of the last statement); with neither `-c` nor `-f`,
 //!   an interactive prompt with history. A failing statement prints `ERROR: ...` on stderr and
 //!   the command exits with status 1.
+//! - `sluice lineage [--data DIR] [--format svg|dot|mermaid] [--output FILE]`: the lineage graph
+//!   (see `sluice::lineage`).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -41,6 +43,29 @@ enum Command {
     },
     /// Serve a warehouse over the PostgreSQL wire protocol.
     Serve(ServeArgs),
+    /// Run a self-contained demo: an in-process Kafka cluster fed with generated events, a
+    /// pipeline from bronze to silver and gold tables and views, served over pgwire and HTTP.
+    Demo(crate::demo::DemoArgs),
+    /// Draw a warehouse's lineage graph: sources, tables, flows and views, with their states.
+    Lineage {
+        /// The warehouse: a folder, memory://, s3://, gs:// or az:// URL.
+        #[arg(long, default_value = DEFAULT_DATA_DIR)]
+        data: String,
+        /// svg (a picture), dot (Graphviz) or mermaid.
+        #[arg(long, value_enum, default_value_t = LineageFormat::Svg)]
+        format: LineageFormat,
+        /// Write the graph to this file (by default to standard output).
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
+    },
+}
+
+/// The formats of `sluice lineage`.
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum LineageFormat {
+    Svg,
+    Dot,
+    Mermaid,
 }
 
 /// The options of `sluice serve`.
@@ -90,6 +115,13 @@ pub struct ServeArgs {
     /// Memory one query may hold (by default all of --memory-limit).
     #[arg(long, value_parser = parse_bytes)]
     query_memory_limit: Option<usize>,
+    /// Serve HTTP on this address too: /metrics (Prometheus), /health and the status page at /
+    /// (off unless given; beyond loopback it asks for the users' passwords).
+    #[arg(long)]
+    http: Option<std::net::SocketAddr>,
+    /// Days the event log (sluice.events) keeps events.
+    #[arg(long, default_value_t = 7.0)]
+    event_retention_days: f64,
 }
 
 /// `4096`, `512MB`, `4GB`, `4GiB`, `1.5G` as bytes (K, M, G, T in powers of 1024, as PostgreSQL's
@@ -133,6 +165,8 @@ pub fn main() -> ExitCode {
         match cli.command {
             Command::Sql { data, commands, files, csv } => sql(&data, commands, files, csv).await,
             Command::Serve(args) => serve(args).await,
+            Command::Demo(args) => crate::demo::run(args).await,
+            Command::Lineage { data, format, output } => lineage(&data, format, output).await,
         }
     })
 }
@@ -214,12 +248,15 @@ async fn serve(args: ServeArgs) -> ExitCode {
         authentication_timeout,
         memory_limit,
         query_memory_limit,
+        http,
+        event_retention_days,
     } = args;
     let data = data.as_str();
     let tls = tls_cert.zip(tls_key);
     let options = sluice::DatabaseOptions {
         memory_limit_bytes: memory_limit,
         query_memory_limit_bytes: query_memory_limit,
+        event_retention_ms: (event_retention_days.max(0.0) * 86_400_000.0) as i64,
         ..Default::default()
     };
     let db = match Database::open_with(data, options).await {
@@ -263,7 +300,8 @@ async fn serve(args: ServeArgs) -> ExitCode {
         authentication_timeout_ms: authentication_timeout.saturating_mul(1000),
         require_tls,
     };
-    match crate::pg::serve(db, config).await {
+    let http_db = db.clone();
+    match crate::pg::serve(db.clone(), config).await {
         Ok(server) => {
             println!(
                 "sluice {} serving {data} on {}{}",
@@ -276,12 +314,71 @@ async fn serve(args: ServeArgs) -> ExitCode {
                     "no users are configured: any user name is accepted from loopback clients (like Postgres' trust)"
                 );
             }
+            // HTTP beside pgwire: a port in use is said clearly, and pgwire keeps serving.
+            let http = match http {
+                Some(address) => match crate::http::serve(http_db, address).await {
+                    Ok(http) => {
+                        println!("status page and metrics on http://{}/ (/metrics, /health)", http.local_addr);
+                        Some(http)
+                    }
+                    Err(e) => {
+                        eprintln!("ERROR: HTTP not started: {e} (pgwire keeps serving)");
+                        None
+                    }
+                },
+                None => None,
+            };
             let _ = tokio::signal::ctrl_c().await;
             server.stop();
+            if let Some(http) = http {
+                http.stop();
+            }
+            if let Err(e) = db.flush_events().await {
+                eprintln!("WARNING: the last events were not written to the event log: {e}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {
             eprintln!("ERROR: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// `sluice lineage`: the graph as the system tables show it in this process (flows and sources
+/// it has just started, not a server's that has the warehouse open).
+async fn lineage(data: &str, format: LineageFormat, output: Option<PathBuf>) -> ExitCode {
+    let db = match Database::open(data).await {
+        Ok(db) => db,
+        Err(e) => {
+            eprintln!("ERROR: cannot open {data}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let graph = match sluice::lineage::lineage_graph(&db).await {
+        Ok(graph) => graph,
+        Err(e) => {
+            eprintln!("ERROR: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let text = match format {
+        LineageFormat::Svg => sluice::lineage::to_svg(&graph),
+        LineageFormat::Dot => sluice::lineage::to_dot(&graph),
+        LineageFormat::Mermaid => sluice::lineage::to_mermaid(&graph),
+    };
+    let written = match &output {
+        Some(path) => std::fs::write(path, text.as_bytes()),
+        None => {
+            let mut stdout = std::io::stdout().lock();
+            stdout.write_all(text.as_bytes()).and_then(|()| stdout.flush())
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let to = output.map_or("standard output".to_string(), |p| p.display().to_string());
+            eprintln!("ERROR: cannot write {to}: {e}");
             ExitCode::FAILURE
         }
     }

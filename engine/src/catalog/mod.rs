@@ -80,6 +80,41 @@ pub struct CatalogState {
     /// version is that transaction's commit point (see [`crate::staging`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transaction: Option<String>,
+    /// Alerts (`CREATE ALERT`) by name (see [`crate::alerts`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub alerts: BTreeMap<String, AlertEntry>,
+}
+
+/// What an alert watches.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum AlertCondition {
+    /// A flow or source failing: one flow, one source, or any (both `None`).
+    Failure { flow: Option<String>, source: Option<String> },
+    /// A SQL condition (over the system tables) that fires the alert while it is true.
+    When(String),
+}
+
+/// An alert, as the catalog keeps it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AlertEntry {
+    pub name: String,
+    pub condition: AlertCondition,
+    pub webhook: String,
+    pub cooldown_seconds: u64,
+    pub retries: u32,
+    pub created_ms: i64,
+}
+
+impl AlertEntry {
+    /// The condition as `sluice.alerts` shows it.
+    pub fn describe(&self) -> String {
+        match &self.condition {
+            AlertCondition::Failure { flow: Some(flow), .. } => format!("ON FAILURE OF FLOW {flow}"),
+            AlertCondition::Failure { source: Some(source), .. } => format!("ON FAILURE OF SOURCE {source}"),
+            AlertCondition::Failure { .. } => "ON FAILURE".to_string(),
+            AlertCondition::When(condition) => format!("WHEN {condition}"),
+        }
+    }
 }
 
 /// A `PUSH INTO TABLE PER expr NAMED 'template'` route of a streaming table: each distinct value

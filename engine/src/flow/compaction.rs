@@ -37,7 +37,15 @@ pub async fn maybe_compact(db: &Arc<Warehouse>, entry: &TableEntry) -> Result<bo
     let result = table.optimize(None).await?;
     match result.outcome {
         Some(outcome) => {
-            db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
+            let version = db.writer.commit(&entry.qualified_name(), Operation::Optimize, None, outcome).await?;
+            db.events.record(crate::events::FlowEvent {
+                at_ms: crate::util::now_ms(),
+                flow: entry.qualified_name(),
+                kind: "compaction",
+                source_to: i64::try_from(version).ok(),
+                message: Some(format!("{} small files rewritten into {}", result.files_removed, result.files_added)),
+                ..Default::default()
+            });
             Ok(true)
         }
         None => Ok(false),

@@ -44,7 +44,7 @@ use sluice_storage::actions::Txn;
 use crate::catalog::{FlowEntry, FlowMode};
 use crate::change::{Change, CommitListener, Operation};
 use crate::error::{Error, Result};
-pub use crate::events::{FlowEvent, EVENTS_KEPT_MAX};
+pub use crate::events::FlowEvent;
 use crate::sql::context::QueryContext;
 use crate::warehouse::Warehouse;
 
@@ -89,6 +89,13 @@ pub struct FlowStatus {
     pub failures: u32,
     pub retry_at_ms: i64,
     pub rows_out_total: u64,
+    /// Runs that applied source versions, and the rows they read.
+    pub runs: u64,
+    pub rows_in_total: u64,
+    /// Failed runs since the process started (`failures` counts those since the last success).
+    pub failures_total: u64,
+    /// How long the last such run took.
+    pub last_duration_ms: Option<i64>,
 }
 
 /// What one run did.
@@ -176,6 +183,7 @@ impl FlowRuntime {
             rows_out: 0,
             violations: BTreeMap::new(),
             message: None,
+            ..Default::default()
         });
     }
 
@@ -298,6 +306,7 @@ pub async fn run_flow(
     let mut session = runner.lock().await;
     let session = session.get_or_insert_with(|| QueryContext::new(db.clone()));
     let mut attempt = 0;
+    let started = std::time::Instant::now();
     let result = loop {
         // A retry after a lost race reads everything afresh.
         let attempt_known = if attempt == 0 { known } else { None };
@@ -313,6 +322,11 @@ pub async fn run_flow(
                 s.error = None;
                 s.failures = 0;
                 s.rows_out_total += outcome.rows_out;
+                if outcome.source_from.is_some() {
+                    s.runs += 1;
+                    s.rows_in_total += outcome.rows_in;
+                    s.last_duration_ms = i64::try_from(started.elapsed().as_millis()).ok();
+                }
                 if outcome.source_to.is_some() {
                     s.applied_version = outcome.source_to;
                 }
@@ -329,6 +343,8 @@ pub async fn run_flow(
                     rows_out: outcome.rows_out,
                     violations: outcome.violations.clone(),
                     message: None,
+                    duration_ms: i64::try_from(started.elapsed().as_millis()).ok(),
+                    ..Default::default()
                 });
             }
         }
@@ -339,6 +355,7 @@ pub async fn run_flow(
                 s.state = FlowState::Failed;
                 s.error = Some(message.clone());
                 s.failures += 1;
+                s.failures_total += 1;
                 failures = s.failures;
                 s.retry_at_ms = now_ms() + crate::util::retry_delay_ms(s.failures);
             });
@@ -352,6 +369,7 @@ pub async fn run_flow(
                 rows_out: 0,
                 violations: crate::sql::quality::rejected_violations(e),
                 message: Some(format!("attempt {failures}: {message}")),
+                ..Default::default()
             });
         }
     }
@@ -436,6 +454,7 @@ async fn run_once(
                 rows_out: 0,
                 violations: BTreeMap::new(),
                 message: Some(format!("{} events not applied: {message}", applied.rejected)),
+                ..Default::default()
             });
         }
         return Ok(outcome);
@@ -601,6 +620,7 @@ impl FlowRuntime {
                         rows_out: 0,
                         violations: BTreeMap::new(),
                         message: s.error.clone(),
+                        ..Default::default()
                     });
                     true
                 }

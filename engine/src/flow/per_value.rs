@@ -200,6 +200,7 @@ pub(crate) async fn discover(
                 rows_out: 0,
                 violations: BTreeMap::new(),
                 message: Some(e.to_string()),
+                ..Default::default()
             }),
         }
     }

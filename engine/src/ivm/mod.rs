@@ -442,6 +442,15 @@ async fn checkpoint(views: &Arc<ViewRuntime>, handle: &ViewHandle) -> Result<()>
     status.checkpoint_inputs = Some(versions_text(&live.versions()));
     status.checkpoint_at_ms = Some(now_ms());
     status.checkpoint_cost_ms = started.elapsed().as_millis() as i64;
+    db.events.record(crate::events::FlowEvent {
+        at_ms: now_ms(),
+        flow: live.entry.qualified_name(),
+        kind: "checkpoint",
+        source_to: i64::try_from(version).ok(),
+        message: status.checkpoint_inputs.clone(),
+        duration_ms: Some(status.checkpoint_cost_ms),
+        ..Default::default()
+    });
     Ok(())
 }
 

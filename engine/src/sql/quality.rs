@@ -67,6 +67,11 @@ pub(crate) async fn check_expectations(
     if entry.expectations.is_empty() {
         return Ok(Checked { kept: batches, ..Default::default() });
     }
+    // Rows checked, for each expectation's pass rate (`sluice.expectations`, `/metrics`).
+    let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+    for expectation in &entry.expectations {
+        cx.db.events.count_checked(&entry.qualified_name(), &expectation.name, rows);
+    }
     let mut checked = Checked::default();
     let mut rejected = None;
     for batch in batches {

@@ -2,6 +2,7 @@
 //! streaming statements of [`streaming`]) and their parsers. It depends on nothing above the
 //! catalog's types, so that every layer (rights, planning, the features) can name statements.
 
+pub mod alert;
 pub mod cdc;
 pub mod comment;
 pub mod dialect;

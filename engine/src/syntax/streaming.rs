@@ -182,6 +182,13 @@ pub enum StreamingStatement {
         name: String,
         version: u64,
     },
+    /// `CREATE ALERT ...` (see [`super::alert`]).
+    CreateAlert(Box<super::alert::CreateAlert>),
+    /// `DROP ALERT [IF EXISTS] name`.
+    DropAlert {
+        name: String,
+        if_exists: bool,
+    },
     /// `DROP SUBSCRIPTION [IF EXISTS] s`.
     DropSubscription {
         name: String,
@@ -200,7 +207,7 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
     if w(1) == Some("OR") && w(2) == Some("REPLACE") {
         create_at = 3;
     }
-    if is_subscription_statement(parser) {
+    if is_subscription_statement(parser) || super::alert::is_alert_statement(parser) {
         return true;
     }
     match w(0) {
@@ -219,6 +226,9 @@ pub fn is_streaming_statement(parser: &Parser) -> bool {
 pub fn parse_streaming(parser: &mut Parser) -> Result<StreamingStatement, ParserError> {
     if is_subscription_statement(parser) {
         return parse_subscription_statement(parser);
+    }
+    if super::alert::is_alert_statement(parser) {
+        return super::alert::parse_alert_statement(parser);
     }
     match word(parser, 0).as_deref() {
         Some("CREATE") => {

@@ -1,5 +1,6 @@
 //! Integration tests of the engine (one binary; see STYLE.md).
 
+mod alerts;
 mod api;
 mod cdc;
 mod changes;
@@ -8,6 +9,7 @@ mod crash;
 #[cfg(feature = "kafka")]
 mod debezium;
 mod delta_readers;
+mod events;
 mod files;
 mod fixtures;
 mod flows;

@@ -56,6 +56,9 @@ pub struct Registration {
 impl Drop for Registration {
     fn drop(&mut self) {
         self.activity.backends.lock().remove(&self.id);
+        if let Some(metrics) = crate::metrics::global() {
+            metrics.connections.dec();
+        }
     }
 }
 
@@ -71,6 +74,10 @@ impl Activity {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         let backend = Backend { backend_start: now_micros(), state: "idle", ..Backend::default() };
         self.backends.lock().insert(id, backend);
+        if let Some(metrics) = crate::metrics::global() {
+            metrics.connections.inc();
+            metrics.connections_total.inc();
+        }
         Registration { id, activity: self.clone() }
     }
 

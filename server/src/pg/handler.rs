@@ -205,6 +205,9 @@ impl Connection {
     fn authorize<C: ClientInfo>(&self, client: &C) -> sluice::Privileges {
         let privileges = super::auth::privileges(&self.server, client);
         self.session.set_privileges(privileges);
+        if let Some(user) = client.metadata().get("user") {
+            self.session.set_user(user);
+        }
         self.activity.update(|backend| backend.owner = privileges.owner);
         privileges
     }
@@ -277,7 +280,17 @@ impl Connection {
         C::Error: Debug,
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
+        let kind = crate::metrics::statement_kind(&statement);
+        let started = std::time::Instant::now();
         let response = self.run_statement(client, statement, parameters, format).await;
+        if let Some(metrics) = crate::metrics::global() {
+            let sqlstate = match &response {
+                Err(PgWireError::UserError(info)) => Some(info.code.as_str()),
+                Err(_) => Some("XX000"),
+                Ok(_) => None,
+            };
+            metrics.statement(kind, started.elapsed().as_secs_f64(), sqlstate);
+        }
         if response.is_err() {
             self.session.statement_failed();
         }

@@ -257,6 +257,9 @@ fn write_private(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// Answers a client beyond the connection limit as Postgres does: after its startup packet
 /// (declining TLS if asked), a FATAL "too many clients" error, then the connection closes.
 async fn refuse(mut socket: tokio::net::TcpStream) {
+    if let Some(metrics) = crate::metrics::global() {
+        metrics.connections_refused.inc();
+    }
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     const SSL_REQUEST: i32 = 80_877_103;
     let work = async {
