@@ -828,6 +828,48 @@ def files() -> str:
     return "\n".join(lines) + note
 
 
+def observability() -> str:
+    """The flows benchmark with the event log and a once-a-second /metrics render on, beside the
+    same run with both off; runs alternate, best of three each."""
+    batches, batch_rows, commits = 100, 10_000, 5_000
+    work = Path(tempfile.mkdtemp(prefix="sluice-observability-"))
+    best = {}
+    try:
+        for _ in range(3):
+            for observed in (True, False):
+                flag = [] if observed else ["--unobserved"]
+                for kind, command in (
+                    ("batched", [SLUICE, "flows-batched", "--data", work / "b", "--batches", batches,
+                                 "--batch-rows", batch_rows]),
+                    ("small", [SLUICE, "flows-small-commits", "--data", work / "s", "--commits", commits]),
+                ):
+                    for d in (work / "b", work / "s"):
+                        shutil.rmtree(d, ignore_errors=True)
+                    result = run(command + flag)
+                    key = (kind, observed)
+                    if key not in best or result["seconds"] < best[key]["seconds"]:
+                        best[key] = result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    on_b, off_b = best[("batched", True)], best[("batched", False)]
+    on_s, off_s = best[("small", True)], best[("small", False)]
+    return "\n".join([
+        "| measure | event log + metrics on | both off | cost (on / off time) |",
+        "|---|---|---|---|",
+        f"| {batches} batches of {batch_rows:,} rows into bronze + 3 routes, source rows/s | "
+        f"{on_b['rows_per_second']:,.0f} | {off_b['rows_per_second']:,.0f} | "
+        f"**{on_b['seconds'] / off_b['seconds']:.3f}** |",
+        f"| {commits:,} single-row commits into a streaming table with one route, commits/s | "
+        f"{on_s['commits_per_second']:,.0f} | {off_s['commits_per_second']:,.0f} | "
+        f"**{on_s['seconds'] / off_s['seconds']:.3f}** |",
+        "",
+        "The flows benchmark's two in-process runs (`flows-batched`, `flows-small-commits`), each with the event log on "
+        "(every flow run, DDL and compaction recorded, appended to the `_sluice/event_log` Delta table once a second) "
+        "and `/metrics` rendered once a second (what a Prometheus scrape costs), beside `--unobserved` (event log off, "
+        "nothing rendered). Runs alternate on/off, best of three each. Each single-row commit makes one flow-run event.",
+    ])
+
+
 BENCHMARKS = {
     "storage": ("Storage: writing and opening tables (issue 2)", storage),
     "tpch": ("TPC-H SF1, all 22 queries (issue 3)", tpch),
@@ -841,6 +883,8 @@ BENCHMARKS = {
     "deletion_vectors": ("Deletes with deletion vectors and copy-on-write beside delta-rs (issue 26)", deletion_vectors),
     "cdc": ("Change data capture: AUTO CDC beside DuckDB's MERGE and delta-rs' merge (issue 23)", cdc),
     "files": ("File ingestion: a FILES source beside DuckDB's read_csv and delta-rs (issue 24)", files),
+    "observability": ("Observability: the flows benchmark with the event log and metrics on and off (issue 25)",
+                      observability),
 }
 
 

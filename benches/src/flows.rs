@@ -46,6 +46,28 @@ pub fn bronze_rows(start: usize, count: usize) -> RecordBatch {
     .unwrap_or_else(|e| crate::fail(e))
 }
 
+/// The database of a run: with `observe`, the event log on and `/metrics` rendered every second
+/// (as a Prometheus scraping it would); without, the event log off and nothing scraped.
+async fn observed(data: &str, observe: bool) -> Result<sluice::Database, Box<dyn std::error::Error>> {
+    let options = sluice::DatabaseOptions { event_log: observe, ..Default::default() };
+    let db = sluice::Database::open_with(data, options).await?;
+    if observe {
+        let scraped = db.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(Duration::from_secs(1)).await;
+                if sluice_server::metrics::render(&scraped).await.is_err() {
+                    return;
+                }
+                if std::sync::Arc::strong_count(scraped.inner()) <= 2 {
+                    return;
+                }
+            }
+        });
+    }
+    Ok(db)
+}
+
 async fn count(db: &sluice::Database, table: &str) -> Result<i64, Box<dyn std::error::Error>> {
     let batches = db.query(&format!("SELECT count(*) FROM {table}")).await?;
     let column = batches[0].column(0).as_any().downcast_ref::<Int64Array>().ok_or("count is not int64")?;
@@ -54,9 +76,9 @@ async fn count(db: &sluice::Database, table: &str) -> Result<i64, Box<dyn std::e
 
 /// Inserts `batches` batches of `batch_rows` rows into bronze (each INSERT returns once the three
 /// routes have committed) and reports source rows/s end to end.
-pub async fn batched(data: &str, batches: usize, batch_rows: usize) -> BenchResult {
+pub async fn batched(data: &str, batches: usize, batch_rows: usize, observe: bool) -> BenchResult {
     std::fs::create_dir_all(data)?;
-    let db = sluice::Database::open(data).await?;
+    let db = observed(data, observe).await?;
     db.execute(PIPELINE).await?;
     let inputs: Vec<RecordBatch> = (0..batches).map(|b| bronze_rows(b * batch_rows, batch_rows)).collect();
     let started = Instant::now();
@@ -85,9 +107,9 @@ pub async fn batched(data: &str, batches: usize, batch_rows: usize) -> BenchResu
 
 /// Writes `commits` single-row commits into a streaming table with one route, then waits for
 /// auto-compaction to settle and reports the data files left in each table.
-pub async fn small_commits(data: &str, commits: usize) -> BenchResult {
+pub async fn small_commits(data: &str, commits: usize, observe: bool) -> BenchResult {
     std::fs::create_dir_all(data)?;
-    let db = sluice::Database::open(data).await?;
+    let db = observed(data, observe).await?;
     db.execute("CREATE STREAMING TABLE events (id bigint, topic text, key text, payload text) PUSH INTO clicks WHERE topic = 'clicks'")
         .await?;
     let started = Instant::now();

@@ -95,6 +95,9 @@ enum Command {
         batches: usize,
         #[arg(long, default_value_t = 10_000)]
         batch_rows: usize,
+        /// Turn the event log off and scrape no metrics (to measure what they cost).
+        #[arg(long)]
+        unobserved: bool,
     },
     /// Writes COMMITS single-row commits into a streaming table and waits for auto-compaction.
     FlowsSmallCommits {
@@ -102,6 +105,9 @@ enum Command {
         data: String,
         #[arg(long)]
         commits: usize,
+        /// Turn the event log off and scrape no metrics (to measure what they cost).
+        #[arg(long)]
+        unobserved: bool,
     },
     /// A bare rdkafka consumer reading MESSAGES messages from an in-process mock cluster.
     KafkaBare {
@@ -217,8 +223,12 @@ fn main() {
             }
             Command::TpchAnswers { data } => tpch_steps::answers(&data).await,
             Command::Serve { data, port } => serve(&data, port).await,
-            Command::FlowsBatched { data, batches, batch_rows } => flows::batched(&data, batches, batch_rows).await,
-            Command::FlowsSmallCommits { data, commits } => flows::small_commits(&data, commits).await,
+            Command::FlowsBatched { data, batches, batch_rows, unobserved } => {
+                flows::batched(&data, batches, batch_rows, !unobserved).await
+            }
+            Command::FlowsSmallCommits { data, commits, unobserved } => {
+                flows::small_commits(&data, commits, !unobserved).await
+            }
             Command::KafkaBare { messages } => kafka::bare(messages),
             Command::KafkaIngest { data, messages } => kafka::ingest(&data, messages).await,
             Command::CdcGen { out, rows, batches, batch_rows } => cdc::generate(&out, rows, batches, batch_rows),

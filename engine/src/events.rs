@@ -107,6 +107,8 @@ fn to_batch(events: &[FlowEvent]) -> Result<RecordBatch> {
 #[derive(Debug)]
 pub struct EventLog {
     root: TableStore,
+    /// Off: events are dropped when recorded (see [`crate::DatabaseOptions::event_log`]).
+    enabled: bool,
     retention_ms: i64,
     /// Recorded, not yet written.
     pending: Mutex<Vec<FlowEvent>>,
@@ -128,9 +130,10 @@ pub struct EventLog {
 }
 
 impl EventLog {
-    pub fn new(root: TableStore, retention_ms: i64) -> Self {
+    pub fn new(root: TableStore, retention_ms: i64, enabled: bool) -> Self {
         Self {
             root,
+            enabled,
             retention_ms,
             pending: Mutex::default(),
             flushing: tokio::sync::Mutex::new(()),
@@ -146,6 +149,9 @@ impl EventLog {
 
     /// Records an event (written with the next flush).
     pub fn record(&self, event: FlowEvent) {
+        if !self.enabled {
+            return;
+        }
         let mut pending = lock(&self.pending);
         if pending.len() >= PENDING_EVENTS_MAX {
             let excess = pending.len() + 1 - PENDING_EVENTS_MAX;

@@ -35,6 +35,9 @@ pub struct DatabaseOptions {
     pub transaction_bytes_max: u64,
     /// How long the event log keeps events (default [`crate::events::RETENTION_MS_DEFAULT`]).
     pub event_retention_ms: i64,
+    /// Whether events are recorded at all (on by default; off only to measure what the event
+    /// log costs: `sluice.events` then stays empty).
+    pub event_log: bool,
 }
 
 /// The default of [`DatabaseOptions::transaction_bytes_max`]: 4 GiB.
@@ -49,6 +52,7 @@ impl Default for DatabaseOptions {
             query_memory_limit_bytes: None,
             transaction_bytes_max: TRANSACTION_BYTES_MAX_DEFAULT,
             event_retention_ms: crate::events::RETENTION_MS_DEFAULT,
+            event_log: true,
         }
     }
 }
@@ -119,7 +123,7 @@ impl Warehouse {
             .query_memory_limit_bytes
             .unwrap_or((memory_limit as f64 * crate::memory::QUERY_SHARE_DEFAULT) as usize)
             .min(memory_limit);
-        let events = crate::events::EventLog::new(root.clone(), options.event_retention_ms);
+        let events = crate::events::EventLog::new(root.clone(), options.event_retention_ms, options.event_log);
         Ok(Arc::new(Warehouse {
             root,
             catalog,
