@@ -142,6 +142,11 @@ fn metrics_move_and_agree_with_the_system_tables() {
         1.0
     );
     assert!(sample(&now, "sluice_pgwire_connections_total{}") >= 4.0);
+    // The event log names the role that ran the DDL.
+    assert_eq!(
+        psql(server.port, "SELECT user_name || ' ' || message FROM sluice.events WHERE kind = 'ddl'"),
+        "me CREATE STREAMING TABLE bronze"
+    );
 }
 
 #[test]
