@@ -179,6 +179,15 @@ async fn sql(data: &str, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) 
             return ExitCode::FAILURE;
         }
     };
+    let code = run_sql(&db, commands, files, csv).await;
+    // What the statements did (their DDL, the flows they ran) reaches the event log before exit.
+    if let Err(e) = db.flush_events().await {
+        eprintln!("WARNING: the last events were not written to the event log: {e}");
+    }
+    code
+}
+
+async fn run_sql(db: &Database, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) -> ExitCode {
     let mut scripts = commands;
     for file in files {
         match std::fs::read_to_string(&file) {
@@ -190,7 +199,7 @@ async fn sql(data: &str, commands: Vec<String>, files: Vec<PathBuf>, csv: bool) 
         }
     }
     if scripts.is_empty() {
-        return interactive(&db).await;
+        return interactive(db).await;
     }
     let session = db.session();
     let mut last = None;
