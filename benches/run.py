@@ -831,7 +831,7 @@ def files() -> str:
 def observability() -> str:
     """The flows benchmark with the event log and a once-a-second /metrics render on, beside the
     same run with both off; runs alternate, best of three each."""
-    batches, batch_rows, commits = 100, 10_000, 5_000
+    batches, batch_rows, commits = 100, 10_000, 2_000
     work = Path(tempfile.mkdtemp(prefix="sluice-observability-"))
     best = {}
     try:
