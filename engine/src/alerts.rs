@@ -272,20 +272,22 @@ pub(crate) async fn watch(db: Weak<Warehouse>, runtime: Weak<AlertRuntime>) {
             return;
         }
     };
-    let mut cx: Option<QueryContext> = None;
     loop {
         tokio::time::sleep(Duration::from_millis(CHECK_INTERVAL_MS)).await;
         let (Some(db), Some(runtime)) = (db.upgrade(), runtime.upgrade()) else { return };
+        // Alerts another process created or dropped count too (one catalog read per pass).
+        let _ = db.catalog.refresh().await;
         let alerts: Vec<AlertEntry> = db.catalog.current().alerts.values().cloned().collect();
         if alerts.is_empty() {
             continue;
         }
-        let cx = cx.get_or_insert_with(|| QueryContext::new(db.clone()));
+        // A context per pass, not kept across passes: it holds the warehouse, which must be
+        // free to go once the database's last handle is dropped.
+        let cx = QueryContext::new(db.clone());
         cx.set_privileges(crate::privileges::Privileges::OWNER);
         for alert in alerts {
-            check(cx, &db, &runtime, &client, &alert).await;
+            check(&cx, &db, &runtime, &client, &alert).await;
         }
-        cx.clear_statement_state();
     }
 }
 
@@ -296,7 +298,6 @@ async fn check(
     client: &reqwest::Client,
     alert: &AlertEntry,
 ) {
-    let _ = db.catalog.refresh().await;
     cx.clear_statement_state();
     let outcome = match &alert.condition {
         AlertCondition::When(condition) => {
@@ -317,7 +318,7 @@ async fn check(
         }
     };
     let now = now_ms();
-    let state = runtime.states().get(&alert.name).cloned().unwrap_or_default();
+    let state = lock(&runtime.states).get(&alert.name).cloned().unwrap_or_default();
     let change = match (state.firing, holds) {
         (false, true) => {
             let cooled = state.last_cleared_ms.is_none_or(|cleared| {
@@ -378,7 +379,9 @@ async fn deliver(
             .body(body.clone())
             .send()
             .await
-            .map_err(|e| e.to_string())
+            // Without the address: a webhook's URL is a secret (Slack's are), and the error is
+            // shown to every role in sluice.alerts and the event log.
+            .map_err(|e| e.without_url().to_string())
             .and_then(|response| {
                 let status = response.status();
                 if status.is_success() {

@@ -589,7 +589,7 @@ impl SystemSchema {
             vec![
                 texts(&|a| Some(a.name.clone())),
                 texts(&|a| Some(a.describe())),
-                texts(&|a| Some(a.webhook.clone())),
+                texts(&|a| Some(a.webhook_shown())),
                 texts(&|a| Some(if state(&a.name).firing { "firing" } else { "ok" }.to_string())),
                 times(&|a| state(&a.name).last_fired_ms),
                 times(&|a| state(&a.name).last_cleared_ms),

@@ -106,6 +106,20 @@ pub struct AlertEntry {
 }
 
 impl AlertEntry {
+    /// The webhook as `sluice.alerts` shows it to every role: scheme, host and port only (a
+    /// webhook's path is often its secret, as Slack's are), as PostgreSQL keeps a subscription's
+    /// connection string from other roles.
+    pub fn webhook_shown(&self) -> String {
+        match url::Url::parse(&self.webhook) {
+            Ok(url) => match (url.host_str(), url.port()) {
+                (Some(host), Some(port)) => format!("{}://{host}:{port}/...", url.scheme()),
+                (Some(host), None) => format!("{}://{host}/...", url.scheme()),
+                _ => "...".to_string(),
+            },
+            Err(_) => "...".to_string(),
+        }
+    }
+
     /// The condition as `sluice.alerts` shows it.
     pub fn describe(&self) -> String {
         match &self.condition {

@@ -126,7 +126,7 @@ async fn a_receiver_that_is_down_is_retried_and_the_failure_shown() {
         .await
         .unwrap();
     db.execute(&format!(
-        "CREATE ALERT nobody_listens ON FAILURE NOTIFY WEBHOOK 'http://127.0.0.1:{port}/' WITH (retries = 2)"
+        "CREATE ALERT nobody_listens ON FAILURE NOTIFY WEBHOOK 'http://127.0.0.1:{port}/secret-token' WITH (retries = 2)"
     ))
     .await
     .unwrap();
@@ -141,6 +141,10 @@ async fn a_receiver_that_is_down_is_retried_and_the_failure_shown() {
     })
     .await;
     assert!(shown[0].contains("attempt 3 of 3"), "{shown:?}");
+    // The webhook's path (a Slack webhook's secret) is shown to no one, not even in its errors.
+    let webhook = rows(&db.query("SELECT webhook FROM sluice.alerts").await.unwrap());
+    assert_eq!(webhook, [format!("http://127.0.0.1:{port}/...")]);
+    assert!(!shown[0].contains("secret-token"), "{shown:?}");
     wait_for("the failed delivery's event", Duration::from_secs(10), || async {
         let events =
             rows(&db.query("SELECT count(*) FROM sluice.events WHERE kind = 'alert delivery failed'").await.unwrap());
