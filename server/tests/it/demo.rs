@@ -63,15 +63,7 @@ impl Demo {
 }
 
 fn psql_try(port: u16, sql: &str) -> Result<String, String> {
-    let out = Command::new("psql")
-        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-U", "demo", "-d", "sluice", "-c", sql])
-        .output()
-        .unwrap();
-    if !out.status.success() {
-        return Err(String::from_utf8_lossy(&out.stderr).to_string());
-    }
-    Ok(String::from_utf8(out.stdout).unwrap().trim().to_string())
+    crate::serve::psql_as(port, "demo", sql)
 }
 
 fn wait_until(what: &str, mut done: impl FnMut() -> bool) {

@@ -32,14 +32,7 @@ pub fn wait_http(port: u16) {
 }
 
 fn psql(port: u16, sql: &str) -> String {
-    let out = Command::new("psql")
-        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-U", "me", "-d", "sluice", "-c", sql])
-        .env("PGPASSWORD", "x")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{sql}: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    crate::serve::psql_as(port, "me", sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
 }
 
 /// The samples of a scrape, parsed by the `prometheus_client` package's text-format parser:

@@ -38,3 +38,30 @@ pub fn serve(data: &Path, extra: &[&str]) -> Serve {
     }
     Serve { child, port }
 }
+
+/// One statement through psql (unaligned, tuples only) as `user`: its output, or psql's error.
+pub fn psql_as(port: u16, user: &str, sql: &str) -> Result<String, String> {
+    let out = Command::new("psql")
+        .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h", "127.0.0.1", "-p", &port.to_string()])
+        .args(["-U", user, "-d", "sluice", "-c", sql])
+        .env("PGPASSWORD", "x")
+        .output()
+        .unwrap();
+    if !out.status.success() {
+        return Err(String::from_utf8_lossy(&out.stderr).to_string());
+    }
+    Ok(String::from_utf8(out.stdout).unwrap().trim().to_string())
+}
+
+/// The rows of a simple query as `col|col|...` lines.
+pub fn text(messages: &[tokio_postgres::SimpleQueryMessage]) -> Vec<String> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            tokio_postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect::<Vec<_>>().join("|"))
+            }
+            _ => None,
+        })
+        .collect()
+}

@@ -13,9 +13,9 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use tokio_postgres::{NoTls, SimpleQueryMessage};
+use tokio_postgres::NoTls;
 
-use crate::serve::{free_port, serve};
+use crate::serve::{free_port, serve, text};
 
 /// How long Chromium may take to load and draw the page.
 const BROWSER_TIMEOUT: Duration = Duration::from_secs(120);
@@ -117,18 +117,6 @@ fn groups(document: &str) -> Vec<BTreeMap<String, String>> {
 
 fn has_class(group: &BTreeMap<String, String>, class: &str) -> bool {
     group.get("class").is_some_and(|c| c.split_whitespace().any(|word| word == class))
-}
-
-fn text(messages: &[SimpleQueryMessage]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect::<Vec<_>>().join("|"))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Runs `sql` until its rows are `expected` (60 s at most).

@@ -1,28 +1,15 @@
 //! Durable subscriptions over pgwire: a consumer reads with a cursor, acknowledges versions, and
 //! after the server is killed and started again resumes after what it acknowledged.
 
-use tokio_postgres::{NoTls, SimpleQueryMessage};
+use tokio_postgres::NoTls;
 
-use crate::serve::serve;
+use crate::serve::{serve, text};
 
 async fn connect(port: u16) -> tokio_postgres::Client {
     let dsn = format!("host=127.0.0.1 port={port} user=me dbname=sluice");
     let (client, connection) = tokio_postgres::connect(&dsn, NoTls).await.unwrap();
     tokio::spawn(connection);
     client
-}
-
-/// The rows of a simple query as `col|col|...` lines.
-fn text(messages: &[SimpleQueryMessage]) -> Vec<String> {
-    messages
-        .iter()
-        .filter_map(|m| match m {
-            SimpleQueryMessage::Row(r) => {
-                Some((0..r.len()).map(|i| r.get(i).unwrap_or("NULL").to_string()).collect::<Vec<_>>().join("|"))
-            }
-            _ => None,
-        })
-        .collect()
 }
 
 /// Fetches from the cursor until `count` rows came (a FETCH with nothing pending waits for the
