@@ -33,6 +33,23 @@ impl Drop for Database {
 }
 
 impl Database {
+    /// The rows of a query as JSON objects (column name to value; a NULL column is absent), for
+    /// readers of the system tables that go by column name (the lineage graph, `/metrics`).
+    pub async fn query_json(&self, sql: &str) -> Result<Vec<serde_json::Map<String, serde_json::Value>>> {
+        let batches = self.query(sql).await?;
+        let mut writer = arrow::json::ArrayWriter::new(Vec::new());
+        for batch in &batches {
+            writer.write(batch)?;
+        }
+        writer.finish()?;
+        let bytes = writer.into_inner();
+        if bytes.is_empty() {
+            return Ok(Vec::new());
+        }
+        serde_json::from_slice(&bytes)
+            .map_err(|e| crate::error::Error::Internal(format!("rows of {sql:?} as JSON: {e}")))
+    }
+
     /// What the commits and the event log did since the process started (for `/metrics`).
     pub fn write_stats(&self) -> WriteStats {
         use std::sync::atomic::Ordering::Relaxed;

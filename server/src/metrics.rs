@@ -8,8 +8,6 @@
 
 use std::sync::OnceLock;
 
-use arrow::array::{Array, AsArray, RecordBatch};
-use arrow::datatypes::{DataType, Int64Type};
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounter, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry, TextEncoder,
 };
@@ -132,56 +130,38 @@ impl Scrape {
     }
 }
 
-/// A system table's rows by column name.
-struct Rows {
-    batches: Vec<RecordBatch>,
-}
+/// A system table's rows by column name (a table that cannot be read counts as empty, and says
+/// so in the log: one failing table does not take the others' metrics down).
+struct Rows(Vec<serde_json::Map<String, serde_json::Value>>);
 
 impl Rows {
     async fn read(db: &Database, sql: &str) -> Rows {
-        match db.query(sql).await {
-            Ok(batches) => Rows { batches },
+        match db.query_json(sql).await {
+            Ok(rows) => Rows(rows),
             Err(e) => {
                 tracing::warn!("metrics: {sql}: {e}");
-                Rows { batches: vec![] }
+                Rows(vec![])
             }
         }
     }
 
-    /// Calls `each` with a row accessor for every row.
+    /// Calls `each` with every row.
     fn each(&self, mut each: impl FnMut(&Row)) {
-        for batch in &self.batches {
-            for row in 0..batch.num_rows() {
-                each(&Row { batch, row });
-            }
+        for row in &self.0 {
+            each(&Row(row));
         }
     }
 }
 
-struct Row<'a> {
-    batch: &'a RecordBatch,
-    row: usize,
-}
+struct Row<'a>(&'a serde_json::Map<String, serde_json::Value>);
 
 impl Row<'_> {
     fn text(&self, column: &str) -> String {
-        let Some(array) = self.batch.column_by_name(column) else { return String::new() };
-        if array.is_null(self.row) {
-            return String::new();
-        }
-        match array.data_type() {
-            DataType::Utf8 => array.as_string::<i32>().value(self.row).to_string(),
-            DataType::Utf8View => array.as_string_view().value(self.row).to_string(),
-            _ => String::new(),
-        }
+        self.0.get(column).and_then(serde_json::Value::as_str).unwrap_or_default().to_string()
     }
 
     fn int(&self, column: &str) -> Option<i64> {
-        let array = self.batch.column_by_name(column)?;
-        if array.is_null(self.row) || array.data_type() != &DataType::Int64 {
-            return None;
-        }
-        Some(array.as_primitive::<Int64Type>().value(self.row))
+        self.0.get(column).and_then(serde_json::Value::as_i64)
     }
 }
 

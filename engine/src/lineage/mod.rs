@@ -18,7 +18,7 @@ use serde::Serialize;
 use serde_json::{json, Map, Value};
 
 use crate::database::Database;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 pub use draw::to_svg;
 pub use layout::{layout, Layout};
@@ -135,17 +135,7 @@ fn int(row: &Row, column: &str) -> Option<i64> {
 
 /// The rows of a query, as JSON objects.
 async fn rows(db: &Database, sql: &str) -> Result<Vec<Row>> {
-    let batches = db.query(sql).await?;
-    let mut writer = arrow::json::ArrayWriter::new(Vec::new());
-    for batch in &batches {
-        writer.write(batch)?;
-    }
-    writer.finish()?;
-    let bytes = writer.into_inner();
-    if bytes.is_empty() {
-        return Ok(Vec::new());
-    }
-    serde_json::from_slice(&bytes).map_err(|e| Error::Internal(format!("rows of {sql:?} as JSON: {e}")))
+    db.query_json(sql).await
 }
 
 /// What the graph is built from: the system tables' rows, read once.
