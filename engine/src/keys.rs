@@ -27,7 +27,7 @@ use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
 use sluice_storage::scan::{read_file, FileToRead, ScanOptions, TableLayout, ROW_INDEX_COLUMN};
-use sluice_storage::snapshot::Snapshot;
+use sluice_storage::snapshot::{FileSet, Snapshot};
 use sluice_storage::table::Table;
 
 use datafusion::common::ScalarValue;
@@ -443,6 +443,9 @@ pub struct TableKeys {
     /// What the index was built for: the table's id, keys and key column types.
     shape: String,
     version: Option<u64>,
+    /// The files of the snapshot the index was last caught up with: the next catch-up reads
+    /// only what changed since (see [`FileSet::changes_since`]).
+    seen: Option<FileSet>,
     indexes: Vec<Index>,
     files: Vec<Option<FileKeys>>,
     by_path: HashMap<String, u32>,
@@ -484,6 +487,7 @@ impl TableKeys {
         Ok(Self {
             shape: self.shape.clone(),
             version: self.version,
+            seen: self.seen.clone(),
             indexes,
             files: self.files.clone(),
             by_path: self.by_path.clone(),
@@ -496,6 +500,7 @@ impl TableKeys {
         Self {
             shape: String::new(),
             version: None,
+            seen: None,
             indexes: Vec::new(),
             files: Vec::new(),
             by_path: HashMap::new(),
@@ -550,11 +555,9 @@ impl TableKeys {
             self.version = Some(snapshot.version());
             return Ok(());
         }
-        let mut live: HashSet<&str> = HashSet::new();
         let mut changed_dvs = Vec::new();
         let mut new_files = Vec::new();
-        for add in snapshot.files() {
-            live.insert(add.path.as_str());
+        let mut sort = |add: &Arc<Add>| {
             let dv = add.deletion_vector.as_ref().map(|d| d.unique_id());
             match self.by_path.get(&add.path) {
                 Some(&id) => {
@@ -565,9 +568,29 @@ impl TableKeys {
                 }
                 None => new_files.push(add.clone()),
             }
-        }
-        let gone: Vec<u32> =
-            self.by_path.iter().filter(|(path, _)| !live.contains(path.as_str())).map(|(_, id)| *id).collect();
+        };
+        let gone: Vec<u32> = match &self.seen {
+            // The files that changed since the last catch-up (the usual case: a commit or two).
+            Some(seen) => {
+                let changes = snapshot.file_set().changes_since(seen);
+                let readded: HashSet<&str> = changes.added.iter().map(|a| a.path.as_str()).collect();
+                changes.added.iter().for_each(|a| sort(a));
+                changes
+                    .removed
+                    .iter()
+                    .filter(|r| !readded.contains(r.path.as_str()))
+                    .filter_map(|r| self.by_path.get(&r.path).copied())
+                    .collect()
+            }
+            None => {
+                let mut live: HashSet<&str> = HashSet::new();
+                for add in snapshot.files() {
+                    live.insert(add.path.as_str());
+                    sort(add);
+                }
+                self.by_path.iter().filter(|(path, _)| !live.contains(path.as_str())).map(|(_, id)| *id).collect()
+            }
+        };
         for id in gone {
             self.remove_file(id);
         }
@@ -635,6 +658,7 @@ impl TableKeys {
             );
         }
         self.version = Some(snapshot.version());
+        self.seen = Some(snapshot.file_set().clone());
         Ok(())
     }
 

@@ -1,7 +1,10 @@
 //! Snapshots: the state of a table at one version, built by log replay.
 //!
-//! A [`Snapshot`] is immutable and cheap to share: its maps sit behind `Arc`s and [`Snapshot::advance`]
-//! copies them only when new commits change them. Replay follows the protocol: the last protocol
+//! A [`Snapshot`] is immutable and cheap to share: its file maps are persistent maps (`imbl`), so
+//! the snapshot after a commit shares all but the changed entries with the one before (a commit
+//! costs the files it changes, not the files the table has, and [`FileSet::changes_since`] finds
+//! what changed between two related snapshots without visiting what they share); the other maps
+//! sit behind `Arc`s that [`Snapshot::advance`] copies only when new commits change them. Replay follows the protocol: the last protocol
 //! and metadata win, the last `txn` per appId wins, the last domain metadata per domain wins, and a
 //! logical file is keyed by `(path, deletion vector id)`; within one commit removes apply before
 //! adds, so a commit that replaces a file's deletion vector leaves exactly the new one.
@@ -31,6 +34,9 @@ use crate::protocol::{self, IN_COMMIT_TIMESTAMPS_KEY};
 use crate::schema::{ColumnMappingMode, StructType};
 use crate::store::TableStore;
 
+/// Versions between checkpoints when `delta.checkpointInterval` is not set.
+pub const CHECKPOINT_INTERVAL_DEFAULT: u64 = 100;
+
 /// Default retention of removed files (for VACUUM and for tombstones in checkpoints): one week.
 pub const DELETED_FILE_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
 
@@ -45,11 +51,57 @@ pub struct Snapshot {
     schema: Arc<StructType>,
     arrow_schema: SchemaRef,
     column_mapping: ColumnMappingMode,
-    files: Arc<HashMap<FileKey, Arc<Add>>>,
-    tombstones: Arc<HashMap<FileKey, Arc<Remove>>>,
+    files: FileSet,
+    tombstones: imbl::OrdMap<FileKey, Arc<Remove>>,
     txns: Arc<HashMap<String, Txn>>,
     domains: Arc<HashMap<String, DomainMetadata>>,
     checkpoint_version: Option<u64>,
+}
+
+/// The live data files of a snapshot by their logical key, as a persistent map: cloning is O(1),
+/// a commit's change O(log n), and the snapshots of one table's history share their structure.
+#[derive(Debug, Clone, Default)]
+pub struct FileSet(imbl::OrdMap<FileKey, Arc<Add>>);
+
+/// The files one [`FileSet`] has and another has not, both ways.
+#[derive(Debug, Default)]
+pub struct FileChanges<'a> {
+    pub removed: Vec<&'a Arc<Add>>,
+    pub added: Vec<&'a Arc<Add>>,
+}
+
+impl FileSet {
+    /// What changed from `older` to this set: files `older` had and this has not, and the other
+    /// way round. Visits only what the two do not share, so comparing a snapshot with the one it
+    /// was advanced from costs the commits in between, not the table's size.
+    pub fn changes_since<'a>(&'a self, older: &'a FileSet) -> FileChanges<'a> {
+        let mut changes = FileChanges::default();
+        for item in older.0.diff(&self.0) {
+            match item {
+                imbl::ordmap::DiffItem::Add(_, add) => changes.added.push(add),
+                imbl::ordmap::DiffItem::Remove(_, add) => changes.removed.push(add),
+                // The same key is the same file (path and deletion vector).
+                imbl::ordmap::DiffItem::Update { .. } => {}
+            }
+        }
+        changes
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn get(&self, key: &FileKey) -> Option<&Arc<Add>> {
+        self.0.get(key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<Add>> + '_ {
+        self.0.values()
+    }
 }
 
 /// Log replay in progress.
@@ -57,8 +109,8 @@ pub struct Snapshot {
 struct Replay {
     protocol: Option<Arc<Protocol>>,
     metadata: Option<Arc<Metadata>>,
-    files: Arc<HashMap<FileKey, Arc<Add>>>,
-    tombstones: Arc<HashMap<FileKey, Arc<Remove>>>,
+    files: FileSet,
+    tombstones: imbl::OrdMap<FileKey, Arc<Remove>>,
     txns: Arc<HashMap<String, Txn>>,
     domains: Arc<HashMap<String, DomainMetadata>>,
     version: Option<u64>,
@@ -96,8 +148,8 @@ impl Replay {
                 Action::Add(add) => adds.push(add),
                 Action::Remove(remove) => {
                     let key = remove.key();
-                    Arc::make_mut(&mut self.files).remove(&key);
-                    Arc::make_mut(&mut self.tombstones).insert(key, Arc::new(remove));
+                    self.files.0.remove(&key);
+                    self.tombstones.insert(key, Arc::new(remove));
                 }
                 Action::Protocol(p) => self.protocol = Some(Arc::new(p)),
                 Action::Metadata(m) => self.metadata = Some(Arc::new(m)),
@@ -120,8 +172,8 @@ impl Replay {
         }
         for add in adds {
             let key = add.key();
-            Arc::make_mut(&mut self.tombstones).remove(&key);
-            Arc::make_mut(&mut self.files).insert(key, Arc::new(add));
+            self.tombstones.remove(&key);
+            self.files.0.insert(key, Arc::new(add));
         }
         let ict_enabled = self
             .metadata
@@ -485,12 +537,17 @@ impl Snapshot {
 
     /// The live data files, in no particular order.
     pub fn files(&self) -> impl Iterator<Item = &Arc<Add>> + '_ {
-        self.files.values()
+        self.files.iter()
+    }
+
+    /// The live data files as a set (see [`FileSet::changes_since`]).
+    pub fn file_set(&self) -> &FileSet {
+        &self.files
     }
 
     /// The live data files sorted by path (for deterministic output).
     pub fn files_sorted(&self) -> Vec<Arc<Add>> {
-        let mut files: Vec<_> = self.files.values().cloned().collect();
+        let mut files: Vec<_> = self.files.iter().cloned().collect();
         files.sort_by(|a, b| a.path.cmp(&b.path));
         files
     }
@@ -501,7 +558,7 @@ impl Snapshot {
 
     /// The live file with this path, if any.
     pub fn file_by_path(&self, path: &str) -> Option<&Arc<Add>> {
-        self.files.values().find(|a| a.path == path)
+        self.files.iter().find(|a| a.path == path)
     }
 
     /// Removed files that VACUUM has not yet deleted.
@@ -596,14 +653,17 @@ impl Snapshot {
             .unwrap_or(DELETED_FILE_RETENTION_MS_DEFAULT)
     }
 
-    /// `delta.checkpointInterval` (default 10, as Spark).
+    /// `delta.checkpointInterval` (default 100, as delta-rs; Spark's is 10). A checkpoint holds
+    /// every live file and tombstone, so on a table of many small commits (an OLTP workload) a
+    /// checkpoint every 10 commits cost more than the commits; opening a table replays at most
+    /// 99 small commit files after its checkpoint.
     pub fn checkpoint_interval(&self) -> u64 {
         self.metadata
             .configuration
             .get("delta.checkpointInterval")
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|v| *v > 0)
-            .unwrap_or(10)
+            .unwrap_or(CHECKPOINT_INTERVAL_DEFAULT)
     }
 }
 

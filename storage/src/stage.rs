@@ -460,14 +460,12 @@ fn net_transaction(base: &Snapshot, after: &Snapshot, commits: &[StagedCommit]) 
         transaction.reads_data();
     }
     let now = now_ms();
-    let after_keys: HashSet<_> = after.files().map(|f| f.key()).collect();
-    let base_keys: HashSet<_> = base.files().map(|f| f.key()).collect();
-    let mut removed: Vec<_> = base.files().filter(|f| !after_keys.contains(&f.key())).collect();
-    removed.sort_by(|a, b| a.path.cmp(&b.path));
-    transaction.add_actions(removed.into_iter().map(|f| Action::Remove(f.to_remove(now, true))));
-    let mut added: Vec<_> = after.files().filter(|f| !base_keys.contains(&f.key())).collect();
-    added.sort_by(|a, b| a.path.cmp(&b.path));
-    transaction.add_actions(added.into_iter().map(|f| Action::Add((**f).clone())));
+    // The staged snapshots are the base with commits applied, so this visits only the changes.
+    let mut changes = after.file_set().changes_since(base.file_set());
+    changes.removed.sort_by(|a, b| a.path.cmp(&b.path));
+    transaction.add_actions(changes.removed.into_iter().map(|f| Action::Remove(f.to_remove(now, true))));
+    changes.added.sort_by(|a, b| a.path.cmp(&b.path));
+    transaction.add_actions(changes.added.into_iter().map(|f| Action::Add((**f).clone())));
     for commit in commits {
         transaction.add_actions(commit.transaction.actions().iter().filter(|a| matches!(a, Action::Cdc(_))).cloned());
     }
