@@ -9,8 +9,10 @@
 //! this module, which compute the same value or raise PostgreSQL's error. Every plan goes
 //! through it: queries, DML, flows and views alike. Names of output columns are kept.
 //!
-//! Decimal arithmetic keeps DataFusion's operators (their result types follow DataFusion's
-//! precision rules); its division by zero is reported as 22012 by [`crate::error`].
+//! Decimal addition, subtraction and multiplication keep DataFusion's operators (their result
+//! scales are PostgreSQL's: the larger operand scale, the sum of the scales); its division by
+//! zero is reported as 22012 by [`crate::error`]. Decimal division takes PostgreSQL's result
+//! scale ([`division`]).
 
 use std::sync::Arc;
 
@@ -33,6 +35,8 @@ use datafusion::logical_expr::{
 use datafusion::optimizer::AnalyzerRule;
 
 use crate::error::Error;
+
+mod division;
 
 /// An arithmetic operator computed as PostgreSQL does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -420,6 +424,11 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             let (Ok(left), Ok(right)) = (binary.left.get_type(schema), binary.right.get_type(schema)) else {
                 return Ok(Transformed::no(Expr::BinaryExpr(binary)));
             };
+            if op == Op::Div {
+                if let Some(division) = numeric_division(&binary.left, &binary.right, &left, &right) {
+                    return Ok(Transformed::yes(division));
+                }
+            }
             let ours = left == right && (is_integer(&left) || is_float(&left));
             if !ours {
                 return Ok(Transformed::no(Expr::BinaryExpr(binary)));
@@ -446,6 +455,24 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
         }
         other => Ok(Transformed::no(other)),
     }
+}
+
+/// `a / b` where one operand is a numeric and the other a numeric or an integer, with
+/// PostgreSQL's result scale (see [`division`]).
+fn numeric_division(left: &Expr, right: &Expr, left_type: &DataType, right_type: &DataType) -> Option<Expr> {
+    let decimal = |expr: &Expr, data_type: &DataType| match data_type {
+        DataType::Decimal128(_, scale) => Some((expr.clone(), *scale)),
+        // An integer is a numeric of scale 0 (PostgreSQL resolves `numeric / int` so).
+        t if is_integer(t) => Some((expr.clone().cast_to(&DataType::Decimal128(20, 0), &DFSchema::empty()).ok()?, 0)),
+        _ => None,
+    };
+    if !matches!(left_type, DataType::Decimal128(..)) && !matches!(right_type, DataType::Decimal128(..)) {
+        return None;
+    }
+    let ((left, left_scale), (right, right_scale)) = (decimal(left, left_type)?, decimal(right, right_type)?);
+    let scale = division::result_scale(&left, &right, left_scale, right_scale);
+    let function = udf(division::NumericDivision::new(scale));
+    Some(Expr::ScalarFunction(ScalarFunction::new_udf(function, vec![left, right])))
 }
 
 fn integer_width(data_type: &DataType) -> u8 {

@@ -58,6 +58,16 @@ SELECT 1.5 / 0.0;
 SELECT 10 % 0.0;
 SELECT 1.1 + 2.2 AS decimal_sum;
 SELECT 1.5 * 2 AS decimal_times_int;
+-- Numeric division: PostgreSQL's result scale (at least 16 significant digits, select_div_scale)
+SELECT 1/3::numeric AS third, 10::numeric/4 AS quarter, 7.0/2 AS half, 1::numeric/3*3 AS almost_one;
+SELECT 2/3.0 AS rounded_up, -2/3.0 AS negative_rounded, 1000000/3.0 AS large_quotient, 0.001/7 AS small_quotient;
+SELECT 1/30000::numeric AS smaller_quotient, 1.50/0.5 AS exact_quotient, 10.123456789012345678/3 AS long_dividend;
+SELECT round(1/3::numeric, 2) AS rounded_third, (2/3::numeric)::numeric(10,4) AS typed_third;
+CREATE TABLE v_division (a numeric(10,2), b int);
+INSERT INTO v_division VALUES (100.00, 3), (5.50, 2), (-7.00, 4);
+SELECT a / b AS per_row, a / 3 AS by_constant, b / 2.0 AS int_by_numeric FROM v_division ORDER BY a;
+SELECT a / 0 FROM v_division;
+SELECT avg(a) AS numeric_avg FROM v_division;
 SELECT 2.50 * 1.5 AS decimal_product;
 SELECT 10.25 - 0.25 AS decimal_difference;
 SELECT 1.5 + 1 AS decimal_plus_int;
