@@ -572,6 +572,11 @@ impl Session {
             Statement::Drop { object_type: ObjectType::Sequence, if_exists, names, cascade, .. } => {
                 self.query.drop_sequences(&names, if_exists, cascade).await
             }
+            Statement::Drop { object_type: ObjectType::Type, if_exists, names, cascade, .. } => {
+                self.query.drop_types(&names, if_exists, cascade).await
+            }
+            Statement::CreateType { name, representation } => self.query.create_type(&name, representation).await,
+            Statement::AlterType(alter) => self.query.alter_type(alter).await,
             Statement::Drop { object_type, if_exists, names, cascade, .. } => {
                 self.query.drop(object_type, if_exists, &names, cascade).await
             }
@@ -730,6 +735,11 @@ impl CatalogView {
     pub async fn sequences(&self) -> Vec<crate::sequence::SequenceInfo> {
         let state = self.staging.catalog_view(&self.db.catalog);
         crate::sql::sequences::sequences_in(&self.db, &state).await
+    }
+
+    /// The enum types (`CREATE TYPE ... AS ENUM`).
+    pub fn enums(&self) -> Vec<crate::catalog::EnumEntry> {
+        self.staging.catalog_view(&self.db.catalog).enums.values().cloned().collect()
     }
 
     /// The views.

@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    CatalogState, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, SubscriptionEntry, TableEntry,
+    CatalogState, EnumEntry, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, SubscriptionEntry, TableEntry,
     ViewEntry,
 };
 use crate::error::{Error, Result};
@@ -48,6 +48,8 @@ pub struct CatalogChanges {
     views: Changes<ViewEntry>,
     /// Sequence definitions (their marks are not transactional: see [`CatalogState::sequence_marks`]).
     sequences: Changes<SequenceEntry>,
+    /// Enum types (`CREATE TYPE ... AS ENUM`).
+    enums: Changes<EnumEntry>,
     /// Managed tables whose folders the block created, oldest first (a rollback deletes them).
     created: Vec<TableEntry>,
     /// Tables the block dropped or replaced (COMMIT deletes the managed ones' folders).
@@ -117,7 +119,8 @@ impl CatalogChanges {
             && self.sources.is_empty()
             && self.subscriptions.is_empty()
             && self.views.is_empty()
-            && self.sequences.is_empty())
+            && self.sequences.is_empty()
+            && self.enums.is_empty())
     }
 
     /// What a DDL statement changed: `before` and `after` are the block's view of the
@@ -132,6 +135,7 @@ impl CatalogChanges {
             subscriptions: diff_map(&before.subscriptions, &after.subscriptions),
             views: diff_map(&before.views, &after.views),
             sequences: diff_map(&before.sequences, &after.sequences),
+            enums: diff_map(&before.enums, &after.enums),
             created: vec![],
             dropped: vec![],
         }
@@ -152,6 +156,7 @@ impl CatalogChanges {
         merge_map(&mut self.subscriptions, step.subscriptions);
         merge_map(&mut self.views, step.views);
         merge_map(&mut self.sequences, step.sequences);
+        merge_map(&mut self.enums, step.enums);
     }
 
     /// Lays the block's changes over `state` (the block's view of the catalog).
@@ -164,6 +169,7 @@ impl CatalogChanges {
         apply_map(&self.subscriptions, &mut state.subscriptions);
         apply_map(&self.views, &mut state.views);
         apply_map(&self.sequences, &mut state.sequences);
+        apply_map(&self.enums, &mut state.enums);
         // A dropped sequence's mark goes with it (a rename keeps the id, so the mark too).
         for change in self.sequences.values() {
             if let (Some(before), None) = (&change.before, &change.after) {
@@ -182,7 +188,8 @@ impl CatalogChanges {
         check_map(&self.sources, &state.sources, "source")?;
         check_map(&self.subscriptions, &state.subscriptions, "subscription")?;
         check_map(&self.views, &state.views, "view")?;
-        check_map(&self.sequences, &state.sequences, "sequence")
+        check_map(&self.sequences, &state.sequences, "sequence")?;
+        check_map(&self.enums, &state.enums, "type")
     }
 
     /// Whether every object a statement changed (`step`, from [`CatalogChanges::between`]) is a
@@ -194,6 +201,7 @@ impl CatalogChanges {
             && step.sources.is_empty()
             && step.subscriptions.is_empty()
             && step.views.is_empty()
+            && step.enums.is_empty()
             && step.sequences.keys().all(|key| self.sequences.get(key).is_some_and(|c| c.before.is_none()))
             && step.tables.values().all(|change| {
                 [&change.before, &change.after].into_iter().flatten().all(|entry| self.created_table(&entry.id))

@@ -16,6 +16,7 @@
 //! file.
 
 pub mod changes;
+pub mod enums;
 pub mod references;
 
 use std::collections::BTreeMap;
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use sluice_storage::store::{PutOutcome, TableStore};
 
 use self::changes::CatalogChanges;
+pub use self::enums::EnumEntry;
 use crate::error::{Error, Result};
 
 /// The schema every warehouse starts with.
@@ -83,6 +85,9 @@ pub struct CatalogState {
     /// Alerts (`CREATE ALERT`) by name (see [`crate::alerts`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub alerts: BTreeMap<String, AlertEntry>,
+    /// Enum types (`CREATE TYPE ... AS ENUM`) by `schema.name` (see [`enums`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub enums: BTreeMap<String, EnumEntry>,
 }
 
 /// What an alert watches.

@@ -172,7 +172,12 @@ impl ScalarUDFImpl for TypeOf {
         let Some(field) = args.arg_fields.first() else {
             return Err(DataFusionError::Plan("pg_typeof needs one argument".into()));
         };
+        let enum_name = field
+            .metadata()
+            .get(crate::types::DECLARED_TYPE_KEY)
+            .filter(|_| crate::catalog::enums::field_enum_oid(field.metadata()).is_some());
         let name = match crate::documents::TextType::of_field(field) {
+            _ if enum_name.is_some() => enum_name.cloned().unwrap_or_default(),
             Some(declared) => declared.name().to_string(),
             None if crate::time_of_day::is_timetz_field(field) => "time with time zone".to_string(),
             None => crate::types::arrow_type_pg_name(field.data_type()),

@@ -1,6 +1,7 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
 pub mod arithmetic;
+pub mod enums;
 pub mod format;
 pub mod interval;
 pub mod json;
@@ -74,6 +75,9 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     }
     ctx.register_udf(format::function());
     for function in time_of_day::functions() {
+        ctx.register_udf(function);
+    }
+    for function in enums::functions() {
         ctx.register_udf(function);
     }
     for function in number_format::functions() {

@@ -130,6 +130,11 @@ impl QueryContext {
             use datafusion::optimizer::analyzer::{
                 resolve_grouping_function::ResolveGroupingFunction, type_coercion::TypeCoercion,
             };
+            // Enum values order by their labels' order (after coercion: it compares positions).
+            let enum_catalog: crate::functions::enums::CatalogSource = {
+                let (db, staging) = (db.clone(), staging.clone());
+                Arc::new(move || staging.catalog_view(&db.catalog))
+            };
             // DataFusion's rules, with PostgreSQL's literal types before coercion and its
             // arithmetic after it.
             builder = builder.with_analyzer_rules(vec![
@@ -138,6 +143,7 @@ impl QueryContext {
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),
                 Arc::new(crate::functions::timestamp_literals::TimestampLiterals),
                 Arc::new(TypeCoercion::new()),
+                Arc::new(crate::functions::enums::EnumOrder::new(enum_catalog)),
                 Arc::new(PostgresArithmetic),
             ]);
         }

@@ -653,7 +653,7 @@ impl QueryContext {
                     Some(plan),
                 )
             }
-            None => (define_columns(&name.name, &create.columns, &create.constraints)?, None),
+            None => (self.define_columns_with_enums(&name.name, &create.columns, &create.constraints)?, None),
         };
         super::generated::check_definitions(self, &definition.schema)?;
         self.check_sequence_defaults(definition.defaults.values()).await?;
@@ -883,7 +883,7 @@ impl QueryContext {
                         ))
                     };
                 }
-                let definition = define_columns(&name.name, &[column_def], &[])?;
+                let definition = self.define_columns_with_enums(&name.name, &[column_def], &[])?;
                 if super::generated::has_generated(&definition.schema) {
                     return Err(Error::NotSupported(
                         "ADD COLUMN ... GENERATED ALWAYS AS (expr): Delta tables get generated columns only when \

@@ -500,7 +500,9 @@ impl QueryContext {
             if !field.nullable && column.null_count() > 0 && !generated {
                 return Err(Error::NotNullViolation { table: target.name.to_string(), column: field.name.clone() });
             }
-            out.push(crate::types::conform(field, &column, &self.time_zone())?);
+            let column = crate::types::conform(field, &column, &self.time_zone())?;
+            self.check_enum_values(field, &column)?;
+            out.push(column);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let rows = if super::generated::has_generated(schema) {

@@ -8,6 +8,7 @@ pub mod context;
 pub mod copy_in;
 pub mod ddl;
 pub mod dml;
+pub mod enums;
 pub mod evolve;
 pub mod generated;
 pub mod indexes;

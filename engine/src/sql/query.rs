@@ -116,6 +116,7 @@ impl QueryContext {
             views.extend(pending);
             super::views::expand(&views, &mut statement)?;
         }
+        super::enums::rewrite_casts(&state, &mut statement)?;
         super::postgres_forms::rewrite(&mut statement)?;
         let mut collector = TimeTravelCollector { session: self, found: vec![] };
         let _ = statement.visit(&mut collector);
@@ -552,6 +553,8 @@ fn expression_name(expr: &Expr) -> Option<String> {
                 Some("to_char_number") => "to_char".into(),
                 // `~x`, an operator.
                 Some("bitwise_not") => "?column?".into(),
+                // `x::mood`, named by `x` or else by the type (see sql::enums).
+                Some("enum") => super::enums::cast_name(function, expression_name, column_name),
                 Some(type_name) if matches!(expression_name_of_args(function).as_deref(), None | Some("?column?")) => {
                     type_name.to_string()
                 }

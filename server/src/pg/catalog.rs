@@ -260,7 +260,8 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
     context.register_udf(ScalarUDF::from(ExpandArray::new()));
     let crate_format_type = context.state().scalar_functions().get("format_type").cloned();
     if let Some(inner) = crate_format_type {
-        let format_type = Arc::new(ScalarUDF::from(FormatType { inner }));
+        let enums = super::enums::EnumNames(session.catalog_view());
+        let format_type = Arc::new(ScalarUDF::from(FormatType { inner, enums }));
         context.register_udf(ScalarUDF::from(FormatTypes::new(format_type.clone())));
         context.register_udf(format_type.as_ref().clone());
     }
@@ -453,6 +454,8 @@ impl ScalarUDFImpl for ArrayToString {
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct FormatType {
     inner: Arc<ScalarUDF>,
+    /// The enum types, which it names too.
+    enums: super::enums::EnumNames,
 }
 
 /// PostgreSQL's name of a type datafusion-pg-catalog's `format_type` does not know.
@@ -502,13 +505,17 @@ impl ScalarUDFImpl for FormatType {
         let rows = args.number_rows;
         let formatted = self.inner.invoke_with_args(args)?.into_array(rows)?;
         let formatted = arrow::compute::cast(&formatted, &DataType::Utf8)?;
+        let enums = self.enums.enums();
         let named: StringArray = formatted
             .as_string::<i32>()
             .iter()
             .map(|name| {
                 let name = name?;
                 let oid = name.strip_prefix("oid(").and_then(|n| n.strip_suffix(')')).and_then(|n| n.parse().ok());
-                Some(oid.and_then(type_name_of_oid).unwrap_or_else(|| name.to_string()))
+                let named = oid.and_then(|oid| {
+                    type_name_of_oid(oid).or_else(|| super::enums::EnumNames::name_of(&enums, oid))
+                });
+                Some(named.unwrap_or_else(|| name.to_string()))
             })
             .collect();
         Ok(ColumnarValue::Array(Arc::new(named)))

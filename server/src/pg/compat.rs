@@ -246,8 +246,8 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            CAST(CASE WHEN a.attgenerated = '' THEN sluice_attribute_default(a.attrelid, a.attnum) END AS TEXT)
              AS column_default,
            CAST(CASE WHEN a.attnotnull THEN 'NO' ELSE 'YES' END AS TEXT) AS is_nullable,
-           CAST(CASE WHEN substr(t.typname, 1, 1) = '_' THEN 'ARRAY' ELSE format_type(a.atttypid, -1) END AS TEXT)
-             AS data_type,
+           CAST(CASE WHEN substr(t.typname, 1, 1) = '_' THEN 'ARRAY' WHEN t.typtype = 'e' THEN 'USER-DEFINED'
+             ELSE format_type(a.atttypid, -1) END AS TEXT) AS data_type,
            CAST(CASE WHEN a.atttypid IN (1042, 1043) AND a.atttypmod > 4 THEN a.atttypmod - 4 END AS INT)
              AS character_maximum_length,
            CAST(CASE WHEN a.atttypid IN (25, 1042, 1043) THEN 1073741824 END AS INT) AS character_octet_length,
@@ -267,7 +267,7 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            CAST(NULL AS TEXT) AS character_set_name, CAST(NULL AS TEXT) AS collation_catalog,
            CAST(NULL AS TEXT) AS collation_schema, CAST(NULL AS TEXT) AS collation_name,
            CAST(NULL AS TEXT) AS domain_catalog, CAST(NULL AS TEXT) AS domain_schema, CAST(NULL AS TEXT) AS domain_name,
-           CAST(current_database() AS TEXT) AS udt_catalog, CAST('pg_catalog' AS TEXT) AS udt_schema,
+           CAST(current_database() AS TEXT) AS udt_catalog, CAST(COALESCE(tn.nspname, 'pg_catalog') AS TEXT) AS udt_schema,
            CAST(t.typname AS TEXT) AS udt_name, CAST(NULL AS TEXT) AS scope_catalog, CAST(NULL AS TEXT) AS scope_schema,
            CAST(NULL AS TEXT) AS scope_name, CAST(NULL AS INT) AS maximum_cardinality,
            CAST(CAST(a.attnum AS TEXT) AS TEXT) AS dtd_identifier, CAST('NO' AS TEXT) AS is_self_referencing,
@@ -284,6 +284,7 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
          FROM pg_catalog.pg_attribute a JOIN pg_catalog.pg_class r ON r.oid = a.attrelid
            JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
            LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
+           LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
          WHERE a.attnum > 0 AND r.relkind IN ('r', 'v', 'm', 'p', 'f')",
     ),
     (

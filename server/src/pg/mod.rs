@@ -22,6 +22,7 @@ pub mod copy_binary;
 pub mod copy_out;
 pub mod deparse;
 pub mod descriptions;
+pub mod enums;
 pub mod encode;
 pub mod framing;
 pub mod handler;

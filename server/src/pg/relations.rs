@@ -61,6 +61,7 @@ const PG_TYPE: &str = "pg_type";
 const PG_PROC: &str = "pg_proc";
 const PG_STAT_ACTIVITY: &str = "pg_stat_activity";
 const PG_DESCRIPTION: &str = "pg_description";
+const PG_ENUM: &str = "pg_enum";
 
 /// `pg_catalog`'s OID, PostgreSQL's and datafusion-pg-catalog's.
 const PG_CATALOG_OID: i32 = 11;
@@ -345,6 +346,10 @@ impl SchemaProvider for PgCatalogOverlay {
                 Some(table) => Catalog::Descriptions(table),
                 None => return Ok(None),
             },
+            PG_ENUM => match self.inner.table(&name).await? {
+                Some(table) => Catalog::Enums(table.schema()),
+                None => return Ok(None),
+            },
             _ => return self.inner.table(&name).await,
         };
         let schema = match &catalog {
@@ -361,7 +366,7 @@ impl SchemaProvider for PgCatalogOverlay {
             | Catalog::Namespaces(table)
             | Catalog::Types(table)
             | Catalog::Descriptions(table) => table.schema(),
-            Catalog::Settings(schema) => schema.clone(),
+            Catalog::Settings(schema) | Catalog::Enums(schema) => schema.clone(),
             Catalog::Procs(table) => super::procs::schema(&table.schema()),
             Catalog::Activity => super::activity::schema(),
         };
@@ -423,6 +428,8 @@ enum Catalog {
     Procs(Arc<dyn TableProvider>),
     /// `pg_stat_activity`: this server's connections (see activity.rs).
     Activity,
+    /// `pg_enum` (datafusion-pg-catalog's columns): the labels of the enum types (see enums.rs).
+    Enums(SchemaRef),
     /// datafusion-pg-catalog's `pg_description` (the built-in objects') with the comments of
     /// Sluice's tables, columns and constraints (see descriptions.rs).
     Descriptions(Arc<dyn TableProvider>),
@@ -471,6 +478,7 @@ impl TableProvider for Described {
         // The catalogs that need neither the warehouse's tables nor pg_class.
         let own = match &self.catalog {
             Catalog::Settings(_) => Some(vec![settings_rows(&self.schema, &self.settings.lock())?]),
+            Catalog::Enums(_) => Some(vec![super::enums::pg_enum_rows(&self.schema, &self.view.enums())?]),
             Catalog::Namespaces(inner) => {
                 let mut batches = rows(state, inner).await?;
                 batches.push(information_schema_namespace(&self.schema, &batches)?);
@@ -497,6 +505,8 @@ impl TableProvider for Described {
         if let Catalog::Types(inner) = &self.catalog {
             let mut batches = rows(state, inner).await?;
             batches.push(row_types(&self.schema, &namespaces, &classes, &self.objects)?);
+            let schemas = namespace_names(&namespaces)?.into_iter().map(|(oid, name)| (name, oid)).collect();
+            batches.push(super::enums::pg_type_rows(&self.schema, &schemas, &self.view.enums())?);
             return MemTable::try_new(self.schema.clone(), vec![batches])?
                 .scan(state, projection, filters, limit)
                 .await;
@@ -535,6 +545,7 @@ impl TableProvider for Described {
                 batches
             }
             Catalog::Settings(_)
+            | Catalog::Enums(_)
             | Catalog::Namespaces(_)
             | Catalog::Types(_)
             | Catalog::Procs(_)
@@ -751,6 +762,8 @@ struct Tables {
     sequences: Vec<super::sequences::Listed>,
     /// The OIDs of materialized views (`relkind` `m`).
     materialized: HashSet<i32>,
+    /// The `pg_type` OIDs of the enum types, by the name their columns carry (see enums.rs).
+    enum_oids: HashMap<String, i32>,
 }
 
 /// A FOREIGN KEY of a table of [`Tables`] with the table it references (both in `described`).
@@ -846,7 +859,8 @@ impl Tables {
                 }
             }
         }
-        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name, sequences, materialized })
+        let enum_oids = super::enums::oids_by_name(&view.enums());
+        Ok(Self { described, by_oid, schema_names: schema_oids, views, by_name, sequences, materialized, enum_oids })
     }
 
     /// Each foreign key whose table and referenced table both have a `pg_class` row.
@@ -928,7 +942,11 @@ impl Tables {
             .map(|row| Some(if column_of(row).is_some_and(|c| c.generated) { "s" } else { "" }))
             .collect();
         let declared: Vec<Option<(i32, i32)>> = (0..batch.num_rows())
-            .map(|row| column_of(row).and_then(|c| super::wire_types::declared_oid(&c.type_name)))
+            .map(|row| {
+                let column = column_of(row)?;
+                super::wire_types::declared_oid(&column.type_name)
+                    .or_else(|| self.enum_oids.get(&column.type_name).map(|oid| (*oid, -1)))
+            })
             .collect();
         let mut batch = replace_column(batch, "atthasdef", Arc::new(has_default))?;
         if declared.iter().any(Option::is_some) {
@@ -1459,7 +1477,7 @@ fn zeros<T: arrow::datatypes::ArrowPrimitiveType>(lengths: impl Iterator<Item = 
 
 /// A batch of `schema` with `values` in the columns they name, every other column NULL where
 /// it is nullable, else at its type's default (zero, false, empty).
-fn batch_by_name(schema: &SchemaRef, len: usize, values: Vec<(&str, ArrayRef)>) -> DfResult<RecordBatch> {
+pub(super) fn batch_by_name(schema: &SchemaRef, len: usize, values: Vec<(&str, ArrayRef)>) -> DfResult<RecordBatch> {
     let values: HashMap<&str, ArrayRef> = values.into_iter().collect();
     let columns = schema
         .fields()

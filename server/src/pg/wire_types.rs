@@ -31,6 +31,9 @@ use sluice::types::DECLARED_TYPE_KEY;
 /// The PostgreSQL type (and type modifier) a field's declared type names, when it is not the one
 /// its Arrow type maps to.
 pub fn declared_pg_type(field: &Field) -> Option<(Type, i32)> {
+    if let Some(enum_type) = super::enums::wire_type(field) {
+        return Some((enum_type, -1));
+    }
     let declared = match field.data_type() {
         DataType::List(element) | DataType::LargeList(element) => {
             let own = field.metadata().get(DECLARED_TYPE_KEY).and_then(|d| d.strip_suffix("[]").map(str::to_string));
