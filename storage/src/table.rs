@@ -46,7 +46,7 @@ pub struct HistoryEntry {
 #[derive(Debug)]
 pub struct Table {
     store: TableStore,
-    latest: RwLock<Arc<Snapshot>>,
+    latest: RwLock<Latest>,
     write_options: WriteOptions,
     /// A staged handle's commits (see [`crate::stage`]); `None` for a handle that commits.
     stage: Option<std::sync::Mutex<crate::stage::Stage>>,
@@ -56,6 +56,33 @@ pub struct Table {
     /// The oldest version whose changes a reader still needs (u64::MAX: none); see
     /// [`Table::retain_changes_from`].
     changes_needed_from: std::sync::atomic::AtomicU64,
+}
+
+/// The process's commit clock: one tick per commit made through a [`Table`] handle, taken as
+/// the commit's snapshot becomes the handle's latest (see [`Table::snapshot_as_of_clock`]).
+static COMMIT_CLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The commit clock's reading now: a snapshot "as of" it holds every commit this process made
+/// before, and none it makes after.
+pub fn commit_clock() -> u64 {
+    COMMIT_CLOCK.load(std::sync::atomic::Ordering::SeqCst)
+}
+
+/// How many of its own commits' ticks a handle remembers.
+const TICKS_KEPT: usize = 4096;
+
+/// A handle's latest snapshot and the ticks of the commits this process made through it.
+#[derive(Debug)]
+struct Latest {
+    snapshot: Arc<Snapshot>,
+    /// `(tick, version)` of the last [`TICKS_KEPT`] commits through this handle, oldest first.
+    ticks: std::collections::VecDeque<(u64, u64)>,
+}
+
+impl Latest {
+    fn new(snapshot: Arc<Snapshot>) -> RwLock<Self> {
+        RwLock::new(Self { snapshot, ticks: Default::default() })
+    }
 }
 
 impl Table {
@@ -82,7 +109,7 @@ impl Table {
     fn with_snapshot(store: TableStore, snapshot: Snapshot) -> Self {
         Self {
             store,
-            latest: RwLock::new(Arc::new(snapshot)),
+            latest: Latest::new(Arc::new(snapshot)),
             write_options: WriteOptions::default(),
             stage: None,
             log_cleaned_ms: Default::default(),
@@ -94,7 +121,7 @@ impl Table {
     pub(crate) fn staged_handle(&self, base: Arc<Snapshot>) -> Self {
         Self {
             store: self.store.clone(),
-            latest: RwLock::new(base.clone()),
+            latest: Latest::new(base.clone()),
             write_options: self.write_options.clone(),
             stage: Some(crate::stage::Stage::new(base)),
             log_cleaned_ms: Default::default(),
@@ -122,7 +149,7 @@ impl Table {
 
     /// Sets the handle's snapshot, older or not (a staged handle rolled back).
     pub(crate) fn replace_snapshot(&self, snapshot: Arc<Snapshot>) {
-        *self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = snapshot;
+        self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner()).snapshot = snapshot;
     }
 
     /// Sets the options of this handle's writers.
@@ -200,13 +227,54 @@ impl Table {
 
     /// The newest snapshot this handle has seen, without touching storage.
     pub fn cached_snapshot(&self) -> Arc<Snapshot> {
-        self.latest.read().map(|s| s.clone()).unwrap_or_else(|poisoned| poisoned.into_inner().clone())
+        self.latest.read().map(|s| s.snapshot.clone()).unwrap_or_else(|poisoned| poisoned.into_inner().snapshot.clone())
     }
 
     fn store_snapshot(&self, snapshot: Arc<Snapshot>) {
         let mut guard = self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if snapshot.version() > guard.version() {
-            *guard = snapshot;
+        if snapshot.version() > guard.snapshot.version() {
+            guard.snapshot = snapshot;
+        }
+    }
+
+    /// [`Self::store_snapshot`] of a commit this handle made, with the commit clock's next tick
+    /// (taken under the same lock, so a reader sees the tick exactly when it sees the snapshot).
+    fn store_committed(&self, snapshot: Arc<Snapshot>) {
+        let mut guard = self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tick = COMMIT_CLOCK.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if guard.ticks.len() >= TICKS_KEPT {
+            guard.ticks.pop_front();
+        }
+        guard.ticks.push_back((tick, snapshot.version()));
+        if snapshot.version() > guard.snapshot.version() {
+            guard.snapshot = snapshot;
+        }
+    }
+
+    /// The table as this process had it when the commit clock read `clock`
+    /// ([`commit_clock`]): the latest snapshot without the commits this process made through
+    /// this handle since (commits of other processes are in it as they are found, since their
+    /// order with this process's is not known). `None` when this handle no longer remembers
+    /// its first commit after `clock` (more than 4,096 commits ago).
+    pub async fn snapshot_as_of_clock(&self, clock: u64) -> Result<Option<Arc<Snapshot>>> {
+        let latest = self.snapshot().await?;
+        let (first_after, remembered) = {
+            let guard = self.latest.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let first_after = guard.ticks.iter().find(|(tick, _)| *tick > clock).map(|(_, version)| *version);
+            let remembered =
+                guard.ticks.len() < TICKS_KEPT || guard.ticks.front().is_some_and(|(tick, _)| *tick <= clock);
+            (first_after, remembered)
+        };
+        match first_after {
+            None => Ok(Some(latest)),
+            Some(_) if !remembered => Ok(None),
+            Some(version) => {
+                let before = version.saturating_sub(1);
+                if before == latest.version() {
+                    return Ok(Some(latest));
+                }
+                self.snapshot_at_version(before).await.map(Some)
+            }
         }
     }
 
@@ -343,7 +411,7 @@ impl Table {
                 })
                 .collect();
             let next = Arc::new(snapshot.apply_commits(commits)?);
-            self.store_snapshot(next.clone());
+            self.store_committed(next.clone());
             let txn_id = committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions));
             if let Err(e) = crate::checksum::write(&self.store, &next, txn_id).await {
                 tracing::warn!(

@@ -102,6 +102,9 @@ struct State {
     mode: Mode,
     /// By table id.
     tables: BTreeMap<String, StagedTable>,
+    /// The commit clock when the block first read or wrote a table: every table it reads is
+    /// read as of that moment (one snapshot for the block, as PostgreSQL's REPEATABLE READ).
+    clock: Option<u64>,
 }
 
 struct StagedTable {
@@ -200,14 +203,25 @@ impl Staging {
                 }
             }
         }
+        // The block reads every table as of one moment of the commit clock, taken when it first
+        // touched a table (under the commit gate, which a commit to several tables holds, when
+        // a statement's snapshot is taken: crate::sql::catalog_provider::statement_snapshot).
+        let clock = *lock(self).clock.get_or_insert_with(sluice_storage::table::commit_clock);
+        let Some(latest) = real.snapshot_as_of_clock(clock).await? else {
+            return Err(Error::SerializationFailure(format!(
+                "could not serialize access: {} changed too often since the transaction's snapshot",
+                entry.qualified_name()
+            )));
+        };
+        let current = real.cached_snapshot().version() == latest.version();
         // A keyed table: the block's copy of its index is taken with the snapshot it starts
         // from, as the index's last lock holder published them, or under the lock if no writer
         // holds it (never waiting: a statement's snapshot is taken under the commit gate, which
         // such a writer may wait for), so that its key lookups neither wait for nor scan past
-        // other writers' commits. Otherwise its first write makes the copy.
-        let latest = real.snapshot().await?;
+        // other writers' commits. Otherwise (or when the block's snapshot is older than the
+        // table's latest) its first write makes the copy, caught up with the block's snapshot.
         let keyed = !crate::keys::unique_defs(latest.configuration()).is_empty();
-        let (staged, keys) = if !keyed {
+        let (staged, keys) = if !keyed || !current {
             (Arc::new(real.staged_on(latest)), None)
         } else if let Some(published) = db.keys.published_copy(&entry.id, latest.version(), false) {
             let (snapshot, copy) = published?;
@@ -389,6 +403,7 @@ impl Staging {
     /// that ends in a block).
     pub async fn discard(&self, db: &Warehouse) {
         self.relied.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        lock(self).clock = None;
         let tables = std::mem::take(&mut lock(self).tables);
         for table in tables.into_values() {
             table.staged.discard_stage().await;
@@ -400,6 +415,7 @@ impl Staging {
     /// Commits the block's writes (see the module docs); the staged tables are forgotten
     /// whatever the outcome.
     pub async fn commit(&self, db: &Warehouse) -> Result<()> {
+        lock(self).clock = None;
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
         let catalog = std::mem::take(&mut *lock_catalog(self));
         let relied = std::mem::take(&mut *self.relied.lock().unwrap_or_else(|p| p.into_inner()));

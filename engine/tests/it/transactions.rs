@@ -545,3 +545,49 @@ async fn select_for_update_fails_the_commit_when_another_changed_the_table() {
     let err = mine.query("SELECT id FROM jobs FOR UPDATE SKIP LOCKED").await.unwrap_err();
     assert_eq!(err.sqlstate(), "0A000", "{err}");
 }
+
+/// A block reads every table as of one moment (PostgreSQL's REPEATABLE READ): a table it first
+/// reads after another session committed to it is read without that commit, also when that
+/// commit wrote two tables, one of which the block had read already; its own writes are seen,
+/// and writing a row the other changed since is a 40001 at COMMIT.
+#[tokio::test]
+async fn a_block_reads_every_table_as_of_its_first_statement() {
+    let db = Database::open("memory://one-snapshot").await.unwrap();
+    db.execute(
+        "CREATE TABLE ta (id bigint PRIMARY KEY, v bigint); CREATE TABLE tb (id bigint PRIMARY KEY, v bigint); \
+         CREATE TABLE tc (v bigint); INSERT INTO ta VALUES (1, 100); INSERT INTO tb VALUES (1, 0); INSERT INTO tc VALUES (1)",
+    )
+    .await
+    .unwrap();
+    let (a, b) = (db.session(), db.session());
+    a.execute("BEGIN").await.unwrap();
+    assert_eq!(rows(&a.query("SELECT sum(v) FROM ta").await.unwrap()), vec!["100"]);
+    // A transfer from ta to tb in one commit, and a row into tc, after the block's first read.
+    b.execute("BEGIN; UPDATE ta SET v = v - 30 WHERE id = 1; UPDATE tb SET v = v + 30 WHERE id = 1; COMMIT")
+        .await
+        .unwrap();
+    b.execute("INSERT INTO tc VALUES (2)").await.unwrap();
+    // tb and tc are first read now: as of the block's snapshot, so the total is still 100.
+    assert_eq!(block_sums(&a).await, vec!["100", "0", "1"]);
+    a.execute("INSERT INTO tc VALUES (3)").await.unwrap();
+    assert_eq!(rows(&a.query("SELECT count(*) FROM tc").await.unwrap()), vec!["2"]);
+    // The row the other session changed: first committer wins.
+    a.execute("UPDATE tb SET v = v + 1 WHERE id = 1").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    // A new block sees everything committed, and a block that only appends commits.
+    assert_eq!(block_sums(&a).await, vec!["70", "30", "2"]);
+    a.execute("BEGIN; SELECT count(*) FROM tc").await.unwrap();
+    b.execute("INSERT INTO tc VALUES (4)").await.unwrap();
+    a.execute("INSERT INTO tc VALUES (5); COMMIT").await.unwrap();
+    assert_eq!(rows(&db.query("SELECT count(*) FROM tc").await.unwrap()), vec!["4"]);
+}
+
+/// The sums of ta and tb and the rows of tc, as a session reads them.
+async fn block_sums(session: &sluice::Session) -> Vec<String> {
+    let mut out = Vec::new();
+    for sql in ["SELECT sum(v) FROM ta", "SELECT sum(v) FROM tb", "SELECT count(*) FROM tc"] {
+        out.extend(rows(&session.query(sql).await.unwrap()));
+    }
+    out
+}
