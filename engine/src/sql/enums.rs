@@ -232,7 +232,7 @@ impl QueryContext {
                         crate::names::quoted(&column)
                     );
                     self.clear_statement_state();
-                    self.run_sql_text(&sql).await?;
+                    self.run_alter_table(&sql).await?;
                 }
             }
             dropped.push(entry);
@@ -247,6 +247,16 @@ impl QueryContext {
             .await?;
         }
         Ok(StatementResult::command("DROP TYPE"))
+    }
+
+    /// Runs an ALTER TABLE given as SQL text.
+    async fn run_alter_table(&self, sql: &str) -> Result<()> {
+        let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+        let statements = datafusion::sql::sqlparser::parser::Parser::parse_sql(&dialect, sql)?;
+        match statements.into_iter().next() {
+            Some(Statement::AlterTable(alter)) => self.alter_table(alter).await.map(|_| ()),
+            _ => Err(Error::Internal(format!("not an ALTER TABLE: {sql}"))),
+        }
     }
 
     /// `ALTER TYPE name ADD VALUE | RENAME VALUE | RENAME TO`.

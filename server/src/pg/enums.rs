@@ -2,6 +2,8 @@
 //! read: their `pg_type` rows (`typtype` `e`, and the array type `_mood` PostgreSQL makes with
 //! each), `pg_enum`, `format_type` of their OIDs, the `atttypid` of columns of an enum type, and
 //! the type OID in RowDescription (the enum's own, which drivers such as psycopg read as text).
+//! Drivers that look an unknown type OID up (tokio-postgres: `pg_type`, then `pg_enum` for an
+//! enum's labels) bind the OID as an `oid` parameter, which [`oid_parameters`] lets them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -132,4 +134,65 @@ pub fn pg_enum_rows(schema: &SchemaRef, enums: &[EnumEntry]) -> DfResult<RecordB
         ("enumlabel", Arc::new(StringArray::from_iter_values(labels.iter().map(|(_, l)| l.label.clone())))),
     ];
     super::relations::batch_by_name(schema, labels.len(), values)
+}
+
+/// Whether a statement is a driver's look-up of a type by OID (tokio-postgres's: `... FROM
+/// pg_catalog.pg_type t ... WHERE t.oid = $1`, `... FROM pg_catalog.pg_enum WHERE enumtypid =
+/// $1`, a composite's `... FROM pg_catalog.pg_attribute WHERE attrelid = $1`), whose parameter
+/// PostgreSQL describes as `oid` (Sluice's catalogs keep OIDs as `integer`, and a driver binds
+/// only an `oid` parameter from its OID type).
+pub fn oid_parameters(sql: &str) -> bool {
+    let words: Vec<&str> = sql.split_whitespace().collect();
+    let text = words.join(" ");
+    let catalog = text.contains("FROM pg_catalog.pg_type t")
+        || text.contains("FROM pg_catalog.pg_enum")
+        || text.contains("FROM pg_catalog.pg_attribute");
+    let by_oid = ["WHERE t.oid = $1", "WHERE enumtypid = $1", "WHERE attrelid = $1"].iter().any(|w| text.contains(w));
+    catalog && by_oid
+}
+
+/// The result columns of a driver's type look-up (see [`oid_parameters`]) typed as PostgreSQL
+/// types them: OID columns as `oid`, `typtype` as `"char"` (tokio-postgres reads those only from
+/// those types). Their values are the same bytes in either type (an `oid` is a 4-byte integer, a
+/// `"char"` one byte of text).
+pub fn typeinfo_schema(schema: &SchemaRef) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|field| {
+            let declared = match field.name().as_str() {
+                "typtype" => Some(CHAR_TYPE),
+                "typelem" | "rngsubtype" | "typbasetype" | "typrelid" | "atttypid" | "oid" => Some(OID_TYPE),
+                _ => None,
+            };
+            match declared {
+                Some(name) => {
+                    let mut metadata = field.metadata().clone();
+                    metadata.insert(DECLARED_TYPE_KEY.to_string(), name.to_string());
+                    field.as_ref().clone().with_metadata(metadata)
+                }
+                None => field.as_ref().clone(),
+            }
+        })
+        .collect();
+    Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()))
+}
+
+/// The declared type names [`typeinfo_schema`] gives (see `wire_types::declared_pg_type`).
+pub const OID_TYPE: &str = "oid";
+pub const CHAR_TYPE: &str = "\"char\"";
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn driver_type_lookups_take_oids() {
+        assert!(super::oid_parameters(
+            "SELECT enumlabel\nFROM pg_catalog.pg_enum\nWHERE enumtypid = $1\nORDER BY enumsortorder\n"
+        ));
+        assert!(super::oid_parameters(
+            "SELECT t.typname, t.typtype FROM pg_catalog.pg_type t\n INNER JOIN pg_catalog.pg_namespace n ON \
+             t.typnamespace = n.oid WHERE t.oid = $1"
+        ));
+        assert!(!super::oid_parameters("SELECT * FROM t WHERE id = $1"));
+    }
 }

@@ -730,6 +730,12 @@ impl QueryParser for SluiceQueryParser {
         }
         if introspection {
             // asyncpg has a built-in codec for oid[] only; it sends the type oids in binary.
+        if super::enums::oid_parameters(sql) {
+            for pg in parameter_types.iter_mut().filter(|t| **t == Type::INT4) {
+                *pg = Type::OID;
+            }
+            result_schema = result_schema.map(|schema| super::enums::typeinfo_schema(&schema));
+        }
             parameter_types = vec![Type::OID_ARRAY];
             parameter_count = Some(1);
             arrow_types = vec![Some(DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))))];

@@ -75,6 +75,11 @@ fn time_types() {
     run_case("time_types");
 }
 
+#[test]
+fn intervals() {
+    run_case("intervals");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
