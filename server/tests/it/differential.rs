@@ -76,8 +76,8 @@ fn time_types() {
 }
 
 #[test]
-fn intervals() {
-    run_case("intervals");
+fn enums() {
+    run_case("enums");
 }
 
 fn run_case(case: &str) {
