@@ -796,6 +796,8 @@ pub struct ColumnInfo {
     /// A generated column (`GENERATED ALWAYS AS (expr) STORED`): its expression is `default`,
     /// as PostgreSQL keeps it in `pg_attrdef` with `attgenerated` = `s`.
     pub generated: bool,
+    /// The collation its definition named (`COLLATE "C"`), None for the default one.
+    pub collation: Option<String>,
 }
 
 /// The columns and keys of every table of the warehouse (and materialized view), sorted by
@@ -865,6 +867,11 @@ pub async fn relations_in(
                     nullable: field.nullable,
                     comment,
                     generated: generation.is_some(),
+                    collation: field
+                        .metadata
+                        .get(crate::sql::collations::COLLATION_KEY)
+                        .and_then(|c| c.as_str())
+                        .map(str::to_string),
                 }
             })
             .collect();

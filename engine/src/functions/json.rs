@@ -180,6 +180,14 @@ impl ScalarUDFImpl for JsonFunction {
         }
         let rows = args.number_rows;
         let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        if let (Op::ToJson(output), Some(value), Some(field)) = (self.op, args.args.first(), args.arg_fields.first()) {
+            let array = to_json_column(&value.clone().into_array(rows)?, field, output)?;
+            return Ok(if scalar && rows == 1 {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(&array, 0)?)
+            } else {
+                ColumnarValue::Array(array)
+            });
+        }
         let arrays: Vec<ArrayRef> = args.args.iter().map(|a| a.clone().into_array(rows)).collect::<DfResult<_>>()?;
         let typed: Vec<Option<TextType>> = args.arg_fields.iter().map(|f| TextType::of_field(f)).collect();
         let array = self.evaluate(&arrays, &typed, rows).map_err(datafusion::error::DataFusionError::from)?;
@@ -321,11 +329,6 @@ impl JsonFunction {
                         }
                         _ => None,
                     });
-                }
-                (Output::Text(values), Op::ToJson(_)) => {
-                    if let Some(array) = arrays.first() {
-                        values.push(to_json(array, first_type, row)?)
-                    }
                 }
                 (Output::Text(values), Op::Get | Op::GetText | Op::PathGet | Op::PathGetText) => {
                     let doc = document(first, first_type, row)?;
@@ -490,17 +493,17 @@ impl JsonFunction {
     }
 }
 
-/// `to_jsonb(value)`: a value's JSON (a json/jsonb value as itself, text as a JSON string).
-fn to_json(array: &ArrayRef, typed: Option<TextType>, row: usize) -> crate::error::Result<Option<String>> {
-    if array.is_null(row) {
-        return Ok(None);
+/// `to_json(value)` and `to_jsonb(value)`: each value's JSON (a json/jsonb value as itself, text
+/// as a JSON string, a row as an object). `json` prints as PostgreSQL's `to_json` does (a row's
+/// columns in order, no spaces, see [`super::rows`]), `jsonb` canonically.
+fn to_json_column(array: &ArrayRef, field: &Field, output: TextType) -> DfResult<ArrayRef> {
+    if output != TextType::Jsonb {
+        return Ok(Arc::new(StringArray::from(super::rows::json_texts(array, field)?)));
     }
-    if let Some(TextType::Json | TextType::Jsonb) = typed {
-        let text = arrow::compute::cast(&array.slice(row, 1), &DataType::Utf8)?;
-        return Ok(Some(documents::jsonb_text(&documents::json_in(text.as_string::<i32>().value(0))?)));
-    }
-    let value = super::json_build::values(&array.slice(row, 1))?.into_iter().next().unwrap_or(Value::Null);
-    Ok(Some(documents::jsonb_text(&value)))
+    let values = super::json_build::typed_values(array, field)?;
+    let texts: StringArray =
+        values.iter().enumerate().map(|(i, v)| (!array.is_null(i)).then(|| documents::jsonb_text(v))).collect();
+    Ok(Arc::new(texts))
 }
 
 /// The JSON functions.
@@ -520,7 +523,7 @@ pub fn functions() -> Vec<ScalarUDF> {
         udf("jsonb_pretty", &[], Op::Pretty),
         udf("jsonb_set", &[], Op::Set),
         udf("to_jsonb", &[], Op::ToJson(TextType::Jsonb)),
-        udf("to_json", &[], Op::ToJson(TextType::Json)),
+        udf("to_json", &["row_to_json"], Op::ToJson(TextType::Json)),
         udf("jsonb_array_elements", &["json_array_elements"], Op::Elements),
         udf("jsonb_array_elements_text", &["json_array_elements_text"], Op::ElementsText),
         udf("jsonb_object_keys", &["json_object_keys"], Op::ObjectKeys),

@@ -66,6 +66,32 @@ fn json_text(value: &Value, keys: &[String]) -> String {
     }
 }
 
+/// `json_agg`'s text of each list: its elements as `to_json` prints them, after `, ` (and a line
+/// break before a row or an array, as PostgreSQL's `json_agg` does).
+fn json_array_texts(lists: &ArrayRef) -> DfResult<Vec<Option<String>>> {
+    let element = list_field(lists);
+    let lists = arrow::compute::cast(lists, &DataType::List(element.clone()))?;
+    let lists = lists.as_list::<i32>();
+    let items = super::rows::json_texts(lists.values(), &element)?;
+    let separator = if matches!(element.data_type(), DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_))
+        && crate::documents::TextType::of_field(&element).is_none()
+    {
+        ", \n "
+    } else {
+        ", "
+    };
+    let offsets = lists.value_offsets();
+    Ok((0..lists.len())
+        .map(|i| {
+            let (start, end) = (offsets.get(i).copied().unwrap_or(0), offsets.get(i + 1).copied().unwrap_or(0));
+            let (start, end) = (usize::try_from(start).unwrap_or(0), usize::try_from(end).unwrap_or(0));
+            let texts: Vec<&str> =
+                items.get(start..end).unwrap_or_default().iter().map(|t| t.as_deref().unwrap_or("null")).collect();
+            (!lists.is_null(i)).then(|| format!("[{}]", texts.join(separator)))
+        })
+        .collect())
+}
+
 pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
     let len = array.len();
     let out = match array.data_type() {
@@ -94,7 +120,12 @@ pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
         }
         DataType::Struct(fields) => {
             let columns = array.as_struct();
-            let converted: Vec<Vec<Value>> = columns.columns().iter().map(values).collect::<DfResult<_>>()?;
+            let converted: Vec<Vec<Value>> = columns
+                .columns()
+                .iter()
+                .zip(fields.iter())
+                .map(|(c, f)| typed_values(c, f))
+                .collect::<DfResult<_>>()?;
             (0..len)
                 .map(|i| {
                     if array.is_null(i) {
@@ -106,6 +137,28 @@ pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
                     }
                     Value::Object(object)
                 })
+                .collect()
+        }
+        DataType::Binary | DataType::LargeBinary | DataType::BinaryView => {
+            // bytea as PostgreSQL's text of it, `\x0102`.
+            let bytes = arrow::compute::cast(array, &DataType::Binary)?;
+            bytes
+                .as_binary::<i32>()
+                .iter()
+                .map(|v| {
+                    v.map_or(Value::Null, |b| {
+                        Value::String(format!("\\x{}", b.iter().map(|byte| format!("{byte:02x}")).collect::<String>()))
+                    })
+                })
+                .collect()
+        }
+        DataType::Timestamp(_, zone) => {
+            let micros =
+                arrow::compute::cast(array, &DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, None))?;
+            micros
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .iter()
+                .map(|v| v.map_or(Value::Null, |v| Value::String(super::rows::timestamp_text(v, zone.is_some()))))
                 .collect()
         }
         _ => {
@@ -189,6 +242,10 @@ impl ScalarUDFImpl for JsonBuildObject {
             .zip(&args.arg_fields)
             .map(|(a, f)| a.clone().into_array(rows).and_then(|a| typed_values(&a, f)))
             .collect::<DfResult<_>>()?;
+        let json_agg_texts = match (self.array && self.output == TextType::Json, args.args.first()) {
+            (true, Some(list)) => json_array_texts(&list.clone().into_array(rows)?)?,
+            _ => Vec::new(),
+        };
         let mut builder = StringBuilder::new();
         for row in 0..rows {
             if self.lists {
@@ -219,6 +276,10 @@ impl ScalarUDFImpl for JsonBuildObject {
                             .join(", ")
                     ),
                 });
+                continue;
+            }
+            if self.array && self.output == TextType::Json {
+                builder.append_option(json_agg_texts.get(row).cloned().flatten());
                 continue;
             }
             if self.array {

@@ -8,6 +8,7 @@ pub mod json;
 pub mod json_build;
 pub mod math;
 pub mod number_format;
+pub mod rows;
 pub mod table_changes;
 pub mod time_of_day;
 pub mod timestamp_literals;
@@ -73,6 +74,8 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     for function in json_build::functions() {
         ctx.register_udf(function);
     }
+    ctx.register_udf(rows::row_function());
+    ctx.register_udf(crate::sql::collations::function());
     ctx.register_udf(format::function());
     for function in time_of_day::functions() {
         ctx.register_udf(function);

@@ -138,6 +138,7 @@ impl QueryContext {
             // DataFusion's rules, with PostgreSQL's literal types before coercion and its
             // arithmetic after it.
             builder = builder.with_analyzer_rules(vec![
+                Arc::new(crate::functions::rows::WholeRows),
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(IntegerLiterals),
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),

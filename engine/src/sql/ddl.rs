@@ -56,6 +56,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
     let mut checks = Vec::new();
     let mut keys: Vec<KeyDef> = Vec::new();
     let mut references = Vec::new();
+    let mut collations = Vec::new();
     for def in columns {
         let name = normalize(&def.name);
         let mut nullable = true;
@@ -130,6 +131,9 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                     }
                     references.push(clause);
                 }
+                ColumnOption::Collation(collation) => {
+                    collations.push(super::collations::of_column(&name, &def.data_type, collation)?);
+                }
                 other => return Err(Error::NotSupported(format!("column option {other}"))),
             }
         }
@@ -187,6 +191,11 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
             field.metadata.insert("comment".into(), Value::String(comment));
         }
         fields.push(field);
+    }
+    for (name, collation) in collations.into_iter().flatten() {
+        if let Some(field) = fields.iter_mut().find(|f| f.name == name) {
+            field.metadata.insert(super::collations::COLLATION_KEY.into(), Value::String(collation.into()));
+        }
     }
     let mut schema = StructType::new(fields);
     for constraint in constraints {

@@ -3,6 +3,7 @@
 
 pub mod catalog_provider;
 pub mod column_type;
+pub mod collations;
 pub mod comments;
 pub mod context;
 pub mod copy_in;
@@ -24,6 +25,7 @@ pub mod sequences;
 pub mod temporary;
 pub mod upsert;
 pub mod views;
+pub mod whole_rows;
 pub mod with_ties;
 // The syntax is a layer of its own (crate::syntax); these names stay for callers.
 pub use crate::names;

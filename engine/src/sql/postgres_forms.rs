@@ -30,6 +30,8 @@ use crate::error::{Error, Result};
 /// Rewrites a statement's PostgreSQL forms (see the module's documentation).
 pub fn rewrite(statement: &mut Statement) -> Result<()> {
     super::lateral::rewrite(statement)?;
+    super::whole_rows::rewrite(statement);
+    super::collations::rewrite(statement)?;
     let mut literals = Literals { error: None, arrays_only: false };
     let _ = statement.visit(&mut literals);
     if let Some(e) = literals.error {

@@ -525,7 +525,7 @@ fn column_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(i) => Some(i.value.clone()),
         Expr::CompoundIdentifier(parts) => parts.last().map(|i| i.value.clone()),
-        Expr::Nested(inner) | Expr::Cast { expr: inner, .. } => column_name(inner),
+        Expr::Nested(inner) | Expr::Cast { expr: inner, .. } | Expr::Collate { expr: inner, .. } => column_name(inner),
         _ => None,
     }
 }
@@ -534,7 +534,7 @@ fn column_name(expr: &Expr) -> Option<String> {
 fn expression_name(expr: &Expr) -> Option<String> {
     match expr {
         Expr::Identifier(_) | Expr::CompoundIdentifier(_) => None,
-        Expr::Nested(inner) => expression_name(inner),
+        Expr::Nested(inner) | Expr::Collate { expr: inner, .. } => expression_name(inner),
         // A cast is named by what it casts, or else by its type.
         Expr::Cast { expr, data_type, .. } => match expression_name(expr) {
             Some(name) if name == "?column?" => Some(cast_type_name(data_type)),
@@ -551,6 +551,8 @@ fn expression_name(expr: &Expr) -> Option<String> {
                 Some("json_array") => "json_agg".into(),
                 Some("jsonb_array") => "jsonb_agg".into(),
                 Some("to_char_number") => "to_char".into(),
+                // `x COLLATE "C"` is named by `x` (see sql::collations).
+                Some("collate") => expression_name_of_args(function).unwrap_or_else(|| "?column?".into()),
                 // `~x`, an operator.
                 Some("bitwise_not") => "?column?".into(),
                 // `x::mood`, named by `x` or else by the type (see sql::enums).

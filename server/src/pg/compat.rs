@@ -264,8 +264,12 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
              AS datetime_precision,
            CAST(NULL AS TEXT) AS interval_type, CAST(NULL AS INT) AS interval_precision,
            CAST(NULL AS TEXT) AS character_set_catalog, CAST(NULL AS TEXT) AS character_set_schema,
-           CAST(NULL AS TEXT) AS character_set_name, CAST(NULL AS TEXT) AS collation_catalog,
-           CAST(NULL AS TEXT) AS collation_schema, CAST(NULL AS TEXT) AS collation_name,
+           CAST(NULL AS TEXT) AS character_set_name,
+           CAST(CASE WHEN a.attcollation IN (950, 951, 12340) THEN current_database() END AS TEXT)
+             AS collation_catalog,
+           CAST(CASE WHEN a.attcollation IN (950, 951, 12340) THEN 'pg_catalog' END AS TEXT) AS collation_schema,
+           CAST(CASE a.attcollation WHEN 950 THEN 'C' WHEN 951 THEN 'POSIX' WHEN 12340 THEN 'ucs_basic' END AS TEXT)
+             AS collation_name,
            CAST(NULL AS TEXT) AS domain_catalog, CAST(NULL AS TEXT) AS domain_schema, CAST(NULL AS TEXT) AS domain_name,
            CAST(current_database() AS TEXT) AS udt_catalog, CAST(COALESCE(tn.nspname, 'pg_catalog') AS TEXT) AS udt_schema,
            CAST(t.typname AS TEXT) AS udt_name, CAST(NULL AS TEXT) AS scope_catalog, CAST(NULL AS TEXT) AS scope_schema,

@@ -41,6 +41,12 @@ use super::ServerState;
 /// The first OID given to an index, a constraint or a default (2^30).
 const OBJECT_OID_FIRST: i32 = 1 << 30;
 
+/// The types that have a collation (text, varchar, char), and the default collation's OID.
+const TEXT_OID: i32 = 25;
+const VARCHAR_OID: i32 = 1043;
+const BPCHAR_OID: i32 = 1042;
+const DEFAULT_COLLATION_OID: i32 = 100;
+
 /// The OID of the btree access method (`pg_am`), which every Sluice index reports.
 const BTREE_AM_OID: i32 = 403;
 
@@ -969,7 +975,26 @@ impl Tables {
             batch = replace_column(&batch, "attnotnull", Arc::new(not_null))?;
         }
         let batch = replace_column(&batch, "attgenerated", Arc::new(generated))?;
+        let batch = self.mark_collations(&batch)?;
         replace_column(&batch, "attidentity", Arc::new(identity))
+    }
+
+    /// `attcollation`: a text column's collation (`COLLATE "C"` is 950), the default (100) for
+    /// the other text columns of Sluice's tables, none (0) for the other types.
+    fn mark_collations(&self, batch: &RecordBatch) -> DfResult<RecordBatch> {
+        let (relids, names) = (int32_column(batch, "attrelid")?, text_column(batch, "attname")?);
+        let (types, before) = (int32_column(batch, "atttypid")?, int32_column(batch, "attcollation")?);
+        let collations: Int32Array = (0..batch.num_rows())
+            .map(|row| {
+                let ours = self.by_oid.get(&relids.value(row)).and_then(|i| self.described.get(*i));
+                let Some((relation, _, _)) = ours else { return Some(before.value(row)) };
+                let collatable = matches!(types.value(row), TEXT_OID | VARCHAR_OID | BPCHAR_OID);
+                let column = relation.columns.iter().find(|c| c.name == names.value(row));
+                let named = column.and_then(|c| c.collation.as_deref()).and_then(sluice::sql::collations::oid);
+                Some(if collatable { named.unwrap_or(DEFAULT_COLLATION_OID) } else { 0 })
+            })
+            .collect();
+        replace_column(batch, "attcollation", Arc::new(collations))
     }
 
     /// One `pg_class` row per index (relkind `i`), named as the index.
@@ -2329,6 +2354,7 @@ mod tests {
             nullable: true,
             comment: None,
             generated: false,
+            collation: None,
         };
         RelationInfo {
             schema: "public".into(),

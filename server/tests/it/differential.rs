@@ -76,8 +76,8 @@ fn time_types() {
 }
 
 #[test]
-fn enums() {
-    run_case("enums");
+fn intervals() {
+    run_case("intervals");
 }
 
 fn run_case(case: &str) {
