@@ -484,6 +484,21 @@ pub fn interval_text(text: &str) -> Result<String> {
         .join(" "))
 }
 
+/// A text column read as intervals (`data_type`, Arrow's `Interval`), each value as
+/// [`interval_text`] reads PostgreSQL's forms; 22007 for one that is none of them.
+pub fn interval_column_from_text(
+    column: &arrow::array::ArrayRef,
+    data_type: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::{AsArray, StringArray};
+    let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
+    let units: StringArray =
+        text.as_string::<i32>().iter().map(|v| v.map(interval_text).transpose()).collect::<Result<_>>()?;
+    let options = arrow::compute::CastOptions { safe: false, ..Default::default() };
+    arrow::compute::cast_with_options(&units, data_type, &options)
+        .map_err(|e| Error::data("22015", format!("interval out of range: {e}")))
+}
+
 /// ISO 8601's duration after its `P`: `1Y2M3DT4H5M6S`, `T1H30M`, `2W`.
 fn iso_interval(iso: &str) -> Option<String> {
     let mut parts = vec![];

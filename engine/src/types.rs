@@ -11,6 +11,10 @@
 //! Spark or delta-rs read as the number. `timetz` is stored as a `string` in PostgreSQL's output
 //! form (`12:57:18.000396+05:30`, see [`crate::timetz`]): the offset round-trips exactly, and
 //! every Delta reader shows the value as psql prints it.
+//!
+//! Delta has no interval type either: an `interval` is stored as a `string` in Arrow's text form
+//! (`1 mons 2 days 3.500000000 secs`, see `sluice_storage::schema`), read as Arrow's
+//! `Interval(MonthDayNano)`, which keeps months, days and time apart as PostgreSQL does.
 
 use datafusion::sql::sqlparser::ast::{self, ArrayElemTypeDef, ExactNumberInfo, TimezoneInfo};
 use serde_json::Value;
@@ -44,6 +48,7 @@ impl DeclaredType {
     pub fn arrow_type(&self) -> arrow::datatypes::DataType {
         match &self.declared {
             Some(declared) if sluice_storage::schema::is_time_of_day(declared) => sluice_storage::schema::TIME_OF_DAY,
+            Some(declared) if declared == sluice_storage::schema::INTERVAL_NAME => sluice_storage::schema::INTERVAL,
             _ => self.data_type.to_arrow(),
         }
     }
@@ -98,6 +103,9 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
                 None => named(stored, name),
             }
         }
+        // PostgreSQL's field restrictions (`interval day to second`) and precisions round input;
+        // Sluice keeps every interval whole rather than accept them and ignore them.
+        T::Interval { fields: None, precision: None } => named(P::String, sluice_storage::schema::INTERVAL_NAME),
         T::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => primitive(P::Timestamp),
         T::Timestamp(_, _) | T::TimestampNtz(_) | T::Datetime(_) => primitive(P::TimestampNtz),
         T::Numeric(info) | T::Decimal(info) | T::Dec(info) => {

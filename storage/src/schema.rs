@@ -50,6 +50,12 @@ pub fn is_time_of_day(declared: &str) -> bool {
     declared == "time" || declared.strip_prefix("time(").is_some_and(|rest| rest.ends_with(')'))
 }
 
+/// The Arrow type of an `interval` column: months, days and nanoseconds, as DataFusion computes
+/// with them.
+pub const INTERVAL: ArrowType = ArrowType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano);
+/// The declared type name of an `interval` column.
+pub const INTERVAL_NAME: &str = "interval";
+
 /// Largest nesting depth accepted in a schema string (a guard against hostile input).
 const SCHEMA_DEPTH_MAX: usize = 64;
 
@@ -391,11 +397,24 @@ impl StructField {
             && self.metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str).is_some_and(is_time_of_day)
     }
 
+    /// Whether the column holds intervals: a `string` declared `interval`. Delta has no interval
+    /// type; the text is Arrow's form of the value (`1 mons 2 days 3.500000000 secs`), which
+    /// every Delta reader shows as it is and Arrow's cast reads back exactly (months, days and
+    /// nanoseconds stay apart, as PostgreSQL keeps them).
+    pub fn is_interval(&self) -> bool {
+        self.data_type == DataType::Primitive(PrimitiveType::String)
+            && self.metadata.get(DECLARED_TYPE_KEY).and_then(Value::as_str) == Some(INTERVAL_NAME)
+    }
+
     /// The Arrow type of the column as readers see it: its Delta type's, except for a time of day
-    /// (`Time64(µs)`, stored as a `long`).
+    /// (`Time64(µs)`, stored as a `long`) and an interval (`Interval(MonthDayNano)`, stored as a
+    /// `string`).
     pub fn arrow_type(&self) -> ArrowType {
         if self.is_time_of_day() {
             return TIME_OF_DAY;
+        }
+        if self.is_interval() {
+            return INTERVAL;
         }
         self.data_type.to_arrow()
     }
@@ -415,6 +434,7 @@ impl StructField {
         }
         let data_type = match names {
             NameChoice::Logical if self.is_time_of_day() => TIME_OF_DAY,
+            NameChoice::Logical if self.is_interval() => INTERVAL,
             _ => self.data_type.to_arrow_with(names),
         };
         Field::new(name, data_type, self.nullable).with_metadata(metadata)
@@ -447,6 +467,11 @@ impl StructField {
                     metadata.insert(DECLARED_TYPE_KEY.into(), Value::String("time".into()));
                 }
                 DataType::Primitive(PrimitiveType::Long)
+            }
+            // An interval is stored as text, the field naming the type.
+            ArrowType::Interval(_) => {
+                metadata.insert(DECLARED_TYPE_KEY.into(), Value::String(INTERVAL_NAME.into()));
+                DataType::Primitive(PrimitiveType::String)
             }
             other => DataType::from_arrow(other)?,
         };

@@ -406,6 +406,27 @@ impl AnalyzerRule for IntegerLiterals {
     }
 }
 
+fn is_interval(data_type: &DataType) -> bool {
+    matches!(data_type, DataType::Interval(_))
+}
+
+fn interval_key(expr: Expr) -> Expr {
+    Expr::ScalarFunction(ScalarFunction::new_udf(Arc::new(super::interval::comparison_key()), vec![expr]))
+}
+
+/// A sort by intervals sorts by their spans, as PostgreSQL does.
+fn sort_intervals(plan: LogicalPlan, schema: &DFSchema) -> DfResult<Transformed<LogicalPlan>> {
+    let LogicalPlan::Sort(mut sort) = plan else { return Ok(Transformed::no(plan)) };
+    let mut changed = false;
+    for sort_expr in &mut sort.expr {
+        if sort_expr.expr.get_type(schema).is_ok_and(|t| is_interval(&t)) {
+            sort_expr.expr = interval_key(sort_expr.expr.clone());
+            changed = true;
+        }
+    }
+    Ok(Transformed::new_transformed(LogicalPlan::Sort(sort), changed))
+}
+
 fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let mut schema = merge_schema(&plan.inputs());
     if let LogicalPlan::TableScan(scan) = &plan {
@@ -414,16 +435,29 @@ fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     if let LogicalPlan::Dml(dml) = &plan {
         schema.merge(&DFSchema::try_from_qualified_schema(dml.table_name.clone(), &dml.target.schema())?);
     }
-    super::rewrite_node_expressions(plan, |expr| expr.transform_up(|e| rewrite_expr(e, &schema)))
+    let sorted = sort_intervals(plan, &schema)?;
+    let transformed = sorted.transformed;
+    let rewritten =
+        super::rewrite_node_expressions(sorted.data, |expr| expr.transform_up(|e| rewrite_expr(e, &schema)))?;
+    Ok(if transformed { Transformed::yes(rewritten.data) } else { rewritten })
 }
 
 fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
     match expr {
         Expr::BinaryExpr(binary) => {
-            let Some(op) = Op::of(binary.op) else { return Ok(Transformed::no(Expr::BinaryExpr(binary))) };
             let (Ok(left), Ok(right)) = (binary.left.get_type(schema), binary.right.get_type(schema)) else {
                 return Ok(Transformed::no(Expr::BinaryExpr(binary)));
             };
+            if binary.op.supports_propagation() && is_interval(&left) && is_interval(&right) {
+                // Intervals compare by their whole span, as in PostgreSQL (see `interval::comparison_key`).
+                let (l, r) = (interval_key(*binary.left), interval_key(*binary.right));
+                return Ok(Transformed::yes(Expr::BinaryExpr(datafusion::logical_expr::BinaryExpr::new(
+                    Box::new(l),
+                    binary.op,
+                    Box::new(r),
+                ))));
+            }
+            let Some(op) = Op::of(binary.op) else { return Ok(Transformed::no(Expr::BinaryExpr(binary))) };
             if op == Op::Div {
                 if let Some(division) = numeric_division(&binary.left, &binary.right, &left, &right) {
                     return Ok(Transformed::yes(division));

@@ -55,6 +55,57 @@ pub fn multiply(interval: IntervalMonthDayNano, factor: f64) -> Option<IntervalM
     Some(IntervalMonthDayNano::new(whole_months as i32, whole_days as i32, nanos as i64))
 }
 
+/// The value PostgreSQL compares intervals by (`interval_cmp_value`): the whole span in
+/// nanoseconds, a month counted as 30 days and a day as 24 hours, so `'1 day' = '24 hours'` and
+/// `'25 hours' > '1 day'`. Arrow compares months, then days, then time.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct ComparisonKey {
+    signature: Signature,
+}
+
+/// The function giving an interval's comparison key, a `numeric(38,0)` of nanoseconds.
+pub fn comparison_key() -> ScalarUDF {
+    ScalarUDF::from(ComparisonKey { signature: Signature::any(1, Volatility::Immutable) })
+}
+
+/// An interval's span in nanoseconds (see [`ComparisonKey`]).
+pub fn span_nanos(interval: IntervalMonthDayNano) -> i128 {
+    (i128::from(interval.months) * 30 + i128::from(interval.days)) * 86_400_000_000_000
+        + i128::from(interval.nanoseconds)
+}
+
+impl ScalarUDFImpl for ComparisonKey {
+    fn name(&self) -> &str {
+        "__pg_interval_key"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Decimal128(38, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let Some(intervals) = arrays.first() else { return exec_err!("__pg_interval_key takes an interval") };
+        let intervals =
+            arrow::compute::cast(intervals, &DataType::Interval(arrow::datatypes::IntervalUnit::MonthDayNano))?;
+        let keys: arrow::array::Decimal128Array = intervals
+            .as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>()
+            .iter()
+            .map(|v| v.map(span_nanos))
+            .collect();
+        let keys: ArrayRef = Arc::new(keys.with_precision_and_scale(38, 0)?);
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&keys, 0)?));
+        }
+        Ok(ColumnarValue::Array(keys))
+    }
+}
+
 fn days_in_month(year: i32, month: u32) -> i64 {
     match month {
         1 | 3 | 5 | 7 | 8 | 10 | 12 => 31,

@@ -351,8 +351,13 @@ impl QueryContext {
         inserted: &[RecordBatch],
     ) -> Result<Option<KeyGuard>> {
         let (guard, cascades) = self.check_writes(target, deleted, inserted, false).await?;
-        if !cascades.is_empty() {
-            return Err(Error::Internal("an UPDATE asked for a foreign key's cascade".into()));
+        if let Some(cascade) = cascades.first() {
+            // UPDATE runs its cascades (update_statement); other writes that change keys do not.
+            return Err(Error::NotSupported(format!(
+                "this change of a key that foreign key {} references with ON UPDATE {} (use UPDATE)",
+                cascade.key_name(),
+                cascade.action_words()
+            )));
         }
         Ok(guard)
     }
@@ -776,7 +781,7 @@ impl QueryContext {
                     change_data.push(sluice_storage::write::with_change_type(new, "update_postimage")?);
                 }
             }
-            let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
+            let (keys, cascades) = self.check_writes(&target, Some(&by_path_rows(&deleted)), &inserted, false).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             // Keys checked: a concurrent data commit (another process's) conflicts (40001).
             let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
@@ -792,6 +797,8 @@ impl QueryContext {
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
             keys_committed(keys).await;
+            // ON UPDATE SET NULL / SET DEFAULT, in the statement's transaction (see Session).
+            self.run_cascades(cascades).await?;
         }
         if let Some(items) = update.returning {
             let schema = target.snapshot.arrow_schema();
@@ -1333,6 +1340,10 @@ pub(crate) fn cast_column(column: &ArrayRef, data_type: &arrow::datatypes::DataT
     if text && matches!(data_type, T::Date32 | T::Date64 | T::Timestamp(..) | T::Time32(_) | T::Time64(_)) {
         // PostgreSQL's date/time input (`'2024-01-01 10:00'`, `'1/8/1999'`, `'epoch'`).
         return crate::datetime::column_from_text(column, data_type);
+    }
+    if text && matches!(data_type, T::Interval(_)) {
+        // PostgreSQL's interval input (`'1 day 02:00'`, `'3 mons'`, `'P1D'`, `'1 hour ago'`).
+        return crate::datetime::interval_column_from_text(column, data_type);
     }
     if matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View)
         && matches!(data_type, T::Binary | T::LargeBinary | T::BinaryView)

@@ -306,7 +306,7 @@ fn finish_csv_field(field: &mut Vec<u8>, quoted: bool, options: &CopyOptions) ->
 }
 
 /// Postgres text forms that Arrow's casts do not accept, made acceptable: booleans `t`/`f`,
-/// `bytea` hex (`\x...`), and zones written `+hh` without minutes.
+/// `bytea` hex (`\x...`), zones written `+hh` without minutes, and PostgreSQL's intervals.
 pub fn normalize_text(value: &str, target: &DataType) -> String {
     match target {
         DataType::Boolean => match value.to_ascii_lowercase().as_str() {
@@ -327,6 +327,8 @@ pub fn normalize_text(value: &str, target: &DataType) -> String {
                 value.to_string()
             }
         }
+        // `1 day 02:00`, `3 mons`, `P1D` as the units Arrow reads (an error stays Arrow's).
+        DataType::Interval(_) => sluice::datetime::interval_text(value).unwrap_or_else(|_| value.to_string()),
         _ => value.to_string(),
     }
 }

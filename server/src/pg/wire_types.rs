@@ -60,6 +60,7 @@ fn named(declared: &str) -> Option<(Type, i32)> {
         "varchar" => (Type::VARCHAR, -1),
         "time" => (Type::TIME, -1),
         "timetz" => (Type::TIMETZ, -1),
+        "interval" => (Type::INTERVAL, -1),
         // A driver's type look-up's columns (see enums.rs).
         super::enums::OID_TYPE => (Type::OID, -1),
         super::enums::CHAR_TYPE => (Type::CHAR, -1),

@@ -80,6 +80,11 @@ fn intervals() {
     run_case("intervals");
 }
 
+#[test]
+fn intervals() {
+    run_case("intervals");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
