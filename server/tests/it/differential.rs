@@ -71,6 +71,16 @@ fn sequences() {
 }
 
 #[test]
+fn whole_rows() {
+    run_case("whole_rows");
+}
+
+#[test]
+fn collations() {
+    run_case("collations");
+}
+
+#[test]
 fn time_types() {
     run_case("time_types");
 }
@@ -81,8 +91,8 @@ fn intervals() {
 }
 
 #[test]
-fn intervals() {
-    run_case("intervals");
+fn enums() {
+    run_case("enums");
 }
 
 fn run_case(case: &str) {
