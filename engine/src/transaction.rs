@@ -197,9 +197,13 @@ pub fn stages(statement: &SluiceStatement) -> bool {
             | Statement::Merge(_)
             | Statement::Truncate(_)
             | Statement::CreateSchema { .. } => true,
+            // Enum types are the catalog's alone (their columns' changes, for DROP TYPE CASCADE
+            // and RENAME TO, are ALTER TABLEs through the block's staged handles).
+            Statement::CreateType { .. } | Statement::AlterType(_) => true,
             Statement::CreateView(create) => !create.materialized && !create.temporary && !temporary(&create.name),
             Statement::Drop {
-                object_type: ObjectType::Table | ObjectType::View | ObjectType::Schema | ObjectType::Sequence,
+                object_type:
+                    ObjectType::Table | ObjectType::View | ObjectType::Schema | ObjectType::Sequence | ObjectType::Type,
                 names,
                 ..
             } => !names.iter().any(temporary),

@@ -1784,12 +1784,12 @@ pub fn vacuum_schema() -> arrow::datatypes::SchemaRef {
     Arc::new(Schema::new(vec![Field::new("path", ArrowType::Utf8, false)]))
 }
 
-/// A query column's declared type (`sluice.type`), the one metadata entry a table column takes
-/// from it.
+/// A query column's declared type (`sluice.type`, and an enum type's OID), the metadata a table
+/// column takes from it.
 fn declared_only(field: &Field) -> HashMap<String, String> {
-    field
-        .metadata()
-        .get(crate::types::DECLARED_TYPE_KEY)
-        .map(|declared| HashMap::from([(crate::types::DECLARED_TYPE_KEY.to_string(), declared.clone())]))
-        .unwrap_or_default()
+    // An enum type is named twice: by name and by OID (see crate::catalog::enums).
+    [crate::types::DECLARED_TYPE_KEY, crate::catalog::enums::ENUM_OID_KEY]
+        .into_iter()
+        .filter_map(|key| Some((key.to_string(), field.metadata().get(key)?.clone())))
+        .collect()
 }
