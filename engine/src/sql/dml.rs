@@ -343,7 +343,8 @@ impl QueryContext {
     /// file path; `None`: all of them). The caller holds the guard until its commit is done (an
     /// append commits on the guard's snapshot, with the identity columns' new high-water marks),
     /// then hands it to [`keys_committed`]. A removed key that a foreign key references with
-    /// ON UPDATE other than NO ACTION or RESTRICT cannot happen (Sluice refuses those actions).
+    /// A removed key that a foreign key references with ON UPDATE SET NULL or SET DEFAULT is
+    /// refused (0A000) here: only UPDATE runs those actions (it calls `check_writes` itself).
     pub(crate) async fn check_keys(
         &self,
         target: &Target,
@@ -351,8 +352,13 @@ impl QueryContext {
         inserted: &[RecordBatch],
     ) -> Result<Option<KeyGuard>> {
         let (guard, cascades) = self.check_writes(target, deleted, inserted, false).await?;
-        if !cascades.is_empty() {
-            return Err(Error::Internal("an UPDATE asked for a foreign key's cascade".into()));
+        if let Some(cascade) = cascades.first() {
+            // UPDATE runs its cascades (update_statement); other writes that change keys do not.
+            return Err(Error::NotSupported(format!(
+                "this change of a key that foreign key {} references with ON UPDATE {} (use UPDATE)",
+                cascade.key_name(),
+                cascade.action_words()
+            )));
         }
         Ok(guard)
     }
@@ -776,7 +782,7 @@ impl QueryContext {
                     change_data.push(sluice_storage::write::with_change_type(new, "update_postimage")?);
                 }
             }
-            let keys = self.check_keys(&target, Some(&by_path_rows(&deleted)), &inserted).await?;
+            let (keys, cascades) = self.check_writes(&target, Some(&by_path_rows(&deleted)), &inserted, false).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
             // Keys checked: a concurrent data commit (another process's) conflicts (40001).
             let reads_data = keys.as_ref().is_some_and(|k| !k.is_empty());
@@ -792,6 +798,8 @@ impl QueryContext {
             let outcome = target.table.mutate(&target.snapshot, mutation).await.map_err(storage_data_error)?;
             self.db.writer.commit(&target.entry.qualified_name(), Operation::Update, handed, outcome).await?;
             keys_committed(keys).await;
+            // ON UPDATE SET NULL / SET DEFAULT, in the statement's transaction (see Session).
+            self.run_cascades(cascades).await?;
         }
         if let Some(items) = update.returning {
             let schema = target.snapshot.arrow_schema();

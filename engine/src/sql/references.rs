@@ -11,6 +11,11 @@
 //!   must not be referenced any more (NO ACTION, RESTRICT: 23503), or the referencing rows are
 //!   deleted (ON DELETE CASCADE) or set to NULL or their defaults (SET NULL, SET DEFAULT) by
 //!   statements that follow the DELETE in the same transaction ([`QueryContext::run_cascades`]).
+//!   An UPDATE that changes referenced keys does the same for ON UPDATE SET NULL and SET
+//!   DEFAULT; a key counts as removed when no row the UPDATE writes holds it again, so where
+//!   PostgreSQL acts on each row whose key changed (`SET id = id + 1` over 1 and 2 also nulls the
+//!   references to 2), Sluice leaves the references to a key that is still there. ON UPDATE
+//!   CASCADE is refused (0A000): it needs each old key's new value.
 //!
 //! Concurrency: outside a transaction block, a writer of a referencing table locks the key
 //! indexes of the tables it references (with its own, in the order of the tables' ids, so two
@@ -57,6 +62,16 @@ pub(crate) struct Cascade {
     keys: Vec<ArrayRef>,
 }
 
+impl Cascade {
+    pub(crate) fn key_name(&self) -> &str {
+        &self.key.name
+    }
+
+    pub(crate) fn action_words(&self) -> &'static str {
+        self.action.words()
+    }
+}
+
 /// The referenced end of a foreign key being defined: the table's name, id, columns and keys.
 pub(crate) struct Referenced<'a> {
     pub name: TableName,
@@ -94,11 +109,12 @@ impl QueryContext {
         };
         let on_delete = action(clause.on_delete);
         let on_update = action(clause.on_update);
-        if !on_update.checks_only() {
-            return Err(Error::NotSupported(format!(
-                "ON UPDATE {} (Sluice's foreign keys refuse a change of a referenced key: NO ACTION or RESTRICT)",
-                on_update.words()
-            )));
+        if on_update == RefAction::Cascade {
+            return Err(Error::NotSupported(
+                "ON UPDATE CASCADE (a changed referenced key is not carried to the referencing rows; ON UPDATE SET \
+                 NULL, SET DEFAULT, NO ACTION and RESTRICT are supported)"
+                    .into(),
+            ));
         }
         let columns: Vec<String> = clause.columns.iter().map(normalize).collect();
         for column in &columns {
@@ -467,8 +483,13 @@ impl QueryContext {
         }
         if !deleted.is_empty() && self.catalog_state().is_referenced(&target.entry.id) {
             let cascades = Box::pin(self.check_children(target, guard, deleted, inserted, false)).await?;
-            if !cascades.is_empty() {
-                return Err(Error::Internal("an ON CONFLICT update asked for a foreign key's cascade".into()));
+            if let Some(cascade) = cascades.first() {
+                return Err(Error::NotSupported(format!(
+                    "INSERT ... ON CONFLICT DO UPDATE of a key that foreign key {} references with ON UPDATE {} (use \
+                     UPDATE)",
+                    cascade.key.name,
+                    cascade.action.words()
+                )));
             }
         }
         Ok(())
@@ -693,6 +714,17 @@ impl QueryContext {
             Statement::Truncate(truncate) => {
                 return truncate.cascade == Some(datafusion::sql::sqlparser::ast::CascadeOption::Cascade)
             }
+            // An UPDATE of a referenced key with ON UPDATE SET NULL or SET DEFAULT changes the
+            // referencing rows too.
+            Statement::Update(update) => match &update.table.relation {
+                datafusion::sql::sqlparser::ast::TableFactor::Table { name, .. } => {
+                    let Ok(name) = table_name(name) else { return false };
+                    let state = self.catalog_state();
+                    let Some(entry) = state.table(&name.schema, &name.name) else { return false };
+                    return state.references_to(&entry.id).any(|(_, k)| !k.on_update.checks_only());
+                }
+                _ => return false,
+            },
             _ => return false,
         };
         let Ok(name) = table_name(&name) else { return false };

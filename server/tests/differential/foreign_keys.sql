@@ -465,10 +465,35 @@ SELECT p.id, p.name, c.id AS child FROM fk_tx_parent p LEFT JOIN fk_tx_child c O
 SELECT tc.table_name, tc.constraint_name, kcu.column_name, kcu.position_in_unique_constraint FROM information_schema.table_constraints tc JOIN information_schema.key_column_usage kcu ON kcu.constraint_name = tc.constraint_name AND kcu.table_name = tc.table_name WHERE tc.constraint_type = 'FOREIGN KEY' AND tc.table_name LIKE 'fk_comp%' ORDER BY tc.table_name, tc.constraint_name, kcu.ordinal_position;
 SELECT rc.constraint_name, rc.delete_rule, ccu.table_name AS referenced_table, ccu.column_name AS referenced_column FROM information_schema.referential_constraints rc JOIN information_schema.constraint_column_usage ccu ON ccu.constraint_name = rc.constraint_name WHERE rc.constraint_name LIKE 'fk_set%' ORDER BY rc.constraint_name, ccu.column_name;
 
--- ON UPDATE CASCADE and ON UPDATE SET NULL (Sluice refuses these with 0A000)
+-- ON UPDATE CASCADE (Sluice refuses it with 0A000), ON UPDATE SET NULL and SET DEFAULT
 CREATE TABLE fk_onupdate_parent (id int PRIMARY KEY);
 CREATE TABLE fk_onupdate_cascade (pid int REFERENCES fk_onupdate_parent ON UPDATE CASCADE);
 CREATE TABLE fk_onupdate_setnull (pid int, FOREIGN KEY (pid) REFERENCES fk_onupdate_parent ON DELETE CASCADE ON UPDATE SET NULL);
+CREATE TABLE fk_onupd_parent (id int PRIMARY KEY, x int DEFAULT 0);
+CREATE TABLE fk_onupd_null (id int PRIMARY KEY, pid int REFERENCES fk_onupd_parent ON UPDATE SET NULL);
+CREATE TABLE fk_onupd_default (id int PRIMARY KEY, pid int DEFAULT 3 REFERENCES fk_onupd_parent ON UPDATE SET DEFAULT ON DELETE SET NULL);
+INSERT INTO fk_onupd_parent (id) VALUES (1), (2), (3), (4);
+INSERT INTO fk_onupd_null VALUES (1, 1), (2, 2), (3, 3);
+INSERT INTO fk_onupd_default VALUES (1, 1), (2, 2), (3, 4);
+UPDATE fk_onupd_parent SET x = 1;
+SELECT id, pid FROM fk_onupd_null ORDER BY id;
+UPDATE fk_onupd_parent SET id = id + 10 WHERE id IN (1, 2);
+SELECT id, pid FROM fk_onupd_null ORDER BY id /* 2 */;
+SELECT id, pid FROM fk_onupd_default ORDER BY id;
+UPDATE fk_onupd_parent SET id = 5 WHERE id = 3;
+SELECT id, pid FROM fk_onupd_null ORDER BY id /* 3 */;
+SELECT id, pid FROM fk_onupd_default ORDER BY id /* 2 */;
+DELETE FROM fk_onupd_parent WHERE id = 4;
+SELECT id, pid FROM fk_onupd_default ORDER BY id /* 3 */;
+UPDATE fk_onupd_parent SET id = 6 WHERE id = 11;
+SELECT id FROM fk_onupd_parent ORDER BY id;
+BEGIN /* on update set null */;
+UPDATE fk_onupd_parent SET id = 7 WHERE id = 12;
+SELECT id, pid FROM fk_onupd_null ORDER BY id /* in the block */;
+ROLLBACK /* on update set null */;
+SELECT id, pid FROM fk_onupd_null ORDER BY id /* after rollback */;
+SELECT conname, confupdtype, confdeltype FROM pg_constraint WHERE left(conname, 9) = 'fk_onupd_' ORDER BY conname;
+SELECT constraint_name, update_rule, delete_rule FROM information_schema.referential_constraints WHERE left(constraint_name, 9) = 'fk_onupd_' ORDER BY constraint_name;
 
 -- DEFERRABLE INITIALLY DEFERRED: in autocommit the check runs when the statement commits
 CREATE TABLE fk_deferred_child (id int, pid int REFERENCES fk_onupdate_parent DEFERRABLE INITIALLY DEFERRED);
