@@ -4,12 +4,36 @@
 //! Arrow's parser wants seconds and knows no special words, so a literal is read here and
 //! handed on in the one form Arrow reads (`YYYY-MM-DD HH:MM:SS.ffffff[+HH:MM]`); the words that
 //! depend on the clock (`now`, `today`, `tomorrow`, `yesterday`) become `now()` and
-//! `current_date` expressions of the statement. Input follows PostgreSQL's default `DateStyle`
-//! (`ISO, MDY`): `1/8/1999` is January 8.
+//! `current_date` expressions of the statement. Input follows the session's `DateStyle` order
+//! ([`DateOrder`]): with MDY (PostgreSQL's default) `1/8/1999` is January 8, with DMY August 1.
+
+use std::cell::Cell;
 
 use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone};
 
 use crate::error::{Error, Result};
+
+/// How a session's `DateStyle` orders the fields of a date written `1/8/1999`: the session keeps
+/// it in its DataFusion config (an extension), and the statement's rewrite reads literals with it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DateOrder {
+    /// DMY: the day before the month.
+    pub day_first: bool,
+}
+
+thread_local! {
+    /// The order the literals being read on this thread follow (see [`with_date_order`]).
+    static DAY_FIRST: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `read` (synchronous: no other statement's reading can interleave on the thread) with
+/// dates read in `order`.
+pub fn with_date_order<T>(order: DateOrder, read: impl FnOnce() -> T) -> T {
+    let before = DAY_FIRST.with(|d| d.replace(order.day_first));
+    let result = read();
+    DAY_FIRST.with(|d| d.set(before));
+    result
+}
 
 /// The kinds of date/time a text is read as.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -308,13 +332,16 @@ fn read_date(word: &str, words: &mut Words) -> std::result::Result<Option<NaiveD
             };
             make(year_of(year)?, month, number(day)?)
         }
-        // `1/8/1999`: month first (DateStyle MDY).
-        [month, day, year] => {
-            let month = match month_of(month) {
-                Some(m) => m,
-                None => number(month)?,
+        // `1/8/1999`: month first with DateStyle MDY, day first with DMY (a month's name is a
+        // month wherever it stands).
+        [first, second, year] => {
+            let (month, day) = match (month_of(first), month_of(second)) {
+                (Some(m), _) => (m, number(second)?),
+                (None, Some(m)) => (m, number(first)?),
+                (None, None) if DAY_FIRST.with(Cell::get) => (number(second)?, number(first)?),
+                (None, None) => (number(first)?, number(second)?),
             };
-            make(year_of(year)?, month, number(day)?)
+            make(year_of(year)?, month, day)
         }
         _ => Err(false),
     }

@@ -185,6 +185,14 @@ impl Session {
     /// The session's time zone (PostgreSQL's `TimeZone`): `timestamptz` values are points in
     /// time, and this zone is how input without an offset, `now()` and `current_date` read them.
     /// A zone Arrow does not know leaves UTC.
+    /// Sets the order PostgreSQL's `DateStyle` gives dates written `1/8/1999` (see
+    /// [`crate::datetime::DateOrder`]).
+    pub fn set_date_order(&self, order: crate::datetime::DateOrder) {
+        let state = self.query.context().state_ref();
+        let mut state = state.write();
+        state.config_mut().set_extension(std::sync::Arc::new(order));
+    }
+
     pub fn set_time_zone(&self, zone: &str) {
         let zone = if zone.parse::<arrow::array::timezone::Tz>().is_ok() { zone } else { "UTC" };
         let state = self.query.context().state_ref();

@@ -390,12 +390,15 @@ impl Connection {
     }
 
     /// Hands the settings the engine applies to it: `default_transaction_read_only`, and
-    /// `TimeZone` (how `timestamptz` input without an offset, `now()` and `current_date` read).
+    /// `TimeZone` (how `timestamptz` input without an offset, `now()` and `current_date` read),
+    /// and `DateStyle`'s order (how `'1/8/1999'::date` reads).
     fn apply_settings(&self) {
         let settings = self.settings.lock();
         let read_only = settings.get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
         self.session.set_default_read_only(read_only);
         self.session.set_time_zone(settings.get("TimeZone").unwrap_or("UTC"));
+        let day_first = super::text::DateStyle::of(settings.get("DateStyle").unwrap_or("ISO, MDY")).day_first();
+        self.session.set_date_order(sluice::datetime::DateOrder { day_first });
     }
 
     /// How values are written in text: the session's settings (what the client sent at startup

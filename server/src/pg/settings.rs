@@ -134,7 +134,12 @@ impl Settings {
     /// Sets a value; returns the canonical name if the change must be reported to the client.
     pub fn set(&mut self, name: &str, value: &str) -> Option<String> {
         let key = canonical_key(name);
-        let value = normalize_value(&key, value);
+        let mut value = normalize_value(&key, value);
+        if key == "datestyle" {
+            // A style or an order alone keeps the other part (`SET DateStyle = 'SQL'`).
+            let previous = self.values.get(&key).map(|(_, v)| v.as_str()).unwrap_or("ISO, MDY");
+            value = date_style(previous, &value).unwrap_or(value);
+        }
         let canonical = self.values.get(&key).map(|(n, _)| n.clone()).unwrap_or_else(|| name.to_string());
         self.values.insert(key.clone(), (canonical.clone(), value));
         if key == "datestyle" {
@@ -215,6 +220,7 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
         return Ok(());
     }
     let valid = match key.as_str() {
+        "datestyle" => date_style("ISO, MDY", &value).is_some(),
         "timezone" => valid_time_zone(&value),
         "statement_timeout" | "idle_in_transaction_session_timeout" => parse_duration_ms(&value).is_some(),
         _ => true,
@@ -225,6 +231,58 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
         let name = canonical_reported(name.trim().trim_matches('"'));
         Err(format!("invalid value for parameter \"{name}\": \"{value}\""))
     }
+}
+
+/// `DateStyle` as PostgreSQL shows it after `value` is set over `previous`: the output style
+/// (`ISO`, `SQL`, `Postgres`, `German`) and the order of day and month (`MDY`, `DMY`, `YMD`), each
+/// kept from `previous` when `value` names only the other (German alone means DMY). None for a
+/// word PostgreSQL does not know, or two styles or two orders.
+fn date_style(previous: &str, value: &str) -> Option<String> {
+    let split = |text: &str| -> Vec<String> {
+        text.split(|c: char| c == ',' || c.is_whitespace())
+            .filter(|w| !w.is_empty())
+            .map(str::to_ascii_uppercase)
+            .collect()
+    };
+    let (mut style, mut order) = (None, None);
+    for word in split(value) {
+        let (style_word, order_word) = match word.as_str() {
+            "ISO" => (Some("ISO"), None),
+            "SQL" => (Some("SQL"), None),
+            "POSTGRES" => (Some("Postgres"), None),
+            "GERMAN" => (Some("German"), None),
+            "DMY" | "EURO" | "EUROPEAN" => (None, Some("DMY")),
+            "MDY" | "US" | "NONEURO" | "NONEUROPEAN" => (None, Some("MDY")),
+            "YMD" => (None, Some("YMD")),
+            "DEFAULT" => (Some("ISO"), Some("MDY")),
+            _ => return None,
+        };
+        if (style.is_some() && style_word.is_some() && style != style_word)
+            || (order.is_some() && order_word.is_some() && order != order_word)
+        {
+            return None;
+        }
+        style = style.or(style_word);
+        order = order.or(order_word);
+    }
+    let old = split(previous);
+    let old_style = old.first().map(String::as_str).unwrap_or("ISO");
+    let style = style.unwrap_or(match old_style {
+        "SQL" => "SQL",
+        "POSTGRES" => "Postgres",
+        "GERMAN" => "German",
+        _ => "ISO",
+    });
+    let order = match order {
+        Some(order) => order,
+        None if style == "German" => "DMY",
+        None => match old.get(1).map(String::as_str) {
+            Some("DMY") => "DMY",
+            Some("YMD") => "YMD",
+            _ => "MDY",
+        },
+    };
+    Some(format!("{style}, {order}"))
 }
 
 /// A zone name the IANA database knows (in any case, as PostgreSQL matches it), a UTC offset

@@ -16,8 +16,11 @@
 //! - `numeric`: every digit, to the column's scale (arrow-pg's decimals hold 28 digits, and a
 //!   wider value failed to encode).
 //!
-//! Only the ISO `DateStyle` is rendered here; other styles keep arrow-pg's forms. The column keeps
-//! its type in the row description; only the bytes of its values change.
+//! - `date`, `timestamp`, `timestamptz` in the session's `DateStyle`: ISO as above; SQL
+//!   (`02/01/2024 10:00:00 EST`, day first with DMY), Postgres (`Tue 02 Jan 10:00:00 2024 EST`)
+//!   and German (`02.01.2024 10:00:00 EST`), a zoned value followed by its zone's abbreviation.
+//!
+//! The column keeps its type in the row description; only the bytes of its values change.
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -34,7 +37,7 @@ use pgwire::types::format::FormatOptions;
 
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
 pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> Result<RecordBatch, ArrowError> {
-    let iso = options.date_style.trim_start().to_ascii_uppercase().starts_with("ISO");
+    let style = DateStyle::of(&options.date_style);
     let zone = arrow::array::timezone::Tz::from_str(&options.time_zone)
         .or_else(|_| arrow::array::timezone::Tz::from_str("UTC"))?;
     let mut columns: Option<Vec<ArrayRef>> = None;
@@ -49,7 +52,10 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             DataType::Float32 => {
                 Some(floats(column.as_primitive::<Float32Type>().iter(), |v| float4(v, options.extra_float_digits)))
             }
-            DataType::Timestamp(_, zoned) if iso => Some(timestamps(column, zoned.is_some(), &zone)?),
+            DataType::Timestamp(_, zoned) => {
+                Some(timestamps(column, zoned.is_some(), &zone, &options.time_zone, style)?)
+            }
+            DataType::Date32 | DataType::Date64 if style != DateStyle::ISO => Some(dates(column, style)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
             DataType::Decimal128(..) => Some(arrow::compute::cast(column, &DataType::Utf8)?),
             DataType::Interval(_) => Some(intervals(column)?),
@@ -196,7 +202,121 @@ fn fraction(nanos: u32) -> String {
     text.trim_end_matches('0').to_string()
 }
 
-fn timestamps(column: &ArrayRef, zoned: bool, zone: &arrow::array::timezone::Tz) -> Result<ArrayRef, ArrowError> {
+/// PostgreSQL's `DateStyle`: the output style and whether the day comes before the month.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DateStyle {
+    form: DateForm,
+    day_first: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum DateForm {
+    Iso,
+    Sql,
+    Postgres,
+    German,
+}
+
+impl DateStyle {
+    const ISO: DateStyle = DateStyle { form: DateForm::Iso, day_first: false };
+
+    /// The style of a `DateStyle` value as the settings keep it (`SQL, DMY`); ISO when unknown.
+    pub(crate) fn of(setting: &str) -> DateStyle {
+        let upper = setting.to_ascii_uppercase();
+        let words: Vec<&str> = upper.split(|c: char| c == ',' || c.is_whitespace()).filter(|w| !w.is_empty()).collect();
+        let form = match words.first().copied() {
+            Some("SQL") => DateForm::Sql,
+            Some("POSTGRES") => DateForm::Postgres,
+            Some("GERMAN") => DateForm::German,
+            _ => DateForm::Iso,
+        };
+        let day_first = words.iter().any(|w| matches!(*w, "DMY" | "EURO" | "EUROPEAN"))
+            || (form == DateForm::German
+                && !words.iter().any(|w| matches!(*w, "MDY" | "US" | "NONEURO" | "NONEUROPEAN")));
+        DateStyle { form, day_first }
+    }
+
+    /// Whether dates are read and written with the day before the month (DMY; German implies it).
+    pub(crate) fn day_first(self) -> bool {
+        self.day_first
+    }
+
+    /// The `strftime` form of a date (without time) in this style.
+    fn date_format(self) -> &'static str {
+        match (self.form, self.day_first) {
+            (DateForm::Iso, _) => "%Y-%m-%d",
+            (DateForm::Sql, true) => "%d/%m/%Y",
+            (DateForm::Sql, false) => "%m/%d/%Y",
+            (DateForm::Postgres, true) => "%d-%m-%Y",
+            (DateForm::Postgres, false) => "%m-%d-%Y",
+            (DateForm::German, _) => "%d.%m.%Y",
+        }
+    }
+
+    /// A timestamp's text: `zone` is the offset or zone name PostgreSQL appends (empty for
+    /// `timestamp`).
+    fn timestamp(self, local: chrono::NaiveDateTime, zone: &str) -> String {
+        let seconds = fraction(local.nanosecond());
+        match self.form {
+            DateForm::Iso => format!("{}{seconds}{zone}", local.format("%Y-%m-%d %H:%M:%S")),
+            // `Tue Jan 02 10:00:00.25 2024 EST`, or `Tue 02 Jan ...` with the day first.
+            DateForm::Postgres => {
+                let day_month = if self.day_first { "%d %b" } else { "%b %d" };
+                let text =
+                    format!("{}{seconds} {}", local.format(&format!("%a {day_month} %H:%M:%S")), local.format("%Y"));
+                if zone.is_empty() {
+                    text
+                } else {
+                    format!("{text} {zone}")
+                }
+            }
+            DateForm::Sql | DateForm::German => {
+                let text = format!("{} {}{seconds}", local.format(self.date_format()), local.format("%H:%M:%S"));
+                if zone.is_empty() {
+                    text
+                } else {
+                    format!("{text} {zone}")
+                }
+            }
+        }
+    }
+}
+
+/// Dates in a style other than ISO (`02/01/2024`, `02-01-2024`, `02.01.2024`).
+fn dates(column: &ArrayRef, style: DateStyle) -> Result<ArrayRef, ArrowError> {
+    let days = arrow::compute::cast(column, &DataType::Date32)?;
+    let days = days.as_primitive::<arrow::datatypes::Date32Type>();
+    let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1).unwrap_or_default();
+    let rendered: StringArray = days
+        .iter()
+        .map(|d| {
+            let date = epoch.checked_add_signed(chrono::Duration::days(i64::from(d?)))?;
+            Some(date.format(style.date_format()).to_string())
+        })
+        .collect();
+    Ok(Arc::new(rendered))
+}
+
+/// The zone a timestamptz is followed by in the SQL, Postgres and German styles: the zone's
+/// abbreviation at that moment (`EST`, `CEST`, `UTC`), else the offset as ISO writes it.
+fn zone_abbreviation(zone_name: &str, utc: chrono::NaiveDateTime, offset: i32) -> String {
+    use chrono_tz::OffsetName;
+    match zone_name.parse::<chrono_tz::Tz>() {
+        Ok(tz) => match tz.offset_from_utc_datetime(&utc).abbreviation() {
+            Some(abbreviation) => abbreviation.to_string(),
+            None => offset_text(offset),
+        },
+        Err(_) => offset_text(offset),
+    }
+}
+
+fn timestamps(
+    column: &ArrayRef,
+    zoned: bool,
+    zone: &arrow::array::timezone::Tz,
+    zone_name: &str,
+    style: DateStyle,
+) -> Result<ArrayRef, ArrowError> {
     let micros = arrow::compute::cast(column, &DataType::Timestamp(TimeUnit::Microsecond, None))?;
     let micros = micros.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
     let rendered: StringArray = micros
@@ -206,10 +326,14 @@ fn timestamps(column: &ArrayRef, zoned: bool, zone: &arrow::array::timezone::Tz)
             Some(if zoned {
                 let local = zone.from_utc_datetime(&utc.naive_utc());
                 let offset = local.offset().fix().local_minus_utc();
-                format!("{}{}{}", local.format("%Y-%m-%d %H:%M:%S"), fraction(local.nanosecond()), offset_text(offset))
+                let suffix = if style.form == DateForm::Iso {
+                    offset_text(offset)
+                } else {
+                    zone_abbreviation(zone_name, utc.naive_utc(), offset)
+                };
+                style.timestamp(local.naive_local(), &suffix)
             } else {
-                let naive = utc.naive_utc();
-                format!("{}{}", naive.format("%Y-%m-%d %H:%M:%S"), fraction(naive.nanosecond()))
+                style.timestamp(utc.naive_utc(), "")
             })
         })
         .collect();

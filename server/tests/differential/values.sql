@@ -225,3 +225,27 @@ SET TIME ZONE 'Asia/Kolkata';
 SELECT tz AS kolkata FROM v_times ORDER BY tz;
 SET TIME ZONE 'UTC';
 SELECT tz AS utc_again FROM v_times ORDER BY tz;
+
+-- DateStyle: output of dates and timestamps in each style, and the order dates are read in
+SET timezone = 'America/New_York';
+SET DateStyle = 'SQL, DMY';
+SELECT date '2024-01-02' AS d, timestamp '2024-01-02 10:00:00' AS ts, timestamp '2024-01-02 10:00:00.25' AS ts_fraction, timestamptz '2024-07-02 10:00:00+00' AS tstz;
+SELECT '02/01/2024'::date AS day_first, date '13/01/2024' AS unambiguous;
+SELECT current_setting('DateStyle') AS sql_dmy_style;
+SET DateStyle = 'SQL, MDY';
+SELECT date '2024-01-02' AS sql_mdy_d, timestamp '2024-01-02 10:00:00' AS ts, timestamptz '2024-07-02 10:00:00+00' AS tstz;
+SELECT '02/01/2024'::date AS month_first;
+SELECT date '13/01/2024';
+SET DateStyle = 'Postgres, MDY';
+SELECT date '2024-01-02' AS d, timestamp '2024-01-02 10:00:00.5' AS ts, timestamptz '2024-01-02 10:00:00+00' AS tstz;
+SET DateStyle = 'Postgres, DMY';
+SELECT date '2024-01-02' AS postgres_dmy_d, timestamp '2024-01-02 10:00:00' AS ts, timestamptz '2024-07-02 10:00:00+00' AS tstz;
+SET DateStyle = 'German';
+SELECT current_setting('DateStyle') AS german_style;
+SELECT date '2024-01-02' AS german_d, timestamp '2024-01-02 10:00:00' AS ts, timestamptz '2024-07-02 10:00:00+00' AS tstz, '02.01.2024'::date AS german_input;
+SET DateStyle = 'SQL';
+SELECT current_setting('DateStyle') AS style_keeps_order;
+SET DateStyle = 'banana';
+SET DateStyle = 'ISO, MDY';
+SET timezone TO 'UTC';
+SELECT timestamp '2024-01-02 10:00:00' AS iso_again;
