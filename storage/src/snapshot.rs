@@ -61,7 +61,11 @@ pub struct Snapshot {
 /// The live data files of a snapshot by their logical key, as a persistent map: cloning is O(1),
 /// a commit's change O(log n), and the snapshots of one table's history share their structure.
 #[derive(Debug, Clone, Default)]
-pub struct FileSet(imbl::OrdMap<FileKey, Arc<Add>>);
+pub struct FileSet {
+    files: imbl::OrdMap<FileKey, Arc<Add>>,
+    /// The key of the live file at each path (a path is live once, with one deletion vector).
+    by_path: imbl::HashMap<String, FileKey>,
+}
 
 /// The files one [`FileSet`] has and another has not, both ways.
 #[derive(Debug, Default)]
@@ -76,7 +80,7 @@ impl FileSet {
     /// was advanced from costs the commits in between, not the table's size.
     pub fn changes_since<'a>(&'a self, older: &'a FileSet) -> FileChanges<'a> {
         let mut changes = FileChanges::default();
-        for item in older.0.diff(&self.0) {
+        for item in older.files.diff(&self.files) {
             match item {
                 imbl::ordmap::DiffItem::Add(_, add) => changes.added.push(add),
                 imbl::ordmap::DiffItem::Remove(_, add) => changes.removed.push(add),
@@ -88,19 +92,35 @@ impl FileSet {
     }
 
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.files.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.files.is_empty()
     }
 
     pub fn get(&self, key: &FileKey) -> Option<&Arc<Add>> {
-        self.0.get(key)
+        self.files.get(key)
+    }
+
+    /// The live file at `path`, if any.
+    pub fn get_path(&self, path: &str) -> Option<&Arc<Add>> {
+        self.by_path.get(path).and_then(|key| self.files.get(key))
     }
 
     pub fn iter(&self) -> impl Iterator<Item = &Arc<Add>> + '_ {
-        self.0.values()
+        self.files.values()
+    }
+
+    fn insert(&mut self, key: FileKey, add: Arc<Add>) {
+        self.by_path.insert(key.path.clone(), key.clone());
+        self.files.insert(key, add);
+    }
+
+    fn remove(&mut self, key: &FileKey) {
+        if self.files.remove(key).is_some() && self.by_path.get(&key.path) == Some(key) {
+            self.by_path.remove(&key.path);
+        }
     }
 }
 
@@ -148,7 +168,7 @@ impl Replay {
                 Action::Add(add) => adds.push(add),
                 Action::Remove(remove) => {
                     let key = remove.key();
-                    self.files.0.remove(&key);
+                    self.files.remove(&key);
                     self.tombstones.insert(key, Arc::new(remove));
                 }
                 Action::Protocol(p) => self.protocol = Some(Arc::new(p)),
@@ -173,7 +193,7 @@ impl Replay {
         for add in adds {
             let key = add.key();
             self.tombstones.remove(&key);
-            self.files.0.insert(key, Arc::new(add));
+            self.files.insert(key, Arc::new(add));
         }
         let ict_enabled = self
             .metadata
@@ -558,7 +578,7 @@ impl Snapshot {
 
     /// The live file with this path, if any.
     pub fn file_by_path(&self, path: &str) -> Option<&Arc<Add>> {
-        self.files.iter().find(|a| a.path == path)
+        self.files.get_path(path)
     }
 
     /// Removed files that VACUUM has not yet deleted.

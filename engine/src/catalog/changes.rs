@@ -22,8 +22,8 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::{
-    CatalogState, EnumEntry, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, SubscriptionEntry, TableEntry,
-    ViewEntry,
+    CatalogState, EnumEntry, FlowEntry, RoleEntry, SchemaEntry, SequenceEntry, SourceEntry, SubscriptionEntry,
+    TableEntry, ViewEntry,
 };
 use crate::error::{Error, Result};
 

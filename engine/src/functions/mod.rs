@@ -75,7 +75,6 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(rows::row_function());
-    ctx.register_udf(crate::sql::collations::function());
     ctx.register_udf(format::function());
     for function in time_of_day::functions() {
         ctx.register_udf(function);

@@ -418,8 +418,9 @@ impl TableProvider for SluiceTable {
                         datafusion::datasource::memory::MemorySourceConfig::try_new(&[vec![batch]], schema, None)?;
                     return Ok(DataSourceExec::from_data_source(source));
                 }
-                let files: Vec<Arc<Add>> =
-                    self.snapshot.files().filter(|f| located.rows.contains_key(&f.path)).cloned().collect();
+                let mut files: Vec<Arc<Add>> =
+                    located.rows.keys().filter_map(|path| self.snapshot.file_by_path(path)).cloned().collect();
+                files.sort_by(|a, b| a.path.cmp(&b.path));
                 return self.storage_scan(state, &projection, files, Some(located.rows));
             }
         }

@@ -157,6 +157,8 @@ impl QueryContext {
         }
         ctx.register_catalog(CATALOG_NAME, Arc::new(provider));
         crate::functions::register(&ctx, db.clone(), snapshots.clone());
+        // COLLATE's identity function lives beside its statement rewrite (crate::sql::collations).
+        ctx.register_udf(crate::sql::collations::function());
         Self {
             db,
             ctx,

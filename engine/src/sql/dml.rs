@@ -979,7 +979,6 @@ impl QueryContext {
 
     async fn apply_merge(&self, target: &Target, merge: &Merge, batches: &[RecordBatch]) -> Result<StatementResult> {
         let fields = &target.snapshot.schema().fields;
-        let by_path: HashMap<&str, &Arc<Add>> = target.snapshot.files().map(|a| (a.path.as_str(), a)).collect();
         let mut deleted: HashMap<String, RoaringTreemap> = HashMap::new();
         let mut inserted = Vec::new();
         let mut change_data = Vec::new();
@@ -1068,7 +1067,7 @@ impl QueryContext {
                 inserted.push(rows);
             }
         }
-        let deleted = with_files(&by_path, deleted)?;
+        let deleted = with_files(&target.snapshot, deleted)?;
         if affected > 0 {
             let keys = self.check_keys(target, Some(&by_path_rows(&deleted)), &inserted).await?;
             let schema = self.db.identity.advanced_schema(&target.entry.id, target.snapshot.schema());
@@ -1287,7 +1286,6 @@ type FileRows = (Arc<Add>, RoaringTreemap);
 
 /// The rows a DML query selected, by file; errors if one row is selected twice when `unique`.
 fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: bool) -> Result<(Vec<FileRows>, u64)> {
-    let by_path: HashMap<&str, &Arc<Add>> = snapshot.files().map(|a| (a.path.as_str(), a)).collect();
     let mut sets: HashMap<String, RoaringTreemap> = HashMap::new();
     let mut seen = HashSet::new();
     for batch in batches {
@@ -1309,16 +1307,16 @@ fn row_sets(snapshot: &Snapshot, batches: &[RecordBatch], first: usize, unique: 
         }
     }
     let count = seen.len() as u64;
-    Ok((with_files(&by_path, sets)?, count))
+    Ok((with_files(snapshot, sets)?, count))
 }
 
 /// Row sets keyed by file path, paired with the snapshot's `add` action of each file.
-fn with_files(by_path: &HashMap<&str, &Arc<Add>>, sets: HashMap<String, RoaringTreemap>) -> Result<Vec<FileRows>> {
+pub(crate) fn with_files(snapshot: &Snapshot, sets: HashMap<String, RoaringTreemap>) -> Result<Vec<FileRows>> {
     sets.into_iter()
         .map(|(path, rows)| {
-            by_path
-                .get(path.as_str())
-                .map(|a| ((*a).clone(), rows))
+            snapshot
+                .file_by_path(&path)
+                .map(|a| (a.clone(), rows))
                 .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
         })
         .collect()

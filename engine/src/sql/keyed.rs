@@ -10,10 +10,10 @@ use arrow::compute::concat_batches;
 use arrow::datatypes::{Schema, UInt64Type};
 use datafusion::datasource::MemTable;
 use roaring::RoaringTreemap;
-use sluice_storage::actions::{Add, Txn};
+use sluice_storage::actions::Txn;
 use sluice_storage::write::Mutation;
 
-use super::dml::{by_path_rows, cast_column, keys_committed, storage_data_error, Target};
+use super::dml::{by_path_rows, cast_column, keys_committed, storage_data_error, with_files, Target};
 use crate::change::{ColumnMatch, Operation};
 use crate::error::{Error, Result};
 use crate::names::{quoted, TEMP_SCHEMA};
@@ -147,7 +147,6 @@ impl QueryContext {
         txn: Txn,
         operation: &str,
     ) -> Result<u64> {
-        let by_path: HashMap<&str, &Arc<Add>> = target.snapshot.files().map(|a| (a.path.as_str(), a)).collect();
         let mut sets: HashMap<String, RoaringTreemap> = HashMap::new();
         for &row in delete {
             let (Some(path), Some(id)) = (located.paths.get(row), located.row_ids.get(row)) else {
@@ -155,15 +154,7 @@ impl QueryContext {
             };
             sets.entry(path.clone()).or_default().insert(*id);
         }
-        let deleted = sets
-            .into_iter()
-            .map(|(path, rows)| {
-                by_path
-                    .get(path.as_str())
-                    .map(|add| ((*add).clone(), rows))
-                    .ok_or_else(|| Error::Internal(format!("unknown file {path}")))
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let deleted = with_files(&target.snapshot, sets)?;
         let mut rows = Vec::new();
         for batch in inserted.iter().filter(|b| b.num_rows() > 0) {
             rows.push(self.to_table_rows(target, batch, &ColumnMatch::ByName).await?);

@@ -2,8 +2,8 @@
 //! and maintenance on the table log). The statements themselves are parsed by [`crate::syntax`].
 
 pub mod catalog_provider;
-pub mod column_type;
 pub mod collations;
+pub mod column_type;
 pub mod comments;
 pub mod context;
 pub mod copy_in;

@@ -512,9 +512,8 @@ impl ScalarUDFImpl for FormatType {
             .map(|name| {
                 let name = name?;
                 let oid = name.strip_prefix("oid(").and_then(|n| n.strip_suffix(')')).and_then(|n| n.parse().ok());
-                let named = oid.and_then(|oid| {
-                    type_name_of_oid(oid).or_else(|| super::enums::EnumNames::name_of(&enums, oid))
-                });
+                let named =
+                    oid.and_then(|oid| type_name_of_oid(oid).or_else(|| super::enums::EnumNames::name_of(&enums, oid)));
                 Some(named.unwrap_or_else(|| name.to_string()))
             })
             .collect();

@@ -157,6 +157,8 @@ impl Connection {
                 super::search_path::current_schemas(&mut s, &path);
                 sluice::sql::postgres_forms::array_literals(&mut s).map_err(|e| encode::error(&e))?;
                 super::compat::rewrite(&mut s);
+                // Before datafusion-pg-catalog's rules, which drop every COLLATE.
+                sluice::sql::collations::rewrite(&mut s).map_err(|e| encode::error(&e))?;
                 let s = self.rewriter.rewrite(s);
                 Ok(SluiceStatement::Standard(Box::new(s)))
             }
@@ -731,14 +733,14 @@ impl QueryParser for SluiceQueryParser {
             arrow_types.push(inferred.or_else(|| super::statements::arrow_type_of(&pg)));
             parameter_types.push(pg);
         }
-        if introspection {
-            // asyncpg has a built-in codec for oid[] only; it sends the type oids in binary.
         if super::enums::oid_parameters(sql) {
             for pg in parameter_types.iter_mut().filter(|t| **t == Type::INT4) {
                 *pg = Type::OID;
             }
             result_schema = result_schema.map(|schema| super::enums::typeinfo_schema(&schema));
         }
+        if introspection {
+            // asyncpg has a built-in codec for oid[] only; it sends the type oids in binary.
             parameter_types = vec![Type::OID_ARRAY];
             parameter_count = Some(1);
             arrow_types = vec![Some(DataType::List(Arc::new(Field::new_list_field(DataType::Int32, true))))];
