@@ -287,13 +287,14 @@ mod tests {
             ("time(3) without time zone", "time(3)"),
             ("time with time zone", "timetz"),
             ("timetz(9)", "timetz(6)"),
+            ("interval", "interval"),
         ];
         for (sql, shown) in cases {
             let field = column("c", declared_type(&parse(sql)).unwrap(), true);
             assert_eq!(pg_type_name(&field), shown, "{sql}");
         }
         assert!(declared_type(&parse("numeric(50,2)")).is_err());
-        assert!(declared_type(&parse("interval")).is_err());
+        assert!(declared_type(&parse("point")).is_err());
     }
 }
 

@@ -55,8 +55,10 @@ fn defaults() -> Vec<(&'static str, String)> {
         ("statement_timeout", "0".into()),
         ("lock_timeout", "0".into()),
         ("idle_in_transaction_session_timeout", "0".into()),
-        ("transaction_isolation", "read committed".into()),
-        ("default_transaction_isolation", "read committed".into()),
+        // What Sluice provides (sluice::staging): one snapshot per transaction block, writes
+        // checked at COMMIT (first committer wins), whatever level a client asks for.
+        ("transaction_isolation", PROVIDED_ISOLATION.into()),
+        ("default_transaction_isolation", PROVIDED_ISOLATION.into()),
         ("transaction_read_only", "off".into()),
         ("default_transaction_read_only", "off".into()),
         ("bytea_output", "hex".into()),
@@ -300,6 +302,9 @@ fn zone_name(value: &str) -> Option<&'static str> {
     chrono_tz::TZ_VARIANTS.iter().map(|zone| zone.name()).find(|name| name.eq_ignore_ascii_case(value))
 }
 
+/// The isolation level of every Sluice transaction, as PostgreSQL names it.
+const PROVIDED_ISOLATION: &str = "repeatable read";
+
 fn canonical_key(name: &str) -> String {
     let lower = name.trim().trim_matches('"').to_lowercase();
     match lower.as_str() {
@@ -320,7 +325,8 @@ fn normalize_value(key: &str, value: &str) -> String {
     match key {
         "timezone" if value.eq_ignore_ascii_case("local") || value.eq_ignore_ascii_case("default") => "UTC".into(),
         "timezone" => zone_name(&value).map(str::to_string).unwrap_or(value),
-        "transaction_isolation" => value.to_lowercase(),
+        // The level reported is the one provided, not the one asked for.
+        "transaction_isolation" | "default_transaction_isolation" => PROVIDED_ISOLATION.into(),
         _ => value,
     }
 }
@@ -356,6 +362,10 @@ mod tests {
         assert_eq!(settings.set("extra_float_digits", "3"), None);
         assert_eq!(settings.set("TIME ZONE", "'Europe/Paris'"), Some("TimeZone".into()));
         assert_eq!(settings.get("timezone"), Some("Europe/Paris"));
+        // The isolation level reported is the one Sluice provides, whatever was asked for.
+        assert_eq!(settings.get("transaction_isolation"), Some("repeatable read"));
+        settings.set("default_transaction_isolation", "'serializable'");
+        assert_eq!(settings.get("default_transaction_isolation"), Some("repeatable read"));
         settings.set("statement_timeout", "2s");
         assert_eq!(settings.statement_timeout_ms(), 2000);
         settings.reset_all();
