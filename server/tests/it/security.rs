@@ -173,6 +173,7 @@ async fn read_only_roles_write_by_no_path() {
     owner.batch_execute("CREATE STREAMING TABLE s (x int)").await.unwrap();
     owner.batch_execute("CREATE TABLE q (id serial PRIMARY KEY, x int)").await.unwrap();
     owner.batch_execute("CREATE SUBSCRIPTION osub FROM r; CREATE VIEW ov AS SELECT * FROM r").await.unwrap();
+    owner.batch_execute("CREATE TYPE omood AS ENUM ('sad', 'ok'); CREATE TABLE e (m omood)").await.unwrap();
     std::fs::create_dir_all(warehouse.data().join("in")).unwrap();
     std::fs::write(warehouse.data().join("in/a.csv"), "x\n1\n").unwrap();
     let reader = warehouse.connect("reader").await;
@@ -216,6 +217,12 @@ async fn read_only_roles_write_by_no_path() {
         "SELECT * FROM read_files('in/*.csv', format => 'csv')",
         "SELECT * FROM read_files('in/a.csv', format => 'csv')",
         "CREATE STREAMING TABLE rpv (k text) PUSH INTO TABLE PER k",
+        "CREATE TYPE rmood AS ENUM ('a')",
+        "ALTER TYPE omood ADD VALUE 'happy'",
+        "ALTER TYPE omood RENAME VALUE 'ok' TO 'fine'",
+        "ALTER TYPE omood RENAME TO rmood",
+        "DROP TYPE omood CASCADE",
+        "INSERT INTO e VALUES ('ok')",
     ] {
         let err = reader.simple_query(sql).await.unwrap_err();
         let sqlstate = code(&err);
