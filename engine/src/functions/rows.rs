@@ -17,7 +17,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, StringArray, StructArray};
 use arrow::datatypes::{DataType, Field, FieldRef, Fields, TimeUnit};
 use datafusion::common::config::ConfigOptions;
-use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::tree_node::{Transformed, TreeNode, TreeNodeRecursion};
 use datafusion::common::{plan_err, DFSchema, Result as DfResult, ScalarValue};
 use datafusion::logical_expr::expr::{AggregateFunction, ScalarFunction};
 use datafusion::logical_expr::{
@@ -41,6 +41,11 @@ impl AnalyzerRule for WholeRows {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        // Every statement passes here: one read of the plan, and no schema rebuilt, when no
+        // function takes a whole row (the rewrite below recomputes every node's schema).
+        if !takes_whole_rows(&plan) {
+            return Ok(plan);
+        }
         Ok(plan
             .transform_up_with_subqueries(|node| {
                 let schema = datafusion::logical_expr::utils::merge_schema(&node.inputs());
@@ -56,6 +61,26 @@ impl AnalyzerRule for WholeRows {
                 })
             })?
             .data)
+    }
+}
+
+/// Whether a function or aggregate of the plan (subqueries included) has a `t.*` argument.
+fn takes_whole_rows(plan: &LogicalPlan) -> bool {
+    let mut found = false;
+    let _ = plan.apply_with_subqueries(|node| {
+        node.apply_expressions(|expr| {
+            found = expr.exists(|e| Ok(takes_whole_row(e)))?;
+            Ok(if found { TreeNodeRecursion::Stop } else { TreeNodeRecursion::Continue })
+        })
+    });
+    found
+}
+
+fn takes_whole_row(expr: &Expr) -> bool {
+    match expr {
+        Expr::ScalarFunction(function) => function.args.iter().any(is_qualified_wildcard),
+        Expr::AggregateFunction(aggregate) => aggregate.params.args.iter().any(is_qualified_wildcard),
+        _ => false,
     }
 }
 
