@@ -76,8 +76,13 @@ async fn a_failing_flow_alerts_and_clears_after_resume() {
     assert_eq!(fired["alert"], "route_down");
     let text = fired["text"].as_str().unwrap();
     assert!(text.contains("route_down") && text.contains("bronze_to_silver") && text.contains("twenty"), "{text}");
-    let shown = rows(&db.query("SELECT state, condition, deliveries >= 1 FROM sluice.alerts").await.unwrap());
-    assert_eq!(shown, ["firing|ON FAILURE OF FLOW bronze_to_silver|true"]);
+    // The receiver hands the body over before it answers, and a delivery is counted once the
+    // answer arrives: wait for the count rather than race it.
+    wait_for("the delivery to be counted", Duration::from_secs(10), || async {
+        let shown = rows(&db.query("SELECT state, condition, deliveries >= 1 FROM sluice.alerts").await.unwrap());
+        (shown == ["firing|ON FAILURE OF FLOW bronze_to_silver|true"]).then_some(())
+    })
+    .await;
 
     db.execute(
         "CREATE OR REPLACE STREAMING TABLE bronze (id bigint, payload text)
