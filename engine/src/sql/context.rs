@@ -200,6 +200,12 @@ impl QueryContext {
         self.ctx.state().config_options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into())
     }
 
+    /// The order the session's `DateStyle` reads `1/8/1999` in (see `Session::set_date_order`):
+    /// literals in a statement and text written to date/time columns follow it.
+    pub(crate) fn date_order(&self) -> crate::datetime::DateOrder {
+        self.ctx.state().config().get_extension::<crate::datetime::DateOrder>().map(|o| *o).unwrap_or_default()
+    }
+
     /// The DataFusion context (for planning by the server).
     pub fn context(&self) -> &SessionContext {
         &self.ctx

@@ -484,7 +484,7 @@ impl QueryContext {
         let mut out = Vec::with_capacity(schema.fields.len());
         for (field, arrow_field) in schema.fields.iter().zip(arrow_schema.fields()) {
             let column = match assigned.remove(&field.name) {
-                Some(column) => cast_column(&column, arrow_field.data_type(), &field.name)?,
+                Some(column) => self.assigned_column(&column, arrow_field.data_type(), &field.name)?,
                 None => match (crate::identity::Identity::of(field), target.entry.defaults.get(&field.name)) {
                     (Some(identity), _) => {
                         let values = self.db.identity.allocate(&target.entry.id, &field.name, identity, rows)?;
@@ -528,6 +528,28 @@ impl QueryContext {
         };
         self.check_constraints(target, &rows).await?;
         Ok(rows)
+    }
+
+    /// A value assigned to a column, in the column's type. Text written to a date/time column
+    /// (INSERT, UPDATE, COPY) is read as PostgreSQL's input functions read it under the session's
+    /// settings: `1/8/1999` in the DateStyle order, and a `timestamptz` without an offset in the
+    /// session's time zone.
+    fn assigned_column(
+        &self,
+        column: &ArrayRef,
+        data_type: &arrow::datatypes::DataType,
+        name: &str,
+    ) -> Result<ArrayRef> {
+        use arrow::datatypes::DataType as T;
+        let text = matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View);
+        crate::datetime::with_date_order(self.date_order(), || match data_type {
+            T::Timestamp(unit, Some(_)) if text => {
+                let local = T::Timestamp(*unit, Some(self.time_zone().into()));
+                // The same instants, labelled with the column's zone.
+                Ok(arrow::compute::cast(&cast_column(column, &local, name)?, data_type)?)
+            }
+            _ => cast_column(column, data_type, name),
+        })
     }
 
     /// An expression with its statement-time functions (`now()`, `current_date`, ...) folded to

@@ -117,8 +117,7 @@ impl QueryContext {
             super::views::expand(&views, &mut statement)?;
         }
         super::enums::rewrite_casts(&state, &mut statement)?;
-        let order = self.ctx.state().config().get_extension::<crate::datetime::DateOrder>().map(|o| *o);
-        crate::datetime::with_date_order(order.unwrap_or_default(), || super::postgres_forms::rewrite(&mut statement))?;
+        crate::datetime::with_date_order(self.date_order(), || super::postgres_forms::rewrite(&mut statement))?;
         let mut collector = TimeTravelCollector { session: self, found: vec![] };
         let _ = statement.visit(&mut collector);
         for (temp, name, version) in collector.found {

@@ -120,11 +120,20 @@ pub fn write_file(
     Ok(batches.iter().map(|b| b.num_rows()).sum())
 }
 
-/// Casts a batch of text columns (as parsed from COPY data) to the target schema.
+/// Casts a batch of text columns (as parsed from COPY data) to the target schema. Dates, times
+/// and timestamps stay text: the engine reads them as PostgreSQL's input does, in the session's
+/// DateStyle order (`02/01/2024` is January 2 with MDY, February 1 with DMY).
 pub fn cast_text_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<RecordBatch, String> {
     let mut columns: Vec<ArrayRef> = Vec::with_capacity(target.fields().len());
+    let mut fields = Vec::with_capacity(target.fields().len());
     for (column, field) in batch.columns().iter().zip(target.fields()) {
         let text = column.as_string::<i32>();
+        if matches!(field.data_type(), DataType::Date32 | DataType::Date64 | DataType::Timestamp(..)) {
+            columns.push(column.clone());
+            fields.push(field.as_ref().clone().with_data_type(DataType::Utf8));
+            continue;
+        }
+        fields.push(field.as_ref().clone());
         let typed = match field.data_type() {
             DataType::Utf8 => column.clone(),
             DataType::Binary => Arc::new(decode_bytea(text)?),
@@ -139,7 +148,8 @@ pub fn cast_text_batch(batch: &RecordBatch, target: &SchemaRef) -> Result<Record
         columns.push(typed);
     }
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
-    RecordBatch::try_new_with_options(target.clone(), columns, &options).map_err(|e| e.to_string())
+    let schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, target.metadata().clone()));
+    RecordBatch::try_new_with_options(schema, columns, &options).map_err(|e| e.to_string())
 }
 
 fn decode_bytea(text: &arrow::array::StringArray) -> Result<arrow::array::BinaryArray, String> {

@@ -246,6 +246,21 @@ SELECT date '2024-01-02' AS german_d, timestamp '2024-01-02 10:00:00' AS ts, tim
 SET DateStyle = 'SQL';
 SELECT current_setting('DateStyle') AS style_keeps_order;
 SET DateStyle = 'banana';
+-- DateStyle's order on write: text stored into date and timestamp columns (a timestamptz
+-- without an offset in the session's zone, New York here)
+SET datestyle TO 'ISO, DMY';
+CREATE TABLE v_dmy (n int, d date, ts timestamp, tz timestamptz);
+INSERT INTO v_dmy VALUES (1, '02/01/2024', '03/01/2024 10:00', '04/01/2024 10:00');
+INSERT INTO v_dmy (n, d) VALUES (2, '13/01/2024');
+UPDATE v_dmy SET d = '05/01/2024' WHERE n = 2;
+SELECT n, d, ts, tz FROM v_dmy ORDER BY n;
+SET DateStyle TO 'German';
+INSERT INTO v_dmy (n, d) VALUES (3, '06.01.2024');
+INSERT INTO v_dmy (n, d) VALUES (4, '01/13/2024');
+SELECT n, d FROM v_dmy WHERE n >= 3 ORDER BY n;
+SET datestyle TO 'SQL, MDY';
+INSERT INTO v_dmy (n, d) VALUES (5, '02/01/2024');
+SELECT n, d FROM v_dmy WHERE n = 5;
 SET DateStyle = 'ISO, MDY';
 SET timezone TO 'UTC';
 SELECT timestamp '2024-01-02 10:00:00' AS iso_again;

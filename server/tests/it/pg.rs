@@ -321,6 +321,38 @@ async fn copy_in_and_out() {
     assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 5);
 }
 
+/// COPY text reads dates as PostgreSQL's input does: in the session's DateStyle order, and a
+/// timestamptz without an offset in the session's zone (PostgreSQL 15 gives the same rows).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn copy_in_reads_dates_in_the_session_date_style() {
+    let server = TestServer::start().await;
+    let client = server.connect().await;
+    client.batch_execute("CREATE TABLE cd (n int, d date, ts timestamp, tz timestamptz)").await.unwrap();
+    client.batch_execute("SET DateStyle = 'SQL, DMY'; SET TimeZone = 'America/New_York'").await.unwrap();
+    let sink = client.copy_in("COPY cd FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"1\t02/01/2024\t03/01/2024 10:00\t04/01/2024 10:00\n2\t\\N\t\\N\t\\N\n"))
+        .await
+        .unwrap();
+    assert_eq!(sink.finish().await.unwrap(), 2);
+    client.batch_execute("SET DateStyle = 'ISO, MDY'").await.unwrap();
+    let rows = client.simple_query("SELECT d, ts, tz FROM cd WHERE n = 1").await.unwrap();
+    let row = rows.iter().find_map(|m| match m {
+        tokio_postgres::SimpleQueryMessage::Row(r) => Some(r),
+        _ => None,
+    });
+    let row = row.unwrap();
+    assert_eq!(row.get(0), Some("2024-01-02"));
+    assert_eq!(row.get(1), Some("2024-01-03 10:00:00"));
+    assert_eq!(row.get(2), Some("2024-01-04 10:00:00-05"));
+    // Text that is no date is PostgreSQL's 22007.
+    let sink = client.copy_in("COPY cd FROM STDIN").await.unwrap();
+    futures::pin_mut!(sink);
+    sink.send(bytes::Bytes::from_static(b"3\tbanana\t\\N\t\\N\n")).await.unwrap();
+    let err = sink.finish().await.unwrap_err();
+    assert_eq!(code(&err), "22007", "{err}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn copy_in_binary_for_every_type() {
     use tokio_postgres::binary_copy::BinaryCopyInWriter;
