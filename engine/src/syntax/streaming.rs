@@ -164,11 +164,16 @@ pub enum StreamingStatement {
         target: SubscribeTarget,
         copy: bool,
     },
-    /// `DECLARE c [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR SUBSCRIBE ...`: a cursor whose FETCH
-    /// waits for the subscription's next rows. Served over pgwire.
+    /// `DECLARE c [BINARY] [NO SCROLL] CURSOR [WITH[OUT] HOLD] FOR SUBSCRIBE ...`: a cursor whose
+    /// FETCH waits for the subscription's next rows. Served over pgwire (which refuses the
+    /// options it lacks: `hold`, `binary`).
     DeclareSubscribe {
         cursor: String,
         target: SubscribeTarget,
+        /// WITH HOLD: the cursor would outlive its transaction.
+        hold: bool,
+        /// BINARY: rows in binary rather than text.
+        binary: bool,
     },
     /// `CREATE SUBSCRIPTION [IF NOT EXISTS] s FROM [TABLE] t [WITH (SNAPSHOT = bool)]`.
     CreateSubscription {

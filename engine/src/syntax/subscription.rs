@@ -43,16 +43,19 @@ pub(super) fn parse_subscription_statement(parser: &mut Parser) -> Result<Stream
         Some("DECLARE") => {
             parser.next_token();
             let cursor = parser.parse_identifier()?.value;
+            let (mut hold, mut binary) = (false, false);
             while word(parser, 0).as_deref() != Some("FOR") {
                 match word(parser, 0).as_deref() {
-                    Some("NO" | "SCROLL" | "CURSOR" | "WITH" | "WITHOUT" | "HOLD" | "BINARY" | "INSENSITIVE") => {
-                        parser.next_token();
-                    }
+                    Some("WITH") if word(parser, 1).as_deref() == Some("HOLD") => hold = true,
+                    Some("WITHOUT") if word(parser, 1).as_deref() == Some("HOLD") => hold = false,
+                    Some("BINARY") => binary = true,
+                    Some("NO" | "SCROLL" | "CURSOR" | "HOLD" | "INSENSITIVE") => {}
                     _ => return parser.expected("CURSOR FOR SUBSCRIBE", parser.peek_token()),
                 }
+                parser.next_token();
             }
             parser.next_token();
-            Ok(StreamingStatement::DeclareSubscribe { cursor, target: parse_subscribe(parser)? })
+            Ok(StreamingStatement::DeclareSubscribe { cursor, target: parse_subscribe(parser)?, hold, binary })
         }
         Some("COPY") => {
             parser.next_token();
@@ -246,8 +249,17 @@ mod tests {
         );
         assert_eq!(
             parse("DECLARE c CURSOR FOR SUBSCRIBE TO SUBSCRIPTION s").unwrap(),
-            StreamingStatement::DeclareSubscribe { cursor: "c".into(), target: SubscribeTarget::Durable("s".into()) }
+            StreamingStatement::DeclareSubscribe {
+                cursor: "c".into(),
+                target: SubscribeTarget::Durable("s".into()),
+                hold: false,
+                binary: false
+            }
         );
+        assert!(matches!(
+            parse("DECLARE c BINARY CURSOR WITH HOLD FOR SUBSCRIBE t").unwrap(),
+            StreamingStatement::DeclareSubscribe { hold: true, binary: true, .. }
+        ));
         assert_eq!(
             parse("ALTER SUBSCRIPTION s ACKNOWLEDGE VERSION 42").unwrap(),
             StreamingStatement::AcknowledgeSubscription { name: "s".into(), version: 42 }

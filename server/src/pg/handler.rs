@@ -51,6 +51,7 @@ use super::settings::Settings;
 use super::ServerState;
 
 mod copy;
+mod cursors;
 mod subscribe;
 use copy::{copy_settings, CopyIn};
 
@@ -67,10 +68,11 @@ pub struct Prepared {
     pub text: String,
 }
 
-/// An open cursor: its rows and how far FETCH has read.
+/// An open cursor: its rows, how far FETCH has read, and how long it lives.
 struct Cursor {
     batch: RecordBatch,
     position: usize,
+    life: cursors::CursorLife,
 }
 
 /// One connection's state.
@@ -90,6 +92,11 @@ pub struct Connection {
     prepared_names: Mutex<std::collections::HashSet<String>>,
     /// This connection's row of `pg_stat_activity`.
     activity: super::activity::Registration,
+    /// Whether the open implicit transaction is the extended protocol's (its statements up to
+    /// Sync), which PostgreSQL does not count as a transaction block (see [`cursors`]).
+    pipeline: std::sync::atomic::AtomicBool,
+    /// Whether a statement failed in the open transaction (its end is then no commit).
+    transaction_failed: std::sync::atomic::AtomicBool,
 }
 
 impl Connection {
@@ -110,6 +117,8 @@ impl Connection {
             rewriter: PostgresCompatibilityParser::new(),
             parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
             prepared_names: Mutex::new(std::collections::HashSet::new()),
+            pipeline: std::sync::atomic::AtomicBool::new(false),
+            transaction_failed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -283,6 +292,7 @@ impl Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         let kind = crate::metrics::statement_kind(&statement);
+        let outcome = cursors::Outcome::of(&statement);
         let started = std::time::Instant::now();
         let response = self.run_statement(client, statement, parameters, format).await;
         if let Some(metrics) = crate::metrics::global() {
@@ -296,6 +306,7 @@ impl Connection {
         if response.is_err() {
             self.session.statement_failed();
         }
+        self.statement_ended(outcome, response.is_err()).await;
         self.activity.finished(self.session.in_transaction_block(), response.is_err());
         // PostgreSQL's warnings (COMMIT with no transaction block, BEGIN inside one) and notices
         // (DROP ... IF EXISTS of nothing), before the statement's own answer.
@@ -329,9 +340,12 @@ impl Connection {
                     self.session.admit(&statement).map_err(|e| encode::error(&e))?;
                     return self.subscribe(client, target).await;
                 }
-                S::DeclareSubscribe { cursor, target } => {
+                S::DeclareSubscribe { cursor, target, hold, binary } => {
                     self.session.admit(&statement).map_err(|e| encode::error(&e))?;
-                    return self.declare_subscription(client, cursor, target).await;
+                    if *hold {
+                        return Err(user_error("0A000", "DECLARE ... WITH HOLD FOR SUBSCRIBE is not supported"));
+                    }
+                    return self.declare_subscription(client, cursor, target, *binary).await;
                 }
                 _ => {}
             }
@@ -530,17 +544,7 @@ impl Connection {
             }
             Statement::Declare { stmts } => {
                 for declare in stmts {
-                    let Some(query) = declare.for_query.clone() else {
-                        return Err(user_error("42601", "DECLARE needs a query (DECLARE name CURSOR FOR query)"));
-                    };
-                    let statement = self.rewrite(SluiceStatement::Standard(Box::new(Statement::Query(query))))?;
-                    let result = self.run_in_engine(client, statement, &[]).await.map_err(|e| encode::error(&e))?;
-                    let StatementResult::Rows { schema, batches } = result else {
-                        return Err(user_error("42601", "a cursor needs a query"));
-                    };
-                    let batch = concat_batches(&schema, &batches).map_err(|e| user_error("XX000", e.to_string()))?;
-                    let name = declare.names.first().map(|n| n.value.clone()).unwrap_or_default();
-                    self.cursors.lock().insert(name, Cursor { batch, position: 0 });
+                    self.declare(client, declare).await?;
                 }
                 Response::Execution(Tag::new("DECLARE CURSOR"))
             }
@@ -653,7 +657,9 @@ impl SimpleQueryHandler for Connection {
             }
         }
         if implicit {
-            if let Err(e) = self.session.end_implicit().await {
+            let ended = self.session.end_implicit().await;
+            self.statement_ended(cursors::Outcome::Other, ended.is_err()).await;
+            if let Err(e) = ended {
                 if let PgWireError::UserError(info) = encode::error(&e) {
                     responses.push(Response::Error(info));
                 }
@@ -811,7 +817,9 @@ impl ExtendedQueryHandler for Connection {
         PgWireError: From<<C as Sink<PgWireBackendMessage>>::Error>,
     {
         client.portal_store().rm_portal(DEFAULT_NAME);
-        if let Err(e) = self.session.end_implicit().await {
+        let ended = self.session.end_implicit().await;
+        self.statement_ended(cursors::Outcome::Other, ended.is_err()).await;
+        if let Err(e) = ended {
             let info: ErrorInfo = encode::error(&e).into();
             client.send(PgWireBackendMessage::ErrorResponse(info.into())).await?;
         }
@@ -859,6 +867,9 @@ impl ExtendedQueryHandler for Connection {
         // Outside a block, the statements up to the next Sync are one implicit transaction, as
         // in PostgreSQL: `on_sync` commits it (not COPY, which commits when its rows are in).
         if !is_copy(&statement) {
+            if !self.session.in_transaction_block() {
+                self.pipeline.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             self.session.begin_implicit();
         }
         let types: Vec<Option<&DataType>> = prepared.arrow_parameter_types.iter().map(Option::as_ref).collect();

@@ -357,3 +357,36 @@ SELECT column_name FROM information_schema.columns WHERE table_name = 'cat_in_bl
 /* 108 */ ROLLBACK;
 SELECT count(*) AS constraints_after_rollback FROM pg_constraint WHERE conname = 'cat_in_block_n';
 SELECT count(*) AS views_after_rollback FROM pg_views WHERE viewname = 'cat_in_block_view';
+
+-- Cursors live in a transaction block: DECLARE outside one is 25P01 (a missing relation is
+-- reported first), COMMIT and ROLLBACK close them (34000 after), a taken name is 42P03; WITH HOLD
+-- cursors may be declared anywhere and outlive the commit of their block, not its rollback.
+CREATE TABLE cur_rows AS SELECT * FROM generate_series(1, 5) AS g(x);
+DECLARE cur_outside CURSOR FOR SELECT x FROM cur_rows;
+DECLARE cur_missing CURSOR FOR SELECT x FROM cur_no_such_table;
+/* 201 */ BEGIN;
+DECLARE cur_in CURSOR FOR SELECT x FROM cur_rows ORDER BY x;
+FETCH 2 FROM cur_in;
+DECLARE cur_in CURSOR FOR SELECT 1;
+/* 201 */ ROLLBACK;
+FETCH NEXT FROM cur_in;
+/* 202 */ BEGIN;
+DECLARE cur_committed CURSOR FOR SELECT x FROM cur_rows ORDER BY x;
+FETCH NEXT FROM cur_committed;
+/* 202 */ COMMIT;
+FETCH FORWARD 1 FROM cur_committed;
+DECLARE cur_held CURSOR WITH HOLD FOR SELECT x FROM cur_rows ORDER BY x;
+FETCH 2 FROM cur_held;
+/* 203 */ BEGIN;
+DECLARE cur_held_in_block CURSOR WITH HOLD FOR SELECT x * 10 AS x10 FROM cur_rows ORDER BY x;
+/* 203 */ COMMIT;
+FETCH 2 FROM cur_held_in_block;
+FETCH ALL FROM cur_held;
+/* 204 */ BEGIN;
+DECLARE cur_held_rolled_back CURSOR WITH HOLD FOR SELECT x FROM cur_rows;
+/* 204 */ ROLLBACK;
+FETCH NEXT FROM cur_held_rolled_back;
+CLOSE cur_held;
+CLOSE cur_held_in_block;
+FETCH NEXT FROM cur_held;
+DROP TABLE cur_rows;

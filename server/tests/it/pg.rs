@@ -519,6 +519,38 @@ async fn cursors_settings_and_version() {
     assert_eq!(code(&err), "42704");
 }
 
+/// Cursors need a transaction block as in PostgreSQL: over the extended protocol the statements
+/// up to Sync are no block (25P01), a multi-statement query's implicit block is one; COMMIT
+/// closes them (34000); subscription cursors follow the same rule, and their WITH HOLD is 0A000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cursors_live_in_transaction_blocks() {
+    let server = TestServer::start().await;
+    let mut client = server.connect().await;
+    client.batch_execute("CREATE TABLE cb (x int); INSERT INTO cb VALUES (1), (2)").await.unwrap();
+    let err = client.execute("DECLARE c CURSOR FOR SELECT x FROM cb", &[]).await.unwrap_err();
+    assert_eq!(code(&err), "25P01", "{err}");
+    let err = client.simple_query("DECLARE c CURSOR FOR SUBSCRIBE TO cb").await.unwrap_err();
+    assert_eq!(code(&err), "25P01", "{err}");
+    let err = client.simple_query("BEGIN; DECLARE s CURSOR WITH HOLD FOR SUBSCRIBE TO cb").await.unwrap_err();
+    assert_eq!(code(&err), "0A000", "{err}");
+    client.simple_query("ROLLBACK").await.unwrap();
+    // A multi-statement query is a block: the cursor is there for its FETCH, gone after.
+    client.batch_execute("DECLARE m CURSOR FOR SELECT x FROM cb; FETCH ALL FROM m").await.unwrap();
+    let err = client.simple_query("FETCH ALL FROM m").await.unwrap_err();
+    assert_eq!(code(&err), "34000", "{err}");
+    let transaction = client.transaction().await.unwrap();
+    transaction.execute("DECLARE t CURSOR FOR SELECT x FROM cb ORDER BY x", &[]).await.unwrap();
+    let rows = transaction.simple_query("FETCH 1 FROM t").await.unwrap();
+    assert_eq!(rows.iter().filter(|m| matches!(m, SimpleQueryMessage::Row(_))).count(), 1);
+    transaction.commit().await.unwrap();
+    let err = client.simple_query("FETCH 1 FROM t").await.unwrap_err();
+    assert_eq!(code(&err), "34000", "{err}");
+    // WITH HOLD outlives the commit.
+    client.execute("DECLARE h CURSOR WITH HOLD FOR SELECT x FROM cb ORDER BY x", &[]).await.unwrap();
+    let rows = client.simple_query("FETCH ALL FROM h").await.unwrap();
+    assert_eq!(rows.iter().filter(|m| matches!(m, SimpleQueryMessage::Row(_))).count(), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn portals_return_rows_in_pieces() {
     let server = TestServer::start().await;

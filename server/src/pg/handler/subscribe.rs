@@ -93,6 +93,7 @@ impl Connection {
         client: &C,
         cursor: &str,
         target: &SubscribeTarget,
+        binary: bool,
     ) -> PgWireResult<Response>
     where
         C: ClientInfo,
@@ -101,6 +102,8 @@ impl Connection {
             return Err(user_error("42P03", format!("cursor \"{cursor}\" already exists")));
         }
         let (subscription, schema, first) = self.start_subscription(client, target).await?;
+        // As for any cursor: a transaction block, once the target is known to exist.
+        self.check_declare(binary, false)?;
         let cursor_state = SubscriptionCursor { subscription, schema, pending: first.into() };
         self.subscriptions.lock().await.insert(cursor.to_string(), cursor_state);
         Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
