@@ -175,6 +175,11 @@ impl ScalarUDFImpl for SettingsFunction {
                 }
                 Kind::SetConfig => {
                     let value = arg(1).unwrap_or_default();
+                    // The values SET refuses (22023), set_config refuses too, as in PostgreSQL.
+                    if let Err(message) = super::settings::check(&name, &value) {
+                        let error = sluice::Error::data("22023", message);
+                        return Err(datafusion::error::DataFusionError::External(Box::new(error)));
+                    }
                     self.settings.lock().set(&name, &value);
                     out.push(Some(value));
                 }

@@ -217,6 +217,10 @@ fn command_line_settings(options: &str) -> Vec<(String, String)> {
 /// Refuses a value PostgreSQL would refuse for a setting (SQLSTATE 22023), with its message.
 pub fn check(name: &str, value: &str) -> Result<(), String> {
     let key = canonical_key(name);
+    if matches!(key.as_str(), "transaction_isolation" | "default_transaction_isolation") {
+        // Checked as written: every level reads back as the one Sluice provides.
+        return check_isolation(&key, value);
+    }
     let value = normalize_value(&key, value);
     if value.eq_ignore_ascii_case("default") {
         return Ok(());
@@ -233,6 +237,19 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
         let name = canonical_reported(name.trim().trim_matches('"'));
         Err(format!("invalid value for parameter \"{name}\": \"{value}\""))
     }
+}
+
+/// The isolation levels PostgreSQL accepts for `transaction_isolation` and
+/// `default_transaction_isolation`, in the order its hint lists them.
+const ISOLATION_LEVELS: [&str; 4] = ["serializable", "repeatable read", "read committed", "read uncommitted"];
+
+/// Refuses what PostgreSQL refuses as an isolation level (any case, one blank between words).
+fn check_isolation(name: &str, value: &str) -> Result<(), String> {
+    let value = value.trim().trim_matches('\'').trim_matches('"');
+    if value.eq_ignore_ascii_case("default") || ISOLATION_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(value)) {
+        return Ok(());
+    }
+    Err(format!("invalid value for parameter \"{name}\": \"{value}\""))
 }
 
 /// `DateStyle` as PostgreSQL shows it after `value` is set over `previous`: the output style
@@ -368,6 +385,14 @@ mod tests {
         assert_eq!(settings.get("default_transaction_isolation"), Some("repeatable read"));
         settings.set("statement_timeout", "2s");
         assert_eq!(settings.statement_timeout_ms(), 2000);
+        // Levels PostgreSQL does not know are refused as PostgreSQL refuses them.
+        assert!(check("default_transaction_isolation", "'Read Committed'").is_ok());
+        assert!(check("transaction_isolation", "\"serializable\"").is_ok());
+        assert_eq!(
+            check("default_transaction_isolation", "'nonsense'"),
+            Err("invalid value for parameter \"default_transaction_isolation\": \"nonsense\"".into())
+        );
+        assert!(check("Transaction_Isolation", "'read  committed'").is_err());
         settings.reset_all();
         assert_eq!(settings.get("application_name"), Some(""));
     }

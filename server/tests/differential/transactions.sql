@@ -390,3 +390,19 @@ CLOSE cur_held;
 CLOSE cur_held_in_block;
 FETCH NEXT FROM cur_held;
 DROP TABLE cur_rows;
+
+-- Isolation levels: PostgreSQL's four names are accepted in any case (Sluice reports repeatable
+-- read for each, so no SHOW here), anything else is 22023 (SET, set_config) or a syntax error.
+SET default_transaction_isolation = 'nonsense';
+SET default_transaction_isolation TO 'Serializable';
+SET default_transaction_isolation = 'read  committed';
+SET default_transaction_isolation = DEFAULT;
+SET transaction_isolation = 'x';
+SET transaction_isolation = 'read uncommitted';
+SET default_transaction_isolation = 5;
+SET TRANSACTION ISOLATION LEVEL nonsense;
+SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL bogus;
+SELECT set_config('default_transaction_isolation', 'nonsense', false) AS bad_level;
+/* 205 */ BEGIN;
+SET transaction_isolation = 'bad';
+/* 205 */ ROLLBACK;
