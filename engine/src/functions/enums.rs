@@ -13,8 +13,10 @@
 //!   labels (22P02 otherwise);
 //! - `e::text` is plain text again (`__pg_enum_text`), which sorts and compares as text;
 //! - comparing values of two different enum types is 42883, as PostgreSQL has no such operator;
-//! - `min`, `max`, `greatest` and `least` of enum values are refused (0A000) rather than
-//!   answered in alphabetical order.
+//! - `min(e)` and `max(e)` are the first value in label order (`first_value(e ORDER BY
+//!   __pg_enum_position(e, ...) [DESC] NULLS LAST)`, which keeps `e`'s type); `greatest`,
+//!   `least`, and `min` and `max` as window functions, are refused (0A000) rather than answered
+//!   in alphabetical order.
 //!
 //! The labels travel in the calls' arguments (taken from the catalog when the statement is
 //! planned), so the functions need no catalog when they run.
@@ -324,9 +326,17 @@ impl Rules<'_> {
                 Transformed::no(Expr::InList(list))
             }
             Expr::AggregateFunction(mut aggregate) => {
-                self.refuse_extremes(&aggregate)?;
+                if let Some(first) = self.extreme_in_label_order(&aggregate) {
+                    return Ok(Transformed::yes(first));
+                }
                 let changed = self.order_by_positions(&mut aggregate.params.order_by);
                 Transformed::new_transformed(Expr::AggregateFunction(aggregate), changed)
+            }
+            Expr::WindowFunction(window) if matches!(window.fun.name(), "min" | "max") => {
+                if let Some(entry) = window.params.args.iter().find_map(|a| self.enum_of(a)) {
+                    return Err(refused(&format!("{} OVER (...)", window.fun.name()), entry).into());
+                }
+                Transformed::no(Expr::WindowFunction(window))
             }
             Expr::WindowFunction(mut window) => {
                 let changed = self.order_by_positions(&mut window.params.order_by);
@@ -382,15 +392,25 @@ impl Rules<'_> {
         changed
     }
 
-    /// `min` and `max` of enum values: refused (they would be alphabetical).
-    fn refuse_extremes(&self, aggregate: &AggregateFunction) -> Result<()> {
-        let name = aggregate.func.name();
-        if !matches!(name, "min" | "max") {
-            return Ok(());
-        }
-        match aggregate.params.args.iter().find_map(|a| self.enum_of(a)) {
-            Some(entry) => Err(refused(name, entry)),
-            None => Ok(()),
-        }
+    /// `min(e)` and `max(e)` of enum values as PostgreSQL answers them, in label order (not
+    /// alphabetical): the first value in that order, NULLs last (so NULL only when all are).
+    /// None for any other aggregate.
+    fn extreme_in_label_order(&self, aggregate: &AggregateFunction) -> Option<Expr> {
+        let descending = match aggregate.func.name() {
+            "min" => false,
+            "max" => true,
+            _ => return None,
+        };
+        let [value] = aggregate.params.args.as_slice() else { return None };
+        let entry = self.enum_of(value)?;
+        let order = position_call(value.clone(), entry).sort(!descending, false);
+        Some(Expr::AggregateFunction(AggregateFunction::new_udf(
+            datafusion::functions_aggregate::first_last::first_value_udaf(),
+            vec![value.clone()],
+            false,
+            aggregate.params.filter.clone(),
+            vec![order],
+            None,
+        )))
     }
 }

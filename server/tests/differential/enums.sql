@@ -47,6 +47,13 @@ ALTER TYPE mood ADD VALUE 'low' AFTER 'sad';
 ALTER TYPE mood ADD VALUE 'bottom' BEFORE 'sad';
 ALTER TYPE mood ADD VALUE IF NOT EXISTS 'ok';
 ALTER TYPE mood ADD VALUE 'ok';
+-- min and max in label order, labels added BEFORE/AFTER included, by group and with FILTER
+INSERT INTO people (id, name, current) VALUES (90, 'low one', 'low'), (91, 'meh one', 'meh'), (92, 'top', 'ecstatic');
+SELECT min(current) AS lo_after_add, max(current) AS hi_after_add FROM people;
+SELECT id % 2 AS parity, min(current) AS lo, max(current) AS hi FROM people GROUP BY id % 2 ORDER BY parity;
+SELECT max(current) FILTER (WHERE current < 'happy') AS below_happy FROM people;
+SELECT max(current) AS none FROM people WHERE current IS NULL;
+DELETE FROM people WHERE id >= 90;
 ALTER TYPE mood ADD VALUE 'x' BEFORE 'zzz';
 ALTER TYPE nothing ADD VALUE 'x';
 UPDATE people SET current = 'meh' WHERE id = 4;
