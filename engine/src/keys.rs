@@ -447,9 +447,12 @@ pub struct TableKeys {
     /// only what changed since (see [`FileSet::changes_since`]).
     seen: Option<FileSet>,
     indexes: Vec<Index>,
-    files: Vec<Option<FileKeys>>,
-    by_path: HashMap<String, u32>,
-    free: Vec<u32>,
+    /// The files by their ids in [`Loc`], persistent (as `by_path` and `free`): a copy of the
+    /// index (each transaction block's, each published one) shares them with the original and
+    /// costs what either changes afterwards, not the table's file count.
+    files: imbl::Vector<Option<Arc<FileKeys>>>,
+    by_path: imbl::HashMap<String, u32>,
+    free: imbl::Vector<u32>,
     /// Keys found twice while reading the log (written by another engine): the index keeps the
     /// first, and says so in the server's log.
     duplicates: u64,
@@ -502,9 +505,9 @@ impl TableKeys {
             version: None,
             seen: None,
             indexes: Vec::new(),
-            files: Vec::new(),
-            by_path: HashMap::new(),
-            free: Vec::new(),
+            files: imbl::Vector::new(),
+            by_path: imbl::HashMap::new(),
+            free: imbl::Vector::new(),
             duplicates: 0,
         }
     }
@@ -605,6 +608,7 @@ impl TableKeys {
                 let newly = &deleted - &file.deleted;
                 self.remove_rows(id, newly.iter());
                 if let Some(Some(file)) = self.files.get_mut(id as usize) {
+                    let file = Arc::make_mut(file);
                     file.deleted = deleted;
                     file.dv = add.deletion_vector.as_ref().map(|d| d.unique_id());
                 }
@@ -669,10 +673,10 @@ impl TableKeys {
         names: &[String],
         batches: &[RecordBatch],
     ) -> Result<()> {
-        let id = match self.free.pop() {
+        let id = match self.free.pop_back() {
             Some(id) => id,
             None => {
-                self.files.push(None);
+                self.files.push_back(None);
                 u32::try_from(self.files.len() - 1)
                     .ok()
                     .filter(|id| *id != MANY)
@@ -727,7 +731,7 @@ impl TableKeys {
         };
         self.by_path.insert(add.path.clone(), id);
         if let Some(slot) = self.files.get_mut(id as usize) {
-            *slot = Some(file);
+            *slot = Some(Arc::new(file));
         }
         Ok(())
     }
@@ -756,7 +760,7 @@ impl TableKeys {
         if let Some(slot) = self.files.get_mut(id as usize) {
             *slot = None;
         }
-        self.free.push(id);
+        self.free.push_back(id);
     }
 
     /// The file path of a location.

@@ -71,17 +71,47 @@ pub fn commit_clock() -> u64 {
 /// How many of its own commits' ticks a handle remembers.
 const TICKS_KEPT: usize = 4096;
 
-/// A handle's latest snapshot and the ticks of the commits this process made through it.
+/// How many of the snapshots it replaced a handle keeps in memory, for
+/// [`Table::snapshot_as_of_clock`]: a transaction block reads each table as of the block's
+/// moment, usually a version or a few before the latest when others commit meanwhile. They
+/// share their file sets with the latest (persistent maps), so each costs about what its
+/// commits changed.
+const RECENT_KEPT: usize = 256;
+
+/// A handle's latest snapshot, the ones it replaced, and the ticks of the commits this process
+/// made through it.
 #[derive(Debug)]
 struct Latest {
     snapshot: Arc<Snapshot>,
     /// `(tick, version)` of the last [`TICKS_KEPT`] commits through this handle, oldest first.
     ticks: std::collections::VecDeque<(u64, u64)>,
+    /// The last [`RECENT_KEPT`] snapshots that were latest before `snapshot`, oldest first.
+    recent: std::collections::VecDeque<Arc<Snapshot>>,
 }
 
 impl Latest {
     fn new(snapshot: Arc<Snapshot>) -> RwLock<Self> {
-        RwLock::new(Self { snapshot, ticks: Default::default() })
+        RwLock::new(Self { snapshot, ticks: Default::default(), recent: Default::default() })
+    }
+
+    /// Makes `snapshot` the latest if it is newer, keeping the one it replaces among the recent.
+    fn replace(&mut self, snapshot: Arc<Snapshot>) {
+        if snapshot.version() <= self.snapshot.version() {
+            return;
+        }
+        if self.recent.len() >= RECENT_KEPT {
+            self.recent.pop_front();
+        }
+        let replaced = std::mem::replace(&mut self.snapshot, snapshot);
+        self.recent.push_back(replaced);
+    }
+
+    /// The snapshot at `version`, if it is the latest or a recent one.
+    fn at_version(&self, version: u64) -> Option<Arc<Snapshot>> {
+        if self.snapshot.version() == version {
+            return Some(self.snapshot.clone());
+        }
+        self.recent.iter().rev().find(|s| s.version() == version).cloned()
     }
 }
 
@@ -149,7 +179,10 @@ impl Table {
 
     /// Sets the handle's snapshot, older or not (a staged handle rolled back).
     pub(crate) fn replace_snapshot(&self, snapshot: Arc<Snapshot>) {
-        self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner()).snapshot = snapshot;
+        let mut guard = self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner());
+        // A staged handle's later commits reuse the versions it rolled back.
+        guard.recent.retain(|s| s.version() < snapshot.version());
+        guard.snapshot = snapshot;
     }
 
     /// Sets the options of this handle's writers.
@@ -231,10 +264,7 @@ impl Table {
     }
 
     fn store_snapshot(&self, snapshot: Arc<Snapshot>) {
-        let mut guard = self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if snapshot.version() > guard.snapshot.version() {
-            guard.snapshot = snapshot;
-        }
+        self.latest.write().unwrap_or_else(|poisoned| poisoned.into_inner()).replace(snapshot);
     }
 
     /// [`Self::store_snapshot`] of a commit this handle made, with the commit clock's next tick
@@ -246,9 +276,7 @@ impl Table {
             guard.ticks.pop_front();
         }
         guard.ticks.push_back((tick, snapshot.version()));
-        if snapshot.version() > guard.snapshot.version() {
-            guard.snapshot = snapshot;
-        }
+        guard.replace(snapshot);
     }
 
     /// The table as this process had it when the commit clock read `clock`
@@ -258,16 +286,21 @@ impl Table {
     /// its first commit after `clock` (more than 4,096 commits ago).
     pub async fn snapshot_as_of_clock(&self, clock: u64) -> Result<Option<Arc<Snapshot>>> {
         let latest = self.snapshot().await?;
-        let (first_after, remembered) = {
+        let (first_after, remembered, kept) = {
             let guard = self.latest.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            let first_after = guard.ticks.iter().find(|(tick, _)| *tick > clock).map(|(_, version)| *version);
+            // The newest commit's tick is the last: search from there (a block is usually
+            // behind by a few commits).
+            let after = guard.ticks.iter().rev().take_while(|(tick, _)| *tick > clock).last();
+            let first_after = after.map(|(_, version)| *version);
             let remembered =
                 guard.ticks.len() < TICKS_KEPT || guard.ticks.front().is_some_and(|(tick, _)| *tick <= clock);
-            (first_after, remembered)
+            let kept = first_after.and_then(|v| guard.at_version(v.saturating_sub(1)));
+            (first_after, remembered, kept)
         };
         match first_after {
             None => Ok(Some(latest)),
             Some(_) if !remembered => Ok(None),
+            Some(_) if kept.is_some() => Ok(kept),
             Some(version) => {
                 let before = version.saturating_sub(1);
                 if before == latest.version() {
@@ -297,9 +330,12 @@ impl Table {
 
     /// The table as of a version.
     pub async fn snapshot_at_version(&self, version: u64) -> Result<Arc<Snapshot>> {
-        let cached = self.cached_snapshot();
-        if cached.version() == version {
-            return Ok(cached);
+        let (cached, kept) = {
+            let guard = self.latest.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            (guard.snapshot.clone(), guard.at_version(version))
+        };
+        if let Some(kept) = kept {
+            return Ok(kept);
         }
         if self.stage.is_some() && version > cached.version() {
             return Err(Error::InvalidArgument(format!(

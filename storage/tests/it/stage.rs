@@ -74,3 +74,38 @@ async fn a_discarded_stage_deletes_its_files_and_a_stale_stage_conflicts() {
     }
     assert_eq!(ids(&table, None).await, (0..8).collect::<Vec<_>>());
 }
+
+/// A transaction block reads a table as of the commit clock when it began; the snapshots a
+/// handle replaced recently come from memory, and are the ones the log gives at that version.
+#[tokio::test]
+async fn recent_snapshots_as_of_the_clock_are_the_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let table: Table = create(dir.path(), &[], &[("delta.checkpointInterval", "10")]).await;
+    let mut before = Vec::new();
+    for i in 0..300i64 {
+        before.push(sluice_storage::table::commit_clock());
+        version(table.append(vec![batch(i * 10..i * 10 + 10)]).await.unwrap());
+        if i % 3 == 0 {
+            // Deletes too, so that files leave as well as join.
+            table.delete_where(|_| true, |b| id_in(b, |id| id == i * 10 + 1)).await.unwrap();
+        }
+    }
+    let latest = table.snapshot().await.unwrap().version();
+    for clock in before.iter().rev().take(40).chain(before.iter().take(3)) {
+        let kept = table.snapshot_as_of_clock(*clock).await.unwrap().expect("remembered");
+        assert!(kept.version() < latest);
+        let logged = sluice_storage::snapshot::Snapshot::load_version(table.store(), kept.version()).await.unwrap();
+        let paths = |s: &sluice_storage::snapshot::Snapshot| {
+            let mut p: Vec<(String, Option<String>)> = s
+                .files()
+                .map(|a| (a.path.clone(), a.deletion_vector.as_ref().map(|d| d.unique_id())))
+                .collect();
+            p.sort();
+            p
+        };
+        assert_eq!(paths(&kept), paths(&logged), "version {}", kept.version());
+    }
+    // Time travel to a recent version is served the same way.
+    let back = table.snapshot_at_version(latest - 5).await.unwrap();
+    assert_eq!(back.version(), latest - 5);
+}
