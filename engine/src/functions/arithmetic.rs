@@ -12,7 +12,8 @@
 //! Decimal addition, subtraction and multiplication keep DataFusion's operators (their result
 //! scales are PostgreSQL's: the larger operand scale, the sum of the scales); its division by
 //! zero is reported as 22012 by [`crate::error`]. Decimal division takes PostgreSQL's result
-//! scale ([`division`]).
+//! scale ([`division`]), and so does `avg` of decimals ([`average`]); `div(numeric, numeric)` is
+//! PostgreSQL's truncated quotient.
 
 use std::sync::Arc;
 
@@ -36,6 +37,7 @@ use datafusion::optimizer::AnalyzerRule;
 
 use crate::error::Error;
 
+mod average;
 mod division;
 
 /// An arithmetic operator computed as PostgreSQL does.
@@ -349,6 +351,11 @@ fn udf(function: impl ScalarUDFImpl + 'static) -> Arc<ScalarUDF> {
     Arc::new(ScalarUDF::new_from_impl(function))
 }
 
+/// The functions of this module a session calls by name: `div(numeric, numeric)`.
+pub fn functions() -> Vec<ScalarUDF> {
+    vec![ScalarUDF::new_from_impl(division::IntegerQuotient::new())]
+}
+
 /// Replaces integer and float arithmetic and casts to integers by PostgreSQL's (see the module
 /// docs). Runs after type coercion.
 #[derive(Debug, Default)]
@@ -360,7 +367,13 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        Ok(plan.transform_up_with_subqueries(rewrite_plan)?.data)
+        let plan = plan.transform_up_with_subqueries(rewrite_plan)?.data;
+        // A numeric avg's column has another scale than DataFusion's avg: the nodes above it
+        // take their schemas anew.
+        if plan.exists(|node| Ok(averages_numerics(node)))? {
+            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+        }
+        Ok(plan)
     }
 }
 
@@ -427,6 +440,19 @@ fn sort_intervals(plan: LogicalPlan, schema: &DFSchema) -> DfResult<Transformed<
     Ok(Transformed::new_transformed(LogicalPlan::Sort(sort), changed))
 }
 
+fn is_numeric_average(function: &datafusion::logical_expr::AggregateUDF) -> bool {
+    let inner: &dyn std::any::Any = function.inner().as_ref();
+    inner.is::<average::NumericAverage>()
+}
+
+/// Whether a node is an aggregate with a numeric avg of [`average`].
+fn averages_numerics(node: &LogicalPlan) -> bool {
+    let LogicalPlan::Aggregate(aggregate) = node else { return false };
+    aggregate.aggr_expr.iter().any(|e| {
+        e.exists(|e| Ok(matches!(e, Expr::AggregateFunction(f) if is_numeric_average(&f.func)))).unwrap_or(false)
+    })
+}
+
 fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
     let mut schema = merge_schema(&plan.inputs());
     if let LogicalPlan::TableScan(scan) = &plan {
@@ -486,6 +512,19 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
             let function = udf(IntegerCast { signature: Signature::any(2, Volatility::Immutable) });
             let target = Expr::Literal(ScalarValue::try_from(&target)?, None);
             Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(function, vec![*cast.expr, target]))))
+        }
+        // `avg` of numerics divides as numeric division does (see [`average`]).
+        Expr::AggregateFunction(mut aggregate)
+            if aggregate.func.name() == "avg"
+                && !aggregate.params.distinct
+                && matches!(aggregate.params.args.as_slice(), [arg] if matches!(arg.get_type(schema), Ok(DataType::Decimal128(..)))) =>
+        {
+            if is_numeric_average(&aggregate.func) {
+                return Ok(Transformed::no(Expr::AggregateFunction(aggregate)));
+            }
+            aggregate.func =
+                Arc::new(datafusion::logical_expr::AggregateUDF::new_from_impl(average::NumericAverage::new()));
+            Ok(Transformed::yes(Expr::AggregateFunction(aggregate)))
         }
         other => Ok(Transformed::no(other)),
     }

@@ -142,6 +142,9 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     for function in interval::functions() {
         ctx.register_udf(function);
     }
+    for function in arithmetic::functions() {
+        ctx.register_udf(function);
+    }
     for function in math::functions() {
         ctx.register_udf(function);
     }

@@ -265,3 +265,14 @@ SELECT ~i2, ~i4, ~i8 FROM bits ORDER BY i4;
 SELECT ~5, ~(-1), 1 & 3, 1 | 2, 5 # 1, 1 << 2, 16 >> 2;
 SELECT ~'a'::text;
 DROP TABLE bits;
+
+-- div(numeric, numeric): the quotient truncated toward zero; avg of numerics at PostgreSQL's
+-- division scale (16 significant digits)
+SELECT div(7::numeric, 2::numeric) AS d1, div(-7.5, 2) AS d2, div(9, 4) AS d3, div(7.9::numeric, 2.1::numeric) AS d4;
+SELECT div(1, 0::numeric) AS div_zero;
+SELECT avg(x) AS avg_thirds FROM (VALUES (1::numeric), (2), (2)) v(x);
+SELECT avg(x) AS avg_scaled FROM (VALUES (1.5::numeric), (2.25)) v(x);
+SELECT avg(x) AS avg_big FROM (VALUES (100000001::numeric), (1), (1)) v(x);
+SELECT avg(x) AS avg_negative FROM (VALUES (-1::numeric), (-2), (-2)) v(x);
+SELECT avg(x) AS avg_typed FROM (VALUES (1::numeric(10,2)), (2)) v(x);
+SELECT avg(x) AS avg_by_group FROM (VALUES (1, 1.5), (1, 2.5), (2, NULL::numeric)) v(g, x) GROUP BY g ORDER BY g;

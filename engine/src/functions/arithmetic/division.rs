@@ -30,9 +30,9 @@ use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use super::{data_error, division_by_zero};
 
 /// PostgreSQL's `NUMERIC_MIN_SIG_DIGITS`: a quotient has at least this many significant digits.
-const SIGNIFICANT_DIGITS_MIN: i32 = 16;
+pub(super) const SIGNIFICANT_DIGITS_MIN: i32 = 16;
 /// Decimal digits in one of PostgreSQL's base-10000 numeric digits (`DEC_DIGITS`).
-const DIGITS_PER_GROUP: i32 = 4;
+pub(super) const DIGITS_PER_GROUP: i32 = 4;
 /// Arrow's `Decimal128` precision, the widest Delta stores.
 pub(super) const PRECISION_MAX: u8 = 38;
 
@@ -104,7 +104,7 @@ fn divide(left: &ArrayRef, right: &ArrayRef, scale: i8) -> DfResult<ArrayRef> {
 }
 
 /// `round(a * 10^shift / b)`, half away from zero, as an unscaled decimal of precision 38.
-fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
+pub(super) fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
     if b == 0 {
         return Err(division_by_zero());
     }
@@ -134,6 +134,102 @@ fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
     rounded.to_i128().ok_or_else(overflow)
 }
 
+/// `div(a, b)`: PostgreSQL's integer quotient of two numerics, truncated toward zero, a numeric
+/// of scale 0 (`div(-7.5, 2)` is `-3`); 22012 for a zero divisor. Integers are numerics of
+/// scale 0.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub(super) struct IntegerQuotient {
+    signature: Signature,
+}
+
+impl IntegerQuotient {
+    pub(super) fn new() -> Self {
+        Self { signature: Signature::user_defined(Volatility::Immutable) }
+    }
+}
+
+impl ScalarUDFImpl for IntegerQuotient {
+    fn name(&self) -> &str {
+        "div"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn coerce_types(&self, arg_types: &[DataType]) -> DfResult<Vec<DataType>> {
+        if arg_types.len() != 2 {
+            return Err(data_error("42883", "function div takes two numerics"));
+        }
+        arg_types
+            .iter()
+            .map(|t| match t {
+                DataType::Decimal128(..) => Ok(t.clone()),
+                DataType::Null => Ok(DataType::Decimal128(PRECISION_MAX, 0)),
+                t if t.is_integer() => Ok(DataType::Decimal128(20, 0)),
+                other => Err(data_error(
+                    "42883",
+                    &format!("function div({}, numeric) does not exist", crate::types::arrow_type_pg_name(other)),
+                )),
+            })
+            .collect()
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
+        Ok(DataType::Decimal128(PRECISION_MAX, 0))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
+        let scalar = args.args.iter().all(|a| matches!(a, ColumnarValue::Scalar(_)));
+        let arrays = ColumnarValue::values_to_arrays(&args.args)?;
+        let [left, right] = arrays.as_slice() else {
+            return Err(DataFusionError::Plan("div needs two arguments".into()));
+        };
+        let (DataType::Decimal128(_, left_scale), DataType::Decimal128(_, right_scale)) =
+            (left.data_type(), right.data_type())
+        else {
+            return Err(DataFusionError::Plan(format!("div of {} and {}", left.data_type(), right.data_type())));
+        };
+        // a / 10^ls over b / 10^rs = a * 10^rs / (b * 10^ls).
+        let shift = i32::from(*right_scale) - i32::from(*left_scale);
+        let (left, right) = (left.as_primitive::<Decimal128Type>(), right.as_primitive::<Decimal128Type>());
+        let quotients: Decimal128Array = left
+            .iter()
+            .zip(right.iter())
+            .map(|pair| match pair {
+                (Some(a), Some(b)) => truncated_quotient(a, b, shift).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<DfResult<_>>()?;
+        let result: ArrayRef = Arc::new(quotients.with_precision_and_scale(PRECISION_MAX, 0)?);
+        if scalar {
+            return Ok(ColumnarValue::Scalar(ScalarValue::try_from_array(&result, 0)?));
+        }
+        Ok(ColumnarValue::Array(result))
+    }
+}
+
+/// `trunc(a * 10^shift / b)`, as an unscaled decimal of precision 38 and scale 0.
+fn truncated_quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
+    if b == 0 {
+        return Err(division_by_zero());
+    }
+    let overflow = || data_error("22003", "numeric field overflow (Sluice's numerics hold 38 digits)");
+    let (mut numerator, mut denominator) = (i256::from_i128(a), i256::from_i128(b));
+    let ten_to = |n: u32| i256::from_i128(10).checked_pow(n).ok_or_else(overflow);
+    if shift >= 0 {
+        numerator = numerator.checked_mul(ten_to(shift.unsigned_abs())?).ok_or_else(overflow)?;
+    } else {
+        denominator = denominator.checked_mul(ten_to(shift.unsigned_abs())?).ok_or_else(overflow)?;
+    }
+    let q = numerator.wrapping_div(denominator);
+    let limit = i256::from_i128(10).checked_pow(u32::from(PRECISION_MAX)).ok_or_else(overflow)?;
+    if q.wrapping_abs() >= limit {
+        return Err(overflow());
+    }
+    q.to_i128().ok_or_else(overflow)
+}
+
 /// A decimal operand's unscaled value and scale, where the operand is a constant.
 fn constant(expr: &Expr) -> Option<(i128, i8)> {
     if expr.any_column_refs() || expr.is_volatile() {
@@ -148,7 +244,7 @@ fn constant(expr: &Expr) -> Option<(i128, i8)> {
 
 /// PostgreSQL's weight (index of the first non-zero base-10000 digit, 0 for units) and that
 /// digit, of `value * 10^-scale`; `(0, 0)` for zero.
-fn weight_and_first_group(value: i128, scale: i8) -> (i32, u32) {
+pub(super) fn weight_and_first_group(value: i128, scale: i8) -> (i32, u32) {
     if value == 0 {
         return (0, 0);
     }
@@ -203,6 +299,15 @@ mod tests {
         assert_eq!(result_scale(&decimal(1, 3, 3), &decimal(7, 10, 0), 3, 0), 20);
         assert_eq!(result_scale(&decimal(50000, 10, 0), &decimal(2, 10, 0), 0, 0), 12);
         assert_eq!(result_scale(&decimal(1, 10, 0), &decimal(30000, 10, 0), 0, 0), 24);
+    }
+
+    #[test]
+    fn integer_quotients_truncate_toward_zero() {
+        assert_eq!(truncated_quotient(-75, 2, -1).unwrap(), -3);
+        assert_eq!(truncated_quotient(79, 21, 0).unwrap(), 3);
+        assert_eq!(truncated_quotient(9, 4, 0).unwrap(), 2);
+        assert_eq!(truncated_quotient(7, 25, 1).unwrap(), 2);
+        assert!(truncated_quotient(1, 0, 0).is_err());
     }
 
     #[test]
