@@ -282,20 +282,17 @@ impl Table {
                 reason: ConflictReason::ConcurrentDelete { path: path.to_string() },
             }))
         };
-        let in_after: HashMap<&str, &Arc<Add>> = after.files().map(|f| (f.path.as_str(), f)).collect();
-        let in_latest: HashMap<&str, &Arc<Add>> = latest.files().map(|f| (f.path.as_str(), f)).collect();
-        let in_base: HashSet<&str> = base.files().map(|f| f.path.as_str()).collect();
+        // What the stage changed: the base's files it replaced or removed, and the files it
+        // added (the diff of two related persistent sets costs the changes, not the table).
+        let ours_changed = after.file_set().changes_since(base.file_set());
         let now = now_ms();
         let mut actions = Vec::new();
         let mut deleted = HashMap::new();
         let mut dv_file = DvFileWriter::new();
         let store = self.store();
-        for b in base.files() {
-            let ours = in_after.get(b.path.as_str()).copied();
-            if ours.map(|f| f.key()) == Some(b.key()) {
-                continue;
-            }
-            let Some(theirs) = in_latest.get(b.path.as_str()).copied() else {
+        for b in ours_changed.removed.iter().copied() {
+            let ours = after.file_by_path(&b.path);
+            let Some(theirs) = latest.file_by_path(&b.path) else {
                 return conflict(&b.path);
             };
             let unchanged = theirs.key() == b.key();
@@ -344,8 +341,8 @@ impl Table {
                 }));
             }
         }
-        for f in after.files().filter(|f| !in_base.contains(f.path.as_str())) {
-            actions.push(Action::Add((**f).clone()));
+        for f in ours_changed.added.iter().filter(|f| base.file_by_path(&f.path).is_none()) {
+            actions.push(Action::Add((***f).clone()));
         }
         if actions.iter().any(|a| matches!(a, Action::Add(add) if add.deletion_vector.is_some())) {
             if let Some(upgraded) =

@@ -330,12 +330,9 @@ impl Table {
 
     /// The table as of a version.
     pub async fn snapshot_at_version(&self, version: u64) -> Result<Arc<Snapshot>> {
-        let (cached, kept) = {
-            let guard = self.latest.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            (guard.snapshot.clone(), guard.at_version(version))
-        };
-        if let Some(kept) = kept {
-            return Ok(kept);
+        let cached = self.cached_snapshot();
+        if cached.version() == version {
+            return Ok(cached);
         }
         if self.stage.is_some() && version > cached.version() {
             return Err(Error::InvalidArgument(format!(
