@@ -103,8 +103,9 @@ fn divide(left: &ArrayRef, right: &ArrayRef, scale: i8) -> DfResult<ArrayRef> {
     Ok(Arc::new(quotients.with_precision_and_scale(PRECISION_MAX, scale)?))
 }
 
-/// `round(a * 10^shift / b)`, half away from zero, as an unscaled decimal of precision 38.
-pub(super) fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
+/// `a * 10^shift` and `b` (or `a` and `b * 10^-shift`) as 256-bit integers, for a quotient of
+/// `shift` more decimal digits than `a / b` has; 22012 when `b` is 0.
+fn scaled_operands(a: i128, b: i128, shift: i32) -> DfResult<(i256, i256)> {
     if b == 0 {
         return Err(division_by_zero());
     }
@@ -116,6 +117,13 @@ pub(super) fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
     } else {
         denominator = denominator.checked_mul(ten_to(shift.unsigned_abs())?).ok_or_else(overflow)?;
     }
+    Ok((numerator, denominator))
+}
+
+/// `round(a * 10^shift / b)`, half away from zero, as an unscaled decimal of precision 38.
+pub(super) fn quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
+    let overflow = || data_error("22003", "numeric field overflow (Sluice's numerics hold 38 digits)");
+    let (numerator, denominator) = scaled_operands(a, b, shift)?;
     let (q, r) = (numerator.wrapping_div(denominator), numerator.wrapping_rem(denominator));
     let twice = r.wrapping_abs().wrapping_mul(i256::from_i128(2));
     let rounded = if twice >= denominator.wrapping_abs() {
@@ -211,17 +219,8 @@ impl ScalarUDFImpl for IntegerQuotient {
 
 /// `trunc(a * 10^shift / b)`, as an unscaled decimal of precision 38 and scale 0.
 fn truncated_quotient(a: i128, b: i128, shift: i32) -> DfResult<i128> {
-    if b == 0 {
-        return Err(division_by_zero());
-    }
     let overflow = || data_error("22003", "numeric field overflow (Sluice's numerics hold 38 digits)");
-    let (mut numerator, mut denominator) = (i256::from_i128(a), i256::from_i128(b));
-    let ten_to = |n: u32| i256::from_i128(10).checked_pow(n).ok_or_else(overflow);
-    if shift >= 0 {
-        numerator = numerator.checked_mul(ten_to(shift.unsigned_abs())?).ok_or_else(overflow)?;
-    } else {
-        denominator = denominator.checked_mul(ten_to(shift.unsigned_abs())?).ok_or_else(overflow)?;
-    }
+    let (numerator, denominator) = scaled_operands(a, b, shift)?;
     let q = numerator.wrapping_div(denominator);
     let limit = i256::from_i128(10).checked_pow(u32::from(PRECISION_MAX)).ok_or_else(overflow)?;
     if q.wrapping_abs() >= limit {
