@@ -388,6 +388,7 @@ pub(crate) async fn apply(
 ) -> Result<Applied> {
     let mut applied = Applied::default();
     let target_name = crate::names::parse_table_name(&flow.target)?;
+    ensure_key_indexes(cx, spec, &target_name.schema, &target_name.name).await?;
     let target = cx.target(&crate::names::object_name(&target_name.schema, &target_name.name)).await?;
     let state_name = crate::names::object_name(&target_name.schema, &state_table_name(&target_name.name));
     let state_target = cx.target(&state_name).await?;
@@ -490,6 +491,24 @@ pub(crate) async fn apply(
     }
     cx.replace_rows(&state_target, &state.located, &delete, vec![rows], txn, OPERATION).await?;
     Ok(applied)
+}
+
+/// A run finds its keys' rows in the target and in the state table by an index on the KEYS
+/// (made at the first run if the tables lack one; a lookup of a batch's keys then reads the rows
+/// they name rather than joining them with every row). With several key columns a lookup
+/// joins, so no index is made for it.
+async fn ensure_key_indexes(cx: &QueryContext, spec: &CdcSpec, schema: &str, target: &str) -> Result<()> {
+    if spec.keys.len() != 1 {
+        return Ok(());
+    }
+    let state = state_table_name(target);
+    for (table, base) in [(target.to_string(), format!("{target}_cdc_keys")), (state.clone(), format!("{state}_keys"))]
+    {
+        let object = crate::names::object_name(schema, &table);
+        cx.ensure_index(&object, &spec.keys, &base).await?;
+    }
+    cx.clear_statement_state();
+    Ok(())
 }
 
 /// The target after adding the chosen source columns it lacks, as nullable columns (Delta appends

@@ -110,6 +110,20 @@ impl QueryContext {
         Ok(StatementResult::command("CREATE INDEX"))
     }
 
+    /// Makes a plain index on exactly `columns` of the table `object` (named `base`, or the
+    /// first free name after it) unless one of its keys or indexes is on them already; whether
+    /// it made one. What AUTO CDC keeps on its KEYS, so that a run finds its keys' rows by index.
+    pub(crate) async fn ensure_index(&self, object: &ObjectName, columns: &[String], base: &str) -> Result<bool> {
+        let (entry, table, snapshot) = self.resolve_table(object).await?;
+        if crate::keys::key_defs(snapshot.configuration()).iter().any(|d| d.is_on(columns)) {
+            return Ok(false);
+        }
+        let name = self.free_index_name(&entry, base).await?;
+        self.add_key(object, &entry, &table, KeyDef::index(name, columns.to_vec(), false)).await?;
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(true)
+    }
+
     /// `DROP INDEX [IF EXISTS] name [, ...]`: an index made by CREATE INDEX (a key's index goes
     /// with its constraint: ALTER TABLE ... DROP CONSTRAINT).
     pub(crate) async fn drop_indexes(&self, names: &[ObjectName], if_exists: bool) -> Result<StatementResult> {

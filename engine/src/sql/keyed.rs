@@ -5,9 +5,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use arrow::array::Array;
 use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::concat_batches;
-use arrow::datatypes::{Schema, UInt64Type};
+use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
+use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Txn;
@@ -23,6 +25,8 @@ use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
 /// The relation the keys looked up are registered as while [`QueryContext::located_rows`] runs.
 const KEYS_RELATION: &str = "__sluice_lookup_keys";
+/// Keys a lookup finds through an index at most (more: it joins them with the table).
+const LOOKUP_KEYS_MAX: usize = 65_536;
 
 /// Live rows of a table (its columns, in its schema) and, for each, its file and row index.
 pub(crate) struct Located {
@@ -80,6 +84,13 @@ impl QueryContext {
         // The target through the relation that exposes each row's file and index.
         self.clear_statement_state();
         let relation = self.register_dml_relation(target);
+        if let (Some(keys), None) = (keys, predicate) {
+            if let Some(frame) = self.indexed_lookup(target, &relation, keys, &schema).await? {
+                let batches = frame.collect().await.map_err(Error::from);
+                self.clear_statement_state();
+                return located_from(&schema, batches?);
+            }
+        }
         let table = format!("{}.{} AS t", quoted(TEMP_SCHEMA), quoted(&relation));
         let mut text = format!("SELECT {} FROM {table}", selected.join(", "));
         if let Some(keys) = keys {
@@ -117,24 +128,68 @@ impl QueryContext {
             Err(e) => Err(e),
         };
         self.clear_statement_state();
-        let batches = batches?;
-        let width = schema.fields().len();
-        let mut paths = Vec::new();
-        let mut row_ids = Vec::new();
-        let mut rows = Vec::new();
-        for batch in &batches {
-            let (Some(files), Some(ids)) = (batch.columns().get(width), batch.columns().get(width + 1)) else {
-                return Err(Error::Internal("a lookup lost its row locations".into()));
-            };
-            let files = files.as_string::<i32>();
-            paths.extend((0..batch.num_rows()).map(|i| files.value(i).to_string()));
-            row_ids.extend(ids.as_primitive::<UInt64Type>().values().iter().copied());
-            rows.push(RecordBatch::try_new(schema.clone(), batch.columns().iter().take(width).cloned().collect())?);
-        }
-        let rows = concat_batches(&schema, &rows)?;
-        Ok(Located { rows, paths, row_ids })
+        located_from(&schema, batches?)
     }
 
+    /// The rows of `relation` (the target's registered relation) whose one key column holds a
+    /// value of `keys`, as a filter that the table's index answers (see
+    /// [`crate::keys::TableKeys::locate`]): only the rows the keys name are read. `None` if no
+    /// key or index of the table is on exactly that column, or there are too many keys.
+    async fn indexed_lookup(
+        &self,
+        target: &Target,
+        relation: &str,
+        keys: &RecordBatch,
+        schema: &SchemaRef,
+    ) -> Result<Option<datafusion::dataframe::DataFrame>> {
+        let key_schema = keys.schema();
+        let ([field], [column]) = (key_schema.fields().as_ref(), keys.columns()) else { return Ok(None) };
+        let name = field.name();
+        let indexed = crate::keys::key_defs(target.snapshot.configuration())
+            .iter()
+            .any(|d| d.columns.len() == 1 && d.columns.first() == Some(name));
+        let table_schema = target.snapshot.arrow_schema();
+        let Ok(table_field) = table_schema.field_with_name(name) else { return Ok(None) };
+        if !indexed || keys.num_rows() > LOOKUP_KEYS_MAX || table_field.data_type().is_floating() {
+            return Ok(None);
+        }
+        let column = cast_column(column, table_field.data_type(), name)?;
+        let mut values = Vec::with_capacity(column.len());
+        for i in (0..column.len()).filter(|i| column.is_valid(*i)) {
+            values.push(datafusion::prelude::lit(ScalarValue::try_from_array(&column, i)?));
+        }
+        let unqualified = |n: &str| datafusion::prelude::Expr::Column(datafusion::common::Column::new_unqualified(n));
+        let frame = self.ctx.table(datafusion::common::TableReference::partial(TEMP_SCHEMA, relation)).await?;
+        let frame = frame.filter(unqualified(name).in_list(values, false))?;
+        let mut selected: Vec<datafusion::prelude::Expr> =
+            schema.fields().iter().map(|f| unqualified(f.name())).collect();
+        selected.push(unqualified(FILE_COLUMN));
+        selected.push(unqualified(ROW_COLUMN));
+        Ok(Some(frame.select(selected)?))
+    }
+}
+
+/// A lookup's rows (the table's columns of `schema`, then each row's file and row index) as
+/// [`Located`].
+fn located_from(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Located> {
+    let width = schema.fields().len();
+    let mut paths = Vec::new();
+    let mut row_ids = Vec::new();
+    let mut rows = Vec::new();
+    for batch in &batches {
+        let (Some(files), Some(ids)) = (batch.columns().get(width), batch.columns().get(width + 1)) else {
+            return Err(Error::Internal("a lookup lost its row locations".into()));
+        };
+        let files = files.as_string::<i32>();
+        paths.extend((0..batch.num_rows()).map(|i| files.value(i).to_string()));
+        row_ids.extend(ids.as_primitive::<UInt64Type>().values().iter().copied());
+        rows.push(RecordBatch::try_new(schema.clone(), batch.columns().iter().take(width).cloned().collect())?);
+    }
+    let rows = concat_batches(schema, &rows)?;
+    Ok(Located { rows, paths, row_ids })
+}
+
+impl QueryContext {
     /// Deletes the rows of `located` at `delete` and inserts `inserted` (columns matched to the
     /// table's by name) in one commit of `target` carrying `txn`; returns the version. The commit
     /// conflicts with any concurrent data commit (it read the rows it replaces).

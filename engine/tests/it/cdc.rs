@@ -238,6 +238,19 @@ async fn auto_cdc_equals_the_model_after_every_batch() {
     }
     let failed = rows(&db.query("SELECT name, error FROM sluice.flows WHERE state <> 'idle'").await.unwrap());
     assert!(failed.is_empty(), "{failed:?}");
+    // The runs found their keys' rows through the indexes AUTO CDC keeps on the KEYS.
+    let mut indexes: Vec<String> =
+        db.indexes().await.iter().map(|i| format!("{}|{}|{:?}", i.table, i.def.name, i.def.columns)).collect();
+    indexes.sort();
+    assert_eq!(
+        indexes,
+        [
+            "__cdc_state_t1|__cdc_state_t1_keys|[\"id\"]",
+            "__cdc_state_t2|__cdc_state_t2_keys|[\"id\"]",
+            "t1|t1_cdc_keys|[\"id\"]",
+            "t2|t2_cdc_keys|[\"id\"]"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
