@@ -5,7 +5,8 @@
 //! handed on in the one form Arrow reads (`YYYY-MM-DD HH:MM:SS.ffffff[+HH:MM]`); the words that
 //! depend on the clock (`now`, `today`, `tomorrow`, `yesterday`) become `now()` and
 //! `current_date` expressions of the statement. Input follows the session's `DateStyle` order
-//! ([`DateOrder`]): with MDY (PostgreSQL's default) `1/8/1999` is January 8, with DMY August 1.
+//! ([`DateOrder`]): with MDY (PostgreSQL's default) `1/8/1999` is January 8, with DMY August 1,
+//! and with YMD `99/1/8` is 1999-01-08.
 
 use std::cell::Cell;
 
@@ -13,25 +14,80 @@ use chrono::{NaiveDate, NaiveDateTime, NaiveTime, Offset, TimeZone};
 
 use crate::error::{Error, Result};
 
-/// How a session's `DateStyle` orders the fields of a date written `1/8/1999`: the session keeps
-/// it in its DataFusion config (an extension), and the statement's rewrite reads literals with it.
+/// How a session's `DateStyle` orders the fields of a date written `1/8/1999`: MDY (PostgreSQL's
+/// default) reads January 8, DMY August 1, YMD (`99/1/8`) the year first. A session keeps it in
+/// its DataFusion config options (an extension), so that the statement's rewrite (literals), the
+/// column casts of writes and the casts a plan runs ([`crate::functions::date_casts`]) read
+/// with the order the session has when they run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct DateOrder {
-    /// DMY: the day before the month.
-    pub day_first: bool,
+pub enum DateOrder {
+    #[default]
+    MonthDayYear,
+    DayMonthYear,
+    YearMonthDay,
+}
+
+impl DateOrder {
+    /// The order in `DateStyle`'s words (`MDY`, `DMY`, `YMD`).
+    pub fn name(self) -> &'static str {
+        match self {
+            DateOrder::MonthDayYear => "MDY",
+            DateOrder::DayMonthYear => "DMY",
+            DateOrder::YearMonthDay => "YMD",
+        }
+    }
+
+    /// The order a session's config options hold (MDY when none was set).
+    pub fn of_config(options: &datafusion::common::config::ConfigOptions) -> DateOrder {
+        options.extensions.get::<DateOrder>().copied().unwrap_or_default()
+    }
+}
+
+impl datafusion::common::config::ExtensionOptions for DateOrder {
+    fn as_any(&self) -> &dyn std::any::Any {
+        self
+    }
+
+    fn as_any_mut(&mut self) -> &mut dyn std::any::Any {
+        self
+    }
+
+    fn cloned(&self) -> Box<dyn datafusion::common::config::ExtensionOptions> {
+        Box::new(*self)
+    }
+
+    fn set(&mut self, key: &str, value: &str) -> datafusion::error::Result<()> {
+        let order = [DateOrder::MonthDayYear, DateOrder::DayMonthYear, DateOrder::YearMonthDay]
+            .into_iter()
+            .find(|o| key == "order" && o.name().eq_ignore_ascii_case(value));
+        *self = order.ok_or_else(|| {
+            datafusion::error::DataFusionError::Configuration(format!("no date order {key} = {value}"))
+        })?;
+        Ok(())
+    }
+
+    /// None: the order is `DateStyle`'s, which the server shows; DataFusion's settings list
+    /// (`SHOW ALL`) does not repeat it.
+    fn entries(&self) -> Vec<datafusion::common::config::ConfigEntry> {
+        vec![]
+    }
+}
+
+impl datafusion::common::config::ConfigExtension for DateOrder {
+    const PREFIX: &'static str = "sluice_date_order";
 }
 
 thread_local! {
     /// The order the literals being read on this thread follow (see [`with_date_order`]).
-    static DAY_FIRST: Cell<bool> = const { Cell::new(false) };
+    static ORDER: Cell<DateOrder> = const { Cell::new(DateOrder::MonthDayYear) };
 }
 
 /// Runs `read` (synchronous: no other statement's reading can interleave on the thread) with
 /// dates read in `order`.
 pub fn with_date_order<T>(order: DateOrder, read: impl FnOnce() -> T) -> T {
-    let before = DAY_FIRST.with(|d| d.replace(order.day_first));
+    let before = ORDER.with(|d| d.replace(order));
     let result = read();
-    DAY_FIRST.with(|d| d.set(before));
+    ORDER.with(|d| d.set(before));
     result
 }
 
@@ -311,10 +367,12 @@ fn read_date(word: &str, words: &mut Words) -> std::result::Result<Option<NaiveD
         let year = words.next().ok_or(false)?;
         return make(year_of(&year)?, month, number(&day)?);
     }
-    if !word.starts_with(|c: char| c.is_ascii_digit()) || word.contains(':') {
+    let parts: Vec<&str> = word.split(['-', '/', '.']).collect();
+    // `jan-05-24` starts with its month's name.
+    let named_first = parts.len() > 1 && parts.first().copied().and_then(month_of).is_some();
+    if !(word.starts_with(|c: char| c.is_ascii_digit()) || named_first) || word.contains(':') {
         return Ok(None);
     }
-    let parts: Vec<&str> = word.split(['-', '/', '.']).collect();
     match parts.as_slice() {
         [whole] if whole.len() == 8 && whole.chars().all(|c| c.is_ascii_digit()) => {
             make(year_of(&whole[..4])?, number(&whole[4..6])?, number(&whole[6..])?)
@@ -325,25 +383,50 @@ fn read_date(word: &str, words: &mut Words) -> std::result::Result<Option<NaiveD
             let year = words.next().ok_or(false)?;
             make(year_of(&year)?, month, number(day)?)
         }
-        [year, month, day] if year.len() >= 3 => {
+        [year, month, day] if year.len() >= 3 && year.chars().all(|c| c.is_ascii_digit()) => {
             let month = match month_of(month) {
                 Some(m) => m,
                 None => number(month)?,
             };
             make(year_of(year)?, month, number(day)?)
         }
-        // `1/8/1999`: month first with DateStyle MDY, day first with DMY (a month's name is a
-        // month wherever it stands).
-        [first, second, year] => {
-            let (month, day) = match (month_of(first), month_of(second)) {
-                (Some(m), _) => (m, number(second)?),
-                (None, Some(m)) => (m, number(first)?),
-                (None, None) if DAY_FIRST.with(Cell::get) => (number(second)?, number(first)?),
-                (None, None) => (number(first)?, number(second)?),
+        // `1/8/1999`: month first with DateStyle MDY, day first with DMY, `99/1/8` with YMD (a
+        // month's name is a month wherever it stands).
+        [first, second, third] => {
+            let order = ORDER.with(Cell::get);
+            let (year, month, day) = match (month_of(first), month_of(second), order) {
+                (Some(m), _, _) => year_and_day(second, third, order, Month::Named(m)),
+                (None, Some(m), _) => year_and_day(first, third, order, Month::Named(m)),
+                (None, None, DateOrder::MonthDayYear) => (*third, Month::Number(first), *second),
+                (None, None, DateOrder::DayMonthYear) => (*third, Month::Number(second), *first),
+                (None, None, DateOrder::YearMonthDay) => (*first, Month::Number(second), *third),
             };
-            make(year_of(year)?, month, day)
+            let month = match month {
+                Month::Named(m) => m,
+                Month::Number(text) => number(text)?,
+            };
+            make(year_of(year)?, month, number(day)?)
         }
         _ => Err(false),
+    }
+}
+
+/// A date's month: named (`jan`) or a number still to read.
+enum Month<'a> {
+    Named(u32),
+    Number(&'a str),
+}
+
+/// The year, month and day of a date written with a month's name and two numbers, `a` before
+/// `b`, as PostgreSQL's `DecodeNumber` places them: a number of three digits or more is the
+/// year; else the first number is the year with YMD (unless the second is longer: then that is
+/// the year and the first the day) and the day with MDY and DMY.
+fn year_and_day<'a>(a: &'a str, b: &'a str, order: DateOrder, month: Month<'a>) -> (&'a str, Month<'a>, &'a str) {
+    let year_first = a.len() >= 3 || (order == DateOrder::YearMonthDay && b.len() < 3);
+    if year_first {
+        (a, month, b)
+    } else {
+        (b, month, a)
     }
 }
 
@@ -556,6 +639,25 @@ fn iso_interval(iso: &str) -> Option<String> {
     (number.is_empty() && !parts.is_empty()).then(|| parts.join(" "))
 }
 
+/// A text column read as date/time `data_type` as a session's input functions read it: dates
+/// in its `DateStyle` `order`, and a `timestamptz` without an offset in its time zone `zone`
+/// (the instants are then labelled with `data_type`'s zone). Writes and casts read with it.
+pub fn column_from_session_text(
+    column: &arrow::array::ArrayRef,
+    data_type: &arrow::datatypes::DataType,
+    order: DateOrder,
+    zone: &str,
+) -> Result<arrow::array::ArrayRef> {
+    use arrow::datatypes::DataType as T;
+    with_date_order(order, || match data_type {
+        T::Timestamp(unit, Some(_)) => {
+            let local = T::Timestamp(*unit, Some(zone.into()));
+            Ok(arrow::compute::cast(&column_from_text(column, &local)?, data_type)?)
+        }
+        _ => column_from_text(column, data_type),
+    })
+}
+
 /// A text column read as date/time `data_type` (Date32, Timestamp, Time64), each value as
 /// [`parse`] reads it; `now`, `today` and the like are read at the clock's time (UTC).
 pub fn column_from_text(
@@ -626,6 +728,27 @@ mod tests {
         assert_eq!(value("1:05 pm", Kind::Time), "13:05:00");
         assert_eq!(parse("Yesterday", Kind::Date).ok(), Some(Input::Today(-1)));
         assert_eq!(parse("now", Kind::TimestampTz).ok(), Some(Input::Now));
+    }
+
+    #[test]
+    fn reads_dates_in_the_date_style_order() {
+        let read = |order, text: &str| with_date_order(order, || parse(text, Kind::Date).map(|i| format!("{i:?}")));
+        let value = |order, text: &str| read(order, text).unwrap();
+        let state = |order, text: &str| read(order, text).unwrap_err().sqlstate().to_string();
+        let (mdy, dmy, ymd) = (DateOrder::MonthDayYear, DateOrder::DayMonthYear, DateOrder::YearMonthDay);
+        // As PostgreSQL 15 reads them.
+        assert_eq!(value(mdy, "05/01/2024"), r#"Value("2024-05-01")"#);
+        assert_eq!(value(dmy, "05/01/2024"), r#"Value("2024-01-05")"#);
+        assert_eq!(state(ymd, "05/01/2024"), "22008");
+        assert_eq!(value(ymd, "24/01/05"), r#"Value("2024-01-05")"#);
+        assert_eq!(value(ymd, "2024/01/05"), r#"Value("2024-01-05")"#);
+        assert_eq!(value(mdy, "jan-05-24"), r#"Value("2024-01-05")"#);
+        assert_eq!(value(ymd, "jan-05-24"), r#"Value("2005-01-24")"#);
+        assert_eq!(value(dmy, "24-jan-05"), r#"Value("2005-01-24")"#);
+        assert_eq!(value(ymd, "24-jan-05"), r#"Value("2024-01-05")"#);
+        assert_eq!(value(ymd, "05/jan/2024"), r#"Value("2024-01-05")"#);
+        assert_eq!(state(mdy, "13/01/2024"), "22008");
+        assert_eq!(state(dmy, "01/13/2024"), "22008");
     }
 
     #[test]

@@ -182,17 +182,17 @@ impl Session {
         self.block.set_default_read_only(read_only)
     }
 
-    /// The session's time zone (PostgreSQL's `TimeZone`): `timestamptz` values are points in
-    /// time, and this zone is how input without an offset, `now()` and `current_date` read them.
-    /// A zone Arrow does not know leaves UTC.
     /// Sets the order PostgreSQL's `DateStyle` gives dates written `1/8/1999` (see
     /// [`crate::datetime::DateOrder`]).
     pub fn set_date_order(&self, order: crate::datetime::DateOrder) {
         let state = self.query.context().state_ref();
         let mut state = state.write();
-        state.config_mut().set_extension(std::sync::Arc::new(order));
+        state.config_mut().options_mut().extensions.insert(order);
     }
 
+    /// The session's time zone (PostgreSQL's `TimeZone`): `timestamptz` values are points in
+    /// time, and this zone is how input without an offset, `now()` and `current_date` read them.
+    /// A zone Arrow does not know leaves UTC.
     pub fn set_time_zone(&self, zone: &str) {
         let zone = if zone.parse::<arrow::array::timezone::Tz>().is_ok() { zone } else { "UTC" };
         let state = self.query.context().state_ref();

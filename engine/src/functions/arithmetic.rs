@@ -454,13 +454,7 @@ fn averages_numerics(node: &LogicalPlan) -> bool {
 }
 
 fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
-    let mut schema = merge_schema(&plan.inputs());
-    if let LogicalPlan::TableScan(scan) = &plan {
-        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
-    }
-    if let LogicalPlan::Dml(dml) = &plan {
-        schema.merge(&DFSchema::try_from_qualified_schema(dml.table_name.clone(), &dml.target.schema())?);
-    }
+    let schema = super::expression_schema(&plan)?;
     let sorted = sort_intervals(plan, &schema)?;
     let transformed = sorted.transformed;
     let rewritten =

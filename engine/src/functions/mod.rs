@@ -1,6 +1,7 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
 pub mod arithmetic;
+pub mod date_casts;
 pub mod enums;
 pub mod format;
 pub mod interval;
@@ -299,6 +300,23 @@ pub(crate) fn read_compared_literals<K>(
             })
         })?
         .data)
+}
+
+/// The schema a plan node's expressions are typed in: its inputs' columns, and a table scan's
+/// (its filters) or a DML statement's target columns.
+pub(crate) fn expression_schema(
+    plan: &datafusion::logical_expr::LogicalPlan,
+) -> datafusion::error::Result<datafusion::common::DFSchema> {
+    use datafusion::common::DFSchema;
+    use datafusion::logical_expr::LogicalPlan;
+    let mut schema = datafusion::logical_expr::utils::merge_schema(&plan.inputs());
+    if let LogicalPlan::TableScan(scan) = plan {
+        schema.merge(&DFSchema::try_from_qualified_schema(scan.table_name.clone(), &scan.source.schema())?);
+    }
+    if let LogicalPlan::Dml(dml) = plan {
+        schema.merge(&DFSchema::try_from_qualified_schema(dml.table_name.clone(), &dml.target.schema())?);
+    }
+    Ok(schema)
 }
 
 /// One plan node with each of its expressions rewritten by `rewrite` (which walks the expression

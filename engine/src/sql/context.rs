@@ -144,6 +144,7 @@ impl QueryContext {
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),
                 Arc::new(crate::functions::timestamp_literals::TimestampLiterals),
                 Arc::new(TypeCoercion::new()),
+                Arc::new(crate::functions::date_casts::DateTimeCasts),
                 Arc::new(crate::functions::enums::EnumOrder::new(enum_catalog)),
                 Arc::new(PostgresArithmetic),
             ]);
@@ -201,9 +202,10 @@ impl QueryContext {
     }
 
     /// The order the session's `DateStyle` reads `1/8/1999` in (see `Session::set_date_order`):
-    /// literals in a statement and text written to date/time columns follow it.
+    /// literals in a statement and text written to date/time columns follow it (casts in a plan
+    /// read it from the config options themselves, see `functions::date_casts`).
     pub(crate) fn date_order(&self) -> crate::datetime::DateOrder {
-        self.ctx.state().config().get_extension::<crate::datetime::DateOrder>().map(|o| *o).unwrap_or_default()
+        crate::datetime::DateOrder::of_config(self.ctx.state().config_options())
     }
 
     /// The DataFusion context (for planning by the server).
@@ -294,6 +296,7 @@ fn command_tag(statement: &Statement) -> Option<String> {
     match statement {
         Statement::Set(_) => Some("SET".into()),
         Statement::CreateView { .. } => Some("CREATE VIEW".into()),
+        Statement::Prepare { .. } => Some("PREPARE".into()),
         _ => None,
     }
 }

@@ -542,14 +542,11 @@ impl QueryContext {
     ) -> Result<ArrayRef> {
         use arrow::datatypes::DataType as T;
         let text = matches!(column.data_type(), T::Utf8 | T::LargeUtf8 | T::Utf8View);
-        crate::datetime::with_date_order(self.date_order(), || match data_type {
-            T::Timestamp(unit, Some(_)) if text => {
-                let local = T::Timestamp(*unit, Some(self.time_zone().into()));
-                // The same instants, labelled with the column's zone.
-                Ok(arrow::compute::cast(&cast_column(column, &local, name)?, data_type)?)
-            }
-            _ => cast_column(column, data_type, name),
-        })
+        if text && matches!(data_type, T::Date32 | T::Date64 | T::Timestamp(..)) {
+            let zone = self.time_zone();
+            return crate::datetime::column_from_session_text(column, data_type, self.date_order(), &zone);
+        }
+        cast_column(column, data_type, name)
     }
 
     /// An expression with its statement-time functions (`now()`, `current_date`, ...) folded to

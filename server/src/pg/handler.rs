@@ -413,8 +413,8 @@ impl Connection {
         let read_only = settings.get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
         self.session.set_default_read_only(read_only);
         self.session.set_time_zone(settings.get("TimeZone").unwrap_or("UTC"));
-        let day_first = super::text::DateStyle::of(settings.get("DateStyle").unwrap_or("ISO, MDY")).day_first();
-        self.session.set_date_order(sluice::datetime::DateOrder { day_first });
+        let order = super::text::DateStyle::of(settings.get("DateStyle").unwrap_or("ISO, MDY")).order();
+        self.session.set_date_order(order);
     }
 
     /// How values are written in text: the session's settings (what the client sent at startup

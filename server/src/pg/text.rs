@@ -34,6 +34,7 @@ use arrow::error::ArrowError;
 use chrono::{DateTime, Offset, TimeZone, Timelike};
 use pgwire::api::portal::Format;
 use pgwire::types::format::FormatOptions;
+use sluice::datetime::DateOrder;
 
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
 pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> Result<RecordBatch, ArrowError> {
@@ -202,11 +203,12 @@ fn fraction(nanos: u32) -> String {
     text.trim_end_matches('0').to_string()
 }
 
-/// PostgreSQL's `DateStyle`: the output style and whether the day comes before the month.
+/// PostgreSQL's `DateStyle`: the output style and the order of a date's fields (input reads
+/// `1/8/1999` in it; output puts the day first with DMY only, as PostgreSQL's does).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct DateStyle {
     form: DateForm,
-    day_first: bool,
+    order: DateOrder,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -218,7 +220,7 @@ enum DateForm {
 }
 
 impl DateStyle {
-    const ISO: DateStyle = DateStyle { form: DateForm::Iso, day_first: false };
+    const ISO: DateStyle = DateStyle { form: DateForm::Iso, order: DateOrder::MonthDayYear };
 
     /// The style of a `DateStyle` value as the settings keep it (`SQL, DMY`); ISO when unknown.
     pub(crate) fn of(setting: &str) -> DateStyle {
@@ -230,20 +232,32 @@ impl DateStyle {
             Some("GERMAN") => DateForm::German,
             _ => DateForm::Iso,
         };
-        let day_first = words.iter().any(|w| matches!(*w, "DMY" | "EURO" | "EUROPEAN"))
-            || (form == DateForm::German
-                && !words.iter().any(|w| matches!(*w, "MDY" | "US" | "NONEURO" | "NONEUROPEAN")));
-        DateStyle { form, day_first }
+        let named = |names: &[&str]| words.iter().any(|w| names.contains(w));
+        let order = if named(&["DMY", "EURO", "EUROPEAN"]) {
+            DateOrder::DayMonthYear
+        } else if named(&["YMD"]) {
+            DateOrder::YearMonthDay
+        } else if form == DateForm::German && !named(&["MDY", "US", "NONEURO", "NONEUROPEAN"]) {
+            DateOrder::DayMonthYear
+        } else {
+            DateOrder::MonthDayYear
+        };
+        DateStyle { form, order }
     }
 
-    /// Whether dates are read and written with the day before the month (DMY; German implies it).
-    pub(crate) fn day_first(self) -> bool {
-        self.day_first
+    /// The order input reads a date's fields in (German implies DMY).
+    pub(crate) fn order(self) -> DateOrder {
+        self.order
+    }
+
+    /// Whether output puts the day before the month (DMY; YMD prints as MDY in PostgreSQL).
+    fn day_first(self) -> bool {
+        self.order == DateOrder::DayMonthYear
     }
 
     /// The `strftime` form of a date (without time) in this style.
     fn date_format(self) -> &'static str {
-        match (self.form, self.day_first) {
+        match (self.form, self.day_first()) {
             (DateForm::Iso, _) => "%Y-%m-%d",
             (DateForm::Sql, true) => "%d/%m/%Y",
             (DateForm::Sql, false) => "%m/%d/%Y",
@@ -261,7 +275,7 @@ impl DateStyle {
             DateForm::Iso => format!("{}{seconds}{zone}", local.format("%Y-%m-%d %H:%M:%S")),
             // `Tue Jan 02 10:00:00.25 2024 EST`, or `Tue 02 Jan ...` with the day first.
             DateForm::Postgres => {
-                let day_month = if self.day_first { "%d %b" } else { "%b %d" };
+                let day_month = if self.day_first() { "%d %b" } else { "%b %d" };
                 let text =
                     format!("{}{seconds} {}", local.format(&format!("%a {day_month} %H:%M:%S")), local.format("%Y"));
                 if zone.is_empty() {

@@ -261,6 +261,47 @@ SELECT n, d FROM v_dmy WHERE n >= 3 ORDER BY n;
 SET datestyle TO 'SQL, MDY';
 INSERT INTO v_dmy (n, d) VALUES (5, '02/01/2024');
 SELECT n, d FROM v_dmy WHERE n = 5;
+-- DateStyle's order on read: text cast to date, timestamp and timestamptz (a text column,
+-- an untyped literal compared with a date/time column, a prepared statement's parameters at
+-- EXECUTE time), and PostgreSQL's errors for text that is no date (22007) or out of range
+-- (22008); YMD reads the year first
+SET DateStyle = 'ISO, DMY';
+CREATE TABLE v_read (n int, x text, d date, ts timestamp, tz timestamptz);
+INSERT INTO v_read VALUES (1, '05/01/2024', '2024-01-05', '2024-01-05 10:00', '2024-01-05 10:00-05'), (2, '13/01/2024 08:30', '2024-01-13', '2024-01-13 08:30', '2024-01-13 08:30-05');
+SELECT n, x::date AS cast_day_first FROM v_read ORDER BY n;
+SELECT n, CAST(x AS timestamp) AS ts_day_first, x::timestamptz AS tz_day_first FROM v_read ORDER BY n;
+SELECT n FROM v_read WHERE d = '05/01/2024';
+SELECT n FROM v_read WHERE d IN ('13/01/2024', '14/01/2024');
+SELECT n FROM v_read WHERE d BETWEEN '01/01/2024' AND '10/01/2024';
+SELECT n FROM v_read WHERE ts = '13/01/2024 08:30';
+SELECT n FROM v_read WHERE tz = '05/01/2024 10:00';
+SELECT n, d > '06/01/2024' AS after_sixth FROM v_read ORDER BY n;
+SELECT '05/01/2024 10:00'::timestamptz AS literal_tz, '05/01/2024 10:00'::timestamp AS literal_ts;
+SELECT x::date AS bad_day FROM (VALUES ('31/02/2024')) v(x);
+SELECT x::date AS not_a_date FROM (VALUES ('garbage')) v(x);
+SELECT x::timestamp AS not_a_timestamp FROM (VALUES ('05/01/2024 25:00')) v(x);
+SELECT x::timestamptz AS not_a_timestamptz FROM (VALUES ('banana')) v(x);
+SELECT n FROM v_read WHERE d = '32/01/2024';
+SELECT n FROM v_read WHERE d = 'soon';
+PREPARE v_on_day(date) AS SELECT n FROM v_read WHERE d = $1;
+EXECUTE v_on_day('05/01/2024');
+PREPARE v_at(timestamptz) AS SELECT n, $1 AS at FROM v_read WHERE tz = $1;
+EXECUTE v_at('13/01/2024 08:30');
+EXECUTE v_on_day('31/01/2024x');
+SET DateStyle TO 'ISO, MDY';
+EXECUTE v_on_day('01/13/2024');
+SELECT n, x::date AS cast_month_first FROM v_read WHERE n = 1;
+SELECT n FROM v_read WHERE d = '01/05/2024';
+SELECT x::date AS month_out_of_range FROM v_read WHERE n = 2;
+SET DateStyle = 'ISO, YMD';
+SELECT '24/01/05'::date AS ymd_literal, '05/01/24'::date AS ymd_two_digit, 'jan-05-24'::date AS ymd_named_month;
+SELECT x::date AS ymd_cast FROM (VALUES ('24/01/13')) v(x);
+SELECT n FROM v_read WHERE d = '24/01/13';
+SELECT x::date AS ymd_day_out_of_range FROM v_read WHERE n = 1;
+SELECT '24-jan-05'::date AS ymd_day_after_month, '05/jan/2024'::date AS ymd_long_year;
+SET DateStyle TO 'ISO, DMY';
+SELECT '24-jan-05'::date AS dmy_named_month, 'jan-05-24'::date AS dmy_month_first;
+DROP TABLE v_read;
 SET DateStyle = 'ISO, MDY';
 SET timezone TO 'UTC';
 SELECT timestamp '2024-01-02 10:00:00' AS iso_again;
