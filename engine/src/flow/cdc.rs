@@ -495,12 +495,8 @@ pub(crate) async fn apply(
 
 /// A run finds its keys' rows in the target and in the state table by an index on the KEYS
 /// (made at the first run if the tables lack one; a lookup of a batch's keys then reads the rows
-/// they name rather than joining them with every row). With several key columns a lookup
-/// joins, so no index is made for it.
+/// they name rather than joining them with every row).
 async fn ensure_key_indexes(cx: &QueryContext, spec: &CdcSpec, schema: &str, target: &str) -> Result<()> {
-    if spec.keys.len() != 1 {
-        return Ok(());
-    }
     let state = state_table_name(target);
     for (table, base) in [(target.to_string(), format!("{target}_cdc_keys")), (state.clone(), format!("{state}_keys"))]
     {
