@@ -198,14 +198,17 @@ impl QueryContext {
 
     /// The session's time zone (PostgreSQL's `TimeZone`, see `Session::set_time_zone`).
     pub fn time_zone(&self) -> String {
-        self.ctx.state().config_options().execution.time_zone.clone().unwrap_or_else(|| "UTC".into())
+        // Read in place: `SessionContext::state` clones the whole session state.
+        let state = self.ctx.state_ref();
+        let zone = state.read().config_options().execution.time_zone.clone();
+        zone.unwrap_or_else(|| "UTC".into())
     }
 
     /// The order the session's `DateStyle` reads `1/8/1999` in (see `Session::set_date_order`):
     /// literals in a statement and text written to date/time columns follow it (casts in a plan
     /// read it from the config options themselves, see `functions::date_casts`).
     pub(crate) fn date_order(&self) -> crate::datetime::DateOrder {
-        crate::datetime::DateOrder::of_config(self.ctx.state().config_options())
+        crate::datetime::DateOrder::of_config(self.ctx.state_ref().read().config_options())
     }
 
     /// The DataFusion context (for planning by the server).
@@ -263,7 +266,8 @@ impl QueryContext {
         // Analyzed here, so that the plan's schema has the types its rows will have (PostgreSQL's
         // literal types, see `functions::arithmetic`); a plan the analyzer refuses (one whose
         // parameters are not typed yet) is analyzed again when it runs.
-        let state = self.ctx.state();
+        let state = self.ctx.state_ref();
+        let state = state.read();
         let plan = match state.analyzer().execute_and_check(plan.clone(), state.config_options(), |_, _| {}) {
             Ok(analyzed) => analyzed,
             Err(_) => plan,

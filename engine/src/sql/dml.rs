@@ -557,13 +557,16 @@ impl QueryContext {
         schema: &DFSchema,
     ) -> Result<datafusion::logical_expr::Expr> {
         use datafusion::optimizer::simplify_expressions::ExprSimplifier;
-        let state = self.ctx.state();
+        // Read in place (`SessionContext::state` clones the whole session state).
+        let (options, started) = {
+            let state = self.ctx.state_ref();
+            let state = state.read();
+            (state.config_options().as_ref().clone(), state.execution_props().query_execution_start_time)
+        };
         let context = datafusion::logical_expr::simplify::SimplifyContext::builder()
             .with_schema(Arc::new(schema.clone()))
-            .with_config_options(Arc::new(state.config_options().as_ref().clone()))
-            .with_query_execution_start_time(
-                state.execution_props().query_execution_start_time.or_else(|| Some(chrono::Utc::now())),
-            )
+            .with_config_options(Arc::new(options))
+            .with_query_execution_start_time(started.or_else(|| Some(chrono::Utc::now())))
             .build();
         Ok(ExprSimplifier::new(context).simplify(expr)?)
     }
