@@ -79,7 +79,7 @@ pub fn check_plan(plan: &LogicalPlan, privileges: Privileges) -> Result<()> {
 /// Whether a statement only reads (a read-only role may run it).
 pub fn reads_only(statement: &SluiceStatement) -> bool {
     match statement {
-        SluiceStatement::DescribeHistory { .. } => true,
+        SluiceStatement::DescribeHistory { .. } | SluiceStatement::Move { .. } => true,
         SluiceStatement::Streaming(streaming) => {
             matches!(
                 **streaming,
@@ -235,6 +235,7 @@ fn statement_kind(statement: &SluiceStatement) -> String {
         SluiceStatement::Restore { .. } => "RESTORE".into(),
         SluiceStatement::InsertByName { .. } => "INSERT".into(),
         SluiceStatement::Comment(_) => "COMMENT".into(),
+        SluiceStatement::Move { .. } => "MOVE".into(),
         SluiceStatement::Sequence(sequence) => match sequence.as_ref() {
             crate::syntax::sequence::SequenceStatement::Create { .. } => "CREATE SEQUENCE".into(),
             crate::syntax::sequence::SequenceStatement::Alter { .. } => "ALTER SEQUENCE".into(),

@@ -235,6 +235,12 @@ impl Session {
         self.block.in_block()
     }
 
+    /// The serial number of the transaction block's newest savepoint (see
+    /// [`crate::transaction::TransactionBlock::newest_savepoint`]).
+    pub fn newest_savepoint(&self) -> Option<u64> {
+        self.block.newest_savepoint()
+    }
+
     /// The DataFusion context (for planning by the server).
     pub fn context(&self) -> &SessionContext {
         self.query.context()
@@ -559,6 +565,9 @@ impl Session {
             SluiceStatement::Comment(comment) => self.query.comment_on(*comment).await,
             SluiceStatement::Sequence(statement) => self.query.sequence_statement(*statement).await,
             SluiceStatement::Standard(statement) => self.dispatch_standard(*statement).await,
+            SluiceStatement::Move { .. } => {
+                Err(Error::NotSupported("MOVE in process: cursors are served over the PostgreSQL protocol".into()))
+            }
         }
     }
 

@@ -47,6 +47,9 @@ pub struct TransactionBlock {
     /// Warnings for the client, as PostgreSQL sends them (COMMIT or ROLLBACK with no block, a
     /// BEGIN inside one): SQLSTATE and message ([`Self::take_warnings`]).
     warnings: Mutex<Vec<(&'static str, &'static str)>>,
+    /// How many savepoints the session has made: each savepoint's serial number, so that what
+    /// the session made after one (a cursor) can tell ([`Self::newest_savepoint`]).
+    savepoints_made: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +97,8 @@ impl OwnedWrite {
 #[derive(Debug)]
 struct Savepoint {
     name: String,
+    /// Its serial number among the session's savepoints.
+    serial: u64,
     /// Statements that had written without staging.
     writes: usize,
     /// The length of [`Block::owned_writes`].
@@ -286,6 +291,13 @@ impl TransactionBlock {
         self.lock().is_some()
     }
 
+    /// The serial number of the block's newest savepoint (the session numbers its savepoints in
+    /// the order it makes them). What was made while it was n or more was made after savepoint
+    /// n, so a rollback to savepoint n undoes it (a savepoint released since does not matter).
+    pub fn newest_savepoint(&self) -> Option<u64> {
+        self.lock().as_ref().and_then(|b| b.savepoints.last()).map(|s| s.serial)
+    }
+
     /// The block's staged tables.
     pub fn staging(&self) -> &Arc<Staging> {
         &self.staging
@@ -396,6 +408,7 @@ impl TransactionBlock {
                 Some(block) => {
                     block.savepoints.push(Savepoint {
                         name,
+                        serial: self.savepoints_made.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
                         writes: block.writes,
                         owned_writes: block.owned_writes.len(),
                         created: self.staging.created_count(),

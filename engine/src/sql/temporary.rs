@@ -168,7 +168,7 @@ impl Namespace {
             }
             // Streaming tables, flows, sources and materialized views outlive the session: they
             // never read its temporary tables. Sequences are never temporary.
-            SluiceStatement::Streaming(_) | SluiceStatement::Sequence(_) => {}
+            SluiceStatement::Streaming(_) | SluiceStatement::Sequence(_) | SluiceStatement::Move { .. } => {}
         }
         Ok(())
     }

@@ -5,6 +5,7 @@
 pub mod alert;
 pub mod cdc;
 pub mod comment;
+pub mod cursor;
 pub mod dialect;
 pub mod dml_with;
 pub mod parser;

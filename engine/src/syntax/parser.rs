@@ -67,6 +67,12 @@ pub enum SluiceStatement {
     Comment(Box<super::comment::CommentOn>),
     /// `CREATE SEQUENCE` and `ALTER SEQUENCE` (see [`super::sequence`]).
     Sequence(Box<super::sequence::SequenceStatement>),
+    /// `MOVE [direction] [FROM | IN] cursor` (see [`super::cursor`]): a FETCH whose rows are
+    /// skipped. The server serves cursors.
+    Move {
+        name: Ident,
+        direction: datafusion::sql::sqlparser::ast::FetchDirection,
+    },
 }
 
 /// What an INSERT's OVERRIDING clause asks of identity columns.
@@ -239,6 +245,9 @@ fn parse_statement(parser: &mut Parser) -> Result<SluiceStatement, ParserError> 
     }
     if super::sequence::is_sequence_statement(parser) {
         return super::sequence::parse_sequence_statement(parser).map(|s| SluiceStatement::Sequence(Box::new(s)));
+    }
+    if super::cursor::is_fetch_or_move(parser) {
+        return super::cursor::parse_fetch_or_move(parser);
     }
     let first = word(parser, 0);
     match first.as_deref() {

@@ -73,6 +73,9 @@ struct Cursor {
     batch: RecordBatch,
     position: usize,
     life: cursors::CursorLife,
+    /// The transaction block's newest savepoint when it was declared: a rollback to that
+    /// savepoint or an older one closes it (see [`cursors`]).
+    savepoint: Option<u64>,
 }
 
 /// One connection's state.
@@ -350,6 +353,10 @@ impl Connection {
                 _ => {}
             }
         }
+        if let SluiceStatement::Move { name, direction } = &statement {
+            self.session.admit(&statement).map_err(|e| encode::error(&e))?;
+            return self.move_cursor(name, direction).await;
+        }
         if let SluiceStatement::Standard(standard) = &statement {
             if let Statement::Deallocate { name, .. } = standard.as_ref() {
                 self.session.admit(&statement).map_err(|e| encode::error(&e))?;
@@ -549,26 +556,13 @@ impl Connection {
                 Response::Execution(Tag::new("DECLARE CURSOR"))
             }
             Statement::Fetch { name, direction, .. } => {
-                let count = match direction {
-                    FetchDirection::Count { limit } => literal_usize(limit).unwrap_or(1),
-                    FetchDirection::Forward { limit: Some(limit) } => literal_usize(limit).unwrap_or(1),
-                    FetchDirection::All | FetchDirection::ForwardAll => usize::MAX,
-                    FetchDirection::Next | FetchDirection::Forward { limit: None } => 1,
-                    other => return Err(user_error("0A000", format!("FETCH {other} is not supported"))),
-                };
+                let count = cursors::forward_count("FETCH", direction)?;
                 if !self.cursors.lock().contains_key(&name.value) {
                     if let Some(response) = self.fetch_subscription(client, &name.value, count, format).await? {
                         return Ok(Some(response));
                     }
                 }
-                let mut cursors = self.cursors.lock();
-                let cursor = cursors
-                    .get_mut(&name.value)
-                    .ok_or_else(|| user_error("34000", format!("cursor \"{}\" does not exist", name.value)))?;
-                let start = cursor.position.min(cursor.batch.num_rows());
-                let length = count.min(cursor.batch.num_rows() - start);
-                cursor.position = start + length;
-                let rows = cursor.batch.slice(start, length);
+                let rows = self.advance(&name.value, count)?;
                 let schema = rows.schema();
                 let mut response = encode::rows(&schema, vec![rows], format, options)?;
                 if let Response::Query(query) = &mut response {
@@ -602,13 +596,6 @@ impl Connection {
     /// A server-side file a client names, checked by the engine's path policy.
     fn client_file(&self, filename: &str, purpose: PathUse) -> PgWireResult<std::path::PathBuf> {
         self.server.db.client_file(filename, self.session.privileges(), purpose).map_err(|e| encode::error(&e))
-    }
-}
-
-fn literal_usize(value: &datafusion::sql::sqlparser::ast::ValueWithSpan) -> Option<usize> {
-    match &value.value {
-        Value::Number(n, _) => n.parse().ok(),
-        _ => None,
     }
 }
 

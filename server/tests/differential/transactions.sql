@@ -389,6 +389,68 @@ FETCH NEXT FROM cur_held_rolled_back;
 CLOSE cur_held;
 CLOSE cur_held_in_block;
 FETCH NEXT FROM cur_held;
+-- FETCH and MOVE without FROM/IN, and without a direction; MOVE answers how far it moved.
+/* 290 */ BEGIN;
+DECLARE cur_bare CURSOR FOR SELECT x FROM cur_rows ORDER BY x;
+FETCH cur_bare;
+FETCH NEXT cur_bare;
+MOVE cur_bare;
+FETCH 1 cur_bare;
+MOVE NEXT IN cur_bare;
+FETCH FORWARD cur_bare;
+MOVE ALL FROM cur_bare;
+FETCH IN cur_bare;
+MOVE FORWARD 2 cur_bare;
+FETCH no_such_cursor;
+/* 290 */ ROLLBACK;
+-- ROLLBACK TO SAVEPOINT closes the cursors declared since the savepoint (WITH HOLD too, and also
+-- after an error), not those declared before it or before a savepoint released since; COMMIT AND
+-- CHAIN and ROLLBACK AND CHAIN close the transaction's cursors (WITH HOLD ones survive a commit).
+/* 291 */ BEGIN;
+DECLARE cur_before CURSOR FOR SELECT x FROM cur_rows ORDER BY x;
+DECLARE cur_before_held CURSOR WITH HOLD FOR SELECT x * 10 AS x10 FROM cur_rows ORDER BY x;
+/* 291 */ SAVEPOINT cur_s;
+DECLARE cur_after CURSOR FOR SELECT 3 AS three;
+DECLARE cur_after_held CURSOR WITH HOLD FOR SELECT 4 AS four;
+FETCH cur_before;
+/* 291 */ ROLLBACK TO SAVEPOINT cur_s;
+FETCH cur_after;
+/* 292 */ ROLLBACK TO SAVEPOINT cur_s;
+FETCH cur_after_held;
+/* 293 */ ROLLBACK TO SAVEPOINT cur_s;
+/* 300 */ FETCH cur_before;
+FETCH cur_before_held;
+/* 291 */ SAVEPOINT cur_t;
+DECLARE cur_released CURSOR FOR SELECT 5 AS five;
+RELEASE SAVEPOINT cur_t;
+/* 291 */ SAVEPOINT cur_u;
+/* 291 */ ROLLBACK TO SAVEPOINT cur_u;
+FETCH cur_released;
+/* 294 */ ROLLBACK TO SAVEPOINT cur_s;
+/* 300 */ FETCH cur_released;
+/* 295 */ ROLLBACK TO SAVEPOINT cur_s;
+DECLARE cur_failed CURSOR FOR SELECT 6 AS six;
+SELECT 1 / 0 AS cursor_block_fails;
+/* 296 */ ROLLBACK TO SAVEPOINT cur_s;
+FETCH cur_failed;
+/* 297 */ ROLLBACK TO SAVEPOINT cur_s;
+/* 300 */ COMMIT AND CHAIN;
+/* 300 */ FETCH cur_before_held;
+DECLARE cur_chained CURSOR FOR SELECT 7 AS seven;
+DECLARE cur_chained_held CURSOR WITH HOLD FOR SELECT 8 AS eight;
+/* 301 */ FETCH cur_before;
+ROLLBACK AND CHAIN;
+FETCH cur_chained;
+/* 298 */ ROLLBACK;
+FETCH cur_chained_held;
+/* 301 */ FETCH cur_before_held;
+/* 299 */ BEGIN;
+DECLARE cur_failed_chain CURSOR FOR SELECT 9 AS nine;
+SELECT 1 / 0 AS chain_block_fails;
+/* 301 */ COMMIT AND CHAIN;
+FETCH cur_failed_chain;
+/* 299 */ ROLLBACK;
+CLOSE cur_before_held;
 DROP TABLE cur_rows;
 
 -- Isolation levels: PostgreSQL's four names are accepted in any case (Sluice reports repeatable

@@ -35,6 +35,8 @@ pub(super) struct SubscriptionCursor {
     schema: SchemaRef,
     /// Rows (version, diff, columns) not fetched yet.
     pending: std::collections::VecDeque<RecordBatch>,
+    /// The transaction block's newest savepoint when it was declared (see `Cursor::savepoint`).
+    pub(super) savepoint: Option<u64>,
 }
 
 impl Connection {
@@ -104,7 +106,12 @@ impl Connection {
         let (subscription, schema, first) = self.start_subscription(client, target).await?;
         // As for any cursor: a transaction block, once the target is known to exist.
         self.check_declare(binary, false)?;
-        let cursor_state = SubscriptionCursor { subscription, schema, pending: first.into() };
+        let cursor_state = SubscriptionCursor {
+            subscription,
+            schema,
+            pending: first.into(),
+            savepoint: self.session.newest_savepoint(),
+        };
         self.subscriptions.lock().await.insert(cursor.to_string(), cursor_state);
         Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
     }
