@@ -10,6 +10,11 @@
 //!   for AWS S3 since 2024), GCS and Azure have them natively.
 //! - A put must never leave a partially written object visible under its final name.
 //! - Listing must return every object whose put has returned.
+//! - On local disk a put is durable when it returns: the file and the folder entry that names it
+//!   are synced to disk (`fsync`), so a commit acknowledged before a power loss or an operating
+//!   system crash is there after it (the data files a commit names are put before its log entry).
+//!   `SLUICE_FSYNC=off` in the environment turns this off, as PostgreSQL's `fsync = off` does: a
+//!   crash of the process loses nothing either way, one of the machine can then lose commits.
 //!
 //! Paths given to this module are *relative to the table root* and already percent-decoded (the log
 //! stores URI-encoded paths; [`decode_path`] turns them into store paths).
@@ -33,6 +38,12 @@ use crate::error::{Error, Result};
 pub enum PutOutcome {
     Created,
     AlreadyExists,
+}
+
+/// Whether puts to local disk are synced to it (`SLUICE_FSYNC=off` turns it off; read once).
+fn fsync_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| !matches!(std::env::var("SLUICE_FSYNC").as_deref().map(str::trim), Ok("off" | "0" | "false")))
 }
 
 /// A table's store and root.
@@ -168,16 +179,48 @@ impl TableStore {
     /// Writes an object, replacing any previous one.
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
         self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
-        Ok(())
+        self.synced(path).await
     }
 
     /// Creates an object only if none exists at `path` (atomically: see the module docs).
     pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<PutOutcome> {
         let options = PutOptions { mode: PutMode::Create, ..Default::default() };
         match self.store.put_opts(path, PutPayload::from(bytes), options).await {
-            Ok(_) => Ok(PutOutcome::Created),
+            Ok(_) => {
+                self.synced(path).await?;
+                Ok(PutOutcome::Created)
+            }
             Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
             Err(e) => Err(Error::store(path, e)),
+        }
+    }
+
+    /// Syncs a file just put on local disk, and the folder that names it, to the disk (see the
+    /// module docs); nothing for other stores (their put is durable when it returns).
+    async fn synced(&self, path: &Path) -> Result<()> {
+        let (Some(dir), true) = (&self.local_dir, fsync_on()) else { return Ok(()) };
+        let Some(relative) = self.relative(path) else { return Ok(()) };
+        let file = dir.join(relative);
+        let top = dir.parent().unwrap_or(dir).to_path_buf();
+        let synced = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+            std::fs::File::open(&file)?.sync_all()?;
+            // The folders that name it, up to the one that names the table's folder (a put may
+            // have made them; syncing a folder that did not change costs next to nothing).
+            let mut folder = file.parent();
+            while let Some(at) = folder {
+                std::fs::File::open(at)?.sync_all()?;
+                if at == top {
+                    break;
+                }
+                folder = at.parent().filter(|p| p.starts_with(&top));
+            }
+            Ok(())
+        })
+        .await;
+        match synced {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })),
+            Err(e) => Err(Error::store(path, object_store::Error::JoinError { source: e })),
         }
     }
 
