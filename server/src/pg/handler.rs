@@ -474,6 +474,7 @@ impl Connection {
             Statement::Set(set) => {
                 let user = client.metadata().get("user").cloned().unwrap_or_default();
                 super::statements::check_role_switch(set, &user)?;
+                super::statements::check_value_count(set)?;
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
                 for (name, value) in &changes {
                     super::settings::check(name, value).map_err(|message| user_error("22023", message))?;

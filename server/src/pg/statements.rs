@@ -65,6 +65,36 @@ pub fn set_changes(set: &Set) -> Option<Vec<(String, String)>> {
     }
 }
 
+/// The settings that take a list of values (`SET search_path = a, b`): PostgreSQL 15's
+/// `GUC_LIST_INPUT` ones, lower case.
+const LIST_SETTINGS: [&str; 9] = [
+    "datestyle",
+    "search_path",
+    "temp_tablespaces",
+    "local_preload_libraries",
+    "session_preload_libraries",
+    "shared_preload_libraries",
+    "log_destination",
+    "unix_socket_directories",
+    "wal_consistency_checking",
+];
+
+/// PostgreSQL's check, before any other of the setting (even that it exists): a SET of several
+/// values (`SET transaction_isolation = 'a', 'b'`) is 22023 unless the setting takes a list.
+pub fn check_value_count(set: &Set) -> PgWireResult<()> {
+    let Set::SingleAssignment { variable, values, .. } = set else { return Ok(()) };
+    if values.len() < 2 {
+        return Ok(());
+    }
+    let written = variable.to_string();
+    // An unquoted name is folded to lower case, as PostgreSQL names it in the message.
+    let name = if written.contains('"') { written.replace('"', "") } else { written.to_lowercase() };
+    if LIST_SETTINGS.contains(&name.to_lowercase().as_str()) {
+        return Ok(());
+    }
+    Err(user_error("22023", format!("SET {name} takes only one argument")))
+}
+
 /// Whether a boolean setting's value is on, as PostgreSQL reads booleans.
 pub fn setting_is_on(value: &str) -> bool {
     matches!(value.trim().trim_matches('\'').to_lowercase().as_str(), "on" | "true" | "1" | "yes" | "t" | "y")

@@ -461,6 +461,17 @@ SET default_transaction_isolation = 'read  committed';
 SET default_transaction_isolation = DEFAULT;
 SET transaction_isolation = 'x';
 SET transaction_isolation = 'read uncommitted';
+-- Several values for a setting that takes one are 22023 (before the setting's own checks, even
+-- for a setting that does not exist); DateStyle and search_path take lists.
+SET transaction_isolation = 'a', 'b';
+SET default_transaction_isolation = 'read committed', 'serializable';
+SET default_transaction_read_only = on, off;
+SET application_name = 'a', 'b';
+SET TimeZone = 'UTC', 'UTC';
+SET no_such_setting = a, b;
+SET search_path = public, pg_catalog;
+SELECT current_setting('search_path') AS two_schemas;
+RESET search_path;
 SET default_transaction_isolation = 5;
 SET TRANSACTION ISOLATION LEVEL nonsense;
 SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL bogus;
