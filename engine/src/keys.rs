@@ -861,6 +861,41 @@ impl TableKeys {
         Some(located)
     }
 
+    /// The rows that hold one of `keys` (one array per column of `columns`, in the table's
+    /// types), through a key or index on exactly those columns, each row once; `None` if there
+    /// is none, or a key column's values are not of its type.
+    pub fn locate_keys(&self, columns: &[String], keys: &[ArrayRef]) -> Option<Located> {
+        let index = self.indexes.iter().find(|i| i.def.is_on(columns))?;
+        // The keys in the index's column order.
+        let mut arrays = Vec::with_capacity(index.def.columns.len());
+        for name in &index.def.columns {
+            arrays.push(keys.get(columns.iter().position(|c| c == name)?)?.clone());
+        }
+        let rows = index.converter.convert_columns(&arrays).ok()?;
+        let mut located = Located { columns: index.def.columns.clone(), ..Default::default() };
+        let mut found_keys: Vec<u32> = Vec::new();
+        let mut seen: HashSet<u64> = HashSet::new();
+        for (n, key) in rows.iter().enumerate() {
+            if index.def.nulls_distinct && arrays.iter().any(|a| a.is_null(n)) {
+                continue;
+            }
+            for loc in index.rows_of(key.as_ref()) {
+                if !seen.insert(loc.packed()) {
+                    continue;
+                }
+                let path = self.path_of(loc)?;
+                located.rows.entry(path.to_string()).or_default().insert(u64::from(loc.row));
+                located.paths.push(path.to_string());
+                located.row_numbers.push(u64::from(loc.row));
+                found_keys.push(u32::try_from(n).ok()?);
+            }
+        }
+        let take = arrow::array::UInt32Array::from(found_keys);
+        located.keys =
+            arrays.iter().map(|a| arrow::compute::take(a.as_ref(), &take, None)).collect::<Result<_, _>>().ok()?;
+        Some(located)
+    }
+
     /// Where `key` of `index` is.
     pub fn lookup(&self, index: usize, key: &[u8]) -> Option<Loc> {
         self.indexes.get(index)?.map.get(key).copied().filter(|l| l.posting().is_none())
@@ -1345,6 +1380,35 @@ impl KeyIndexes {
         }
         let keys = self.cell(id).try_lock_owned().ok()?;
         Some(caught_up(keys, table).await.map(|guard| self.publishing(id, guard)))
+    }
+
+    /// The rows of the table `id` at `snapshot` that hold one of `keys` (see
+    /// [`TableKeys::locate_keys`]), through its shared index brought to that snapshot; `None`
+    /// if it has no key or index on `columns`, a writer holds the index, or the index is past
+    /// the snapshot (the caller then reads the rows otherwise).
+    pub async fn locate_keys(
+        &self,
+        id: &str,
+        snapshot: &Snapshot,
+        columns: &[String],
+        keys: &[ArrayRef],
+    ) -> Option<Located> {
+        if !key_defs(snapshot.configuration()).iter().any(|d| d.is_on(columns)) {
+            return None;
+        }
+        let cell = self.cell(id);
+        let mut index = cell.try_lock().ok()?;
+        match index.version {
+            Some(v) if v == snapshot.version() => {}
+            Some(v) if v > snapshot.version() => return None,
+            _ => {
+                if let Err(e) = index.catch_up(snapshot).await {
+                    tracing::warn!(version = snapshot.version(), "the key index could not catch up: {e}");
+                    return None;
+                }
+            }
+        }
+        index.locate_keys(columns, keys)
     }
 
     /// What finds a keyed table's rows by key for its scans (see [`TableKeys::locate`]).

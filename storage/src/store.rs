@@ -219,7 +219,9 @@ impl TableStore {
         .await;
         match synced {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })),
+            Ok(Err(e)) => {
+                Err(Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) }))
+            }
             Err(e) => Err(Error::store(path, object_store::Error::JoinError { source: e })),
         }
     }

@@ -55,8 +55,19 @@ pub trait RowLocator: Send + Sync + std::fmt::Debug {
     async fn locate(&self, snapshot: &Snapshot, filters: &[Expr]) -> Option<Located>;
 }
 
+/// A [`RowLocator`] that found its rows before the scan (whatever its filters).
+#[derive(Debug)]
+pub struct FoundRows(pub Located);
+
+#[async_trait]
+impl RowLocator for FoundRows {
+    async fn locate(&self, _snapshot: &Snapshot, _filters: &[Expr]) -> Option<Located> {
+        Some(self.0.clone())
+    }
+}
+
 /// Rows a [`RowLocator`] found, with the values of the key columns it found them by.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Located {
     /// Row positions by file path (as logged).
     pub rows: HashMap<String, RoaringTreemap>,

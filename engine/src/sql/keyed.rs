@@ -5,12 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef};
 use arrow::array::{AsArray, RecordBatch};
 use arrow::compute::concat_batches;
 use arrow::datatypes::{Schema, SchemaRef, UInt64Type};
-use arrow::row::{RowConverter, SortField};
-use datafusion::common::ScalarValue;
 use datafusion::datasource::MemTable;
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Txn;
@@ -21,6 +18,7 @@ use crate::change::{ColumnMatch, Operation};
 use crate::error::{Error, Result};
 use crate::names::{quoted, TEMP_SCHEMA};
 use crate::provider::storage_scan::{FILE_COLUMN, ROW_COLUMN};
+use crate::provider::{FoundRows, SluiceTable};
 use crate::sql::context::QueryContext;
 use crate::syntax::parser::{parse_statement_text, SluiceStatement};
 
@@ -82,14 +80,14 @@ impl QueryContext {
         let mut selected: Vec<String> = schema.fields().iter().map(|f| format!("t.{}", quoted(f.name()))).collect();
         selected.push(format!("t.{}", quoted(FILE_COLUMN)));
         selected.push(format!("t.{}", quoted(ROW_COLUMN)));
-        // The target through the relation that exposes each row's file and index.
         self.clear_statement_state();
-        let relation = self.register_dml_relation(target);
         if let (Some(keys), None) = (keys, predicate) {
-            if let Some(located) = self.indexed_lookup(target, &relation, keys, &schema).await? {
+            if let Some(located) = self.indexed_lookup(target, keys, &schema, &selected).await? {
                 return Ok(located);
             }
         }
+        // The target through the relation that exposes each row's file and index.
+        let relation = self.register_dml_relation(target);
         let table = format!("{}.{} AS t", quoted(TEMP_SCHEMA), quoted(&relation));
         let mut text = format!("SELECT {} FROM {table}", selected.join(", "));
         if let Some(keys) = keys {
@@ -130,59 +128,50 @@ impl QueryContext {
         located_from(&schema, batches?)
     }
 
-    /// The rows of `relation` (the target's registered relation) whose key columns hold one of
-    /// `keys`' rows, found through the index of a key or index of the table on exactly those
-    /// columns: a filter (each column among its values in `keys`) that the index answers (see
-    /// [`crate::keys::TableKeys::locate`]), so that only the rows the keys name are read; with
-    /// several columns the rows found are then narrowed to the keys' combinations. `None` if no
-    /// key or index of the table is on those columns, or there are too many keys.
+    /// The rows of `target` whose key columns hold one of `keys`' rows, found through the
+    /// index of a key or index of the table on exactly those columns (see
+    /// [`crate::keys::TableKeys::locate_keys`]): only those rows are read, none when the columns
+    /// asked for are the keys. `None` if the table has no such index (or it is busy, or a
+    /// transaction block's), or there are too many keys: the caller joins.
     async fn indexed_lookup(
         &self,
         target: &Target,
-        relation: &str,
         keys: &RecordBatch,
         schema: &SchemaRef,
+        selected: &[String],
     ) -> Result<Option<Located>> {
-        let names: Vec<String> = keys.schema().fields().iter().map(|f| f.name().clone()).collect();
-        let indexed = crate::keys::key_defs(target.snapshot.configuration()).iter().any(|d| d.is_on(&names));
-        if !indexed || names.is_empty() || keys.num_rows() > LOOKUP_KEYS_MAX {
+        if target.table.is_staged() || keys.num_rows() > LOOKUP_KEYS_MAX {
             return Ok(None);
         }
+        let names: Vec<String> = keys.schema().fields().iter().map(|f| f.name().clone()).collect();
         let table_schema = target.snapshot.arrow_schema();
-        let unqualified = |n: &str| datafusion::prelude::Expr::Column(datafusion::common::Column::new_unqualified(n));
-        let mut filters = Vec::with_capacity(names.len());
-        let mut wanted = Vec::with_capacity(names.len());
+        let mut arrays = Vec::with_capacity(names.len());
         for (name, column) in names.iter().zip(keys.columns()) {
             let Ok(field) = table_schema.field_with_name(name) else { return Ok(None) };
             // 0.0 = -0.0 and NaN: the index does not look floats up.
             if field.data_type().is_floating() {
                 return Ok(None);
             }
-            let column = cast_column(column, field.data_type(), name)?;
-            let mut seen = std::collections::HashSet::new();
-            let mut values = Vec::new();
-            for i in (0..column.len()).filter(|i| column.is_valid(*i)) {
-                let value = ScalarValue::try_from_array(&column, i)?;
-                if seen.insert(value.clone()) {
-                    values.push(datafusion::prelude::lit(value));
-                }
-            }
-            filters.push(unqualified(name).in_list(values, false));
-            wanted.push(column);
+            arrays.push(cast_column(column, field.data_type(), name)?);
         }
-        let Some(filter) = datafusion::logical_expr::utils::conjunction(filters) else { return Ok(None) };
-        let frame = self.ctx.table(datafusion::common::TableReference::partial(TEMP_SCHEMA, relation)).await?;
-        let mut selected: Vec<datafusion::prelude::Expr> =
-            schema.fields().iter().map(|f| unqualified(f.name())).collect();
-        selected.push(unqualified(FILE_COLUMN));
-        selected.push(unqualified(ROW_COLUMN));
-        let batches = frame.filter(filter)?.select(selected)?.collect().await;
+        let found = self.db.keys.locate_keys(&target.entry.id, &target.snapshot, &names, &arrays).await;
+        let Some(found) = found else { return Ok(None) };
+        // The target as a relation whose scan reads the rows found (and exposes their places).
+        let relation = self.temp_name("dml");
+        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
+            .with_hidden_columns()
+            .with_locator(Arc::new(FoundRows(found)));
+        self.temp.insert(&relation, Arc::new(provider));
+        let text = format!("SELECT {} FROM {}.{} AS t", selected.join(", "), quoted(TEMP_SCHEMA), quoted(&relation));
+        let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else {
+            return Err(Error::Internal("a lookup is not a query".into()));
+        };
+        let batches = match self.plan_statement(*statement).await {
+            Ok(plan) => self.ctx.execute_logical_plan(plan).await?.collect().await.map_err(Error::from),
+            Err(e) => Err(e),
+        };
         self.clear_statement_state();
-        let mut located = located_from(schema, batches?)?;
-        if names.len() > 1 {
-            located.retain_keys(&names, &wanted)?;
-        }
-        Ok(Some(located))
+        Ok(Some(located_from(schema, batches?)?))
     }
 }
 
@@ -250,77 +239,11 @@ impl QueryContext {
 }
 
 impl Located {
-    /// Keeps the rows whose columns `names` hold one of the rows of `wanted` (arrays of the
-    /// rows' types, in `names`' order).
-    fn retain_keys(&mut self, names: &[String], wanted: &[ArrayRef]) -> Result<()> {
-        let fields: Vec<SortField> = wanted.iter().map(|a| SortField::new(a.data_type().clone())).collect();
-        let converter = RowConverter::new(fields)?;
-        let wanted = converter.convert_columns(wanted)?;
-        let wanted: std::collections::HashSet<&[u8]> = wanted.iter().map(|r| r.data()).collect();
-        let mut found = Vec::with_capacity(names.len());
-        for name in names {
-            let column = self
-                .rows
-                .column_by_name(name)
-                .ok_or_else(|| Error::Internal(format!("a lookup lost its key column {name}")))?;
-            found.push(column.clone());
-        }
-        let found = converter.convert_columns(&found)?;
-        let keep: Vec<bool> = found.iter().map(|r| wanted.contains(r.data())).collect();
-        if keep.iter().all(|k| *k) {
-            return Ok(());
-        }
-        let mask = arrow::array::BooleanArray::from(keep.clone());
-        self.rows = arrow::compute::filter_record_batch(&self.rows, &mask)?;
-        let mut kept = keep.iter();
-        self.paths.retain(|_| kept.next().copied().unwrap_or(false));
-        let mut kept = keep.iter();
-        self.row_ids.retain(|_| kept.next().copied().unwrap_or(false));
-        Ok(())
-    }
-
     /// Adds another lookup's rows (of the same table and snapshot).
     pub fn append(&mut self, other: Located) -> Result<()> {
         self.rows = concat_batches(&self.rows.schema(), [&self.rows, &other.rows])?;
         self.paths.extend(other.paths);
         self.row_ids.extend(other.row_ids);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use arrow::array::{Int32Array, StringArray};
-    use arrow::datatypes::{DataType, Field};
-
-    #[test]
-    fn a_composite_lookup_keeps_the_keys_combinations_only() {
-        let schema = Arc::new(Schema::new(vec![
-            Field::new("tenant", DataType::Utf8, true),
-            Field::new("id", DataType::Int32, true),
-        ]));
-        let rows = RecordBatch::try_new(
-            schema,
-            vec![
-                Arc::new(StringArray::from(vec!["a", "a", "b", "b"])),
-                Arc::new(Int32Array::from(vec![1, 2, 1, 2])),
-            ],
-        )
-        .unwrap();
-        let mut located = Located {
-            rows,
-            paths: vec!["f1".into(), "f1".into(), "f2".into(), "f2".into()],
-            row_ids: vec![0, 1, 0, 1],
-        };
-        // The filter found every (tenant, id) in {a, b} x {1, 2}; the keys were (a, 1) and (b, 2).
-        let wanted: Vec<ArrayRef> =
-            vec![Arc::new(StringArray::from(vec!["b", "a"])), Arc::new(Int32Array::from(vec![2, 1]))];
-        located.retain_keys(&["tenant".into(), "id".into()], &wanted).unwrap();
-        assert_eq!(located.rows.num_rows(), 2);
-        assert_eq!(located.paths, ["f1", "f2"]);
-        assert_eq!(located.row_ids, [0, 1]);
-        let ids = located.rows.column(1).as_primitive::<arrow::datatypes::Int32Type>();
-        assert_eq!(ids.values().to_vec(), [1, 2]);
     }
 }
