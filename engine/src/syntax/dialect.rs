@@ -4,6 +4,7 @@
 
 use std::any::TypeId;
 
+use datafusion::sql::sqlparser::ast::Expr;
 use datafusion::sql::sqlparser::dialect::{Dialect, PostgreSqlDialect, Precedence};
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
@@ -50,6 +51,16 @@ impl Dialect for SluiceDialect {
     }
     fn get_next_precedence(&self, parser: &Parser) -> Option<Result<u8, ParserError>> {
         self.postgres.get_next_precedence(parser)
+    }
+    /// `COLLATE name` after an operator (`x::text COLLATE "C"`): PostgreSQL's precedence lets it
+    /// follow `::`, but sqlparser reads COLLATE only right after a prefix expression and has no
+    /// infix parser for it. (PostgreSQL's precedence only asks for the infix in an expression,
+    /// not in a column definition's `COLLATE`.)
+    fn parse_infix(&self, parser: &mut Parser, expr: &Expr, precedence: u8) -> Option<Result<Expr, ParserError>> {
+        if !parser.parse_keyword(Keyword::COLLATE) {
+            return self.postgres.parse_infix(parser, expr, precedence);
+        }
+        Some(parser.parse_object_name(false).map(|collation| Expr::Collate { expr: Box::new(expr.clone()), collation }))
     }
     fn supports_filter_during_aggregation(&self) -> bool {
         self.postgres.supports_filter_during_aggregation()
@@ -140,5 +151,36 @@ impl Dialect for SluiceDialect {
     }
     fn supports_comment_optimizer_hint(&self) -> bool {
         self.postgres.supports_comment_optimizer_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use datafusion::sql::sqlparser::ast::{Expr, SelectItem, SetExpr, Statement};
+
+    use crate::syntax::parser::{parse_statement_text, SluiceStatement};
+
+    /// The first select item of a `SELECT`.
+    fn selected(sql: &str) -> Expr {
+        let SluiceStatement::Standard(statement) = parse_statement_text(sql).unwrap() else { panic!("{sql}") };
+        let Statement::Query(query) = *statement else { panic!("{sql}") };
+        let SetExpr::Select(select) = *query.body else { panic!("{sql}") };
+        match select.projection.into_iter().next() {
+            Some(SelectItem::UnnamedExpr(expr) | SelectItem::ExprWithAlias { expr, .. }) => expr,
+            other => panic!("{sql}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn reads_collate_after_a_cast_as_postgresql_does() {
+        // `::` binds tighter than COLLATE, COLLATE tighter than `||`.
+        let Expr::Collate { expr, collation } = selected(r#"SELECT x::text COLLATE "C""#) else { panic!() };
+        assert!(matches!(*expr, Expr::Cast { .. }));
+        assert_eq!(collation.to_string(), r#""C""#);
+        let Expr::BinaryOp { right, .. } = selected(r#"SELECT 'a' || x::text COLLATE "C""#) else { panic!() };
+        assert!(matches!(*right, Expr::Collate { .. }));
+        let Expr::Cast { expr, .. } = selected(r#"SELECT x::text COLLATE "C"::varchar"#) else { panic!() };
+        assert!(matches!(*expr, Expr::Collate { .. }));
+        assert!(parse_statement_text(r#"CREATE TABLE t (x text COLLATE "C" NOT NULL)"#).is_ok());
     }
 }

@@ -20,6 +20,16 @@ SELECT name COLLATE "nonexistent" FROM co;
 SELECT name COLLATE public."C" FROM co;
 SELECT id COLLATE "C" FROM co;
 SELECT '{}'::jsonb COLLATE "C";
+-- COLLATE after a :: cast, and in ORDER BY with the other orderings' clauses
+SELECT id::text COLLATE "C" AS id_text FROM co ORDER BY 1;
+SELECT name::text COLLATE "C" AS cast_name FROM co WHERE name::text COLLATE "C" < 'b' ORDER BY 1;
+SELECT label::varchar COLLATE "POSIX" || '!' AS shout FROM co ORDER BY 1 DESC;
+SELECT name FROM co ORDER BY name::text COLLATE "C" DESC NULLS LAST, id;
+SELECT name FROM co ORDER BY name COLLATE "default", id;
+SELECT plain::text COLLATE "nonexistent" FROM co;
+SELECT name FROM co ORDER BY name COLLATE "nonexistent";
+SELECT id::int COLLATE "C" FROM co;
+SELECT name::text COLLATE "C"::varchar AS recast FROM co ORDER BY 1;
 SELECT name COLLATE "und-x-icu" FROM co;
 CREATE TABLE co_bad_type (id int COLLATE "C");
 CREATE TABLE co_bad_name (name text COLLATE "nonexistent");
