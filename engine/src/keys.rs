@@ -896,6 +896,22 @@ impl TableKeys {
         Some(located)
     }
 
+    /// Brings the index to `snapshot` for a lookup; false if it cannot: it is past it (an older
+    /// version, or a newer commit since), or catching up failed (said in the server's log).
+    async fn brought_to(&mut self, snapshot: &Snapshot) -> bool {
+        match self.version {
+            Some(v) if v == snapshot.version() => true,
+            Some(v) if v > snapshot.version() => false,
+            _ => match self.catch_up(snapshot).await {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::warn!(version = snapshot.version(), "the key index could not catch up: {e}");
+                    false
+                }
+            },
+        }
+    }
+
     /// Where `key` of `index` is.
     pub fn lookup(&self, index: usize, key: &[u8]) -> Option<Loc> {
         self.indexes.get(index)?.map.get(key).copied().filter(|l| l.posting().is_none())
@@ -1296,16 +1312,8 @@ impl RowLocator for KeyLocator {
             }
             return found_by(&published.keys, snapshot, &equal);
         };
-        match keys.version {
-            Some(v) if v == snapshot.version() => {}
-            // The index is past this snapshot (an older version, or a newer commit since).
-            Some(v) if v > snapshot.version() => return None,
-            _ => {
-                if let Err(e) = keys.catch_up(snapshot).await {
-                    tracing::warn!(version = snapshot.version(), "the key index could not catch up: {e}");
-                    return None;
-                }
-            }
+        if !keys.brought_to(snapshot).await {
+            return None;
         }
         found_by(&keys, snapshot, &equal)
     }
@@ -1398,15 +1406,8 @@ impl KeyIndexes {
         }
         let cell = self.cell(id);
         let mut index = cell.try_lock().ok()?;
-        match index.version {
-            Some(v) if v == snapshot.version() => {}
-            Some(v) if v > snapshot.version() => return None,
-            _ => {
-                if let Err(e) = index.catch_up(snapshot).await {
-                    tracing::warn!(version = snapshot.version(), "the key index could not catch up: {e}");
-                    return None;
-                }
-            }
+        if !index.brought_to(snapshot).await {
+            return None;
         }
         index.locate_keys(columns, keys)
     }

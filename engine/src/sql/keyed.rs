@@ -117,7 +117,12 @@ impl QueryContext {
         if let Some(predicate) = predicate {
             text.push_str(&format!(" WHERE {predicate}"));
         }
-        let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else {
+        located_from(&schema, self.run_lookup(&text).await?)
+    }
+
+    /// Runs a lookup's query (over relations it registered, forgotten after it).
+    async fn run_lookup(&self, text: &str) -> Result<Vec<RecordBatch>> {
+        let SluiceStatement::Standard(statement) = parse_statement_text(text)? else {
             return Err(Error::Internal("a lookup is not a query".into()));
         };
         let batches = match self.plan_statement(*statement).await {
@@ -125,7 +130,7 @@ impl QueryContext {
             Err(e) => Err(e),
         };
         self.clear_statement_state();
-        located_from(&schema, batches?)
+        batches
     }
 
     /// The rows of `target` whose key columns hold one of `keys`' rows, found through the
@@ -163,15 +168,7 @@ impl QueryContext {
             .with_locator(Arc::new(FoundRows(found)));
         self.temp.insert(&relation, Arc::new(provider));
         let text = format!("SELECT {} FROM {}.{} AS t", selected.join(", "), quoted(TEMP_SCHEMA), quoted(&relation));
-        let SluiceStatement::Standard(statement) = parse_statement_text(&text)? else {
-            return Err(Error::Internal("a lookup is not a query".into()));
-        };
-        let batches = match self.plan_statement(*statement).await {
-            Ok(plan) => self.ctx.execute_logical_plan(plan).await?.collect().await.map_err(Error::from),
-            Err(e) => Err(e),
-        };
-        self.clear_statement_state();
-        Ok(Some(located_from(schema, batches?)?))
+        Ok(Some(located_from(schema, self.run_lookup(&text).await?)?))
     }
 }
 
