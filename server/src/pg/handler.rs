@@ -864,7 +864,8 @@ impl ExtendedQueryHandler for Connection {
         let parameters = if prepared.parameter_types == [Type::OID_ARRAY] {
             vec![super::statements::oid_array_parameter(portal.parameters.first().cloned().flatten())?]
         } else {
-            super::wire_types::decode_parameters(portal, &types)?
+            let session = self.session.context().state_ref().read().config_options().clone();
+            super::wire_types::decode_parameters(portal, &types, &session)?
         };
         self.run(client, statement, &parameters, &portal.result_column_format).await
     }

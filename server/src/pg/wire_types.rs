@@ -18,6 +18,7 @@ use std::sync::Arc;
 use arrow::array::{Array, ArrayRef, AsArray, BinaryBuilder, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema};
 use arrow::error::ArrowError;
+use datafusion::common::config::ConfigOptions;
 use datafusion::common::ScalarValue;
 use pgwire::api::portal::{Format, Portal};
 use pgwire::api::results::FieldInfo;
@@ -196,6 +197,10 @@ pub fn binary_forms(batch: RecordBatch, format: &Format) -> Result<RecordBatch, 
 #[derive(Debug, Clone, PartialEq)]
 enum Reader {
     ArrowPg,
+    /// A `date`, `timestamp` or `timestamptz` in text, of the target's type: read as PostgreSQL
+    /// reads it under the session's `DateStyle` and `TimeZone` (`06/01/2024` is January 6 with
+    /// DMY); arrow-pg reads only ISO.
+    DateTime(DataType),
     /// `uuid`, `json`, `jsonb` and arrays of them, text or binary: text values in stored form.
     Document(Type),
     /// `timetz`, text or binary: its stored text (a text without an offset is read in UTC).
@@ -375,6 +380,11 @@ fn reader(pg: &Type, binary: bool, inferred: Option<&DataType>) -> Reader {
     if binary {
         return Reader::ArrowPg;
     }
+    if matches!(*pg, Type::DATE | Type::TIMESTAMP | Type::TIMESTAMPTZ) {
+        if let Some(target @ (DataType::Date32 | DataType::Timestamp(..))) = inferred {
+            return Reader::DateTime(target.clone());
+        }
+    }
     if let Some(declared) = IntegerType::of_pg(pg) {
         // A target that is not an integer type (an int4 parameter for a float column) is
         // arrow-pg's to coerce.
@@ -398,7 +408,7 @@ fn reader(pg: &Type, binary: bool, inferred: Option<&DataType>) -> Reader {
 
 impl Reader {
     /// A parameter's value from its bytes (None: NULL).
-    fn read(&self, bytes: Option<&[u8]>, binary: bool) -> sluice::Result<ScalarValue> {
+    fn read(&self, bytes: Option<&[u8]>, binary: bool, session: &ConfigOptions) -> sluice::Result<ScalarValue> {
         let list = |items: &[ScalarValue], element: &DataType| {
             ScalarValue::List(ScalarValue::new_list_nullable(items, element))
         };
@@ -410,6 +420,7 @@ impl Reader {
                 Reader::Document(pg) if !is_document_array(pg) => ScalarValue::Utf8(None),
                 Reader::TimeTz => ScalarValue::Utf8(None),
                 Reader::Time => ScalarValue::Time64Microsecond(None),
+                Reader::DateTime(target) => ScalarValue::try_from(target)?,
                 _ => ScalarValue::new_null_list(DataType::Utf8, true, 1),
             });
         };
@@ -423,6 +434,15 @@ impl Reader {
                 time_of_day::TimeTz::input(std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?, "UTC")?
             };
             return Ok(ScalarValue::Utf8(Some(value.text())));
+        }
+        if let Reader::DateTime(target) = self {
+            let text: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
+                std::str::from_utf8(bytes).map_err(|_| invalid_bytes())?
+            ]));
+            let order = sluice::datetime::DateOrder::of_config(session);
+            let zone = session.execution.time_zone.as_deref().unwrap_or("UTC");
+            let value = sluice::datetime::column_from_session_text(&text, target, order, zone)?;
+            return Ok(ScalarValue::try_from_array(&value, 0)?);
         }
         if *self == Reader::Time {
             let text: ArrayRef = Arc::new(arrow::array::StringArray::from(vec![
@@ -454,11 +474,13 @@ impl Reader {
 }
 
 /// The parameters of a portal: `uuid`, `json` and `jsonb` (and arrays of them) read here, from
-/// text or binary, as text values; integers, integer arrays and text arrays in text read here as
-/// PostgreSQL reads them; the others by arrow-pg. Numerics wider than their column are 22003.
+/// text or binary, as text values; integers, integer arrays, text arrays and dates and
+/// timestamps (in the settings of the `session`'s options) in text read here as PostgreSQL
+/// reads them; the others by arrow-pg. Numerics wider than their column are 22003.
 pub fn decode_parameters<S: Clone + Default>(
     portal: &Portal<S>,
     inferred: &[Option<&DataType>],
+    session: &ConfigOptions,
 ) -> PgWireResult<Vec<ScalarValue>> {
     let readers: Vec<Reader> = (0..portal.parameter_len())
         .map(|i| {
@@ -508,7 +530,7 @@ pub fn decode_parameters<S: Clone + Default>(
         if *reader != Reader::ArrowPg {
             let raw = portal.parameters.get(i).cloned().flatten();
             *slot = reader
-                .read(raw.as_deref(), portal.parameter_format.is_binary(i))
+                .read(raw.as_deref(), portal.parameter_format.is_binary(i), session)
                 .map_err(|e| super::encode::error(&e))?;
         }
     }
@@ -664,7 +686,7 @@ mod tests {
         portal.parameters = texts.iter().map(|t| t.map(|t| bytes::Bytes::copy_from_slice(t.as_bytes()))).collect();
         portal.parameter_format = Format::UnifiedText;
         let inferred: Vec<Option<&DataType>> = inferred.iter().copied().map(Some).collect();
-        decode_parameters(&portal, &inferred)
+        decode_parameters(&portal, &inferred, &ConfigOptions::default())
     }
 
     fn error(result: PgWireResult<Vec<ScalarValue>>) -> (String, String, Option<String>) {
@@ -676,6 +698,22 @@ mod tests {
 
     fn list(items: &[ScalarValue], element: &DataType) -> ScalarValue {
         ScalarValue::List(ScalarValue::new_list_nullable(items, element))
+    }
+
+    #[test]
+    fn dates_read_in_the_sessions_date_style() {
+        let mut portal: Portal<()> = Portal::default();
+        portal.statement = Arc::new(StoredStatement::new("s".into(), (), vec![Some(Type::DATE)]));
+        portal.parameters = vec![Some(bytes::Bytes::from_static(b"06/01/2024"))];
+        portal.parameter_format = Format::UnifiedText;
+        let mut session = ConfigOptions::default();
+        session.extensions.insert(sluice::datetime::DateOrder::DayMonthYear);
+        let day_first = decode_parameters(&portal, &[Some(&DataType::Date32)], &session).unwrap();
+        assert_eq!(day_first, [ScalarValue::Date32(Some(19728))]);
+        let month_first = decode_parameters(&portal, &[Some(&DataType::Date32)], &ConfigOptions::default()).unwrap();
+        assert_eq!(month_first, [ScalarValue::Date32(Some(19875))]);
+        portal.parameters = vec![Some(bytes::Bytes::from_static(b"31/02/2024"))];
+        assert_eq!(error(decode_parameters(&portal, &[Some(&DataType::Date32)], &session)).0, "22008");
     }
 
     #[test]
