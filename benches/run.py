@@ -230,8 +230,8 @@ def pgwire() -> str:
         lines.append(f"| {name}, 8 clients: transactions/s | {ours[key]['tps']:,.0f} | {theirs[key]['tps']:,.0f} | |")
     note = ("\n\nCOPY is timed from the client's side (psql `\\copy` of the same file, best of 2, into an empty table); "
             "round trips are pgbench `-M prepared -c 8 -j 2 -T 10` (extended protocol, one statement per transaction). "
-            "PostgreSQL runs with its defaults (fsync on) plus shared_buffers=1GB and max_wal_size=4GB; Sluice does not "
-            "fsync its commits (see the storage notes), which favours Sluice's COPY.")
+            "PostgreSQL runs with its defaults (fsync on) plus shared_buffers=1GB and max_wal_size=4GB; Sluice syncs "
+            "each file a commit puts (fsync on, its default since 2026-12-06; figures recorded before then are without it).")
     return "\n".join(lines) + note
 
 
@@ -611,7 +611,9 @@ def transactions() -> str:
     ]
     note = (f"\n\npgbench's TPC-B-like transaction (three UPDATEs, a SELECT and an INSERT between BEGIN and END), scale "
             f"{TPCB_SCALE} (1M accounts), `pgbench -n -M prepared -c 8 -j 2 -T 10 --max-tries=1000`; both sides loaded with "
-            f"the same CREATE TABLE (with pgbench's primary keys) and \\copy. Sluice: {build}. "
+            f"the same CREATE TABLE (with pgbench's primary keys) and \\copy. Sluice: {build}. Both sync their commits to disk "
+            "(PostgreSQL's defaults; Sluice since 2026-12-06: each file a transaction puts, about 1.3 ms each on this disk, where "
+            "PostgreSQL syncs one WAL write per commit). "
             "Conflicts on keyed tables are resolved row by row at COMMIT (a block that changed other rows is moved onto the newer version), so the retries are the real ones: two transactions on one of the 10 pgbench_branches rows. A one-client transaction costs about 16 ms of CPU (perf, 2026-12-05): most of it DataFusion planning each of the five statements anew (logical plan, optimizer, physical plan) and each UPDATE writing a one-row Parquet file and a deletion vector; COMMIT writes one log entry per table. A commit's cost no longer grows with the table's file count (persistent snapshots, diffed file sets, a checkpoint every 100 versions): one client holds 60 TPS over 60 s, where it fell from 61 to 37 TPS within 30 s before. With 8 clients, a block reads every table as of its first statement (REPEATABLE READ, since 2026-12-05): its UPDATE of a pgbench_branches row three statements later loses to any transaction that committed that row meanwhile, so about half of the transactions are retried (PostgreSQL runs pgbench at READ COMMITTED and waits on the row lock instead); until 2026-12-05 such a block also reloaded each table's older version from the log per statement (3 TPS with 8 clients), now kept in memory. Per-statement latencies: `pgbench -r`.")
     return "\n".join(lines) + note
 
@@ -776,7 +778,10 @@ def cdc() -> str:
             "Sluice: `CREATE FLOW ... AS AUTO CDC INTO target FROM STREAM(changes) KEYS (id) APPLY AS DELETE WHEN op = 'D' "
             "SEQUENCE BY seq COLUMNS * EXCEPT (op, seq) STORED AS SCD TYPE 1`, a sync flow; a batch is timed from the INSERT "
             "into `changes` to its return, after the flow committed the target (deletion vectors for the replaced rows) "
-            "and its key state table. DuckDB: a file database, `MERGE INTO target USING batch ... WHEN MATCHED AND op = 'D' "
+            "and its key state table (each file synced to disk). The run finds each key's rows through the in-memory "
+            "indexes AUTO CDC keeps on the KEYS of the target and of its state table (since 2026-12-06; before, it joined "
+            "the batch's keys with every row of both): the first batch after the load builds them from the 10M keys "
+            "(the slowest batch), which is also most of the memory beyond DuckDB's. DuckDB: a file database, `MERGE INTO target USING batch ... WHEN MATCHED AND op = 'D' "
             f"THEN DELETE WHEN MATCHED THEN UPDATE ... WHEN NOT MATCHED AND op <> 'D' THEN INSERT`, DuckDB {duck['version']}. "
             f"delta-rs: `DeltaTable.merge` with the same clauses, deltalake {delta['version']}. Sluice: {build}. "
             "All figures of the last run: benches/data/cdc-last.json. Goal (issue 23): 2x faster than DuckDB, 10x faster "
