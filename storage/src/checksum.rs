@@ -98,7 +98,8 @@ impl VersionChecksum {
 pub async fn write(store: &TableStore, snapshot: &Snapshot, txn_id: Option<String>) -> Result<()> {
     let checksum = VersionChecksum::of(snapshot, txn_id);
     let bytes = serde_json::to_vec(&checksum).map_err(|e| crate::error::Error::Internal(format!(".crc: {e}")))?;
-    store.put(&store.log_path(&checksum_file_name(snapshot.version())), bytes.into()).await
+    // A hint, not part of the commit (a missing or older one is said in the log): not synced.
+    store.put_unsynced(&store.log_path(&checksum_file_name(snapshot.version())), bytes.into()).await
 }
 
 /// Reads the `.crc` of a version; `None` when there is none or it cannot be parsed (both

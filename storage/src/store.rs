@@ -182,6 +182,13 @@ impl TableStore {
         self.synced(path).await
     }
 
+    /// [`Self::put`] without syncing it to disk: for files no commit depends on (a version's
+    /// `.crc`, which readers check when it is there).
+    pub async fn put_unsynced(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
+        Ok(())
+    }
+
     /// Creates an object only if none exists at `path` (atomically: see the module docs).
     pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<PutOutcome> {
         let options = PutOptions { mode: PutMode::Create, ..Default::default() };
