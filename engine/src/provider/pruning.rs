@@ -171,11 +171,14 @@ impl PruningStatistics for FileStatistics<'_> {
                 .iter()
                 .zip(self.files)
                 .map(|(s, f)| {
-                    // With a deletion vector the null count covers deleted rows too: unknown.
-                    if f.deletion_vector.is_some() {
+                    let count = s.as_ref()?.null_count.get(&physical)?.as_u64()?;
+                    // With a deletion vector the count covers deleted rows too: the live rows'
+                    // is unknown, unless there was no NULL at all (so `x IS NULL` still skips
+                    // the file; a count above zero could wrongly skip it for `x IS NOT NULL`).
+                    if f.deletion_vector.is_some() && count > 0 {
                         return None;
                     }
-                    s.as_ref()?.null_count.get(&physical)?.as_u64()
+                    Some(count)
                 })
                 .collect()
         };
