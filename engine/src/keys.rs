@@ -840,25 +840,7 @@ impl TableKeys {
                 ScalarValue::iter_to_array(column).ok()?
             });
         }
-        let keys = index.converter.convert_columns(&arrays).ok()?;
-        let mut located = Located { columns: index.def.columns.clone(), ..Default::default() };
-        let mut found_keys: Vec<u32> = Vec::new();
-        for (n, key) in keys.iter().enumerate() {
-            for loc in index.rows_of(key.as_ref()) {
-                let path = self.path_of(loc)?;
-                located.rows.entry(path.to_string()).or_default().insert(u64::from(loc.row));
-                located.paths.push(path.to_string());
-                located.row_numbers.push(u64::from(loc.row));
-                found_keys.push(n as u32);
-            }
-            if found_keys.len() > LOOKUP_ROWS_MAX {
-                return None;
-            }
-        }
-        let take = arrow::array::UInt32Array::from(found_keys);
-        located.keys =
-            arrays.iter().map(|a| arrow::compute::take(a.as_ref(), &take, None)).collect::<Result<_, _>>().ok()?;
-        Some(located)
+        self.rows_holding(index, &arrays)
     }
 
     /// The rows that hold one of `keys` (one array per column of `columns`, in the table's
@@ -871,11 +853,19 @@ impl TableKeys {
         for name in &index.def.columns {
             arrays.push(keys.get(columns.iter().position(|c| c == name)?)?.clone());
         }
-        let rows = index.converter.convert_columns(&arrays).ok()?;
+        self.rows_holding(index, &arrays)
+    }
+
+    /// The rows of `index` that hold the keys of `arrays` (its key columns, in its order and
+    /// types), each row once, with the key each was found by; `None` if the arrays are not of
+    /// the key's types or the rows are too many to read one by one.
+    fn rows_holding(&self, index: &Index, arrays: &[ArrayRef]) -> Option<Located> {
+        let rows = index.converter.convert_columns(arrays).ok()?;
         let mut located = Located { columns: index.def.columns.clone(), ..Default::default() };
         let mut found_keys: Vec<u32> = Vec::new();
         let mut seen: HashSet<u64> = HashSet::new();
         for (n, key) in rows.iter().enumerate() {
+            // A NULL in the key: no row holds it (unless NULLS NOT DISTINCT).
             if index.def.nulls_distinct && arrays.iter().any(|a| a.is_null(n)) {
                 continue;
             }
@@ -888,6 +878,9 @@ impl TableKeys {
                 located.paths.push(path.to_string());
                 located.row_numbers.push(u64::from(loc.row));
                 found_keys.push(u32::try_from(n).ok()?);
+            }
+            if found_keys.len() > LOOKUP_ROWS_MAX {
+                return None;
             }
         }
         let take = arrow::array::UInt32Array::from(found_keys);

@@ -170,29 +170,7 @@ impl QueryContext {
         let text = format!("SELECT {} FROM {}.{} AS t", selected.join(", "), quoted(TEMP_SCHEMA), quoted(&relation));
         Ok(Some(located_from(schema, self.run_lookup(&text).await?)?))
     }
-}
 
-/// A lookup's rows (the table's columns of `schema`, then each row's file and row index) as
-/// [`Located`].
-fn located_from(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Located> {
-    let width = schema.fields().len();
-    let mut paths = Vec::new();
-    let mut row_ids = Vec::new();
-    let mut rows = Vec::new();
-    for batch in &batches {
-        let (Some(files), Some(ids)) = (batch.columns().get(width), batch.columns().get(width + 1)) else {
-            return Err(Error::Internal("a lookup lost its row locations".into()));
-        };
-        let files = files.as_string::<i32>();
-        paths.extend((0..batch.num_rows()).map(|i| files.value(i).to_string()));
-        row_ids.extend(ids.as_primitive::<UInt64Type>().values().iter().copied());
-        rows.push(RecordBatch::try_new(schema.clone(), batch.columns().iter().take(width).cloned().collect())?);
-    }
-    let rows = concat_batches(schema, &rows)?;
-    Ok(Located { rows, paths, row_ids })
-}
-
-impl QueryContext {
     /// Deletes the rows of `located` at `delete` and inserts `inserted` (columns matched to the
     /// table's by name) in one commit of `target` carrying `txn`; returns the version. The commit
     /// conflicts with any concurrent data commit (it read the rows it replaces).
@@ -233,6 +211,26 @@ impl QueryContext {
         keys_committed(keys).await;
         Ok(version)
     }
+}
+
+/// A lookup's rows (the table's columns of `schema`, then each row's file and row index) as
+/// [`Located`].
+fn located_from(schema: &SchemaRef, batches: Vec<RecordBatch>) -> Result<Located> {
+    let width = schema.fields().len();
+    let mut paths = Vec::new();
+    let mut row_ids = Vec::new();
+    let mut rows = Vec::new();
+    for batch in &batches {
+        let (Some(files), Some(ids)) = (batch.columns().get(width), batch.columns().get(width + 1)) else {
+            return Err(Error::Internal("a lookup lost its row locations".into()));
+        };
+        let files = files.as_string::<i32>();
+        paths.extend((0..batch.num_rows()).map(|i| files.value(i).to_string()));
+        row_ids.extend(ids.as_primitive::<UInt64Type>().values().iter().copied());
+        rows.push(RecordBatch::try_new(schema.clone(), batch.columns().iter().take(width).cloned().collect())?);
+    }
+    let rows = concat_batches(schema, &rows)?;
+    Ok(Located { rows, paths, row_ids })
 }
 
 impl Located {
