@@ -10,8 +10,8 @@
 //! and one row with NULL keys holding the last TRUNCATE's sequence). So an older event arriving
 //! late never overwrites a newer one (SCD 1), a delete leaves a tombstone that an older insert
 //! arriving later cannot bring back, and for SCD 2 a late event takes its place in the key's
-//! history: the key's versions and tombstone are read back as events, merged with the new ones
-//! in sequence order and the history rebuilt.
+//! history: the state row also keeps the key's past events, merged with the new ones in
+//! sequence order and the versions rebuilt (see [`super::cdc_history`]).
 //!
 //! A run commits the target's deletions and insertions in one commit carrying the flow's txn,
 //! then the state table's, carrying the same txn. A crash between the two leaves the state
@@ -19,14 +19,11 @@
 //! the missing source versions to the state alone (the state depends on the events only, never
 //! on the target), so every event counts exactly once.
 
-use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{
-    make_comparator, new_null_array, Array, ArrayRef, AsArray, BooleanArray, DynComparator, RecordBatch,
-};
-use arrow::compute::{concat_batches, interleave, SortOptions};
+use arrow::array::{new_null_array, Array, ArrayRef, AsArray, BooleanArray, RecordBatch};
+use arrow::compute::{concat_batches, interleave};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, SortField};
 use sluice_storage::actions::Txn;
@@ -38,6 +35,8 @@ use crate::sql::context::QueryContext;
 use crate::sql::dml::cast_column;
 use crate::sql::keyed::Located;
 use crate::syntax::cdc::{DELETE_COLUMN, SEQUENCE_COLUMN, TRUNCATE_COLUMN};
+
+use super::cdc_history::{history_column, read_history, scd2, History, HistoryStep, STATE_HISTORY};
 
 /// SCD type 2's version bounds (sequence values; a NULL end is the current version), in lower
 /// case (Databricks spells them `__START_AT`, `__END_AT`; Spark resolves names without case, and
@@ -142,25 +141,25 @@ pub struct Applied {
 
 /// The events of one run, prepared: the data columns in the target's types (by name), the
 /// sequence, the flags, and each event's key and sequence as comparable bytes.
-struct Events {
+pub(super) struct Events {
     /// The target's data columns (all but `__START_AT`/`__END_AT`), filled from the events.
-    data: Vec<ArrayRef>,
-    sequence: ArrayRef,
+    pub(super) data: Vec<ArrayRef>,
+    pub(super) sequence: ArrayRef,
     delete: BooleanArray,
     truncate: BooleanArray,
-    keys: Vec<Option<Vec<u8>>>,
-    order: Vec<Vec<u8>>,
+    pub(super) keys: Vec<Option<Vec<u8>>>,
+    pub(super) order: Vec<Vec<u8>>,
     len: usize,
 }
 
 /// The target's layout as a run sees it.
-struct Layout {
+pub(super) struct Layout {
     /// The target's data columns (name, type).
-    data: Vec<Field>,
+    pub(super) data: Vec<Field>,
     /// Positions in `data` of the key columns, and of the columns whose change opens a version.
     keys: Vec<usize>,
-    tracked: Vec<usize>,
-    sequence_type: DataType,
+    pub(super) tracked: Vec<usize>,
+    pub(super) sequence_type: DataType,
 }
 
 /// Checks that a target can take a CDC input's events (at CREATE).
@@ -209,7 +208,7 @@ fn layout(target: &Schema, input: &Schema, spec: &CdcSpec) -> Result<Layout> {
     Ok(Layout { data, keys, tracked, sequence_type })
 }
 
-fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
+pub(super) fn column(batch: &RecordBatch, name: &str) -> Result<ArrayRef> {
     batch.column_by_name(name).cloned().ok_or_else(|| Error::Internal(format!("no column {name}")))
 }
 
@@ -232,7 +231,7 @@ fn encode_keys(layout: &Layout, converter: &RowConverter, batch: &RecordBatch) -
         .collect())
 }
 
-fn encode_sequence(converter: &RowConverter, array: &ArrayRef) -> Result<Vec<Vec<u8>>> {
+pub(super) fn encode_sequence(converter: &RowConverter, array: &ArrayRef) -> Result<Vec<Vec<u8>>> {
     let rows = converter.convert_columns(std::slice::from_ref(array))?;
     Ok((0..array.len()).map(|i| rows.row(i).as_ref().to_vec()).collect())
 }
@@ -284,7 +283,7 @@ impl Events {
     fn is_truncate(&self, i: usize) -> bool {
         self.truncate.is_valid(i) && self.truncate.value(i) && !self.sequence.is_null(i)
     }
-    fn is_delete(&self, i: usize) -> bool {
+    pub(super) fn is_delete(&self, i: usize) -> bool {
         self.delete.is_valid(i) && self.delete.value(i)
     }
     /// The events that can be applied, in sequence order (ties in arrival order).
@@ -297,36 +296,46 @@ impl Events {
 }
 
 /// A data value of a row being built: (array, row) in the arrays [events, existing target rows,
-/// one NULL] of its column.
-type Cell = (usize, usize);
-const FROM_EVENT: usize = 0;
-const FROM_EXISTING: usize = 1;
-const NULL_CELL: Cell = (2, 0);
+/// one NULL, the keys' SCD 2 histories] of its column.
+pub(super) type Cell = (usize, usize);
+pub(super) const FROM_EVENT: usize = 0;
+pub(super) const FROM_EXISTING: usize = 1;
+pub(super) const NULL_CELL: Cell = (2, 0);
+pub(super) const FROM_HISTORY: usize = 3;
 /// A sequence value: (array, row) in [events' sequences, existing `__START_AT`, existing
-/// `__END_AT`, the state's sequences].
-type SeqCell = (usize, usize);
-const SEQ_EVENT: usize = 0;
-const SEQ_START: usize = 1;
-const SEQ_END: usize = 2;
-const SEQ_STATE: usize = 3;
+/// `__END_AT`, the state's sequences, the histories' sequences].
+pub(super) type SeqCell = (usize, usize);
+pub(super) const SEQ_EVENT: usize = 0;
+pub(super) const SEQ_START: usize = 1;
+pub(super) const SEQ_END: usize = 2;
+pub(super) const SEQ_STATE: usize = 3;
+pub(super) const SEQ_HISTORY: usize = 4;
 
 /// A key's latest sequence and whether it was deleted, from the state table.
-struct KeyState {
-    sequence: Vec<u8>,
-    deleted: bool,
-    row: usize,
+pub(super) struct KeyState {
+    pub(super) sequence: Vec<u8>,
+    pub(super) deleted: bool,
+    pub(super) row: usize,
 }
 
 /// The state table's rows for the run's keys, and its truncate row.
-struct State {
+pub(super) struct State {
     located: Located,
-    by_key: HashMap<Vec<u8>, KeyState>,
+    pub(super) by_key: HashMap<Vec<u8>, KeyState>,
     /// The last TRUNCATE's sequence and its state row.
     truncated: Option<(Vec<u8>, usize)>,
     sequence: ArrayRef,
+    /// SCD 2: the run's keys' past events.
+    pub(super) history: History,
 }
 
-fn read_state(layout: &Layout, keys: &RowConverter, sequences: &RowConverter, located: Located) -> Result<State> {
+fn read_state(
+    layout: &Layout,
+    spec: &CdcSpec,
+    keys: &RowConverter,
+    sequences: &RowConverter,
+    located: Located,
+) -> Result<State> {
     let rows = &located.rows;
     let sequence = cast_column(&column(rows, STATE_SEQUENCE)?, &layout.sequence_type, STATE_SEQUENCE)?;
     let order = encode_sequence(sequences, &sequence)?;
@@ -344,34 +353,42 @@ fn read_state(layout: &Layout, keys: &RowConverter, sequences: &RowConverter, lo
             None => truncated = Some((sequence, row)),
         }
     }
-    Ok(State { located, by_key, truncated, sequence })
+    let history = if spec.scd_type == 2 {
+        let rows: Vec<(Vec<u8>, usize)> = by_key.iter().map(|(k, s)| (k.clone(), s.row)).collect();
+        read_history(layout, sequences, &located.rows, &rows)?
+    } else {
+        History::default()
+    };
+    Ok(State { located, by_key, truncated, sequence, history })
 }
 
 /// One row of the target being built: its data values and, for SCD 2, its bounds.
 #[derive(Clone)]
-struct Version {
-    values: Vec<Cell>,
-    start: SeqCell,
-    start_order: Vec<u8>,
-    end: Option<SeqCell>,
+pub(super) struct Version {
+    pub(super) values: Vec<Cell>,
+    pub(super) start: SeqCell,
+    pub(super) start_order: Vec<u8>,
+    pub(super) end: Option<SeqCell>,
 }
 
 /// What a run decided, per key.
-type Outcomes = HashMap<Vec<u8>, Outcome>;
+pub(super) type Outcomes = HashMap<Vec<u8>, Outcome>;
 
 /// What a run decided for one key.
-struct Outcome {
+pub(super) struct Outcome {
     /// The key's latest sequence (cell and bytes), None while nothing is known.
-    sequence: Option<(SeqCell, Vec<u8>)>,
-    deleted: bool,
+    pub(super) sequence: Option<(SeqCell, Vec<u8>)>,
+    pub(super) deleted: bool,
     /// The key's rows now: SCD 1 at most one, SCD 2 its versions.
-    rows: Vec<Version>,
+    pub(super) rows: Vec<Version>,
+    /// SCD 2: the key's events applied so far, to keep in its state row.
+    pub(super) history: Vec<HistoryStep>,
     /// Existing target rows the new rows replace, and the key's state row.
-    replaces: Vec<usize>,
+    pub(super) replaces: Vec<usize>,
     state_row: Option<usize>,
     /// An event of the key (its key columns give the state row's key).
     key_event: usize,
-    changed: bool,
+    pub(super) changed: bool,
 }
 
 /// Applies one run's events (the flow query's output) to the target and then to its state,
@@ -391,7 +408,15 @@ pub(crate) async fn apply(
     ensure_key_indexes(cx, spec, &target_name.schema, &target_name.name).await?;
     let target = cx.target(&crate::names::object_name(&target_name.schema, &target_name.name)).await?;
     let state_name = crate::names::object_name(&target_name.schema, &state_table_name(&target_name.name));
-    let state_target = cx.target(&state_name).await?;
+    let mut state_target = cx.target(&state_name).await?;
+    if spec.scd_type == 2 && state_target.snapshot.arrow_schema().field_with_name(STATE_HISTORY).is_err() {
+        // A state table made before SCD 2 kept each key's events.
+        let field = Field::new(STATE_HISTORY, DataType::Binary, true);
+        let key = format!("{}.{}", quoted(&target_name.schema), quoted(&state_table_name(&target_name.name)));
+        crate::sql::evolve::add_columns(cx, &key, &arrow::datatypes::Fields::from(vec![field])).await?;
+        state_target = cx.target(&state_name).await?;
+        cx.clear_statement_state();
+    }
     let concurrent = if state_only {
         state_target.snapshot.txn_version(&txn.app_id) != applied_before
     } else {
@@ -452,7 +477,7 @@ pub(crate) async fn apply(
         Some(cutoff) => expired_tombstones(&state_located.rows, cutoff)?,
         None => Vec::new(),
     };
-    let state = read_state(&layout, &keys, &sequences, state_located)?;
+    let state = read_state(&layout, spec, &keys, &sequences, state_located)?;
     let existing = if truncating {
         cx.located_rows(&target, None, None, false).await?
     } else {
@@ -484,7 +509,7 @@ pub(crate) async fn apply(
     if let (Some(_), Some((_, row))) = (truncated_at, &state.truncated) {
         delete.push(*row);
     }
-    let rows = state_rows(&layout, &events, &existing, &state, &outcomes, truncated_at)?;
+    let rows = state_rows(&layout, spec, &events, &existing, &state, &outcomes, truncated_at)?;
     // The state's own commit is checked against its txn (a concurrent runner of the flow).
     if state_target.snapshot.txn_version(&txn.app_id).unwrap_or(-1) >= txn.version {
         return Err(Error::SerializationFailure(format!("flow {} was applied concurrently", txn.app_id)));
@@ -545,12 +570,13 @@ fn key_batch(layout: &Layout, events: &Events, rows: &[usize]) -> Result<RecordB
     Ok(RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)?)
 }
 
-fn new_outcome(state: &State, key: &[u8], event: usize) -> Outcome {
+pub(super) fn new_outcome(state: &State, key: &[u8], event: usize) -> Outcome {
     let known = state.by_key.get(key);
     Outcome {
         sequence: known.map(|k| ((SEQ_STATE, k.row), k.sequence.clone())),
         deleted: known.is_some_and(|k| k.deleted),
         rows: Vec::new(),
+        history: Vec::new(),
         replaces: Vec::new(),
         state_row: known.map(|k| k.row),
         key_event: event,
@@ -560,14 +586,19 @@ fn new_outcome(state: &State, key: &[u8], event: usize) -> Outcome {
 
 /// The new values of an upsert: the event's, or with IGNORE NULL UPDATES the previous row's
 /// where the event has NULL.
-fn upserted(spec: &CdcSpec, events: &Events, event: usize, previous: Option<&[Cell]>, width: usize) -> Vec<Cell> {
+pub(super) fn upserted(
+    spec: &CdcSpec,
+    sent: Cell,
+    is_null: impl Fn(usize, Cell) -> bool,
+    previous: Option<&[Cell]>,
+    width: usize,
+) -> Vec<Cell> {
     (0..width)
         .map(|c| {
-            let null = events.data.get(c).is_none_or(|a| a.is_null(event));
-            if spec.ignore_null_updates && null {
+            if spec.ignore_null_updates && is_null(c, sent) {
                 previous.and_then(|r| r.get(c).copied()).unwrap_or(NULL_CELL)
             } else {
-                (FROM_EVENT, event)
+                sent
             }
         })
         .collect()
@@ -643,7 +674,8 @@ fn scd1(
             outcome.rows.clear();
         } else {
             let previous = outcome.rows.first().map(|v| v.values.clone());
-            let values = upserted(spec, events, i, previous.as_deref(), width);
+            let is_null = |c: usize, (_, row): Cell| events.data.get(c).is_none_or(|a| a.is_null(row));
+            let values = upserted(spec, (FROM_EVENT, i), is_null, previous.as_deref(), width);
             outcome.deleted = false;
             outcome.rows = vec![Version { values, start: (SEQ_EVENT, i), start_order: sequence.clone(), end: None }];
         }
@@ -665,161 +697,19 @@ fn expired_tombstones(rows: &RecordBatch, cutoff: i64) -> Result<Vec<usize>> {
         .collect())
 }
 
-/// A key's steps for SCD 2: each with its sequence (bytes), its rank among equal sequences (read
-/// back before the run's events, which keep their arrival order) and its sequence cell.
-type Timeline = Vec<(Vec<u8>, (usize, usize), SeqCell, Step)>;
-
-/// One step of a key's timeline for SCD 2.
-enum Step {
-    /// New values (a version read back, or an event) at a sequence.
-    Upsert {
-        values: Vec<Cell>,
-        event: Option<usize>,
-    },
-    Delete,
-}
-
-/// SCD type 2: per key, its versions and tombstone read back as steps, merged with the run's
-/// events in sequence order, and the history rebuilt: a change of a tracked column opens a new
-/// version (closing the current one at its sequence), a change of other columns updates the
-/// current version in place, a delete closes it.
-#[allow(clippy::too_many_arguments)]
-fn scd2(
-    layout: &Layout,
-    spec: &CdcSpec,
-    sequences: &RowConverter,
-    events: &Events,
-    order: &[usize],
-    state: &State,
-    existing: &Located,
-    existing_keys: &[Option<Vec<u8>>],
-) -> Result<Outcomes> {
-    let width = layout.data.len();
-    let start = cast_column(&column(&existing.rows, START_AT)?, &layout.sequence_type, START_AT)?;
-    let end = cast_column(&column(&existing.rows, END_AT)?, &layout.sequence_type, END_AT)?;
-    let start_order = encode_sequence(sequences, &start)?;
-    let end_order = encode_sequence(sequences, &end)?;
-    // Comparators of the tracked columns across [events, existing, NULL].
-    let mut comparators: HashMap<(usize, usize, usize), DynComparator> = HashMap::new();
-    for &c in &layout.tracked {
-        let (Some(field), Some(event_array)) = (layout.data.get(c), events.data.get(c)) else { continue };
-        let existing_array = column(&existing.rows, field.name())?;
-        let null = new_null_array(field.data_type(), 1);
-        let arrays = [event_array.clone(), existing_array, null];
-        for (a, left) in arrays.iter().enumerate() {
-            for (b, right) in arrays.iter().enumerate() {
-                comparators.insert((c, a, b), make_comparator(left.as_ref(), right.as_ref(), SortOptions::default())?);
-            }
-        }
-    }
-    let same_tracked = |x: &[Cell], y: &[Cell]| {
-        layout.tracked.iter().all(|&c| match (x.get(c), y.get(c)) {
-            (Some(&(a, i)), Some(&(b, j))) => {
-                comparators.get(&(c, a, b)).is_some_and(|compare| compare(i, j) == Ordering::Equal)
-            }
-            _ => true,
-        })
-    };
-    let mut by_key: HashMap<Vec<u8>, Timeline> = HashMap::new();
-    // The existing versions read back in their history's order (by start, then end, the current
-    // version last): each is an upsert at its start and, when closed, a delete at its end (a
-    // version closed by the next one's upsert gives a delete just before that upsert, which
-    // changes nothing). Their ranks keep that order among steps of equal sequence.
-    let mut history: Vec<usize> = (0..existing_keys.len()).filter(|row| !start.is_null(*row)).collect();
-    history.sort_by(|a, b| {
-        let bound = |row: &usize| (start_order.get(*row), end.is_null(*row), end_order.get(*row));
-        bound(a).cmp(&bound(b))
-    });
-    let mut rank = 0;
-    for row in history {
-        let Some(Some(key)) = existing_keys.get(row) else { continue };
-        let (Some(start_bytes), Some(end_bytes)) = (start_order.get(row), end_order.get(row)) else { continue };
-        let steps = by_key.entry(key.clone()).or_default();
-        steps.push((
-            start_bytes.clone(),
-            (0, rank),
-            (SEQ_START, row),
-            Step::Upsert { values: vec![(FROM_EXISTING, row); width], event: None },
-        ));
-        if !end.is_null(row) {
-            steps.push((end_bytes.clone(), (0, rank + 1), (SEQ_END, row), Step::Delete));
-        }
-        rank += 2;
-    }
-    for &i in order {
-        let Some(Some(key)) = events.keys.get(i) else { continue };
-        let Some(sequence) = events.order.get(i) else { continue };
-        let step = if events.is_delete(i) { Step::Delete } else { Step::Upsert { values: Vec::new(), event: Some(i) } };
-        by_key.entry(key.clone()).or_default().push((sequence.clone(), (1, i), (SEQ_EVENT, i), step));
-    }
-    let mut outcomes = HashMap::new();
-    for (&key, &first) in order
-        .iter()
-        .filter_map(|i| events.keys.get(*i).and_then(|k| k.as_deref()).map(|k| (k, i)))
-        .collect::<HashMap<&[u8], &usize>>()
-        .iter()
-    {
-        let mut outcome = new_outcome(state, key, *first);
-        outcome.changed = true;
-        outcome.replaces =
-            existing_keys.iter().enumerate().filter(|(_, k)| k.as_deref() == Some(key)).map(|(row, _)| row).collect();
-        let mut steps = by_key.remove(key).unwrap_or_default();
-        // The state's tombstone is a delete unless a version already ends there.
-        if let Some(known) = state.by_key.get(key).filter(|k| k.deleted) {
-            let ends_there = steps.iter().any(|s| matches!(s.3, Step::Delete) && s.1 .0 == 0 && s.0 == known.sequence);
-            if !ends_there {
-                steps.push((known.sequence.clone(), (0, usize::MAX), (SEQ_STATE, known.row), Step::Delete));
-            }
-        }
-        steps.sort_by(|a, b| a.0.cmp(&b.0).then(a.1.cmp(&b.1)));
-        let mut versions: Vec<Version> = Vec::new();
-        let mut current: Option<Version> = None;
-        for (bytes, _, cell, step) in steps {
-            match step {
-                Step::Upsert { values, event } => {
-                    let values = match event {
-                        Some(i) => upserted(spec, events, i, current.as_ref().map(|c| c.values.as_slice()), width),
-                        None => values,
-                    };
-                    match current.as_mut() {
-                        Some(c) if c.start_order == bytes || same_tracked(&c.values, &values) => c.values = values,
-                        Some(_) => {
-                            if let Some(mut closed) = current.take() {
-                                closed.end = Some(cell);
-                                versions.push(closed);
-                            }
-                            current = Some(Version { values, start: cell, start_order: bytes.clone(), end: None });
-                        }
-                        None => current = Some(Version { values, start: cell, start_order: bytes.clone(), end: None }),
-                    }
-                    outcome.deleted = false;
-                }
-                Step::Delete => {
-                    if let Some(mut closed) = current.take() {
-                        closed.end = Some(cell);
-                        versions.push(closed);
-                    }
-                    outcome.deleted = true;
-                }
-            }
-            if outcome.sequence.as_ref().is_none_or(|(_, s)| bytes >= *s) {
-                outcome.sequence = Some((cell, bytes));
-            }
-        }
-        versions.extend(current);
-        outcome.rows = versions;
-        outcomes.insert(key.to_vec(), outcome);
-    }
-    Ok(outcomes)
-}
-
 /// Builds a column from cells over `arrays`.
-fn build(arrays: &[ArrayRef], cells: &[(usize, usize)]) -> Result<ArrayRef> {
+pub(super) fn build(arrays: &[ArrayRef], cells: &[(usize, usize)]) -> Result<ArrayRef> {
     let refs: Vec<&dyn Array> = arrays.iter().map(|a| a.as_ref()).collect();
     Ok(interleave(&refs, cells)?)
 }
 
-fn data_arrays(layout: &Layout, events: &Events, existing: &Located, c: usize) -> Result<Vec<ArrayRef>> {
+pub(super) fn data_arrays(
+    layout: &Layout,
+    events: &Events,
+    existing: &Located,
+    state: &State,
+    c: usize,
+) -> Result<Vec<ArrayRef>> {
     let field = layout.data.get(c).ok_or_else(|| Error::Internal("column out of range".into()))?;
     let event = events.data.get(c).cloned().ok_or_else(|| Error::Internal("column out of range".into()))?;
     // Rows located by their keys alone have no other column: no cell takes one of theirs.
@@ -827,17 +717,27 @@ fn data_arrays(layout: &Layout, events: &Events, existing: &Located, c: usize) -
         Some(array) => cast_column(array, field.data_type(), field.name())?,
         None => new_null_array(field.data_type(), existing.rows.num_rows()),
     };
-    Ok(vec![event, existing, new_null_array(field.data_type(), 1)])
+    let history = match state.history.data.get(c) {
+        Some(array) => array.clone(),
+        None => new_null_array(field.data_type(), 0),
+    };
+    Ok(vec![event, existing, new_null_array(field.data_type(), 1), history])
 }
 
-fn sequence_arrays(layout: &Layout, events: &Events, existing: &Located, state: &State) -> Result<Vec<ArrayRef>> {
+pub(super) fn sequence_arrays(
+    layout: &Layout,
+    events: &Events,
+    existing: &Located,
+    state: &State,
+) -> Result<Vec<ArrayRef>> {
     let bound = |name: &str| -> Result<ArrayRef> {
         match existing.rows.column_by_name(name) {
             Some(array) => cast_column(array, &layout.sequence_type, name),
             None => Ok(new_null_array(&layout.sequence_type, 0)),
         }
     };
-    Ok(vec![events.sequence.clone(), bound(START_AT)?, bound(END_AT)?, state.sequence.clone()])
+    let history = state.history.sequence.clone().unwrap_or_else(|| new_null_array(&layout.sequence_type, 0));
+    Ok(vec![events.sequence.clone(), bound(START_AT)?, bound(END_AT)?, state.sequence.clone(), history])
 }
 
 /// The target's new rows: every version of every changed key.
@@ -854,7 +754,7 @@ fn target_rows(
     let mut arrays = Vec::new();
     for (c, field) in layout.data.iter().enumerate() {
         let cells: Vec<Cell> = versions.iter().map(|v| v.values.get(c).copied().unwrap_or(NULL_CELL)).collect();
-        arrays.push(build(&data_arrays(layout, events, existing, c)?, &cells)?);
+        arrays.push(build(&data_arrays(layout, events, existing, state, c)?, &cells)?);
         fields.push(field.clone().with_nullable(true));
     }
     if spec.scd_type == 2 {
@@ -877,6 +777,7 @@ fn target_rows(
 /// TRUNCATE's row when one applied.
 fn state_rows(
     layout: &Layout,
+    spec: &CdcSpec,
     events: &Events,
     existing: &Located,
     state: &State,
@@ -892,7 +793,7 @@ fn state_rows(
         if truncated_at.is_some() {
             cells.push(NULL_CELL);
         }
-        arrays.push(build(&data_arrays(layout, events, existing, k)?, &cells)?);
+        arrays.push(build(&data_arrays(layout, events, existing, state, k)?, &cells)?);
         fields.push(field.clone().with_nullable(true));
     }
     let sequence = sequence_arrays(layout, events, existing, state)?;
@@ -911,6 +812,10 @@ fn state_rows(
     fields.push(Field::new(STATE_DELETED, DataType::Boolean, true));
     arrays.push(Arc::new(arrow::array::Int64Array::from(vec![crate::util::now_ms(); count])));
     fields.push(Field::new(STATE_UPDATED, DataType::Int64, true));
+    if spec.scd_type == 2 {
+        arrays.push(history_column(layout, events, existing, state, outcomes, count)?);
+        fields.push(Field::new(STATE_HISTORY, DataType::Binary, true));
+    }
     let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(count));
     Ok(RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), arrays, &options)?)
 }

@@ -12,6 +12,7 @@ use super::cdc::{
     check_spec, data_columns, layout_check, state_table_name, END_AT, START_AT, STATE_DELETED, STATE_SEQUENCE,
     STATE_UPDATED,
 };
+use super::cdc_history::STATE_HISTORY;
 use super::query::{key_of, stream_sources, unstream};
 use crate::catalog::{CdcSpec, FlowEntry, FlowMode, FlowSyntax};
 use crate::error::{Error, Result};
@@ -78,8 +79,10 @@ pub(crate) async fn define(
     let state_key = key_of(&state)?;
     if !cx.db.catalog.current().tables.contains_key(&state_key) {
         let keys: Vec<String> = spec.keys.iter().map(|k| quoted(k)).collect();
+        // SCD 2 keeps each key's events beside its latest sequence (see cdc_history).
+        let history = if spec.scd_type == 2 { format!(", NULL::bytea AS {STATE_HISTORY}") } else { String::new() };
         let mut state_query = parse_query(&format!(
-            "SELECT {}, {SEQUENCE_COLUMN} AS {STATE_SEQUENCE}, true AS {STATE_DELETED}, 0::bigint AS {STATE_UPDATED} \
+            "SELECT {}, {SEQUENCE_COLUMN} AS {STATE_SEQUENCE}, true AS {STATE_DELETED}, 0::bigint AS {STATE_UPDATED}{history} \
              FROM ({query}) AS __cdc_input LIMIT 0",
             keys.join(", ")
         ))?;

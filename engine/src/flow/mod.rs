@@ -25,6 +25,7 @@
 pub mod apply;
 pub mod cdc;
 pub mod cdc_ddl;
+mod cdc_history;
 pub mod compaction;
 pub mod ddl;
 pub mod expand;

@@ -7,9 +7,9 @@
 //! last event decides (a TRUNCATE removes every key whose last event comes before it). SCD 2: an
 //! upsert whose value differs from the current version's opens a version at its sequence (closing
 //! the current one there), one at the current version's own sequence replaces its value, a delete
-//! closes the current version. The SCD 2 stream is out of order within each batch only: SCD 2
-//! keeps the recorded history (versions and a key's last tombstone), so a late event is placed
-//! relative to that history; the SCD 1 stream also has events arriving batches late.
+//! closes the current version. Both streams have events arriving batches late; the SCD 2
+//! stream's values come from a few, so that a late event often lands before upserts that changed
+//! nothing (which SCD 2 keeps in its state to place it).
 //!
 //! The crash child is this test binary (`--ignored --exact cdc::child`), inserting the batches
 //! of a seeded stream and printing `ok <n>` after batch n returns.
@@ -87,8 +87,11 @@ fn scd1_batches(rng: &mut StdRng, events: usize) -> Vec<Vec<Event>> {
     batches
 }
 
-/// Batches for the SCD 2 stream, of these sizes: each batch's sequences are a fresh range above
-/// the earlier batches', drawn at random within it (out of order, with duplicates).
+/// Batches for the SCD 2 stream, of these sizes: each batch's sequences are mostly a fresh range
+/// above the earlier batches', drawn at random within it (out of order, with duplicates), and
+/// one in ten is from an earlier batch's range (late by any number of batches). Values come from
+/// a few, so that many upserts change nothing and leave no version boundary of their own (a late
+/// event must still be placed before them).
 fn scd2_batches(rng: &mut StdRng, sizes: impl Iterator<Item = usize>) -> Vec<Vec<Event>> {
     let mut base = 10_000i64;
     let mut batches = Vec::new();
@@ -96,9 +99,13 @@ fn scd2_batches(rng: &mut StdRng, sizes: impl Iterator<Item = usize>) -> Vec<Vec
         let batch: Vec<Event> = (0..size)
             .map(|_| Event {
                 key: rng.random_range(0..KEYS),
-                value: rng.random_range(0..1_000_000_000_000),
+                value: rng.random_range(0..4),
                 op: if rng.random_bool(0.2) { Op::Delete } else { Op::Upsert },
-                seq: base + rng.random_range(0..size as i64),
+                seq: if base > 10_000 && rng.random_bool(0.1) {
+                    rng.random_range(10_000..base)
+                } else {
+                    base + rng.random_range(0..size as i64)
+                },
             })
             .collect();
         base += size as i64;
