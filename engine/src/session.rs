@@ -20,6 +20,8 @@ use crate::sql::query::Described;
 use crate::syntax::parser::{parse_statement_text, parse_statements, SluiceStatement};
 use crate::syntax::streaming::StreamingStatement;
 
+mod prepared;
+
 /// The catalog name DataFusion knows the warehouse by.
 pub use crate::names::CATALOG_NAME;
 
@@ -39,6 +41,8 @@ pub struct Session {
     /// The role the session runs as, as the event log names it (the server sets it per
     /// connection; the in-process API leaves it unset).
     user: std::sync::Mutex<Option<String>>,
+    /// The statements SQL's PREPARE named (see [`prepared`]).
+    prepared: std::sync::Mutex<std::collections::HashMap<String, prepared::Prepared>>,
 }
 
 impl std::fmt::Debug for Session {
@@ -81,7 +85,14 @@ impl Session {
     pub(crate) fn new(runtimes: Arc<Runtimes>) -> Self {
         let block = crate::transaction::TransactionBlock::default();
         let query = QueryContext::with_staging(runtimes.warehouse.clone(), block.staging().clone());
-        Self { query, block, runtimes, temporary: Default::default(), user: Default::default() }
+        Self {
+            query,
+            block,
+            runtimes,
+            temporary: Default::default(),
+            user: Default::default(),
+            prepared: Default::default(),
+        }
     }
 
     /// Names the role the session runs as (for the event log's DDL events).
@@ -386,6 +397,9 @@ impl Session {
             }
         }
         self.block.admit(&statement)?;
+        if let Some(result) = Box::pin(self.prepared_statement(&statement, &control)).await {
+            return result;
+        }
         let mut statement = statement;
         if let Err(e) = self.qualify(&mut statement) {
             self.block.finished(false, false);

@@ -139,8 +139,9 @@ pub fn literal(value: &ScalarValue) -> Result<Expr> {
         | ScalarValue::TimestampSecond(Some(_), zone) => {
             let info = if zone.is_some() { ast::TimezoneInfo::WithTimeZone } else { ast::TimezoneInfo::None };
             let text = display(value)?;
-            let text =
-                if zone.is_some() && !text.ends_with('Z') && !text.contains('+') { format!("{text}Z") } else { text };
+            // A zoned value shows its zone's offset (`-05:00`), a UTC one may show none.
+            let offset = text.split_once('T').is_none_or(|(_, time)| time.contains(['+', '-', 'Z']));
+            let text = if zone.is_some() && !offset { format!("{text}Z") } else { text };
             cast(string(text), SqlType::Timestamp(None, info))
         }
         ScalarValue::Binary(Some(bytes))
@@ -199,5 +200,21 @@ mod tests {
         assert_eq!(s.to_string(), "SELECT ARRAY['x', NULL]");
         let statement = parse_statement_text("SELECT $3").unwrap();
         assert!(bind(statement, &[ScalarValue::Int64(Some(1))]).is_err());
+    }
+
+    #[test]
+    fn zoned_timestamps_keep_their_offset() {
+        // 2024-01-13 13:30 UTC.
+        let at = 1_705_152_600_000_000;
+        for (zone, text) in [
+            ("-05:00", "'2024-01-13T08:30:00-05:00'"),
+            ("+01:00", "'2024-01-13T14:30:00+01:00'"),
+            ("UTC", "'2024-01-13T13:30:00Z'"),
+        ] {
+            let value = ScalarValue::TimestampMicrosecond(Some(at), Some(zone.into()));
+            let bound = bind(parse_statement_text("SELECT $1").unwrap(), &[value]).unwrap();
+            let SluiceStatement::Standard(s) = bound else { panic!("standard") };
+            assert_eq!(s.to_string(), format!("SELECT CAST({text} AS TIMESTAMP WITH TIME ZONE)"), "{zone}");
+        }
     }
 }

@@ -29,7 +29,6 @@ use crate::error::{Error, Result};
 
 /// Rewrites a statement's PostgreSQL forms (see the module's documentation).
 pub fn rewrite(statement: &mut Statement) -> Result<()> {
-    prepared_datetime_parameters(statement);
     super::lateral::rewrite(statement)?;
     super::whole_rows::rewrite(statement);
     super::collations::rewrite(statement)?;
@@ -104,39 +103,6 @@ fn string_literal(expr: &Expr) -> Option<&str> {
         Value::SingleQuotedString(text) | Value::EscapedStringLiteral(text) => Some(text),
         _ => None,
     }
-}
-
-/// `PREPARE p(date) AS ... $1 ...` as `PREPARE p(text) AS ... CAST($1 AS date) ...` (also for
-/// `timestamp` and `timestamptz`): EXECUTE's arguments are then read by the plan's cast, with
-/// PostgreSQL's date input in the session's `DateStyle` and time zone at EXECUTE time, where
-/// DataFusion would cast them with Arrow's ISO-only reader.
-fn prepared_datetime_parameters(statement: &mut Statement) {
-    let Statement::Prepare { data_types, statement: body, .. } = statement else { return };
-    let mut declared = std::collections::HashMap::new();
-    for (i, data_type) in data_types.iter_mut().enumerate() {
-        if datetime_kind(data_type).is_some() {
-            let value_type = match &*data_type {
-                // Microseconds, as literals are read (see `datetime_literal`).
-                SqlType::Timestamp(None, zone) => SqlType::Timestamp(Some(6), *zone),
-                other => other.clone(),
-            };
-            declared.insert(format!("${}", i + 1), value_type);
-            *data_type = SqlType::Text;
-        }
-    }
-    if declared.is_empty() {
-        return;
-    }
-    let _ = ast::visit_expressions_mut(body.as_mut(), |expr| {
-        if let Expr::Value(value) = expr {
-            if let Value::Placeholder(name) = &value.value {
-                if let Some(data_type) = declared.get(name) {
-                    *expr = cast(expr.clone(), data_type.clone());
-                }
-            }
-        }
-        ControlFlow::<()>::Continue(())
-    });
 }
 
 struct Literals {

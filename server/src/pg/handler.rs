@@ -360,7 +360,10 @@ impl Connection {
         if let SluiceStatement::Standard(standard) = &statement {
             if let Statement::Deallocate { name, .. } = standard.as_ref() {
                 self.session.admit(&statement).map_err(|e| encode::error(&e))?;
-                return self.deallocate(client, &name.value);
+                if let Some(response) = self.deallocate(client, &name.value) {
+                    return Ok(response);
+                }
+                // SQL's PREPARE named it (or ALL: the engine's go too).
             }
         }
         if let SluiceStatement::Standard(standard) = &statement {
@@ -390,10 +393,11 @@ impl Connection {
         encode::response(result, format, Some(self.format_options(client)), in_block)
     }
 
-    /// `DEALLOCATE name` and `DEALLOCATE ALL`: the statements prepared with Parse under a name
+    /// `DEALLOCATE name` and `DEALLOCATE ALL` of the statements prepared with Parse under a name
     /// (psycopg and pgjdbc deallocate what they prepared), as in PostgreSQL, where SQL's PREPARE
-    /// and the protocol's share one namespace. 26000 for a name that is not prepared.
-    fn deallocate<C>(&self, client: &mut C, name: &str) -> PgWireResult<Response>
+    /// and the protocol's share one namespace: None when the engine is to answer (a name SQL's
+    /// PREPARE gave, or none: 26000; and ALL, after the protocol's are gone).
+    fn deallocate<C>(&self, client: &mut C, name: &str) -> Option<Response>
     where
         C: ClientPortalStore,
         C::PortalStore: PortalStore,
@@ -403,13 +407,13 @@ impl Connection {
             for name in names.drain() {
                 client.portal_store().rm_statement(&name);
             }
-            return Ok(Response::Execution(Tag::new("DEALLOCATE ALL")));
+            return None;
         }
         if !names.remove(name) {
-            return Err(user_error("26000", format!("prepared statement \"{name}\" does not exist")));
+            return None;
         }
         client.portal_store().rm_statement(name);
-        Ok(Response::Execution(Tag::new("DEALLOCATE")))
+        Some(Response::Execution(Tag::new("DEALLOCATE")))
     }
 
     /// Hands the settings the engine applies to it: `default_transaction_read_only`, and

@@ -95,6 +95,11 @@ fn enums() {
     run_case("enums");
 }
 
+#[test]
+fn prepared() {
+    run_case("prepared");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
