@@ -649,12 +649,22 @@ pub fn column_from_session_text(
     zone: &str,
 ) -> Result<arrow::array::ArrayRef> {
     use arrow::datatypes::DataType as T;
+    // `now` and `today` are the session's local time and day.
+    let utc = chrono::Utc::now();
+    let now = match zone.parse::<arrow::array::timezone::Tz>() {
+        Ok(tz) => {
+            use chrono::Offset;
+            let local = utc.with_timezone(&tz);
+            (local.naive_local(), local.offset().fix().local_minus_utc())
+        }
+        Err(_) => (utc.naive_utc(), 0),
+    };
     with_date_order(order, || match data_type {
         T::Timestamp(unit, Some(_)) => {
             let local = T::Timestamp(*unit, Some(zone.into()));
-            Ok(arrow::compute::cast(&column_from_text(column, &local)?, data_type)?)
+            Ok(arrow::compute::cast(&column_from_text_at(column, &local, now)?, data_type)?)
         }
-        _ => column_from_text(column, data_type),
+        _ => column_from_text_at(column, data_type, now),
     })
 }
 
@@ -663,6 +673,16 @@ pub fn column_from_session_text(
 pub fn column_from_text(
     column: &arrow::array::ArrayRef,
     data_type: &arrow::datatypes::DataType,
+) -> Result<arrow::array::ArrayRef> {
+    column_from_text_at(column, data_type, (chrono::Utc::now().naive_utc(), 0))
+}
+
+/// [`column_from_text`] with `now` (a local time and its offset from UTC in seconds) for
+/// `now`, `today` and the like.
+fn column_from_text_at(
+    column: &arrow::array::ArrayRef,
+    data_type: &arrow::datatypes::DataType,
+    (now, offset): (chrono::NaiveDateTime, i32),
 ) -> Result<arrow::array::ArrayRef> {
     use arrow::array::{Array, AsArray, StringBuilder};
     use arrow::datatypes::DataType as T;
@@ -675,17 +695,16 @@ pub fn column_from_text(
     };
     let text = arrow::compute::cast(column, &T::Utf8)?;
     let text = text.as_string::<i32>();
-    let now = chrono::Utc::now().naive_utc();
     let mut values = StringBuilder::with_capacity(text.len(), text.value_data().len() + 8 * text.len());
     for value in text.iter() {
         match value {
             None => values.append_null(),
             Some(value) => match parse(value, kind)? {
                 Input::Value(v) => values.append_value(v),
-                Input::Now => values.append_value(render(kind, now, Some(0))),
+                Input::Now => values.append_value(render(kind, now, Some(offset))),
                 Input::Today(days) => {
                     let day = now.date() + chrono::Duration::days(i64::from(days));
-                    values.append_value(render(kind, day.and_time(NaiveTime::MIN), Some(0)))
+                    values.append_value(render(kind, day.and_time(NaiveTime::MIN), Some(offset)))
                 }
             },
         }

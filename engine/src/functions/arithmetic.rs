@@ -367,10 +367,11 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        let plan = plan.transform_up_with_subqueries(rewrite_plan)?.data;
-        // A numeric avg's column has another scale than DataFusion's avg: the nodes above it
-        // take their schemas anew.
-        if plan.exists(|node| Ok(averages_numerics(node)))? {
+        let retyped = std::cell::Cell::new(false);
+        let plan = plan.transform_up_with_subqueries(|node| rewrite_plan(node, &retyped))?.data;
+        // A numeric avg's column has another scale than DataFusion's avg, `date - date` another
+        // type: the nodes above them take their schemas anew.
+        if retyped.get() || plan.exists(|node| Ok(averages_numerics(node)))? {
             return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
         }
         Ok(plan)
@@ -453,21 +454,31 @@ fn averages_numerics(node: &LogicalPlan) -> bool {
     })
 }
 
-fn rewrite_plan(plan: LogicalPlan) -> DfResult<Transformed<LogicalPlan>> {
+fn rewrite_plan(plan: LogicalPlan, retyped: &std::cell::Cell<bool>) -> DfResult<Transformed<LogicalPlan>> {
     let schema = super::expression_schema(&plan)?;
     let sorted = sort_intervals(plan, &schema)?;
     let transformed = sorted.transformed;
     let rewritten =
-        super::rewrite_node_expressions(sorted.data, |expr| expr.transform_up(|e| rewrite_expr(e, &schema)))?;
+        super::rewrite_node_expressions(sorted.data, |expr| expr.transform_up(|e| rewrite_expr(e, &schema, retyped)))?;
     Ok(if transformed { Transformed::yes(rewritten.data) } else { rewritten })
 }
 
-fn rewrite_expr(expr: Expr, schema: &DFSchema) -> DfResult<Transformed<Expr>> {
+fn rewrite_expr(expr: Expr, schema: &DFSchema, retyped: &std::cell::Cell<bool>) -> DfResult<Transformed<Expr>> {
     match expr {
         Expr::BinaryExpr(binary) => {
             let (Ok(left), Ok(right)) = (binary.left.get_type(schema), binary.right.get_type(schema)) else {
                 return Ok(Transformed::no(Expr::BinaryExpr(binary)));
             };
+            if binary.op == Operator::Minus && left == DataType::Date32 && right == DataType::Date32 {
+                // `date - date` is an integer number of days (DataFusion's is a bigint); every
+                // difference of two dates fits.
+                retyped.set(true);
+                let days = Expr::BinaryExpr(binary);
+                return Ok(Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
+                    Box::new(days),
+                    DataType::Int32,
+                ))));
+            }
             if binary.op.supports_propagation() && is_interval(&left) && is_interval(&right) {
                 // Intervals compare by their whole span, as in PostgreSQL (see `interval::comparison_key`).
                 let (l, r) = (interval_key(*binary.left), interval_key(*binary.right));

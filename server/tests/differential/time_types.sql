@@ -121,3 +121,17 @@ SELECT s FROM stamps;
 SELECT column_name::text AS column_name, data_type::text AS data_type, udt_name::text AS udt_name, datetime_precision FROM information_schema.columns WHERE table_name = 'tt' ORDER BY ordinal_position;
 SELECT attname::text AS attname, format_type(atttypid, atttypmod) AS shown FROM pg_attribute WHERE attrelid = 'tt'::regclass AND attnum > 0 ORDER BY attnum;
 SELECT a.attname::text AS attname, t.typname::text AS typname FROM pg_attribute a JOIN pg_type t ON t.oid = a.atttypid WHERE a.attrelid = 'tt'::regclass AND a.attnum > 1 ORDER BY a.attnum;
+
+-- 'now', 'today', 'tomorrow' read from a column are the session's local time and day (one of
+-- these two zones is on another day than UTC at any hour).
+CREATE TABLE tt_words (w text);
+INSERT INTO tt_words VALUES ('today'), ('tomorrow'), ('yesterday');
+SET TimeZone = 'Pacific/Kiritimati';
+SELECT w, w::date - current_date AS days_from_today FROM tt_words ORDER BY w;
+SELECT x::timestamp::date = current_date AS now_is_local FROM (VALUES ('now')) v(x);
+SELECT x::timestamptz::date = current_date AS now_tz_is_local FROM (VALUES ('now')) v(x);
+SET TimeZone = 'Etc/GMT+12';
+SELECT w, w::date - current_date AS days_from_today FROM tt_words ORDER BY w /* 2 */;
+SELECT x::timestamp::date = current_date AS now_is_local FROM (VALUES ('now')) v(x) /* 2 */;
+SELECT x::timestamptz::date = current_date AS now_tz_is_local FROM (VALUES ('now')) v(x) /* 2 */;
+RESET TimeZone;
