@@ -479,3 +479,18 @@ SELECT set_config('default_transaction_isolation', 'nonsense', false) AS bad_lev
 /* 205 */ BEGIN;
 SET transaction_isolation = 'bad';
 /* 205 */ ROLLBACK;
+
+-- A table made by CREATE TABLE AS in a block holds its rows for the block's own reads.
+CREATE TABLE tx_src (id int, v int);
+INSERT INTO tx_src VALUES (1, 100), (2, 200), (3, 300);
+/* 300 */ BEGIN;
+CREATE TABLE tx_made AS SELECT id, v FROM tx_src WHERE v > 100;
+SELECT id, v FROM tx_made ORDER BY id;
+INSERT INTO tx_made VALUES (9, 900);
+SELECT count(*) AS made_rows FROM tx_made;
+/* 300 */ ROLLBACK;
+SELECT count(*) AS gone FROM tx_made;
+/* 301 */ BEGIN;
+CREATE TABLE tx_made AS SELECT id, v FROM tx_src WHERE v > 100 /* 2 */;
+/* 301 */ COMMIT;
+SELECT id, v FROM tx_made ORDER BY id /* 2 */;
