@@ -32,8 +32,33 @@ pub fn fields(
     format: &Format,
     options: Option<Arc<FormatOptions>>,
 ) -> Result<Vec<FieldInfo>, PgWireError> {
-    let fields = arrow_schema_to_pg_fields(schema, format, options)?;
+    let fields = arrow_schema_to_pg_fields(&one_dimensional(schema), format, options)?;
     Ok(super::wire_types::with_declared_types(schema, fields))
+}
+
+/// The schema with each list of lists (a multidimensional array) described as a list of its
+/// innermost type: PostgreSQL's array types do not count dimensions (`text[][]` is `_text`).
+fn one_dimensional(schema: &SchemaRef) -> SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let nested = |t: &DataType| matches!(t, DataType::List(e) if matches!(e.data_type(), DataType::List(_)));
+    if !schema.fields().iter().any(|f| nested(f.data_type())) {
+        return schema.clone();
+    }
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| {
+            let mut element = f.data_type().clone();
+            while let DataType::List(inner) = &element {
+                if !matches!(inner.data_type(), DataType::List(_)) {
+                    break;
+                }
+                element = inner.data_type().clone();
+            }
+            f.as_ref().clone().with_data_type(element)
+        })
+        .collect();
+    Arc::new(Schema::new_with_metadata(fields, schema.metadata().clone()))
 }
 
 /// Rows as a query response.
@@ -45,7 +70,31 @@ pub fn rows(
 ) -> Result<Response, PgWireError> {
     let text_options = options.clone().unwrap_or_default();
     let fields = Arc::new(fields(schema, format, options)?);
-    let field_ref = fields.clone();
+    // A multidimensional array is sent as its text (see text::render), which the encoder must
+    // not quote as it quotes a string element of an array type.
+    let field_ref = Arc::new(
+        fields
+            .iter()
+            .zip(schema.fields())
+            .enumerate()
+            .map(|(i, (info, field))| match field.data_type() {
+                arrow::datatypes::DataType::List(e)
+                    if matches!(e.data_type(), arrow::datatypes::DataType::List(_))
+                        && super::text::is_text(format, i) =>
+                {
+                    FieldInfo::new(
+                        info.name().to_string(),
+                        info.table_id(),
+                        info.column_id(),
+                        pgwire::api::Type::TEXT,
+                        info.format(),
+                    )
+                    .with_format_options(info.format_options().clone())
+                }
+                _ => info.clone(),
+            })
+            .collect::<Vec<_>>(),
+    );
     let format = format.clone();
     let rows = batches.into_iter().flat_map(move |batch| {
         // PostgreSQL's text forms where arrow-pg's differ; arrow-pg's own if that fails.

@@ -305,3 +305,10 @@ DROP TABLE v_read;
 SET DateStyle = 'ISO, MDY';
 SET timezone TO 'UTC';
 SELECT timestamp '2024-01-02 10:00:00' AS iso_again;
+
+-- Multidimensional arrays print as PostgreSQL prints them (elements quoted where needed).
+SELECT ARRAY[ARRAY['a', 'b'], ARRAY['c d', NULL]] AS text_matrix, ARRAY[ARRAY[1, 2], ARRAY[3, 4]] AS int_matrix;
+SELECT ARRAY[ARRAY['x,y', '"q'], ARRAY['', 'null']] AS quoted_matrix, ARRAY[ARRAY[true, false]] AS bool_matrix;
+CREATE TABLE v_matrix (id int, m text[][]);
+INSERT INTO v_matrix VALUES (1, ARRAY[ARRAY['a', 'b'], ARRAY['c', 'd']]), (2, NULL);
+SELECT id, m FROM v_matrix ORDER BY id;
