@@ -420,6 +420,53 @@ impl AnalyzerRule for IntegerLiterals {
     }
 }
 
+/// A float beside a numeric (`x::float8 = 1234567.89`, `f + 1.5`) compares and computes in
+/// double precision, as PostgreSQL casts the numeric to the float's type; DataFusion casts the
+/// float to the numeric's precision, which overflows for a float beyond it (22003) and rounds
+/// others. Runs before type coercion.
+#[derive(Debug, Default)]
+pub struct FloatBesideNumeric;
+
+impl AnalyzerRule for FloatBesideNumeric {
+    fn name(&self) -> &str {
+        "sluice_float_beside_numeric"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        Ok(plan
+            .transform_up_with_subqueries(|plan| {
+                if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Dml(_)) {
+                    return Ok(Transformed::no(plan));
+                }
+                let schema = merge_schema(&plan.inputs());
+                super::rewrite_node_expressions(plan, |expr| {
+                    expr.transform_up(|e| match e {
+                        Expr::BinaryExpr(mut b) if b.op.is_numerical_operators() || b.op.supports_propagation() => {
+                            let (Ok(left), Ok(right)) = (b.left.get_type(&schema), b.right.get_type(&schema)) else {
+                                return Ok(Transformed::no(Expr::BinaryExpr(b)));
+                            };
+                            let decimal =
+                                |t: &DataType| matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..));
+                            let to_float = |e: Box<Expr>| {
+                                Box::new(Expr::Cast(datafusion::logical_expr::Cast::new(e, DataType::Float64)))
+                            };
+                            if is_float(&left) && decimal(&right) {
+                                b.right = to_float(b.right);
+                            } else if decimal(&left) && is_float(&right) {
+                                b.left = to_float(b.left);
+                            } else {
+                                return Ok(Transformed::no(Expr::BinaryExpr(b)));
+                            }
+                            Ok(Transformed::yes(Expr::BinaryExpr(b)))
+                        }
+                        other => Ok(Transformed::no(other)),
+                    })
+                })
+            })?
+            .data)
+    }
+}
+
 fn is_interval(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Interval(_))
 }

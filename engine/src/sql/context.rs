@@ -126,7 +126,7 @@ impl QueryContext {
             planners.insert(0, Arc::new(crate::functions::interval::IntervalArithmetic));
         }
         {
-            use crate::functions::arithmetic::{IntegerLiterals, PostgresArithmetic};
+            use crate::functions::arithmetic::{FloatBesideNumeric, IntegerLiterals, PostgresArithmetic};
             use datafusion::optimizer::analyzer::{
                 resolve_grouping_function::ResolveGroupingFunction, type_coercion::TypeCoercion,
             };
@@ -141,6 +141,7 @@ impl QueryContext {
                 Arc::new(crate::functions::rows::WholeRows),
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(IntegerLiterals),
+                Arc::new(FloatBesideNumeric),
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),
                 Arc::new(crate::functions::timestamp_literals::TimestampLiterals),
                 Arc::new(TypeCoercion::new()),

@@ -37,6 +37,7 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
     if let Some(e) = literals.error {
         return Err(e);
     }
+    float_casts(statement);
     let _ = statement.visit(&mut SetReturning);
     let _ = statement.visit(&mut TypedValues);
     let _ = statement.visit(&mut WindowCounts);
@@ -49,6 +50,23 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// `CAST(x AS float)` (and `x::float`) as PostgreSQL reads the type: `float` and `float(25)`
+/// to `float(53)` are `double precision`, `float(1)` to `float(24)` are `real` (DataFusion
+/// reads a bare `float` as `real`, silently losing digits).
+fn float_casts(statement: &mut Statement) {
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        if let Expr::Cast { data_type, .. } = expr {
+            if let SqlType::Float(info) = data_type {
+                *data_type = match info {
+                    ast::ExactNumberInfo::Precision(p) if *p <= 24 => SqlType::Real,
+                    _ => SqlType::DoublePrecision,
+                };
+            }
+        }
+        ControlFlow::<()>::Continue(())
+    });
 }
 
 /// Rewrites only the array texts (`'{a,b}'::T[]`, `= ANY('{a,b}')`), which the pgwire layer does

@@ -312,3 +312,8 @@ SELECT ARRAY[ARRAY['x,y', '"q'], ARRAY['', 'null']] AS quoted_matrix, ARRAY[ARRA
 CREATE TABLE v_matrix (id int, m text[][]);
 INSERT INTO v_matrix VALUES (1, ARRAY[ARRAY['a', 'b'], ARRAY['c', 'd']]), (2, NULL);
 SELECT id, m FROM v_matrix ORDER BY id;
+
+-- float is double precision, float(1..24) real; a float beside a numeric is computed as a float.
+SELECT CAST('1234567.89' AS FLOAT) AS float_is_double, '1.1'::float(10) AS float10_is_real, '2.5'::float(30) AS float30;
+SELECT '1e300'::float8 > 1.5 AS float_beside_numeric, 2.5 * 2::float8 AS float_times_numeric, 1.5::float4 + 1.5 AS real_plus_numeric;
+SELECT x FROM (VALUES (CAST('99998969694839.98' AS float8))) v(x) WHERE x > 1234567.89;
