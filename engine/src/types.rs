@@ -106,6 +106,11 @@ pub fn declared_type(sql: &ast::DataType) -> Result<DeclaredType> {
         // PostgreSQL's field restrictions (`interval day to second`) and precisions round input;
         // Sluice keeps every interval whole rather than accept them and ignore them.
         T::Interval { fields: None, precision: None } => named(P::String, sluice_storage::schema::INTERVAL_NAME),
+        // PostgreSQL reduces a precision above 6 to 6, its whole microsecond resolution: such an
+        // interval is a plain one.
+        T::Interval { fields: None, precision: Some(p) } if *p >= SECONDS_PRECISION_MAX => {
+            named(P::String, sluice_storage::schema::INTERVAL_NAME)
+        }
         T::Timestamp(_, TimezoneInfo::WithTimeZone | TimezoneInfo::Tz) => primitive(P::Timestamp),
         T::Timestamp(_, _) | T::TimestampNtz(_) | T::Datetime(_) => primitive(P::TimestampNtz),
         T::Numeric(info) | T::Decimal(info) | T::Dec(info) => {

@@ -38,6 +38,7 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
         return Err(e);
     }
     float_casts(statement);
+    make_intervals(statement)?;
     let _ = statement.visit(&mut SetReturning);
     let _ = statement.visit(&mut TypedValues);
     let _ = statement.visit(&mut WindowCounts);
@@ -67,6 +68,84 @@ fn float_casts(statement: &mut Statement) {
         }
         ControlFlow::<()>::Continue(())
     });
+}
+
+/// `make_interval(years, months, weeks, days, hours, mins, secs)` (positional or named, each
+/// 0 when left out) as the sum of each argument times its unit's interval: months, days and
+/// time stay apart as in PostgreSQL's (`make_interval(days => 1, hours => 25)` is
+/// `1 day 25:00:00`).
+fn make_intervals(statement: &mut Statement) -> Result<()> {
+    const UNITS: [(&str, &str); 7] = [
+        ("years", "1 year"),
+        ("months", "1 month"),
+        ("weeks", "7 days"),
+        ("days", "1 day"),
+        ("hours", "1 hour"),
+        ("mins", "1 minute"),
+        ("secs", "1 second"),
+    ];
+    let mut error = None;
+    let _ = ast::visit_expressions_mut(statement, |expr| {
+        let Expr::Function(function) = &*expr else { return ControlFlow::Continue(()) };
+        let named = function.name.0.last().and_then(|p| p.as_ident()).map(|i| i.value.to_ascii_lowercase());
+        if named.as_deref() != Some("make_interval") {
+            return ControlFlow::Continue(());
+        }
+        let FunctionArguments::List(list) = &function.args else {
+            return ControlFlow::Continue(());
+        };
+        let mut terms: Vec<(usize, Expr)> = Vec::new();
+        for (position, arg) in list.args.iter().enumerate() {
+            let (slot, value) = match arg {
+                // `weeks := 2`, PostgreSQL's older spelling of a named argument.
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(Expr::BinaryOp {
+                    left,
+                    op: ast::BinaryOperator::Assignment,
+                    right,
+                })) => match left.as_ref() {
+                    Expr::Identifier(name) => {
+                        (UNITS.iter().position(|(unit, _)| name.value.eq_ignore_ascii_case(unit)), right.as_ref())
+                    }
+                    _ => (None, right.as_ref()),
+                },
+                FunctionArg::Unnamed(FunctionArgExpr::Expr(value)) => (Some(position), value),
+                FunctionArg::Named { name, arg: FunctionArgExpr::Expr(value), .. } => {
+                    (UNITS.iter().position(|(unit, _)| name.value.eq_ignore_ascii_case(unit)), value)
+                }
+                FunctionArg::ExprNamed { name: Expr::Identifier(name), arg: FunctionArgExpr::Expr(value), .. } => {
+                    (UNITS.iter().position(|(unit, _)| name.value.eq_ignore_ascii_case(unit)), value)
+                }
+                _ => (None, &Expr::Value(Value::Null.into())),
+            };
+            match slot.filter(|s| *s < UNITS.len() && !terms.iter().any(|(t, _)| t == s)) {
+                Some(slot) => terms.push((slot, value.clone())),
+                None => {
+                    error = Some(Error::data("42883", format!("function {function} does not exist")));
+                    return ControlFlow::Break(());
+                }
+            }
+        }
+        terms.sort_by_key(|(slot, _)| *slot);
+        let interval = |text: &str| {
+            cast(
+                Expr::value(Value::SingleQuotedString(text.into())),
+                SqlType::Interval { fields: None, precision: None },
+            )
+        };
+        let mut sum = interval("0 seconds");
+        for (slot, value) in terms {
+            let Some((_, unit)) = UNITS.get(slot) else { continue };
+            let term = Expr::BinaryOp {
+                left: Box::new(interval(unit)),
+                op: ast::BinaryOperator::Multiply,
+                right: Box::new(Expr::Nested(Box::new(value))),
+            };
+            sum = Expr::BinaryOp { left: Box::new(sum), op: ast::BinaryOperator::Plus, right: Box::new(term) };
+        }
+        *expr = Expr::Nested(Box::new(sum));
+        ControlFlow::Continue(())
+    });
+    error.map_or(Ok(()), Err)
 }
 
 /// Rewrites only the array texts (`'{a,b}'::T[]`, `= ANY('{a,b}')`), which the pgwire layer does

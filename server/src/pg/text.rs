@@ -180,16 +180,26 @@ fn intervals(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
 /// One interval's text.
 pub fn interval(months: i32, days: i32, nanos: i64) -> String {
     let mut parts = vec![];
+    // After a negative field, a positive one shows its sign (`-1 mons +01:30:00`).
+    let mut after_negative = false;
     let mut unit = |n: i64, one: &str, many: &str| {
         if n != 0 {
-            parts.push(format!("{n} {}", if n == 1 { one } else { many }));
+            let sign = if after_negative && n > 0 { "+" } else { "" };
+            parts.push(format!("{sign}{n} {}", if n == 1 { one } else { many }));
+            after_negative = n < 0;
         }
     };
     unit(i64::from(months / 12), "year", "years");
     unit(i64::from(months % 12), "mon", "mons");
     unit(i64::from(days), "day", "days");
     if nanos != 0 || parts.is_empty() {
-        let sign = if nanos < 0 { "-" } else { "" };
+        let sign = if nanos < 0 {
+            "-"
+        } else if after_negative {
+            "+"
+        } else {
+            ""
+        };
         let micros = nanos.unsigned_abs() / 1_000;
         let (seconds, fraction) = (micros / 1_000_000, micros % 1_000_000);
         let mut clock = format!("{sign}{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60);
@@ -496,6 +506,9 @@ mod interval_tests {
         assert_eq!(super::interval(0, 0, hour + 15_500_000_000), "01:00:15.5");
         assert_eq!(super::interval(0, 1, 27 * hour), "1 day 27:00:00");
         assert_eq!(super::interval(-12, 0, 0), "-1 years");
+        assert_eq!(super::interval(-1, 0, hour + hour / 2), "-1 mons +01:30:00");
+        assert_eq!(super::interval(-12, 5, -hour), "-1 years +5 days -01:00:00");
+        assert_eq!(super::interval(2, -3, hour), "2 mons -3 days +01:00:00");
     }
 }
 

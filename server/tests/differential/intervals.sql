@@ -25,3 +25,12 @@ SELECT format_type(atttypid, atttypmod) AS type_name FROM pg_attribute WHERE att
 CREATE TABLE iv_copy AS SELECT id, d * 3 AS tripled FROM iv WHERE id IN (1, 2);
 SELECT id, tripled FROM iv_copy ORDER BY id;
 SELECT format_type(atttypid, atttypmod) AS type_name FROM pg_attribute WHERE attrelid = 'iv_copy'::regclass AND attname = 'tripled';
+
+-- make_interval, positional and named; interval(p) above 6 is a plain interval.
+SELECT make_interval(secs => 86404.0) AS secs_only, make_interval(days => 1, hours => 25) AS apart, make_interval(1, 2, 3, 4, 5, 6, 7.5) AS all_fields;
+SELECT make_interval() AS zero, make_interval(weeks := 2) AS old_spelling, make_interval(months => -1, mins => 90) AS mixed;
+SELECT make_interval(foo => 1) AS unknown_argument;
+CREATE TABLE iv_precise (x interval(9));
+INSERT INTO iv_precise VALUES ('1 day 2 hours'), ('-1 year 2 mons -3 days 04:00:00');
+INSERT INTO iv_precise SELECT make_interval(secs => 1.5);
+SELECT x FROM iv_precise ORDER BY x;
