@@ -165,10 +165,20 @@ impl ScalarUDFImpl for JsonFunction {
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         if self.op == Op::Text {
             return match args.args.first() {
-                // A time as PostgreSQL prints it (Arrow's text keeps trailing zeros).
-                Some(value) if matches!(value.data_type(), DataType::Time32(_) | DataType::Time64(_)) => {
+                // A time as PostgreSQL prints it (Arrow's text keeps trailing zeros), an interval
+                // too (Arrow's is `1 hours 30 mins`).
+                Some(value)
+                    if matches!(
+                        value.data_type(),
+                        DataType::Time32(_) | DataType::Time64(_) | DataType::Interval(_)
+                    ) =>
+                {
                     let rows = args.number_rows;
-                    let text = crate::time_of_day::time_column_text(&value.clone().into_array(rows)?)?;
+                    let array = value.clone().into_array(rows)?;
+                    let text = match value.data_type() {
+                        DataType::Interval(_) => crate::datetime::interval_column_text(&array)?,
+                        _ => crate::time_of_day::time_column_text(&array)?,
+                    };
                     Ok(match value {
                         ColumnarValue::Scalar(_) => ColumnarValue::Scalar(ScalarValue::try_from_array(&text, 0)?),
                         ColumnarValue::Array(_) => ColumnarValue::Array(text),

@@ -207,9 +207,11 @@ impl Staging {
         // touched a table (under the commit gate, which a commit to several tables holds, when
         // a statement's snapshot is taken: crate::sql::catalog_provider::statement_snapshot).
         let clock = *lock(self).clock.get_or_insert_with(sluice_storage::table::commit_clock);
-        // A table the block created is the block's alone: its latest version, which may hold
-        // rows a statement committed to it at once (CREATE TABLE AS), is the block's own.
-        let created = lock_catalog(self).created_tables().iter().any(|t| t.id == entry.id);
+        // A table the block created, or a temporary one (the session's alone), is read at its
+        // latest version, which may hold rows a statement committed to it at once (CREATE TABLE
+        // AS): no other session writes it.
+        let created = lock_catalog(self).created_tables().iter().any(|t| t.id == entry.id)
+            || crate::catalog::is_temporary_schema(&entry.schema);
         let latest = if created { Some(real.snapshot().await?) } else { real.snapshot_as_of_clock(clock).await? };
         let Some(latest) = latest else {
             return Err(Error::SerializationFailure(format!(

@@ -168,47 +168,9 @@ fn array_text(
     Ok(())
 }
 
-/// Intervals as PostgreSQL prints them (IntervalStyle `postgres`): `1 year 2 mons 3 days
-/// 04:05:06.5`, `-1 days`, `00:00:00`.
+/// Intervals as PostgreSQL prints them (see [`sluice::datetime::interval_output`]).
 fn intervals(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
-    let unit = arrow::datatypes::IntervalUnit::MonthDayNano;
-    let values = arrow::compute::cast(column, &DataType::Interval(unit))?;
-    let values = values.as_primitive::<arrow::datatypes::IntervalMonthDayNanoType>();
-    Ok(Arc::new(values.iter().map(|v| v.map(|v| interval(v.months, v.days, v.nanoseconds))).collect::<StringArray>()))
-}
-
-/// One interval's text.
-pub fn interval(months: i32, days: i32, nanos: i64) -> String {
-    let mut parts = vec![];
-    // After a negative field, a positive one shows its sign (`-1 mons +01:30:00`).
-    let mut after_negative = false;
-    let mut unit = |n: i64, one: &str, many: &str| {
-        if n != 0 {
-            let sign = if after_negative && n > 0 { "+" } else { "" };
-            parts.push(format!("{sign}{n} {}", if n == 1 { one } else { many }));
-            after_negative = n < 0;
-        }
-    };
-    unit(i64::from(months / 12), "year", "years");
-    unit(i64::from(months % 12), "mon", "mons");
-    unit(i64::from(days), "day", "days");
-    if nanos != 0 || parts.is_empty() {
-        let sign = if nanos < 0 {
-            "-"
-        } else if after_negative {
-            "+"
-        } else {
-            ""
-        };
-        let micros = nanos.unsigned_abs() / 1_000;
-        let (seconds, fraction) = (micros / 1_000_000, micros % 1_000_000);
-        let mut clock = format!("{sign}{:02}:{:02}:{:02}", seconds / 3600, seconds / 60 % 60, seconds % 60);
-        if fraction != 0 {
-            clock.push_str(format!(".{fraction:06}").trim_end_matches('0'));
-        }
-        parts.push(clock);
-    }
-    parts.join(" ")
+    sluice::datetime::interval_column_text(column).map_err(|e| ArrowError::CastError(e.to_string()))
 }
 
 /// Whether column `i` goes out in text format (a single format code stands for every column).
@@ -492,24 +454,6 @@ fn times(column: &ArrayRef) -> ArrayRef {
             .collect(),
     };
     Arc::new(rendered)
-}
-
-#[cfg(test)]
-mod interval_tests {
-    #[test]
-    fn intervals_print_as_postgresql_prints_them() {
-        let hour: i64 = 3_600_000_000_000;
-        assert_eq!(super::interval(14, 3, 4 * hour + 306_000_000_000), "1 year 2 mons 3 days 04:05:06");
-        assert_eq!(super::interval(0, -1, 0), "-1 days");
-        assert_eq!(super::interval(0, 0, 0), "00:00:00");
-        assert_eq!(super::interval(0, 0, -hour - hour / 2), "-01:30:00");
-        assert_eq!(super::interval(0, 0, hour + 15_500_000_000), "01:00:15.5");
-        assert_eq!(super::interval(0, 1, 27 * hour), "1 day 27:00:00");
-        assert_eq!(super::interval(-12, 0, 0), "-1 years");
-        assert_eq!(super::interval(-1, 0, hour + hour / 2), "-1 mons +01:30:00");
-        assert_eq!(super::interval(-12, 5, -hour), "-1 years +5 days -01:00:00");
-        assert_eq!(super::interval(2, -3, hour), "2 mons -3 days +01:00:00");
-    }
 }
 
 #[cfg(test)]

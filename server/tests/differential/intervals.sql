@@ -34,3 +34,5 @@ CREATE TABLE iv_precise (x interval(9));
 INSERT INTO iv_precise VALUES ('1 day 2 hours'), ('-1 year 2 mons -3 days 04:00:00');
 INSERT INTO iv_precise SELECT make_interval(secs => 1.5);
 SELECT x FROM iv_precise ORDER BY x;
+SELECT (interval '-1 month 90 minutes')::text AS as_text, 'x' || interval '2 days 1 second' AS concatenated, CAST(interval '1.5 seconds' AS text) AS cast_text;
+SELECT x::text AS stored_as_text FROM iv_precise ORDER BY x;
