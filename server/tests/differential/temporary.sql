@@ -122,3 +122,10 @@ SELECT count(*) AS truncated FROM keyed;
 DISCARD TEMP;
 SELECT count(*) FROM keyed;
 SELECT count(*) AS permanent_kept FROM target;
+
+-- A temporary table made by CREATE TEMP TABLE AS in a block holds its rows for the block.
+/* 5 */ BEGIN;
+CREATE TEMP TABLE made_in_block AS SELECT 1 AS a UNION ALL SELECT 2;
+SELECT a FROM made_in_block ORDER BY a;
+/* 5 */ COMMIT;
+SELECT count(*) AS made_kept FROM made_in_block;
