@@ -198,6 +198,11 @@ impl QueryContext {
             )?;
             return Ok((vec![self.to_table_rows(target, &one, &ColumnMatch::Position(vec![])).await?], all));
         };
+        let mut source = source;
+        if let ast::SetExpr::Values(values) = source.body.as_mut() {
+            let names: &[String] = if list.is_empty() { &all } else { &list };
+            typed_values_literals(values, names, target);
+        }
         let ast::SetExpr::Values(values) = source.body.as_ref() else {
             let (batches, list) = self.run_insert_source(*source, list, implicit).await?;
             refuse_always(&list)?;
@@ -1403,4 +1408,42 @@ fn bytea_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name:
     }
     let binary: ArrayRef = Arc::new(builder.finish());
     cast_column(&binary, data_type, name)
+}
+
+/// `INSERT INTO t (ts) VALUES ('2024-01-01'), (now())`: in a VALUES column that mixes quoted
+/// literals with other expressions, the literals are read as the target column's type, as
+/// PostgreSQL types an unknown literal by its INSERT column (DataFusion would refuse the list:
+/// text in one row, a timestamp in the next). Columns of literals alone are left as they are.
+fn typed_values_literals(values: &mut ast::Values, names: &[String], target: &Target) {
+    let quoted = |e: &Expr| matches!(e, Expr::Value(v) if matches!(v.value, ast::Value::SingleQuotedString(_) | ast::Value::EscapedStringLiteral(_)));
+    let other = |e: &Expr| !quoted(e) && !matches!(e, Expr::Value(v) if matches!(v.value, ast::Value::Null));
+    let width = values.rows.first().map_or(0, |row| row.content.len());
+    for column in 0..width {
+        let cells = || values.rows.iter().filter_map(|r| r.content.get(column));
+        if !(cells().any(quoted) && cells().any(other)) {
+            continue;
+        }
+        let Some(field) = names.get(column).and_then(|n| target.snapshot.schema().field(n).cloned()) else {
+            continue;
+        };
+        let name = crate::types::pg_type_name(&field);
+        let dialect = datafusion::sql::sqlparser::dialect::PostgreSqlDialect {};
+        let Ok(data_type) = datafusion::sql::sqlparser::parser::Parser::new(&dialect)
+            .try_with_sql(&name)
+            .and_then(|mut p| p.parse_data_type())
+        else {
+            continue;
+        };
+        for row in values.rows.iter_mut() {
+            if let Some(cell) = row.content.get_mut(column).filter(|c| quoted(c)) {
+                *cell = Expr::Cast {
+                    kind: ast::CastKind::Cast,
+                    expr: Box::new(cell.clone()),
+                    data_type: data_type.clone(),
+                    format: None,
+                    array: false,
+                };
+            }
+        }
+    }
 }

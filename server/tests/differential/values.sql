@@ -317,3 +317,12 @@ SELECT id, m FROM v_matrix ORDER BY id;
 SELECT CAST('1234567.89' AS FLOAT) AS float_is_double, '1.1'::float(10) AS float10_is_real, '2.5'::float(30) AS float30;
 SELECT '1e300'::float8 > 1.5 AS float_beside_numeric, 2.5 * 2::float8 AS float_times_numeric, 1.5::float4 + 1.5 AS real_plus_numeric;
 SELECT x FROM (VALUES (CAST('99998969694839.98' AS float8))) v(x) WHERE x > 1234567.89;
+
+-- In INSERT ... VALUES, a quoted literal beside other expressions takes its column's type.
+CREATE TABLE v_mixed (t timestamptz, n numeric(5,2), i interval, d date, k int);
+INSERT INTO v_mixed (t) VALUES ('2024-01-01 10:00+00'), (timestamptz '2024-02-01 00:00+00');
+INSERT INTO v_mixed (i, d) VALUES ('1 day', current_date - 1), (interval '2 days', '2024-03-01');
+INSERT INTO v_mixed VALUES ('2024-01-05 00:00+00', '1.5', '3 hours', '2024-01-01', 1), (NULL, 2.25, NULL, NULL, 2 + 1);
+INSERT INTO v_mixed (k) VALUES ('7'), (1 + 1);
+INSERT INTO v_mixed (k) VALUES ('x'), (1 + 1);
+SELECT t, n, i, d, k FROM v_mixed WHERE d IS NULL OR d < '2024-06-01' ORDER BY k, t;
