@@ -85,42 +85,6 @@ fn is_text(data_type: &DataType) -> bool {
     matches!(data_type, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View)
 }
 
-/// `interval::text` as PostgreSQL prints an interval (`-1 mons +01:30:00`; Arrow's cast gives
-/// `-1 mons 1 hours 30 mins`), see [`crate::datetime::interval_output`].
-#[derive(Debug, PartialEq, Eq, Hash)]
-struct IntervalText {
-    signature: Signature,
-}
-
-impl ScalarUDFImpl for IntervalText {
-    fn name(&self) -> &str {
-        "__pg_interval_text"
-    }
-
-    fn signature(&self) -> &Signature {
-        &self.signature
-    }
-
-    fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
-        Ok(DataType::Utf8)
-    }
-
-    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        let Some(value) = args.args.first() else {
-            return Err(DataFusionError::Plan("__pg_interval_text needs a value".into()));
-        };
-        let text = |array: &arrow::array::ArrayRef| {
-            crate::datetime::interval_column_text(array).map_err(|e| DataFusionError::External(Box::new(e)))
-        };
-        Ok(match value {
-            ColumnarValue::Scalar(s) => {
-                ColumnarValue::Scalar(ScalarValue::try_from_array(&text(&s.to_array_of_size(1)?)?, 0)?)
-            }
-            ColumnarValue::Array(array) => ColumnarValue::Array(text(array)?),
-        })
-    }
-}
-
 /// Replaces casts of text to dates and timestamps by [`CAST_FUNCTION`] (see the module docs).
 /// Runs after type coercion, which adds the casts of untyped literals.
 #[derive(Debug, Default)]
@@ -142,9 +106,9 @@ impl AnalyzerRule for DateTimeCasts {
                                 Ok(Transformed::yes(cast(*c.expr, c.field.data_type())))
                             }
                             Ok(DataType::Interval(_)) if is_text(c.field.data_type()) => {
-                                let function = Arc::new(ScalarUDF::new_from_impl(IntervalText {
-                                    signature: Signature::any(1, Volatility::Immutable),
-                                }));
+                                // The function an explicit `::text` becomes, which prints an
+                                // interval as PostgreSQL does (Arrow's cast: `1 hours 30 mins`).
+                                let function = Arc::new(super::json::udf("__pg_text", &[], super::json::Op::Text));
                                 let text = Expr::ScalarFunction(ScalarFunction::new_udf(function, vec![*c.expr]));
                                 Ok(Transformed::yes(match c.field.data_type() {
                                     DataType::Utf8 => text,

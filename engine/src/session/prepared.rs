@@ -23,6 +23,8 @@ pub(super) struct Prepared {
     statement: Statement,
     /// The types PREPARE gave `$1..$n` (may be fewer than the statement uses, or more).
     declared: Vec<SqlType>,
+    /// The types of `$1..$n` inferred from the statement at PREPARE, where it could tell.
+    inferred: Vec<Option<arrow::datatypes::DataType>>,
 }
 
 impl Session {
@@ -92,7 +94,9 @@ impl Session {
             self.query.clear_statement_state();
             planned?;
         }
-        let prepared = Prepared { statement: statement.clone(), declared: declared.to_vec() };
+        let inferred =
+            self.describe_statement(&SluiceStatement::Standard(Box::new(statement.clone()))).await.parameter_types;
+        let prepared = Prepared { statement: statement.clone(), declared: declared.to_vec(), inferred };
         crate::util::lock(&self.prepared).insert(name.to_string(), prepared);
         Ok(StatementResult::command("PREPARE"))
     }
@@ -116,7 +120,7 @@ impl Session {
             .cloned()
             .ok_or_else(|| Error::data("26000", format!("prepared statement \"{name}\" does not exist")))?;
         let statement = SluiceStatement::Standard(Box::new(prepared.statement.clone()));
-        let inferred = self.describe_statement(&statement).await.parameter_types;
+        let inferred = &prepared.inferred;
         let expected = prepared.declared.len().max(inferred.len());
         if arguments.len() != expected {
             return Err(Error::data(
