@@ -125,7 +125,7 @@ impl Session {
     /// commits its writes, or drops them if a statement failed.
     pub async fn end_implicit(&self) -> Result<()> {
         let then = self.block.end_implicit();
-        let commits = matches!(then, crate::transaction::Then::Commit);
+        let commits = matches!(then, crate::transaction::Then::Commit(_));
         if matches!(then, crate::transaction::Then::Nothing) {
             return Ok(());
         }
@@ -191,6 +191,30 @@ impl Session {
     /// Sets `default_transaction_read_only` (see [`crate::transaction`]).
     pub fn set_default_read_only(&self, read_only: bool) {
         self.block.set_default_read_only(read_only)
+    }
+
+    /// Sets `default_transaction_isolation` (see [`crate::transaction::Isolation`]).
+    pub fn set_default_isolation(&self, isolation: crate::transaction::Isolation) {
+        self.block.set_default_isolation(isolation)
+    }
+
+    /// `transaction_isolation`: the block's level, or the default outside one.
+    pub fn isolation(&self) -> crate::transaction::Isolation {
+        self.block.isolation()
+    }
+
+    /// `SET transaction_isolation = ...` (SET TRANSACTION ISOLATION LEVEL): in a block before
+    /// its first query; outside one it does nothing, as in PostgreSQL.
+    pub fn set_isolation(&self, isolation: crate::transaction::Isolation) -> Result<()> {
+        self.block.set_isolation(isolation)
+    }
+
+    /// Whether `statement` is a write outside a block under serializable isolation, which runs
+    /// as a transaction of its own (see [`Session::run_with`]).
+    fn serializable_write(&self, statement: &SluiceStatement) -> bool {
+        self.block.default_isolation() == crate::transaction::Isolation::Serializable
+            && matches!(statement, SluiceStatement::Standard(s)
+                if matches!(**s, Statement::Insert(_) | Statement::Update(_) | Statement::Delete(_) | Statement::Merge(_)))
     }
 
     /// Sets the order PostgreSQL's `DateStyle` gives dates written `1/8/1999` (see
@@ -369,16 +393,18 @@ impl Session {
         control: Arc<StatementControl>,
     ) -> Result<StatementResult> {
         if let Some((result, then)) = self.block.control(&statement) {
-            let commits = matches!(then, crate::transaction::Then::Commit);
+            let commits = matches!(then, crate::transaction::Then::Commit(_));
             // COMMIT's table commits ask the statement's control, as every commit does.
             let completed = self.block.complete(&self.query.db, result, then);
             let result = sluice_storage::gate::gated(control, Box::pin(completed)).await;
             let ended = Box::pin(self.transaction_ended(commits && result.is_ok())).await;
             return result.and_then(|r| ended.map(|()| r));
         }
-        if !self.block.in_block() && self.cascades(&statement) {
+        if !self.block.in_block() && (self.cascades(&statement) || self.serializable_write(&statement)) {
             // A DELETE or TRUNCATE whose foreign keys cascade runs in a transaction of its own,
-            // so that the referencing tables' changes commit with it (or none does). Its COMMIT
+            // so that the referencing tables' changes commit with it (or none does); so does a
+            // write under `default_transaction_isolation = serializable`, whose COMMIT checks
+            // that the tables it read are unchanged (crate::transaction::Isolation). Its COMMIT
             // lost to a concurrent one: it runs again on the newer snapshots, as an autocommit
             // statement does (nothing of it was committed or sent).
             let mut attempt = 0;
@@ -424,7 +450,7 @@ impl Session {
         if wrote && self.block.in_implicit() {
             // DDL in a multi-statement query: what the statements before it wrote commits first
             // (it could not be undone with the DDL; see Session::begin_implicit).
-            if let Err(e) = Box::pin(self.block.staging().commit(&self.query.db)).await {
+            if let Err(e) = Box::pin(self.block.staging().commit(&self.query.db, self.block.isolation())).await {
                 self.block.finished(false, false);
                 return Err(e);
             }

@@ -17,7 +17,7 @@
 use std::sync::{Arc, Mutex};
 
 use datafusion::sql::sqlparser::ast::{
-    Ident, ObjectName, ObjectType, Set, Statement, TransactionAccessMode, TransactionMode,
+    Ident, ObjectName, ObjectType, Set, Statement, TransactionAccessMode, TransactionIsolationLevel, TransactionMode,
 };
 
 use crate::error::{Error, Result};
@@ -39,6 +39,9 @@ pub struct TransactionBlock {
     /// `default_transaction_read_only`: blocks begin READ ONLY unless they say READ WRITE, and a
     /// write outside a block is refused too (its implicit transaction is read-only).
     default_read_only: std::sync::atomic::AtomicBool,
+    /// `default_transaction_isolation` is `serializable`: blocks (and the implicit transaction
+    /// of a statement that writes) are [`Isolation::Serializable`] unless they say otherwise.
+    default_serializable: std::sync::atomic::AtomicBool,
     /// The tables the block read and wrote, through staged handles.
     staging: Arc<Staging>,
     /// Temporary relations a ROLLBACK (or ROLLBACK TO) undid the creation of: the session drops
@@ -55,6 +58,10 @@ pub struct TransactionBlock {
 #[derive(Debug, Default)]
 struct Block {
     read_only: bool,
+    isolation: Isolation,
+    /// A statement other than SET, SHOW and transaction control ran: the isolation level is
+    /// fixed (PostgreSQL's "must be called before any query").
+    queried: bool,
     /// The implicit transaction of a multi-statement query ([`TransactionBlock::begin_implicit`]):
     /// no savepoints, a BEGIN makes it explicit, and it ends with the query.
     implicit: bool,
@@ -93,6 +100,49 @@ impl OwnedWrite {
     }
 }
 
+/// The isolation a transaction gets. PostgreSQL's READ UNCOMMITTED and READ COMMITTED are
+/// given REPEATABLE READ, which is stronger (each statement does not see what others committed
+/// since the block's snapshot), and are reported as that; SERIALIZABLE is provided as asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Isolation {
+    /// Snapshot isolation: the block reads one snapshot of every table; a row it changed that
+    /// another transaction changed since is 40001 at COMMIT.
+    #[default]
+    RepeatableRead,
+    /// Repeatable read, and at COMMIT of a block that writes, 40001 when another transaction
+    /// committed to any table the block read or wrote since its snapshot (at the grain of tables,
+    /// where PostgreSQL's predicate locks track rows and pages: more retries, never an anomaly).
+    /// Such commits are checked and made one at a time.
+    Serializable,
+}
+
+impl Isolation {
+    /// The level of `SET TRANSACTION ISOLATION LEVEL` and friends.
+    pub fn asked(level: &TransactionIsolationLevel) -> Self {
+        match level {
+            TransactionIsolationLevel::Serializable => Isolation::Serializable,
+            _ => Isolation::RepeatableRead,
+        }
+    }
+
+    /// The level as `transaction_isolation` is set to it ('read committed', 'SERIALIZABLE').
+    pub fn named(level: &str) -> Self {
+        if level.trim().trim_matches(['\'', '"']).eq_ignore_ascii_case("serializable") {
+            Isolation::Serializable
+        } else {
+            Isolation::RepeatableRead
+        }
+    }
+
+    /// The level's name, as `SHOW transaction_isolation` gives it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Isolation::RepeatableRead => "repeatable read",
+            Isolation::Serializable => "serializable",
+        }
+    }
+}
+
 /// A savepoint, with what the block had done before it.
 #[derive(Debug)]
 struct Savepoint {
@@ -114,6 +164,7 @@ enum Control {
     /// `read_only`: as the statement says, if it does; `tag`: BEGIN or START TRANSACTION.
     Begin {
         read_only: Option<bool>,
+        isolation: Option<Isolation>,
         tag: &'static str,
     },
     Commit {
@@ -125,9 +176,10 @@ enum Control {
     Savepoint(String),
     Release(String),
     RollbackTo(String),
-    /// SET TRANSACTION READ ONLY | READ WRITE (isolation levels are what Sluice provides).
+    /// SET TRANSACTION [ISOLATION LEVEL ...] [READ ONLY | READ WRITE].
     SetTransaction {
         read_only: Option<bool>,
+        isolation: Option<Isolation>,
     },
 }
 
@@ -136,6 +188,13 @@ fn read_only_mode(modes: &[TransactionMode]) -> Option<bool> {
         TransactionMode::AccessMode(TransactionAccessMode::ReadOnly) => Some(true),
         TransactionMode::AccessMode(TransactionAccessMode::ReadWrite) => Some(false),
         TransactionMode::IsolationLevel(_) => None,
+    })
+}
+
+fn isolation_mode(modes: &[TransactionMode]) -> Option<Isolation> {
+    modes.iter().rev().find_map(|mode| match mode {
+        TransactionMode::IsolationLevel(level) => Some(Isolation::asked(level)),
+        TransactionMode::AccessMode(_) => None,
     })
 }
 
@@ -150,16 +209,18 @@ fn savepoint_name(ident: &Ident) -> String {
 fn control_of(statement: &SluiceStatement) -> Option<Control> {
     let SluiceStatement::Standard(statement) = statement else { return None };
     Some(match &**statement {
-        Statement::StartTransaction { modes, begin, .. } => {
-            Control::Begin { read_only: read_only_mode(modes), tag: if *begin { "BEGIN" } else { "START TRANSACTION" } }
-        }
+        Statement::StartTransaction { modes, begin, .. } => Control::Begin {
+            read_only: read_only_mode(modes),
+            isolation: isolation_mode(modes),
+            tag: if *begin { "BEGIN" } else { "START TRANSACTION" },
+        },
         Statement::Commit { chain, .. } => Control::Commit { chain: *chain },
         Statement::Rollback { chain, savepoint: None } => Control::Rollback { chain: *chain },
         Statement::Rollback { savepoint: Some(name), .. } => Control::RollbackTo(savepoint_name(name)),
         Statement::Savepoint { name } => Control::Savepoint(savepoint_name(name)),
         Statement::ReleaseSavepoint { name } => Control::Release(savepoint_name(name)),
         Statement::Set(Set::SetTransaction { modes, session: false, .. }) => {
-            Control::SetTransaction { read_only: read_only_mode(modes) }
+            Control::SetTransaction { read_only: read_only_mode(modes), isolation: isolation_mode(modes) }
         }
         _ => return None,
     })
@@ -235,6 +296,10 @@ fn temporary(name: &ObjectName) -> bool {
     schema.and_then(|part| part.as_ident()).is_some_and(|ident| crate::catalog::is_temporary_schema(&ident.value))
 }
 
+fn isolation_too_late() -> Error {
+    Error::data("25001", "SET TRANSACTION ISOLATION LEVEL must be called before any query")
+}
+
 fn aborted() -> Error {
     Error::data("25P02", "current transaction is aborted, commands ignored until end of transaction block")
 }
@@ -267,7 +332,7 @@ fn cannot_undo(what: &str, writes: usize) -> Error {
 /// What a control statement leaves to do once the block's state is updated.
 pub enum Then {
     Nothing,
-    Commit,
+    Commit(Isolation),
     Discard,
     RollbackTo(Box<Mark>),
 }
@@ -284,6 +349,31 @@ impl TransactionBlock {
 
     fn default_read_only(&self) -> bool {
         self.default_read_only.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets `default_transaction_isolation`.
+    pub fn set_default_isolation(&self, isolation: Isolation) {
+        let serializable = isolation == Isolation::Serializable;
+        self.default_serializable.store(serializable, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `default_transaction_isolation`, as provided.
+    pub fn default_isolation(&self) -> Isolation {
+        match self.default_serializable.load(std::sync::atomic::Ordering::Relaxed) {
+            true => Isolation::Serializable,
+            false => Isolation::RepeatableRead,
+        }
+    }
+
+    /// `transaction_isolation`: the block's level, or the default outside one.
+    pub fn isolation(&self) -> Isolation {
+        self.lock().as_ref().map_or_else(|| self.default_isolation(), |b| b.isolation)
+    }
+
+    /// `SET transaction_isolation = ...`, which is `SET TRANSACTION ISOLATION LEVEL ...`.
+    pub fn set_isolation(&self, isolation: Isolation) -> Result<()> {
+        let (result, _) = self.decide(Control::SetTransaction { read_only: None, isolation: Some(isolation) });
+        result.map(|_| ())
     }
 
     /// Whether a transaction block is open (failed or not).
@@ -319,7 +409,7 @@ impl TransactionBlock {
     ) -> Result<StatementResult> {
         let done = match then {
             Then::Nothing => Ok(()),
-            Then::Commit => self.staging.commit(db).await,
+            Then::Commit(isolation) => self.staging.commit(db, isolation).await,
             Then::Discard => {
                 self.staging.discard(db).await;
                 Ok(())
@@ -344,7 +434,7 @@ impl TransactionBlock {
         let mut state = self.lock();
         let mut then = Then::Nothing;
         let result = match control {
-            Control::Begin { read_only, tag } => {
+            Control::Begin { read_only, isolation, tag } => {
                 let read_only = read_only.unwrap_or_else(|| self.default_read_only());
                 match state.as_mut() {
                     Some(block) if block.failed => return (Err(aborted()), Then::Nothing),
@@ -352,10 +442,20 @@ impl TransactionBlock {
                     Some(block) if block.implicit => {
                         block.implicit = false;
                         block.read_only = read_only;
+                        if let Some(isolation) = isolation {
+                            if block.queried && isolation != block.isolation {
+                                block.failed = true;
+                                return (Err(isolation_too_late()), Then::Nothing);
+                            }
+                            block.isolation = isolation;
+                        }
                     }
                     // PostgreSQL warns (25001) and stays in the block it is in.
                     Some(_) => self.warn("25001", "there is already a transaction in progress"),
-                    None => *state = Some(Block { read_only, ..Block::default() }),
+                    None => {
+                        let isolation = isolation.unwrap_or_else(|| self.default_isolation());
+                        *state = Some(Block { read_only, isolation, ..Block::default() })
+                    }
                 }
                 Ok(StatementResult::command(tag))
             }
@@ -366,14 +466,15 @@ impl TransactionBlock {
                 // COMMIT of an aborted block rolls it back, as PostgreSQL does.
                 let failed = state.as_ref().is_some_and(|b| b.failed);
                 let tag = if failed { "ROLLBACK" } else { "COMMIT" };
-                then = if failed { Then::Discard } else { Then::Commit };
                 let block = state.take();
+                let isolation = block.as_ref().map_or_else(|| self.default_isolation(), |b| b.isolation);
+                then = if failed { Then::Discard } else { Then::Commit(isolation) };
                 if failed {
                     self.undo(block.as_ref().map_or(&[][..], |b| &b.temporaries));
                 }
                 let read_only = block.is_some_and(|b| b.read_only);
                 if chain {
-                    *state = Some(Block { read_only, ..Block::default() });
+                    *state = Some(Block { read_only, isolation, ..Block::default() });
                 }
                 Ok(StatementResult::command(tag))
             }
@@ -390,9 +491,10 @@ impl TransactionBlock {
                     }
                     let block = state.take();
                     self.undo(block.as_ref().map_or(&[][..], |b| &b.temporaries));
+                    let isolation = block.as_ref().map_or_else(|| self.default_isolation(), |b| b.isolation);
                     let read_only = block.is_some_and(|b| b.read_only);
                     if chain {
-                        *state = Some(Block { read_only, ..Block::default() });
+                        *state = Some(Block { read_only, isolation, ..Block::default() });
                     }
                     then = Then::Discard;
                     Ok(StatementResult::command("ROLLBACK"))
@@ -475,9 +577,28 @@ impl TransactionBlock {
                     }
                 },
             },
-            Control::SetTransaction { read_only } => match state.as_mut() {
+            Control::SetTransaction { read_only, isolation } => match state.as_mut() {
                 Some(block) if block.failed => Err(aborted()),
                 Some(block) => {
+                    if let Some(isolation) = isolation.filter(|i| *i != block.isolation) {
+                        // As PostgreSQL: the level is fixed by the first query, and savepoints
+                        // share their block's.
+                        if block.queried {
+                            block.failed = true;
+                            return (Err(isolation_too_late()), Then::Nothing);
+                        }
+                        if !block.savepoints.is_empty() {
+                            block.failed = true;
+                            return (
+                                Err(Error::data(
+                                    "25001",
+                                    "SET TRANSACTION ISOLATION LEVEL must not be called in a subtransaction",
+                                )),
+                                Then::Nothing,
+                            );
+                        }
+                        block.isolation = isolation;
+                    }
                     if let Some(read_only) = read_only {
                         block.read_only = read_only;
                     }
@@ -499,7 +620,12 @@ impl TransactionBlock {
     pub fn begin_implicit(&self) {
         let mut state = self.lock();
         if state.is_none() {
-            *state = Some(Block { implicit: true, read_only: self.default_read_only(), ..Block::default() });
+            *state = Some(Block {
+                implicit: true,
+                read_only: self.default_read_only(),
+                isolation: self.default_isolation(),
+                ..Block::default()
+            });
         }
     }
 
@@ -520,7 +646,7 @@ impl TransactionBlock {
                 self.undo(&block.temporaries);
                 Then::Discard
             }
-            Some(_) => Then::Commit,
+            Some(block) => Then::Commit(block.isolation),
             None => Then::Nothing,
         }
     }
@@ -562,16 +688,19 @@ impl TransactionBlock {
     /// no write in a READ ONLY one (25006, which aborts the block).
     pub fn admit(&self, statement: &SluiceStatement) -> Result<()> {
         let writes = !crate::rights::reads_only(statement);
-        self.admit_kind(writes, || crate::rights::command_name(statement))
+        // SET and SHOW take no snapshot in PostgreSQL: the isolation level may still change.
+        let queries = !matches!(statement, SluiceStatement::Standard(s)
+            if matches!(**s, Statement::Set(_) | Statement::ShowVariable { .. }));
+        self.admit_kind(writes, queries, || crate::rights::command_name(statement))
     }
 
     /// [`Self::admit`] for a write that is not a statement of its own (COPY's rows, the Rust
     /// API's insert), named `what`.
     pub fn admit_write(&self, what: &str) -> Result<()> {
-        self.admit_kind(true, || what.to_string())
+        self.admit_kind(true, true, || what.to_string())
     }
 
-    fn admit_kind(&self, writes: bool, what: impl FnOnce() -> String) -> Result<()> {
+    fn admit_kind(&self, writes: bool, queries: bool, what: impl FnOnce() -> String) -> Result<()> {
         let mut state = self.lock();
         let Some(block) = state.as_mut() else {
             if writes && self.default_read_only() {
@@ -586,6 +715,7 @@ impl TransactionBlock {
             block.failed = true;
             return Err(read_only_refusal(&what()));
         }
+        block.queried |= queries;
         Ok(())
     }
 
@@ -771,7 +901,7 @@ mod tests {
         assert!(!block.in_block());
         block.begin_implicit();
         run(&block, "INSERT INTO t VALUES (1)", true);
-        assert!(matches!(block.end_implicit(), Then::Commit));
+        assert!(matches!(block.end_implicit(), Then::Commit(_)));
         // BEGIN makes it a block that outlives the query.
         block.begin_implicit();
         assert_eq!(run(&block, "BEGIN", true), "BEGIN");

@@ -89,6 +89,9 @@ pub struct Warehouse {
     /// statement takes the snapshots of the tables it names: a statement sees such a
     /// transaction in all its tables or in none (see [`crate::staging`]).
     pub(crate) commit_gate: tokio::sync::RwLock<()>,
+    /// Held by the COMMIT of a serializable transaction from its checks to its last commit
+    /// (see `crate::staging::Staging::commit`).
+    pub(crate) serializable_commits: tokio::sync::Mutex<()>,
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
@@ -141,6 +144,7 @@ impl Warehouse {
             events,
             wake: Default::default(),
             commit_gate: Default::default(),
+            serializable_commits: Default::default(),
         }))
     }
 

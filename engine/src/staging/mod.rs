@@ -95,6 +95,9 @@ pub enum Reliance {
     /// writer wait, Sluice lets it commit and fails this block's COMMIT (40001), at the grain of
     /// the table rather than of its rows.
     Locked { table: String, version: u64 },
+    /// A serializable block read or wrote `table` at `version`
+    /// ([`crate::transaction::Isolation::Serializable`]): nobody may have committed to it since.
+    Read { table: String, version: u64 },
 }
 
 #[derive(Debug, Default)]
@@ -420,16 +423,34 @@ impl Staging {
 
     /// Commits the block's writes (see the module docs); the staged tables are forgotten
     /// whatever the outcome.
-    pub async fn commit(&self, db: &Warehouse) -> Result<()> {
+    pub async fn commit(&self, db: &Warehouse, isolation: crate::transaction::Isolation) -> Result<()> {
         lock(self).clock = None;
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
         let catalog = std::mem::take(&mut *lock_catalog(self));
-        let relied = std::mem::take(&mut *self.relied.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut relied = std::mem::take(&mut *self.relied.lock().unwrap_or_else(|p| p.into_inner()));
+        let serializable = isolation == crate::transaction::Isolation::Serializable;
+        if serializable {
+            // Every table the block touched, but those nobody else writes (created by the block,
+            // temporary).
+            let state = db.catalog.current();
+            for (id, table) in &tables {
+                let own = catalog.created_tables().iter().any(|t| &t.id == id)
+                    || state.table_by_id(id).is_none_or(|t| crate::catalog::is_temporary_schema(&t.schema));
+                if let (false, Some(version)) = (own, table.staged.stage_base_version()) {
+                    relied.push(Reliance::Read { table: id.clone(), version });
+                }
+            }
+        }
         let written: Vec<(String, StagedTable)> =
             tables.into_iter().filter(|(_, t)| t.staged.has_staged_commits()).collect();
+        // A block that writes nothing is serializable at its snapshot: the writers it might
+        // conflict with were checked and committed one at a time.
         if written.is_empty() && catalog.is_empty() {
             return Ok(());
         }
+        // Serializable commits are checked and made one at a time, so that two of them cannot
+        // each miss the other's commit.
+        let _serial = if serializable { Some(db.serializable_commits.lock().await) } else { None };
         let held = catalog.changes_catalog().then_some(&catalog);
         let committed = match commit_tables(db, &written, held, &relied).await {
             Ok(committed) => committed,
@@ -663,6 +684,18 @@ async fn check_reliances(
                     return Err(Error::SerializationFailure(format!(
                         "could not serialize access due to concurrent update: {} changed (version {latest}) \
                          after this transaction read it FOR UPDATE or FOR SHARE at version {version}",
+                        entry.qualified_name()
+                    )));
+                }
+            }
+            Reliance::Read { table, version } => {
+                let Some(entry) = state.table_by_id(table) else { continue };
+                let latest = db.open_table(entry).await?.snapshot().await?.version();
+                if latest != *version {
+                    return Err(Error::SerializationFailure(format!(
+                        "could not serialize access due to read/write dependencies among transactions: {} \
+                         changed (version {latest}) after this serializable transaction read it at version \
+                         {version}",
                         entry.qualified_name()
                     )));
                 }

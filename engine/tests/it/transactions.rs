@@ -591,3 +591,67 @@ async fn block_sums(session: &sluice::Session) -> Vec<String> {
     }
     out
 }
+
+/// SERIALIZABLE as PostgreSQL defines it: two blocks that each read the table the other writes
+/// (write skew, which REPEATABLE READ lets both commit) cannot both commit; the later COMMIT is
+/// 40001 and nothing of it applies. The level reads back as asked, and is fixed by the first
+/// query (25001 after it).
+#[tokio::test]
+async fn serializable_blocks_that_read_what_the_other_wrote_cannot_both_commit() {
+    let db = Database::open("memory://serializable").await.unwrap();
+    db.execute("CREATE TABLE a (id bigint PRIMARY KEY, v bigint); CREATE TABLE b (id bigint PRIMARY KEY, v bigint)")
+        .await
+        .unwrap();
+    db.execute("INSERT INTO a VALUES (1, 10); INSERT INTO b VALUES (1, 20)").await.unwrap();
+    let sum = |db: &Database, table: &str| {
+        let (db, sql) = (db.clone(), format!("SELECT sum(v) FROM {table}"));
+        async move { rows(&db.query(&sql).await.unwrap()) }
+    };
+    let (s, t) = (db.session(), db.session());
+
+    // REPEATABLE READ (the default): the write skew commits, as in PostgreSQL.
+    s.execute("BEGIN; SELECT sum(v) FROM a; INSERT INTO b VALUES (2, 1)").await.unwrap();
+    t.execute("BEGIN; SELECT sum(v) FROM b; INSERT INTO a VALUES (2, 1)").await.unwrap();
+    s.execute("COMMIT").await.unwrap();
+    t.execute("COMMIT").await.unwrap();
+    assert_eq!((sum(&db, "a").await, sum(&db, "b").await), (vec!["11".to_string()], vec!["21".to_string()]));
+
+    // SERIALIZABLE: the second COMMIT fails, whichever way the level was asked for.
+    for begin in ["BEGIN ISOLATION LEVEL SERIALIZABLE", "BEGIN; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE"] {
+        s.execute(&format!("{begin}; SELECT sum(v) FROM a; INSERT INTO b VALUES (3, 1)")).await.unwrap();
+        t.execute(&format!("{begin}; SELECT sum(v) FROM b; INSERT INTO a VALUES (3, 1)")).await.unwrap();
+        assert_eq!(s.isolation().name(), "serializable");
+        s.execute("COMMIT").await.unwrap();
+        let err = t.execute("COMMIT").await.unwrap_err();
+        assert_eq!(err.sqlstate(), "40001", "{err}");
+        assert_eq!((sum(&db, "a").await, sum(&db, "b").await), (vec!["11".to_string()], vec!["22".to_string()]));
+        db.execute("DELETE FROM b WHERE id = 3").await.unwrap();
+    }
+
+    // A serializable block that only reads commits, and one whose tables nobody changed too.
+    s.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT sum(v) FROM a").await.unwrap();
+    db.execute("INSERT INTO a VALUES (4, 1)").await.unwrap();
+    s.execute("COMMIT").await.unwrap();
+    s.execute("BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT sum(v) FROM a; INSERT INTO b VALUES (5, 1); COMMIT")
+        .await
+        .unwrap();
+    assert_eq!(sum(&db, "b").await, vec!["22"]);
+
+    // The level is fixed by the first query, and savepoints share it.
+    let err = s.execute("BEGIN; SELECT 1; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "25001", "{err}");
+    s.execute("ROLLBACK").await.unwrap();
+    let err = s.execute("BEGIN; SAVEPOINT p; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "25001", "{err}");
+    s.execute("ROLLBACK").await.unwrap();
+    assert_eq!(s.isolation().name(), "repeatable read");
+
+    // default_transaction_isolation = serializable: blocks and autocommit writes are serializable.
+    s.set_default_isolation(sluice::transaction::Isolation::Serializable);
+    s.execute("BEGIN; SELECT sum(v) FROM a; INSERT INTO b VALUES (6, 1)").await.unwrap();
+    t.execute("INSERT INTO a VALUES (6, 1)").await.unwrap();
+    let err = s.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    s.execute("INSERT INTO b SELECT id + 100, v FROM a").await.unwrap();
+    assert_eq!(sum(&db, "b").await, vec!["35"]);
+}

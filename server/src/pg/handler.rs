@@ -43,6 +43,7 @@ use sluice::control::StatementControl;
 use sluice::paths::PathUse;
 use sluice::sql::copy_in::StagedCopy;
 use sluice::sql::parser::{parse_statements, SluiceStatement};
+use sluice::transaction::Isolation;
 use sluice::{Session, StatementResult};
 
 use super::copy::{CopyDecoder, CopyFormat, CopyOptions};
@@ -71,7 +72,10 @@ pub struct Prepared {
 /// An open cursor: its rows, how far FETCH has read, and how long it lives.
 struct Cursor {
     batch: RecordBatch,
-    position: usize,
+    /// PostgreSQL's position: 0 before the first row, k on row k, rows + 1 after the last.
+    position: u64,
+    /// Not declared NO SCROLL: it may go back.
+    scroll: bool,
     life: cursors::CursorLife,
     /// The transaction block's newest savepoint when it was declared: a rollback to that
     /// savepoint or an older one closes it (see [`cursors`]).
@@ -241,7 +245,19 @@ impl Connection {
     {
         let control = StatementControl::new(self.session.privileges());
         let running = self.session.run_with(statement, parameters, control.clone());
-        self.controlled(client, control, running).await
+        let result = self.controlled(client, control, running).await;
+        self.show_isolation();
+        result
+    }
+
+    /// Keeps `transaction_isolation` (SHOW, `current_setting`, `pg_settings`) at the level of the
+    /// session's block, or its default outside one.
+    fn show_isolation(&self) {
+        let level = self.session.isolation().name();
+        let mut settings = self.settings.lock();
+        if settings.get("transaction_isolation") != Some(level) {
+            settings.set("transaction_isolation", level);
+        }
     }
 
     /// Awaits `running`, cancelling it (if it has not begun to commit) on a timeout or a
@@ -423,9 +439,13 @@ impl Connection {
         let settings = self.settings.lock();
         let read_only = settings.get("default_transaction_read_only").is_some_and(super::statements::setting_is_on);
         self.session.set_default_read_only(read_only);
+        let isolation = Isolation::named(settings.get("default_transaction_isolation").unwrap_or_default());
+        self.session.set_default_isolation(isolation);
         self.session.set_time_zone(settings.get("TimeZone").unwrap_or("UTC"));
         let order = super::text::DateStyle::of(settings.get("DateStyle").unwrap_or("ISO, MDY")).order();
         self.session.set_date_order(order);
+        drop(settings);
+        self.show_isolation();
     }
 
     /// How values are written in text: the session's settings (what the client sent at startup
@@ -482,6 +502,12 @@ impl Connection {
                 let Some(changes) = super::statements::set_changes(set) else { return Ok(None) };
                 for (name, value) in &changes {
                     super::settings::check(name, value).map_err(|message| user_error("22023", message))?;
+                }
+                for (name, value) in &changes {
+                    // SET transaction_isolation is SET TRANSACTION ISOLATION LEVEL (the block's).
+                    if super::settings::is_transaction_isolation(name) {
+                        self.session.set_isolation(Isolation::named(value)).map_err(|e| encode::error(&e))?;
+                    }
                 }
                 for (name, value) in changes {
                     let reported = self.settings.lock().set(&name, &value);
@@ -561,13 +587,13 @@ impl Connection {
                 Response::Execution(Tag::new("DECLARE CURSOR"))
             }
             Statement::Fetch { name, direction, .. } => {
-                let count = cursors::forward_count("FETCH", direction)?;
                 if !self.cursors.lock().contains_key(&name.value) {
+                    let count = cursors::forward_count("FETCH", direction);
                     if let Some(response) = self.fetch_subscription(client, &name.value, count, format).await? {
                         return Ok(Some(response));
                     }
                 }
-                let rows = self.advance(&name.value, count)?;
+                let rows = self.advance(&name.value, cursors::Motion::of("FETCH", direction)?)?;
                 let schema = rows.schema();
                 let mut response = encode::rows(&schema, vec![rows], format, options)?;
                 if let Response::Query(query) = &mut response {

@@ -55,8 +55,8 @@ fn defaults() -> Vec<(&'static str, String)> {
         ("statement_timeout", "0".into()),
         ("lock_timeout", "0".into()),
         ("idle_in_transaction_session_timeout", "0".into()),
-        // What Sluice provides (sluice::staging): one snapshot per transaction block, writes
-        // checked at COMMIT (first committer wins), whatever level a client asks for.
+        // What Sluice provides by default (sluice::staging): one snapshot per transaction block,
+        // writes checked at COMMIT (first committer wins); SERIALIZABLE when asked for.
         ("transaction_isolation", PROVIDED_ISOLATION.into()),
         ("default_transaction_isolation", PROVIDED_ISOLATION.into()),
         ("transaction_read_only", "off".into()),
@@ -218,7 +218,7 @@ fn command_line_settings(options: &str) -> Vec<(String, String)> {
 pub fn check(name: &str, value: &str) -> Result<(), String> {
     let key = canonical_key(name);
     if matches!(key.as_str(), "transaction_isolation" | "default_transaction_isolation") {
-        // Checked as written: every level reads back as the one Sluice provides.
+        // Checked as written: a level reads back as the one Sluice provides for it.
         return check_isolation(&key, value);
     }
     let value = normalize_value(&key, value);
@@ -319,8 +319,13 @@ fn zone_name(value: &str) -> Option<&'static str> {
     chrono_tz::TZ_VARIANTS.iter().map(|zone| zone.name()).find(|name| name.eq_ignore_ascii_case(value))
 }
 
-/// The isolation level of every Sluice transaction, as PostgreSQL names it.
+/// The isolation level Sluice gives transactions by default, as PostgreSQL names it.
 const PROVIDED_ISOLATION: &str = "repeatable read";
+
+/// Whether `name` is `transaction_isolation` (SET's spellings of it).
+pub fn is_transaction_isolation(name: &str) -> bool {
+    canonical_key(name) == "transaction_isolation"
+}
 
 fn canonical_key(name: &str) -> String {
     let lower = name.trim().trim_matches('"').to_lowercase();
@@ -342,8 +347,11 @@ fn normalize_value(key: &str, value: &str) -> String {
     match key {
         "timezone" if value.eq_ignore_ascii_case("local") || value.eq_ignore_ascii_case("default") => "UTC".into(),
         "timezone" => zone_name(&value).map(str::to_string).unwrap_or(value),
-        // The level reported is the one provided, not the one asked for.
-        "transaction_isolation" | "default_transaction_isolation" => PROVIDED_ISOLATION.into(),
+        // The level reported is the one provided, not the one asked for: READ UNCOMMITTED and
+        // READ COMMITTED get REPEATABLE READ (sluice::transaction::Isolation).
+        "transaction_isolation" | "default_transaction_isolation" => {
+            sluice::transaction::Isolation::named(&value).name().into()
+        }
         _ => value,
     }
 }
@@ -381,8 +389,10 @@ mod tests {
         assert_eq!(settings.get("timezone"), Some("Europe/Paris"));
         // The isolation level reported is the one Sluice provides, whatever was asked for.
         assert_eq!(settings.get("transaction_isolation"), Some("repeatable read"));
-        settings.set("default_transaction_isolation", "'serializable'");
+        settings.set("default_transaction_isolation", "'read committed'");
         assert_eq!(settings.get("default_transaction_isolation"), Some("repeatable read"));
+        settings.set("default_transaction_isolation", "'SERIALIZABLE'");
+        assert_eq!(settings.get("default_transaction_isolation"), Some("serializable"));
         settings.set("statement_timeout", "2s");
         assert_eq!(settings.statement_timeout_ms(), 2000);
         // Levels PostgreSQL does not know are refused as PostgreSQL refuses them.

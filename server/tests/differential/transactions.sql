@@ -453,8 +453,9 @@ FETCH cur_failed_chain;
 CLOSE cur_before_held;
 DROP TABLE cur_rows;
 
--- Isolation levels: PostgreSQL's four names are accepted in any case (Sluice reports repeatable
--- read for each, so no SHOW here), anything else is 22023 (SET, set_config) or a syntax error.
+-- Isolation levels: PostgreSQL's four names are accepted in any case (Sluice gives READ
+-- UNCOMMITTED and READ COMMITTED REPEATABLE READ and reports that, so no SHOW of them here),
+-- anything else is 22023 (SET, set_config) or a syntax error.
 SET default_transaction_isolation = 'nonsense';
 SET default_transaction_isolation TO 'Serializable';
 SET default_transaction_isolation = 'read  committed';
@@ -479,6 +480,43 @@ SELECT set_config('default_transaction_isolation', 'nonsense', false) AS bad_lev
 /* 205 */ BEGIN;
 SET transaction_isolation = 'bad';
 /* 205 */ ROLLBACK;
+
+-- SERIALIZABLE is provided as asked, and reads back; a block's level is fixed by its first query
+-- and shared by its savepoints (25001); SET transaction_isolation is SET TRANSACTION. (Read with
+-- current_setting: SHOW's tag differs, see functions.expected-differences.)
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT current_setting('transaction_isolation') AS begun_serializable;
+SELECT current_setting('transaction_isolation') AS in_serializable;
+/* isolation 1 */ COMMIT;
+/* isolation 2 */ BEGIN;
+SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+SELECT current_setting('transaction_isolation') AS after_set_transaction;
+SELECT count(*) AS serializable_count FROM tx;
+/* after a query */ SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ;
+/* isolation 3 */ ROLLBACK;
+/* isolation 4 */ BEGIN;
+SAVEPOINT iso;
+/* in a subtransaction */ SET TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+/* isolation 5 */ ROLLBACK;
+/* isolation 6 */ BEGIN;
+SET transaction_isolation = 'serializable';
+SELECT current_setting('transaction_isolation') AS after_set_setting;
+SELECT 1 AS queried;
+SET transaction_isolation = 'repeatable read';
+/* isolation 7 */ ROLLBACK;
+/* isolation default */ SET default_transaction_isolation = 'serializable';
+SELECT current_setting('transaction_isolation') AS default_serializable;
+/* isolation 8 */ BEGIN;
+SELECT current_setting('default_transaction_isolation') AS in_serializable_block;
+INSERT INTO tx VALUES (90, 'serializable');
+/* isolation 9 */ COMMIT;
+UPDATE tx SET v = 'serializable autocommit' WHERE id = 90;
+SELECT id, v FROM tx WHERE id = 90;
+/* isolation default reset */ SET default_transaction_isolation = DEFAULT;
+SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE;
+SELECT current_setting('default_transaction_isolation') AS characteristics;
+RESET default_transaction_isolation;
 
 -- A table made by CREATE TABLE AS in a block holds its rows for the block's own reads.
 CREATE TABLE tx_src (id int, v int);
