@@ -100,6 +100,11 @@ fn prepared() {
     run_case("prepared");
 }
 
+#[test]
+fn cursors() {
+    run_case("cursors");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

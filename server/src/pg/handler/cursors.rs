@@ -8,8 +8,13 @@
 //! position. A cursor's rows are read when it is declared, so a held cursor needs nothing more
 //! at COMMIT.
 //!
-//! `FETCH` and `MOVE` (parsed by `sluice::syntax::cursor`) move forward only: NEXT, a count,
-//! FORWARD and ALL; the backward and absolute directions are refused (0A000).
+//! `FETCH` and `MOVE` (parsed by `sluice::syntax::cursor`) move in every direction PostgreSQL
+//! has (NEXT, PRIOR, FIRST, LAST, ABSOLUTE, RELATIVE, FORWARD, BACKWARD, ALL, counts), with its
+//! positions: before the first row, on a row, after the last ([`Motion`]). A `NO SCROLL` cursor
+//! refuses what would read a row again (55000). A cursor declared without `SCROLL` moves
+//! backward too: its rows are read when it is declared, where PostgreSQL allows that only for
+//! plans that can run backward (not an aggregate's, for example). Subscription cursors move
+//! forward only (0A000 otherwise).
 //!
 //! Subscription cursors (`DECLARE c CURSOR FOR SUBSCRIBE ...`, see [`super::subscribe`]) follow
 //! the same rules; WITH HOLD and BINARY are refused for them (0A000), and BINARY for any cursor.
@@ -57,24 +62,103 @@ impl Outcome {
     }
 }
 
-/// How many rows a FETCH or MOVE (`verb`) in `direction` moves forward over. Sluice's cursors
-/// move forward only: the backward, absolute and relative directions are 0A000, and so is a
-/// count of 0 (PostgreSQL's re-fetch of the current row).
+/// How many rows a FETCH (`verb`) in `direction` moves forward over, for a subscription cursor,
+/// which moves forward only: the backward, absolute and relative directions are 0A000, and so is
+/// a count of 0 (PostgreSQL's re-fetch of the current row).
 pub(super) fn forward_count(verb: &str, direction: &FetchDirection) -> PgWireResult<usize> {
     let refused = || user_error("0A000", format!("{verb} {direction} is not supported: cursors move forward only"));
-    let count = |limit: &ValueWithSpan| match &limit.value {
-        Value::Number(n, _) => match n.parse::<i64>() {
-            Ok(n) if n > 0 => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
-            Ok(_) => Err(refused()),
-            Err(_) => Err(user_error("22003", format!("{verb} count {n} is out of range"))),
-        },
-        _ => Err(user_error("42601", format!("{verb} takes a count, not {limit}"))),
-    };
-    match direction {
-        FetchDirection::Count { limit } | FetchDirection::Forward { limit: Some(limit) } => count(limit),
-        FetchDirection::All | FetchDirection::ForwardAll => Ok(usize::MAX),
-        FetchDirection::Next | FetchDirection::Forward { limit: None } => Ok(1),
+    match Motion::of(verb, direction)? {
+        Motion::Forward(count) if count > 0 => Ok(usize::try_from(count).unwrap_or(usize::MAX)),
         _ => Err(refused()),
+    }
+}
+
+/// A cursor's motion, as PostgreSQL's FETCH and MOVE directions are defined.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Motion {
+    /// Over up to this many rows after the current one (`u64::MAX`: ALL); 0 re-reads the current.
+    Forward(u64),
+    /// Over up to this many rows before the current one, nearest first.
+    Backward(u64),
+    /// To row k (from the end when negative; 0 is before the first).
+    Absolute(i64),
+    /// To the row k rows away (0: the current one).
+    Relative(i64),
+}
+
+impl Motion {
+    pub(super) fn of(verb: &str, direction: &FetchDirection) -> PgWireResult<Self> {
+        let count = |limit: &ValueWithSpan| match &limit.value {
+            Value::Number(n, _) => {
+                n.parse::<i64>().map_err(|_| user_error("22003", format!("{verb} count {n} is out of range")))
+            }
+            _ => Err(user_error("42601", format!("{verb} takes a count, not {limit}"))),
+        };
+        // A negative count goes the other way.
+        let forward = |n: i64| if n < 0 { Motion::Backward(n.unsigned_abs()) } else { Motion::Forward(n as u64) };
+        Ok(match direction {
+            FetchDirection::Count { limit } | FetchDirection::Forward { limit: Some(limit) } => forward(count(limit)?),
+            FetchDirection::Backward { limit: Some(limit) } => match count(limit)? {
+                n if n < 0 => Motion::Forward(n.unsigned_abs()),
+                n => Motion::Backward(n as u64),
+            },
+            FetchDirection::All | FetchDirection::ForwardAll => Motion::Forward(u64::MAX),
+            FetchDirection::BackwardAll => Motion::Backward(u64::MAX),
+            FetchDirection::Next | FetchDirection::Forward { limit: None } => Motion::Forward(1),
+            FetchDirection::Prior | FetchDirection::Backward { limit: None } => Motion::Backward(1),
+            FetchDirection::First => Motion::Absolute(1),
+            FetchDirection::Last => Motion::Absolute(-1),
+            FetchDirection::Absolute { limit } => Motion::Absolute(count(limit)?),
+            FetchDirection::Relative { limit } => Motion::Relative(count(limit)?),
+        })
+    }
+
+    /// The motion from `position` over `rows` rows (positions: 0 before the first row, k on row
+    /// k, rows + 1 after the last): the rows it returns (0-based, in the order it meets them), the
+    /// new position, and whether it reads a row at or before the current one (which a NO SCROLL
+    /// cursor refuses, as PostgreSQL does).
+    pub(super) fn run(self, position: u64, rows: u64) -> (Vec<u64>, u64, bool) {
+        let after = rows + 1;
+        let on = |k: u64| if (1..=rows).contains(&k) { vec![k - 1] } else { vec![] };
+        match self {
+            Motion::Forward(0) | Motion::Relative(0) => (on(position), position, true),
+            Motion::Forward(count) => {
+                let last = position.saturating_add(count);
+                let returned = (position + 1..=last.min(rows)).map(|k| k - 1).collect();
+                (returned, if last > rows { after } else { last }, false)
+            }
+            Motion::Backward(count) => {
+                let first = position.saturating_sub(count).max(1);
+                let returned = (first..position.min(after)).rev().filter(|k| *k <= rows).map(|k| k - 1).collect();
+                (returned, if position <= count { 0 } else { position - count }, true)
+            }
+            Motion::Absolute(k) if k > 0 => {
+                let k = k.unsigned_abs();
+                let backward = k <= position;
+                if k <= rows {
+                    (on(k), k, backward)
+                } else {
+                    (vec![], after, backward)
+                }
+            }
+            Motion::Absolute(0) => (vec![], 0, position > 0),
+            Motion::Absolute(k) => match after.checked_sub(k.unsigned_abs()) {
+                Some(j) if j >= 1 => (on(j), j, true),
+                _ => (vec![], 0, true),
+            },
+            Motion::Relative(k) => {
+                let target = i128::from(position) + i128::from(k);
+                let backward = k < 0;
+                if target < 1 {
+                    (vec![], 0, backward)
+                } else if target > i128::from(rows) {
+                    (vec![], after, backward)
+                } else {
+                    let j = target as u64;
+                    (on(j), j, backward)
+                }
+            }
+        }
     }
 }
 
@@ -166,29 +250,108 @@ impl Connection {
         }
         let batch = concat_batches(&schema, &batches).map_err(|e| user_error("XX000", e.to_string()))?;
         let savepoint = self.session.newest_savepoint();
-        self.cursors.lock().insert(name, Cursor { batch, position: 0, life, savepoint });
+        let scroll = declare.scroll != Some(false);
+        self.cursors.lock().insert(name, Cursor { batch, position: 0, scroll, life, savepoint });
         Ok(())
     }
 
-    /// Moves cursor `name` forward over up to `count` rows: the rows (34000 for no such cursor).
-    pub(super) fn advance(&self, name: &str, count: usize) -> PgWireResult<RecordBatch> {
+    /// Moves cursor `name` as `motion` says: the rows it returns (34000 for no such cursor,
+    /// 55000 for a NO SCROLL cursor asked to go back).
+    pub(super) fn advance(&self, name: &str, motion: Motion) -> PgWireResult<RecordBatch> {
         let mut cursors = self.cursors.lock();
         let cursor =
             cursors.get_mut(name).ok_or_else(|| user_error("34000", format!("cursor \"{name}\" does not exist")))?;
-        let start = cursor.position.min(cursor.batch.num_rows());
-        let length = count.min(cursor.batch.num_rows() - start);
-        cursor.position = start + length;
-        Ok(cursor.batch.slice(start, length))
+        let (rows, position, backward) = motion.run(cursor.position, cursor.batch.num_rows() as u64);
+        if backward && !cursor.scroll {
+            let mut info =
+                ErrorInfo::new("ERROR".to_owned(), "55000".to_owned(), "cursor can only scan forward".to_owned());
+            info.hint = Some("Declare it with SCROLL option to enable backward scan.".to_owned());
+            return Err(PgWireError::UserError(Box::new(info)));
+        }
+        cursor.position = position;
+        match (rows.first(), rows.last()) {
+            // Forward runs are one slice; others are taken row by row.
+            (Some(first), Some(last)) if last >= first && (last - first) as usize + 1 == rows.len() => {
+                Ok(cursor.batch.slice(*first as usize, rows.len()))
+            }
+            (None, _) | (_, None) => Ok(cursor.batch.slice(0, 0)),
+            _ => {
+                let indexes = arrow::array::UInt64Array::from(rows);
+                arrow::compute::take_record_batch(&cursor.batch, &indexes)
+                    .map_err(|e| user_error("XX000", e.to_string()))
+            }
+        }
     }
 
     /// `MOVE [direction] [FROM | IN] name`: the cursor moves as FETCH would, and the answer is
     /// how many rows it moved over (`MOVE 2`).
     pub(super) async fn move_cursor(&self, name: &Ident, direction: &FetchDirection) -> PgWireResult<Response> {
-        let count = forward_count("MOVE", direction)?;
+        let motion = Motion::of("MOVE", direction)?;
         if !self.cursors.lock().contains_key(&name.value) && self.subscriptions.lock().await.contains_key(&name.value) {
             return Err(user_error("0A000", "MOVE on a subscription cursor is not supported: FETCH its rows"));
         }
-        let rows = self.advance(&name.value, count)?;
+        let rows = self.advance(&name.value, motion)?;
         Ok(Response::Execution(Tag::new("MOVE").with_rows(rows.num_rows())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Motion;
+
+    /// The positions and rows of the PostgreSQL 15 session in server/tests/differential/cursors.sql
+    /// (five rows), one motion after the other.
+    #[test]
+    fn motions_as_postgresql_moves_a_cursor() {
+        let steps: &[(Motion, &[u64])] = &[
+            (Motion::Forward(2), &[1, 2]),
+            (Motion::Backward(1), &[1]),
+            (Motion::Backward(1), &[]),
+            (Motion::Backward(1), &[]),
+            (Motion::Forward(1), &[1]),
+            (Motion::Absolute(4), &[4]),
+            (Motion::Relative(0), &[4]),
+            (Motion::Forward(0), &[4]),
+            (Motion::Backward(2), &[3, 2]),
+            (Motion::Absolute(-1), &[5]),
+            (Motion::Forward(1), &[]),
+            (Motion::Forward(1), &[]),
+            (Motion::Backward(1), &[5]),
+            (Motion::Absolute(-2), &[4]),
+            (Motion::Absolute(-9), &[]),
+            (Motion::Relative(2), &[2]),
+            (Motion::Relative(9), &[]),
+            (Motion::Relative(-1), &[5]),
+            (Motion::Backward(u64::MAX), &[4, 3, 2, 1]),
+            (Motion::Forward(3), &[1, 2, 3]),
+            (Motion::Absolute(2), &[2]),
+            (Motion::Absolute(9), &[]),
+            (Motion::Relative(-1), &[5]),
+            (Motion::Backward(u64::MAX), &[4, 3, 2, 1]),
+            (Motion::Absolute(-1), &[5]),
+            (Motion::Forward(u64::MAX), &[]),
+            (Motion::Relative(0), &[]),
+            (Motion::Absolute(1), &[1]),
+            (Motion::Absolute(0), &[]),
+            (Motion::Forward(9), &[1, 2, 3, 4, 5]),
+            (Motion::Backward(9), &[5, 4, 3, 2, 1]),
+        ];
+        let mut position = 0;
+        for (i, (motion, expected)) in steps.iter().enumerate() {
+            let (rows, next, _) = motion.run(position, 5);
+            let rows: Vec<u64> = rows.iter().map(|r| r + 1).collect();
+            assert_eq!(rows, *expected, "step {i}: {motion:?} from {position}");
+            position = next;
+        }
+    }
+
+    #[test]
+    fn going_back_is_told() {
+        assert!(!Motion::Forward(2).run(0, 5).2);
+        assert!(Motion::Backward(1).run(2, 5).2);
+        assert!(Motion::Relative(0).run(2, 5).2);
+        assert!(!Motion::Absolute(3).run(2, 5).2);
+        assert!(Motion::Absolute(1).run(2, 5).2);
+        assert!(!Motion::Absolute(1).run(0, 5).2);
     }
 }

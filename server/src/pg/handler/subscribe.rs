@@ -116,13 +116,14 @@ impl Connection {
         Ok(Response::Execution(Tag::new("DECLARE CURSOR")))
     }
 
-    /// FETCH from a subscription cursor: up to `count` rows, waiting (until the client cancels,
+    /// FETCH from a subscription cursor: up to `count` rows (its error, 0A000, for a direction a
+    /// subscription cannot move in), waiting (until the client cancels,
     /// 57014) for the next change when none are pending. None when `name` is no such cursor.
     pub(super) async fn fetch_subscription<C>(
         &self,
         client: &mut C,
         name: &str,
-        count: usize,
+        count: PgWireResult<usize>,
         format: &Format,
     ) -> PgWireResult<Option<Response>>
     where
@@ -132,6 +133,8 @@ impl Connection {
     {
         let mut cursors = self.subscriptions.lock().await;
         let Some(cursor) = cursors.get_mut(name) else { return Ok(None) };
+        // A subscription moves forward only.
+        let count = count?;
         if cursor.pending.is_empty() {
             let cancelled = super::super::cancel_requested(super::super::cancel_receiver(client).await);
             tokio::pin!(cancelled);
