@@ -168,6 +168,13 @@ impl ScalarUDFImpl for TypeOf {
         Ok(DataType::Utf8)
     }
 
+    /// A `regtype`, as in PostgreSQL: its value is the type's name, which clients see typed.
+    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let metadata =
+            std::collections::HashMap::from([(crate::types::DECLARED_TYPE_KEY.to_string(), "regtype".into())]);
+        Ok(Arc::new(arrow::datatypes::Field::new(self.name(), DataType::Utf8, true).with_metadata(metadata)))
+    }
+
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
         let Some(field) = args.arg_fields.first() else {
             return Err(DataFusionError::Plan("pg_typeof needs one argument".into()));

@@ -32,6 +32,7 @@ pub fn rewrite(statement: &mut Statement) -> Result<()> {
     super::lateral::rewrite(statement)?;
     super::whole_rows::rewrite(statement);
     super::collations::rewrite(statement)?;
+    let _ = statement.visit(&mut LiteralValues);
     let mut literals = Literals { error: None, arrays_only: false };
     let _ = statement.visit(&mut literals);
     if let Some(e) = literals.error {
@@ -435,9 +436,14 @@ impl Literals {
             let length = Expr::Value(Value::Number(length.to_string(), false).into());
             return Ok(Some(call("__pg_varchar", vec![inner.clone(), length])));
         }
+        // `x::varchar` is varchar (as clients see its type), of x's text.
+        if matches!(data_type, SqlType::Varchar(None) | SqlType::CharacterVarying(None) | SqlType::CharVarying(None)) {
+            let text = Self::cast(inner, &SqlType::Text)?.unwrap_or_else(|| cast(inner.clone(), SqlType::Text));
+            return Ok(Some(call("__pg_varchar", vec![text])));
+        }
         // `id::text` of a uuid (json, jsonb) column is text: the cast drops the column's type,
         // which DataFusion's cast of a string to a string would keep.
-        if matches!(data_type, SqlType::Text | SqlType::Varchar(None) | SqlType::String(None))
+        if matches!(data_type, SqlType::Text | SqlType::String(None))
             && string_literal(inner).is_none()
             && !matches!(inner, Expr::Value(_))
         {
@@ -764,6 +770,38 @@ impl VisitorMut for TypedValues {
                 if !same {
                     let args = std::iter::once(value.clone()).chain(extra.iter().cloned()).collect();
                     *value = call(&name, args);
+                }
+            }
+        }
+        ControlFlow::Continue(())
+    }
+}
+
+/// `VALUES ('1 day'), (interval '2 days')`: in a VALUES column whose other rows are of a type
+/// written out (a cast or a typed literal), a quoted literal is read as that type, as PostgreSQL
+/// resolves an unknown literal by the column's other values (DataFusion refuses the list: text in
+/// one row, an interval in the next). Runs before [`Literals`], which then reads each literal as
+/// it reads a cast.
+struct LiteralValues;
+
+impl VisitorMut for LiteralValues {
+    type Break = ();
+
+    fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
+        let SetExpr::Values(values) = query.body.as_mut() else { return ControlFlow::Continue(()) };
+        let quoted = |e: &Expr| matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_) | Value::EscapedStringLiteral(_)));
+        let width = values.rows.first().map_or(0, |row| row.len());
+        for column in 0..width {
+            let written = values.rows.iter().find_map(|row| match row.get(column) {
+                Some(Expr::Cast { data_type, .. }) => Some(data_type.clone()),
+                Some(Expr::TypedString(typed)) => Some(typed.data_type.clone()),
+                Some(Expr::Interval(_)) => Some(SqlType::Interval { fields: None, precision: None }),
+                _ => None,
+            });
+            let Some(data_type) = written else { continue };
+            for row in values.rows.iter_mut() {
+                if let Some(cell) = row.get_mut(column).filter(|c| quoted(c)) {
+                    *cell = cast(cell.clone(), data_type.clone());
                 }
             }
         }

@@ -555,6 +555,14 @@ fn expression_name(expr: &Expr) -> Option<String> {
                 Some("collate") => expression_name_of_args(function).unwrap_or_else(|| "?column?".into()),
                 // `~x`, an operator.
                 Some("bitwise_not") => "?column?".into(),
+                // `x::varchar`, read as `__pg_varchar(x::text)`: named by `x` or else `varchar`.
+                Some("varchar") => match first_argument(function) {
+                    Some(Expr::Cast { expr: inner, .. }) => expression_name(inner).or_else(|| column_name(inner)),
+                    Some(Expr::Function(text)) if text.name.to_string() == "__pg_text" => expression_name_of_args(text),
+                    _ => expression_name_of_args(function),
+                }
+                .filter(|name| name != "?column?")
+                .unwrap_or_else(|| "varchar".into()),
                 // `x::mood`, named by `x` or else by the type (see sql::enums).
                 Some("enum") => super::enums::cast_name(function, expression_name, column_name),
                 Some(type_name) if matches!(expression_name_of_args(function).as_deref(), None | Some("?column?")) => {
@@ -595,6 +603,16 @@ fn expression_name(expr: &Expr) -> Option<String> {
         Expr::Overlay { .. } => Some("overlay".into()),
         Expr::Array(_) => Some("array".into()),
         _ => Some("?column?".into()),
+    }
+}
+
+/// A call's first argument, when it is an expression.
+fn first_argument(function: &datafusion::sql::sqlparser::ast::Function) -> Option<&Expr> {
+    use datafusion::sql::sqlparser::ast::{FunctionArg, FunctionArgExpr, FunctionArguments};
+    let FunctionArguments::List(list) = &function.args else { return None };
+    match list.args.first() {
+        Some(FunctionArg::Unnamed(FunctionArgExpr::Expr(arg))) => Some(arg),
+        _ => None,
     }
 }
 

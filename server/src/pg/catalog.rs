@@ -301,8 +301,13 @@ pub fn install(session: &Session, server: &Arc<ServerState>, settings: Arc<Mutex
 }
 
 /// The oid of a Postgres type name (`int4`, `integer`, `pg_catalog.text`, `_int4`, ...).
-fn type_oid(name: &str) -> Option<i32> {
+pub(super) fn type_oid(name: &str) -> Option<i32> {
     let name = name.trim().trim_start_matches("pg_catalog.").trim_matches('"').to_lowercase();
+    if let Some(element) = name.strip_suffix("[]") {
+        let element = type_oid(element)?;
+        let element = pgwire::api::Type::from_oid(u32::try_from(element).ok()?)?;
+        return type_oid(&format!("_{}", element.name()));
+    }
     let canonical = match name.as_str() {
         "integer" | "int" => "int4",
         "bigint" => "int8",
@@ -316,6 +321,7 @@ fn type_oid(name: &str) -> Option<i32> {
         "timestamp without time zone" => "timestamp",
         "timestamp with time zone" => "timestamptz",
         "time without time zone" => "time",
+        "time with time zone" => "timetz",
         other => other,
     };
     static BY_NAME: std::sync::OnceLock<std::collections::HashMap<String, i32>> = std::sync::OnceLock::new();
@@ -381,6 +387,8 @@ mod tests {
         assert_eq!(super::type_oid("integer"), Some(23));
         assert_eq!(super::type_oid("pg_catalog.text"), Some(25));
         assert_eq!(super::type_oid("_int4"), Some(1007));
+        assert_eq!(super::type_oid("integer[]"), Some(1007));
+        assert_eq!(super::type_oid("time with time zone"), Some(1266));
         assert_eq!(super::type_oid("hstore"), None);
     }
 }

@@ -62,6 +62,8 @@ fn named(declared: &str) -> Option<(Type, i32)> {
         "time" => (Type::TIME, -1),
         "timetz" => (Type::TIMETZ, -1),
         "interval" => (Type::INTERVAL, -1),
+        // pg_typeof's values: type names.
+        "regtype" => (Type::REGTYPE, -1),
         // A driver's type look-up's columns (see enums.rs).
         super::enums::OID_TYPE => (Type::OID, -1),
         super::enums::CHAR_TYPE => (Type::CHAR, -1),
@@ -133,6 +135,8 @@ enum BinaryForm {
     Uuid,
     Jsonb,
     TimeTz,
+    /// A `regtype` (pg_typeof's values): the type's OID.
+    RegType,
 }
 
 impl BinaryForm {
@@ -141,6 +145,7 @@ impl BinaryForm {
             Some(TextType::Uuid) => Some(Self::Uuid),
             Some(TextType::Jsonb) => Some(Self::Jsonb),
             _ if time_of_day::is_timetz_field(field) => Some(Self::TimeTz),
+            _ if field.metadata().get(DECLARED_TYPE_KEY).is_some_and(|d| d == "regtype") => Some(Self::RegType),
             _ => None,
         }
     }
@@ -155,6 +160,10 @@ impl BinaryForm {
                 bytes
             }
             Self::TimeTz => time_of_day::TimeTz::input(text, "UTC")?.binary().to_vec(),
+            Self::RegType => {
+                let oid = super::catalog::type_oid(text).unwrap_or(0);
+                (oid as u32).to_be_bytes().to_vec()
+            }
         })
     }
 }

@@ -326,3 +326,8 @@ INSERT INTO v_mixed VALUES ('2024-01-05 00:00+00', '1.5', '3 hours', '2024-01-01
 INSERT INTO v_mixed (k) VALUES ('7'), (1 + 1);
 INSERT INTO v_mixed (k) VALUES ('x'), (1 + 1);
 SELECT t, n, i, d, k FROM v_mixed WHERE d IS NULL OR d < '2024-06-01' ORDER BY k, t;
+-- A VALUES query's quoted literal takes the type the column's other rows write out.
+SELECT d FROM (VALUES ('1 day'), (interval '2 days'), (NULL)) v(d) ORDER BY d;
+SELECT x FROM (VALUES ('2024-01-02'::date), ('2024-01-01')) v(x) ORDER BY x;
+SELECT n, pg_typeof(n) AS n_type FROM (VALUES (1.5::numeric(4,2)), ('2.25')) v(n) ORDER BY n;
+SELECT y FROM (VALUES (CAST('x' AS varchar)), ('y')) v(y) ORDER BY y;
