@@ -81,7 +81,9 @@ impl PgDb {
             // Several statements, or one that cannot be prepared: the simple protocol runs it.
             Err(_) => return Ok(None),
         };
-        if statement.columns().is_empty() {
+        // A `regtype`'s binary form is the type's OID, which only the server can name: such a
+        // query is read as text, by the simple protocol.
+        if statement.columns().is_empty() || statement.columns().iter().any(|c| *c.type_() == Type::REGTYPE) {
             return Ok(None);
         }
         let rows = self.client.query(&statement, &[]).await?;
@@ -236,10 +238,21 @@ impl sqllogictest::AsyncDB for PgDb {
         }
         let messages = self.client.simple_query(sql).await?;
         let mut count = 0;
+        let mut rows = Vec::new();
+        let mut types = Vec::new();
         for message in messages {
-            if let SimpleQueryMessage::CommandComplete(n) = message {
-                count = n;
+            match message {
+                SimpleQueryMessage::CommandComplete(n) => count = n,
+                SimpleQueryMessage::RowDescription(columns) => types = vec![DefaultColumnType::Any; columns.len()],
+                SimpleQueryMessage::Row(row) => {
+                    rows.push((0..row.len()).map(|i| row.get(i).unwrap_or("NULL").to_string()).collect::<Vec<_>>())
+                }
+                _ => {}
             }
+        }
+        // Rows of a query read as text (see `rows`).
+        if !types.is_empty() {
+            return Ok(DBOutput::Rows { types, rows });
         }
         Ok(DBOutput::StatementComplete(count))
     }

@@ -242,6 +242,19 @@ impl CatalogChanges {
     /// The tables whose folders go once the block committed: those it dropped, and those it
     /// created that the committed catalog does not name (created and dropped in the block).
     pub fn folders_freed(&self) -> Vec<TableEntry> {
+        let mut freed = self.gone();
+        freed.retain(|t| t.managed);
+        freed
+    }
+
+    /// Whether the block dropped (or replaced) the table with this id, or created and dropped it:
+    /// its staged rows are not to be committed.
+    pub fn drops_table(&self, id: &str) -> bool {
+        self.gone().iter().any(|t| t.id == id)
+    }
+
+    /// The tables the block dropped, and those it created that the committed catalog does not name.
+    fn gone(&self) -> Vec<TableEntry> {
         let mut freed = self.dropped.clone();
         for created in &self.created {
             let named = self.tables.values().any(|c| c.after.as_ref().is_some_and(|t| t.id == created.id));
@@ -249,7 +262,6 @@ impl CatalogChanges {
                 freed.push(created.clone());
             }
         }
-        freed.retain(|t| t.managed);
         freed
     }
 

@@ -381,9 +381,68 @@ impl AnalyzerRule for PostgresArithmetic {
 /// Types integer literals as PostgreSQL does: `integer` when the value fits, else `bigint`
 /// (DataFusion types them all `bigint`). Runs before type coercion, so `2147483647 + 1` is
 /// `integer` arithmetic and overflows as in PostgreSQL, and `SELECT 1` is an `integer` column.
-/// The literals of VALUES lists keep their types (their plan's schema is fixed when planned).
+/// A VALUES column of integer literals alone (and NULLs) is `integer` when they all fit, as in
+/// PostgreSQL; the nodes above take their schemas anew.
 #[derive(Debug, Default)]
 pub struct IntegerLiterals;
+
+/// A VALUES plan with its columns of small integer literals as `integer`; `narrowed` is set if
+/// any was.
+fn narrow_values(plan: LogicalPlan, narrowed: &std::cell::Cell<bool>) -> DfResult<Transformed<LogicalPlan>> {
+    let LogicalPlan::Values(values) = &plan else { return Ok(Transformed::no(plan)) };
+    let width = values.schema.fields().len();
+    let small = |e: &Expr| match e {
+        Expr::Literal(ScalarValue::Int64(v), _) => v.is_none_or(|v| i32::try_from(v).is_ok()),
+        Expr::Literal(ScalarValue::Null, _) => true,
+        _ => false,
+    };
+    let narrow: Vec<bool> = (0..width)
+        .map(|c| {
+            values.schema.field(c).data_type() == &DataType::Int64
+                && values.values.iter().all(|row| row.get(c).is_some_and(small))
+                && values
+                    .values
+                    .iter()
+                    .any(|row| matches!(row.get(c), Some(Expr::Literal(ScalarValue::Int64(Some(_)), _))))
+        })
+        .collect();
+    if !narrow.contains(&true) {
+        return Ok(Transformed::no(plan));
+    }
+    let fields = values
+        .schema
+        .iter()
+        .zip(&narrow)
+        .map(|((qualifier, field), narrow)| {
+            let field = match narrow {
+                true => Arc::new(field.as_ref().clone().with_data_type(DataType::Int32)),
+                false => field.clone(),
+            };
+            (qualifier.cloned(), field)
+        })
+        .collect();
+    let schema = DFSchema::new_with_metadata(fields, values.schema.metadata().clone())?;
+    let rows = values
+        .values
+        .iter()
+        .map(|row| {
+            row.iter()
+                .zip(&narrow)
+                .map(|(e, narrow)| match (e, narrow) {
+                    (Expr::Literal(ScalarValue::Int64(v), metadata), true) => {
+                        Expr::Literal(ScalarValue::Int32(v.map(|v| v as i32)), metadata.clone())
+                    }
+                    (e, _) => e.clone(),
+                })
+                .collect()
+        })
+        .collect();
+    narrowed.set(true);
+    Ok(Transformed::yes(LogicalPlan::Values(datafusion::logical_expr::Values {
+        schema: Arc::new(schema),
+        values: rows,
+    })))
+}
 
 impl AnalyzerRule for IntegerLiterals {
     fn name(&self) -> &str {
@@ -391,9 +450,13 @@ impl AnalyzerRule for IntegerLiterals {
     }
 
     fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
-        Ok(plan
+        let narrowed = std::cell::Cell::new(false);
+        let plan = plan
             .transform_up_with_subqueries(|plan| {
-                if matches!(plan, LogicalPlan::Values(_) | LogicalPlan::Dml(_) | LogicalPlan::Limit(_)) {
+                if matches!(plan, LogicalPlan::Values(_)) {
+                    return narrow_values(plan, &narrowed);
+                }
+                if matches!(plan, LogicalPlan::Dml(_) | LogicalPlan::Limit(_)) {
                     return Ok(Transformed::no(plan));
                 }
                 let schema = merge_schema(&plan.inputs());
@@ -416,7 +479,11 @@ impl AnalyzerRule for IntegerLiterals {
                     })
                 })
             })?
-            .data)
+            .data;
+        if narrowed.get() {
+            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+        }
+        Ok(plan)
     }
 }
 

@@ -149,6 +149,9 @@ fn checked(inner: Arc<ScalarUDF>, check: Check) -> ScalarUDF {
     ScalarUDF::new_from_impl(Checked { inner, check })
 }
 
+/// The field metadata of a `pg_typeof` column that holds the OID of an enum type it names.
+pub const REGTYPE_OID_KEY: &str = "sluice.regtype_oid";
+
 /// `pg_typeof(x)`: the PostgreSQL name of the argument's type.
 #[derive(Debug, PartialEq, Eq, Hash)]
 struct TypeOf {
@@ -168,10 +171,15 @@ impl ScalarUDFImpl for TypeOf {
         Ok(DataType::Utf8)
     }
 
-    /// A `regtype`, as in PostgreSQL: its value is the type's name, which clients see typed.
-    fn return_field_from_args(&self, _args: ReturnFieldArgs) -> DfResult<FieldRef> {
-        let metadata =
+    /// A `regtype`, as in PostgreSQL: its value is the type's name, which clients see typed; an
+    /// enum type's OID goes with it ([`REGTYPE_OID_KEY`], for the binary form, which is the OID).
+    fn return_field_from_args(&self, args: ReturnFieldArgs) -> DfResult<FieldRef> {
+        let mut metadata =
             std::collections::HashMap::from([(crate::types::DECLARED_TYPE_KEY.to_string(), "regtype".into())]);
+        let enum_oid = args.arg_fields.first().and_then(|f| crate::catalog::enums::field_enum_oid(f.metadata()));
+        if let Some(oid) = enum_oid {
+            metadata.insert(REGTYPE_OID_KEY.into(), oid.to_string());
+        }
         Ok(Arc::new(arrow::datatypes::Field::new(self.name(), DataType::Utf8, true).with_metadata(metadata)))
     }
 

@@ -113,7 +113,11 @@ impl QueryContext {
             // TimeZone only changes how it is printed (server/src/pg/text.rs).
             .set_str("datafusion.execution.time_zone", "UTC")
             .set_str("datafusion.execution.parquet.coerce_int96", "us")
-            .set_bool("datafusion.execution.parquet.pushdown_filters", false);
+            .set_bool("datafusion.execution.parquet.pushdown_filters", false)
+            // A window's rows come out in the order of its PARTITION BY and ORDER BY, as from
+            // PostgreSQL's WindowAgg (clients that leave out the query's ORDER BY rely on it):
+            // not hash-repartitioned by the PARTITION BY, which would interleave them.
+            .set_bool("datafusion.optimizer.repartition_windows", false);
         let pool: Arc<dyn datafusion::execution::memory_pool::MemoryPool> =
             Arc::new(crate::memory::QueryMemoryPool::new(db.memory.clone(), db.query_memory_limit_bytes));
         let mut builder = SessionStateBuilder::new().with_config(config).with_default_features();

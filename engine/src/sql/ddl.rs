@@ -429,16 +429,8 @@ impl QueryContext {
         if if_exists && !any_relation {
             self.notice(format!("table \"{}\" does not exist, skipping", name.name));
         }
-        if let Some(entry) = state.tables.get(&table_key) {
-            // (A block that only changed its schema or indexes may drop it: SQLAlchemy's tests
-            // create a table and its indexes, then drop them, in one transaction.)
-            if self.staging.holds_catalog() && self.staging.has_row_writes_on(&entry.id) {
-                return Err(Error::NotSupported(format!(
-                    "DROP TABLE of {name} inside the transaction block that wrote to it (commit or roll back the \
-                     writes first)"
-                )));
-            }
-        }
+        // (A block that wrote rows to the table may drop it: COMMIT drops them with it,
+        // crate::staging::Staging::commit.)
         let (held, (removed, flows)) = self.update_catalog(|state| {
                 let flows: Vec<String> = state
                     .flows

@@ -40,6 +40,8 @@
 //! last, as a catalog version naming the transaction: that version is the commit point (a
 //! record whose catalog version is missing is undone, whatever tables it reached).
 
+pub mod isolation;
+
 use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 
@@ -96,7 +98,7 @@ pub enum Reliance {
     /// the table rather than of its rows.
     Locked { table: String, version: u64 },
     /// A serializable block read or wrote `table` at `version`
-    /// ([`crate::transaction::Isolation::Serializable`]): nobody may have committed to it since.
+    /// ([`isolation::Isolation::Serializable`]): nobody may have committed to it since.
     Read { table: String, version: u64 },
 }
 
@@ -302,12 +304,6 @@ impl Staging {
         lock(self).tables.values().any(|t| t.staged.has_staged_commits()) || !lock_catalog(self).is_empty()
     }
 
-    /// Whether the block has staged writes of rows (not only of its schema or properties) to the
-    /// table with this id.
-    pub fn has_row_writes_on(&self, id: &str) -> bool {
-        lock(self).tables.get(id).is_some_and(|t| t.staged.stage_changes_files())
-    }
-
     /// Whether the block has staged writes to the table with this id.
     pub fn has_writes_on(&self, id: &str) -> bool {
         lock(self).tables.get(id).is_some_and(|t| t.staged.has_staged_commits())
@@ -423,12 +419,12 @@ impl Staging {
 
     /// Commits the block's writes (see the module docs); the staged tables are forgotten
     /// whatever the outcome.
-    pub async fn commit(&self, db: &Warehouse, isolation: crate::transaction::Isolation) -> Result<()> {
+    pub async fn commit(&self, db: &Warehouse, isolation: isolation::Isolation) -> Result<()> {
         lock(self).clock = None;
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
         let catalog = std::mem::take(&mut *lock_catalog(self));
         let mut relied = std::mem::take(&mut *self.relied.lock().unwrap_or_else(|p| p.into_inner()));
-        let serializable = isolation == crate::transaction::Isolation::Serializable;
+        let serializable = isolation == isolation::Isolation::Serializable;
         if serializable {
             // Every table the block touched, but those nobody else writes (created by the block,
             // temporary).
@@ -441,8 +437,14 @@ impl Staging {
                 }
             }
         }
-        let written: Vec<(String, StagedTable)> =
-            tables.into_iter().filter(|(_, t)| t.staged.has_staged_commits()).collect();
+        let (written, dropped): (Vec<_>, Vec<_>) = tables
+            .into_iter()
+            .filter(|(_, t): &(String, StagedTable)| t.staged.has_staged_commits())
+            .partition(|(id, _)| !catalog.drops_table(id));
+        // Rows written to a table the block then dropped go with it.
+        for (_, table) in &dropped {
+            table.staged.discard_stage().await;
+        }
         // A block that writes nothing is serializable at its snapshot: the writers it might
         // conflict with were checked and committed one at a time.
         if written.is_empty() && catalog.is_empty() {

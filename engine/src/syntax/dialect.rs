@@ -46,6 +46,11 @@ impl Dialect for SluiceDialect {
     fn is_reserved_for_identifier(&self, kw: Keyword) -> bool {
         self.postgres.is_reserved_for_identifier(kw)
     }
+    /// FOR is reserved in PostgreSQL: `SELECT 1 FOR UPDATE` locks, it does not name a column
+    /// `for`.
+    fn is_column_alias(&self, kw: &Keyword, parser: &mut Parser) -> bool {
+        *kw != Keyword::FOR && self.postgres.is_column_alias(kw, parser)
+    }
     fn is_custom_operator_part(&self, ch: char) -> bool {
         self.postgres.is_custom_operator_part(ch)
     }

@@ -7,14 +7,58 @@
 //!   in that order (an option sqlparser does not know leaves the list as written, for its error).
 //! - `FETCH FIRST (n) ROWS ONLY`: PostgreSQL takes the count in parentheses (SQLAlchemy writes
 //!   `FETCH FIRST (%(param)s) ROWS ONLY`); sqlparser only without them. Parentheses around a
-//!   single number or parameter there are dropped.
+//!   single number or parameter there are dropped; an expression in them, `FETCH FIRST (1 + 1)
+//!   ROWS ONLY`, is read as `LIMIT (1 + 1)`, which means the same.
+//! - A window frame's offset written as a cast, `RANGE BETWEEN '7 days'::interval PRECEDING`
+//!   (psycopg's form of a Python timedelta): sqlparser reads a quoted offset as an interval
+//!   literal only, so it becomes `INTERVAL '7 days' PRECEDING`.
 
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Whitespace};
 
 /// The tokens with each identity option list in the order sqlparser reads, and FETCH counts
 /// without their parentheses.
 pub fn canonical(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
-    fetch_counts(identity_options(tokens))
+    frame_intervals(fetch_counts(identity_options(tokens)))
+}
+
+/// `'...'::interval PRECEDING|FOLLOWING` as `INTERVAL '...' PRECEDING|FOLLOWING`.
+fn frame_intervals(mut tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
+    if !tokens.iter().any(|t| is_word(&t.token, "PRECEDING") || is_word(&t.token, "FOLLOWING")) {
+        return tokens;
+    }
+    let significant: Vec<usize> =
+        tokens.iter().enumerate().filter(|(_, t)| !matches!(t.token, Token::Whitespace(_))).map(|(i, _)| i).collect();
+    let mut dropped = std::collections::HashSet::new();
+    for window in significant.windows(4) {
+        let [text, colons, interval, bound] = window else { continue };
+        let token = |i: &usize| tokens.get(*i).map(|t| &t.token);
+        let quoted = matches!(token(text), Some(Token::SingleQuotedString(_)));
+        let bound_word = token(bound).is_some_and(|t| is_word(t, "PRECEDING") || is_word(t, "FOLLOWING"));
+        if quoted
+            && token(colons) == Some(&Token::DoubleColon)
+            && token(interval).is_some_and(|t| is_word(t, "INTERVAL"))
+            && bound_word
+        {
+            dropped.insert((*text, *colons, *interval));
+        }
+    }
+    if dropped.is_empty() {
+        return tokens;
+    }
+    for (text, colons, interval) in &dropped {
+        // INTERVAL, a blank, 'text' in the places of 'text', ::, interval.
+        let literal = tokens.get(*text).map(|t| t.token.clone());
+        if let (Some(literal), Some(slot)) = (literal, tokens.get_mut(*interval)) {
+            slot.token = literal;
+        }
+        if let Some(slot) = tokens.get_mut(*text) {
+            slot.token = Token::make_keyword("INTERVAL");
+        }
+        if let Some(slot) = tokens.get_mut(*colons) {
+            slot.token = Token::Whitespace(Whitespace::Space);
+        }
+    }
+    tokens
 }
 
 /// `FETCH FIRST|NEXT ( n ) ROW|ROWS` as `FETCH FIRST|NEXT n ROW|ROWS`, for a number or parameter n.
@@ -41,10 +85,54 @@ fn fetch_counts(tokens: Vec<TokenWithSpan>) -> Vec<TokenWithSpan> {
             dropped.insert(*close);
         }
     }
+    // `FETCH FIRST|NEXT ( expression ) ROW|ROWS ONLY` as `LIMIT ( expression )`.
+    let mut limits = Vec::new();
+    for (at, start) in significant.iter().enumerate() {
+        let token = |k: usize| significant.get(k).and_then(|i| tokens.get(*i)).map(|t| &t.token);
+        let word = |k: usize, words: &[&str]| token(k).is_some_and(|t| words.iter().any(|w| is_word(t, w)));
+        if !(word(at, &["FETCH"]) && word(at + 1, &["FIRST", "NEXT"]) && token(at + 2) == Some(&Token::LParen)) {
+            continue;
+        }
+        if dropped.contains(significant.get(at + 2).unwrap_or(start)) {
+            continue;
+        }
+        let mut depth = 0usize;
+        let mut close = None;
+        for k in at + 2..significant.len() {
+            match token(k) {
+                Some(Token::LParen) => depth += 1,
+                Some(Token::RParen) => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        close = Some(k);
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        let Some(close) = close else { continue };
+        if word(close + 1, &["ROW", "ROWS"]) && word(close + 2, &["ONLY"]) {
+            limits.push(*start);
+            for k in [at + 1, close + 1, close + 2] {
+                dropped.extend(significant.get(k).copied());
+            }
+        }
+    }
     if dropped.is_empty() {
         return tokens;
     }
-    tokens.into_iter().enumerate().filter(|(i, _)| !dropped.contains(i)).map(|(_, t)| t).collect()
+    tokens
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| !dropped.contains(i))
+        .map(|(i, mut t)| {
+            if limits.contains(&i) {
+                t.token = Token::make_keyword("LIMIT");
+            }
+            t
+        })
+        .collect()
 }
 
 /// The tokens with each identity option list in the order sqlparser reads.
@@ -184,14 +272,33 @@ mod tests {
     }
 
     #[test]
+    fn frame_offsets_cast_to_interval_are_interval_literals() {
+        assert_eq!(
+            rewritten(
+                "sum(v) OVER (ORDER BY d RANGE BETWEEN '7 days 0.000000 seconds'::interval PRECEDING AND CURRENT ROW)"
+            ),
+            "sum(v) OVER (ORDER BY d RANGE BETWEEN INTERVAL '7 days 0.000000 seconds' PRECEDING AND CURRENT ROW)"
+        );
+        assert_eq!(rewritten("SELECT '1 day'::interval"), "SELECT '1 day'::interval");
+    }
+
+    #[test]
     fn fetch_counts_lose_their_parentheses() {
         assert_eq!(
             rewritten("SELECT 1 OFFSET (1) ROWS FETCH FIRST (2) ROWS ONLY"),
             "SELECT 1 OFFSET (1) ROWS FETCH FIRST 2 ROWS ONLY"
         );
         assert_eq!(rewritten("SELECT 1 FETCH NEXT ( $1 ) ROW ONLY"), "SELECT 1 FETCH NEXT $1 ROW ONLY");
-        // An expression keeps them (sqlparser reports it), as does text that only looks alike.
-        assert_eq!(rewritten("SELECT 1 FETCH FIRST (1 + 1) ROWS ONLY"), "SELECT 1 FETCH FIRST (1 + 1) ROWS ONLY");
+        // An expression is a LIMIT; text that only looks alike is left alone, and so is WITH TIES.
+        assert_eq!(rewritten("SELECT 1 FETCH FIRST (1 + 1) ROWS ONLY"), "SELECT 1 LIMIT (1 + 1)");
+        assert_eq!(
+            rewritten("SELECT 1 OFFSET 2 ROWS FETCH NEXT ((3) * 2) ROW ONLY"),
+            "SELECT 1 OFFSET 2 ROWS LIMIT ((3) * 2)"
+        );
+        assert_eq!(
+            rewritten("SELECT 1 FETCH FIRST (1 + 1) ROWS WITH TIES"),
+            "SELECT 1 FETCH FIRST (1 + 1) ROWS WITH TIES"
+        );
         assert_eq!(rewritten("SELECT 'FETCH FIRST (2) ROWS'"), "SELECT 'FETCH FIRST (2) ROWS'");
     }
 }

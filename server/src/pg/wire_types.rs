@@ -135,8 +135,8 @@ enum BinaryForm {
     Uuid,
     Jsonb,
     TimeTz,
-    /// A `regtype` (pg_typeof's values): the type's OID.
-    RegType,
+    /// A `regtype` (pg_typeof's values): the type's OID (an enum type's, known from the column).
+    RegType(Option<u32>),
 }
 
 impl BinaryForm {
@@ -145,7 +145,10 @@ impl BinaryForm {
             Some(TextType::Uuid) => Some(Self::Uuid),
             Some(TextType::Jsonb) => Some(Self::Jsonb),
             _ if time_of_day::is_timetz_field(field) => Some(Self::TimeTz),
-            _ if field.metadata().get(DECLARED_TYPE_KEY).is_some_and(|d| d == "regtype") => Some(Self::RegType),
+            _ if field.metadata().get(DECLARED_TYPE_KEY).is_some_and(|d| d == "regtype") => {
+                let oid = field.metadata().get(sluice::functions::math::REGTYPE_OID_KEY).and_then(|o| o.parse().ok());
+                Some(Self::RegType(oid))
+            }
             _ => None,
         }
     }
@@ -160,9 +163,9 @@ impl BinaryForm {
                 bytes
             }
             Self::TimeTz => time_of_day::TimeTz::input(text, "UTC")?.binary().to_vec(),
-            Self::RegType => {
-                let oid = super::catalog::type_oid(text).unwrap_or(0);
-                (oid as u32).to_be_bytes().to_vec()
+            Self::RegType(oid) => {
+                let oid = oid.or_else(|| super::catalog::type_oid(text).and_then(|o| u32::try_from(o).ok()));
+                oid.unwrap_or(0).to_be_bytes().to_vec()
             }
         })
     }

@@ -276,3 +276,15 @@ SELECT avg(x) AS avg_big FROM (VALUES (100000001::numeric), (1), (1)) v(x);
 SELECT avg(x) AS avg_negative FROM (VALUES (-1::numeric), (-2), (-2)) v(x);
 SELECT avg(x) AS avg_typed FROM (VALUES (1::numeric(10,2)), (2)) v(x);
 SELECT avg(x) AS avg_by_group FROM (VALUES (1, 1.5), (1, 2.5), (2, NULL::numeric)) v(g, x) GROUP BY g ORDER BY g;
+
+-- Window frames with offsets: RANGE over numbers, floats and dates (an interval offset written
+-- as a cast, as psycopg sends a timedelta).
+CREATE TABLE win_t (col1 int, col2 int, col3 float8);
+INSERT INTO win_t SELECT g, g * 5, g + 0.5 FROM generate_series(1, 30) g;
+SELECT max(col1) OVER (PARTITION BY col2 ORDER BY col2 RANGE BETWEEN 0 PRECEDING AND 1 FOLLOWING) AS m FROM win_t WHERE col1 < 20;
+SELECT max(col3) OVER (PARTITION BY col3 ORDER BY col3 RANGE BETWEEN 1.25 PRECEDING AND 1.25 FOLLOWING) AS m FROM win_t WHERE col1 < 20;
+SELECT col1, sum(col1) OVER (ORDER BY col2 RANGE BETWEEN 10 PRECEDING AND 5 FOLLOWING) AS s FROM win_t ORDER BY col1;
+CREATE TABLE win_d (value int, oder date);
+INSERT INTO win_d VALUES (1, '2025-10-01'), (2, '2025-10-02'), (3, '2025-10-10'), (4, '2025-10-13'), (5, '2025-10-16');
+SELECT sum(value) OVER (ORDER BY oder RANGE BETWEEN '7 days 0.000000 seconds'::interval PRECEDING AND CURRENT ROW) AS s FROM win_d ORDER BY oder;
+SELECT sum(value) OVER (ORDER BY oder RANGE BETWEEN INTERVAL '3 days' PRECEDING AND INTERVAL '1 day' FOLLOWING) AS s2 FROM win_d ORDER BY oder;

@@ -532,3 +532,18 @@ SELECT count(*) AS gone FROM tx_made;
 CREATE TABLE tx_made AS SELECT id, v FROM tx_src WHERE v > 100 /* 2 */;
 /* 301 */ COMMIT;
 SELECT id, v FROM tx_made ORDER BY id /* 2 */;
+
+-- A table the block wrote rows to may be dropped in the block: its rows go with it (and come
+-- back with a rollback to a savepoint before the DROP).
+CREATE TABLE tx_dropw (id int);
+INSERT INTO tx_dropw VALUES (1);
+/* drop written */ BEGIN;
+INSERT INTO tx_dropw VALUES (2);
+SAVEPOINT before_drop;
+DROP TABLE tx_dropw;
+ROLLBACK TO SAVEPOINT before_drop;
+SELECT id FROM tx_dropw ORDER BY id;
+INSERT INTO tx_dropw VALUES (3);
+/* after writes */ DROP TABLE tx_dropw;
+/* drop written */ COMMIT;
+SELECT id AS after_drop FROM tx_dropw;

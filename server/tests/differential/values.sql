@@ -331,3 +331,8 @@ SELECT d FROM (VALUES ('1 day'), (interval '2 days'), (NULL)) v(d) ORDER BY d;
 SELECT x FROM (VALUES ('2024-01-02'::date), ('2024-01-01')) v(x) ORDER BY x;
 SELECT n, pg_typeof(n) AS n_type FROM (VALUES (1.5::numeric(4,2)), ('2.25')) v(n) ORDER BY n;
 SELECT y FROM (VALUES (CAST('x' AS varchar)), ('y')) v(y) ORDER BY y;
+-- FETCH FIRST with an expression in parentheses; FOR UPDATE of a query without tables.
+SELECT g FROM (VALUES (1), (2), (3)) v(g) ORDER BY g FETCH FIRST (1 + 1) ROWS ONLY;
+SELECT g FROM (VALUES (1), (2), (3)) v(g) ORDER BY g OFFSET 1 ROWS FETCH NEXT (2 * 1) ROW ONLY;
+SELECT 1 AS locked FOR UPDATE;
+SELECT 2 FOR SHARE;

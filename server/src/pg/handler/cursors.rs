@@ -130,7 +130,7 @@ impl Motion {
             Motion::Backward(count) => {
                 let first = position.saturating_sub(count).max(1);
                 let returned = (first..position.min(after)).rev().filter(|k| *k <= rows).map(|k| k - 1).collect();
-                (returned, if position <= count { 0 } else { position - count }, true)
+                (returned, position.saturating_sub(count), true)
             }
             Motion::Absolute(k) if k > 0 => {
                 let k = k.unsigned_abs();
