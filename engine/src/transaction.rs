@@ -330,6 +330,10 @@ impl TransactionBlock {
 
     /// `SET transaction_isolation = ...`, which is `SET TRANSACTION ISOLATION LEVEL ...`.
     pub fn set_isolation(&self, isolation: Isolation) -> Result<()> {
+        // Outside a block it does nothing, without SET TRANSACTION's warning (as PostgreSQL).
+        if !self.in_block() {
+            return Ok(());
+        }
         let (result, _) = self.decide(Control::SetTransaction { read_only: None, isolation: Some(isolation) });
         result.map(|_| ())
     }
