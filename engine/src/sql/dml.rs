@@ -1415,12 +1415,12 @@ fn bytea_column(column: &ArrayRef, data_type: &arrow::datatypes::DataType, name:
 /// PostgreSQL types an unknown literal by its INSERT column (DataFusion would refuse the list:
 /// text in one row, a timestamp in the next). Columns of literals alone are left as they are.
 fn typed_values_literals(values: &mut ast::Values, names: &[String], target: &Target) {
-    let quoted = |e: &Expr| matches!(e, Expr::Value(v) if matches!(v.value, ast::Value::SingleQuotedString(_) | ast::Value::EscapedStringLiteral(_)));
-    let other = |e: &Expr| !quoted(e) && !matches!(e, Expr::Value(v) if matches!(v.value, ast::Value::Null));
+    use super::postgres_forms::{cast_quoted_cells, is_quoted};
+    let other = |e: &Expr| !is_quoted(e) && !matches!(e, Expr::Value(v) if matches!(v.value, ast::Value::Null));
     let width = values.rows.first().map_or(0, |row| row.content.len());
     for column in 0..width {
         let cells = || values.rows.iter().filter_map(|r| r.content.get(column));
-        if !(cells().any(quoted) && cells().any(other)) {
+        if !(cells().any(is_quoted) && cells().any(other)) {
             continue;
         }
         let Some(field) = names.get(column).and_then(|n| target.snapshot.schema().field(n).cloned()) else {
@@ -1434,16 +1434,6 @@ fn typed_values_literals(values: &mut ast::Values, names: &[String], target: &Ta
         else {
             continue;
         };
-        for row in values.rows.iter_mut() {
-            if let Some(cell) = row.content.get_mut(column).filter(|c| quoted(c)) {
-                *cell = Expr::Cast {
-                    kind: ast::CastKind::Cast,
-                    expr: Box::new(cell.clone()),
-                    data_type: data_type.clone(),
-                    format: None,
-                    array: false,
-                };
-            }
-        }
+        cast_quoted_cells(values, column, &data_type);
     }
 }

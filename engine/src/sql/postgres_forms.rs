@@ -789,7 +789,6 @@ impl VisitorMut for LiteralValues {
 
     fn pre_visit_query(&mut self, query: &mut ast::Query) -> ControlFlow<()> {
         let SetExpr::Values(values) = query.body.as_mut() else { return ControlFlow::Continue(()) };
-        let quoted = |e: &Expr| matches!(e, Expr::Value(v) if matches!(v.value, Value::SingleQuotedString(_) | Value::EscapedStringLiteral(_)));
         let width = values.rows.first().map_or(0, |row| row.len());
         for column in 0..width {
             let written = values.rows.iter().find_map(|row| match row.get(column) {
@@ -798,14 +797,25 @@ impl VisitorMut for LiteralValues {
                 Some(Expr::Interval(_)) => Some(SqlType::Interval { fields: None, precision: None }),
                 _ => None,
             });
-            let Some(data_type) = written else { continue };
-            for row in values.rows.iter_mut() {
-                if let Some(cell) = row.get_mut(column).filter(|c| quoted(c)) {
-                    *cell = cast(cell.clone(), data_type.clone());
-                }
+            if let Some(data_type) = written {
+                cast_quoted_cells(values, column, &data_type);
             }
         }
         ControlFlow::Continue(())
+    }
+}
+
+/// Whether a VALUES cell is a quoted literal (PostgreSQL's `unknown`, typed by its context).
+pub(crate) fn is_quoted(cell: &Expr) -> bool {
+    string_literal(cell).is_some()
+}
+
+/// Casts the quoted literals of a VALUES column to `data_type`.
+pub(crate) fn cast_quoted_cells(values: &mut ast::Values, column: usize, data_type: &SqlType) {
+    for row in values.rows.iter_mut() {
+        if let Some(cell) = row.content.get_mut(column).filter(|c| is_quoted(c)) {
+            *cell = cast(cell.clone(), data_type.clone());
+        }
     }
 }
 

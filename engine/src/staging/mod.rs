@@ -679,39 +679,31 @@ async fn check_reliances(
                     }
                 }
             }
-            Reliance::Locked { table, version } => {
+            // The table (if it still exists) must be at the version the block relied on.
+            Reliance::Locked { table, version }
+            | Reliance::Read { table, version }
+            | Reliance::Unchanged { child: table, version } => {
                 let Some(entry) = state.table_by_id(table) else { continue };
                 let latest = db.open_table(entry).await?.snapshot().await?.version();
-                if latest != *version {
-                    return Err(Error::SerializationFailure(format!(
-                        "could not serialize access due to concurrent update: {} changed (version {latest}) \
-                         after this transaction read it FOR UPDATE or FOR SHARE at version {version}",
-                        entry.qualified_name()
-                    )));
+                if latest == *version {
+                    continue;
                 }
-            }
-            Reliance::Read { table, version } => {
-                let Some(entry) = state.table_by_id(table) else { continue };
-                let latest = db.open_table(entry).await?.snapshot().await?.version();
-                if latest != *version {
-                    return Err(Error::SerializationFailure(format!(
-                        "could not serialize access due to read/write dependencies among transactions: {} \
+                let name = entry.qualified_name();
+                return Err(Error::SerializationFailure(match reliance {
+                    Reliance::Locked { .. } => format!(
+                        "could not serialize access due to concurrent update: {name} changed (version {latest}) \
+                         after this transaction read it FOR UPDATE or FOR SHARE at version {version}"
+                    ),
+                    Reliance::Read { .. } => format!(
+                        "could not serialize access due to read/write dependencies among transactions: {name} \
                          changed (version {latest}) after this serializable transaction read it at version \
-                         {version}",
-                        entry.qualified_name()
-                    )));
-                }
-            }
-            Reliance::Unchanged { child, version } => {
-                let Some(entry) = state.table_by_id(child) else { continue };
-                let latest = db.open_table(entry).await?.snapshot().await?.version();
-                if latest != *version {
-                    return Err(Error::SerializationFailure(format!(
-                        "{} changed (version {latest}, this transaction read version {version}) while this \
-                         transaction removed keys it references",
-                        entry.qualified_name()
-                    )));
-                }
+                         {version}"
+                    ),
+                    _ => format!(
+                        "{name} changed (version {latest}, this transaction read version {version}) while this \
+                         transaction removed keys it references"
+                    ),
+                }));
             }
         }
     }

@@ -114,51 +114,80 @@ impl Motion {
     }
 
     /// The motion from `position` over `rows` rows (positions: 0 before the first row, k on row
-    /// k, rows + 1 after the last): the rows it returns (0-based, in the order it meets them), the
-    /// new position, and whether it reads a row at or before the current one (which a NO SCROLL
-    /// cursor refuses, as PostgreSQL does).
-    pub(super) fn run(self, position: u64, rows: u64) -> (Vec<u64>, u64, bool) {
+    /// k, rows + 1 after the last).
+    pub(super) fn run(self, position: u64, rows: u64) -> Step {
         let after = rows + 1;
-        let on = |k: u64| if (1..=rows).contains(&k) { vec![k - 1] } else { vec![] };
+        // Row k (1-based) if there is one.
+        let on = |k: u64| if (1..=rows).contains(&k) { k - 1..k } else { 0..0 };
+        let step = |rows: std::ops::Range<u64>, position: u64, goes_back: bool| Step {
+            rows,
+            reversed: false,
+            position,
+            goes_back,
+        };
         match self {
-            Motion::Forward(0) | Motion::Relative(0) => (on(position), position, true),
+            Motion::Forward(0) | Motion::Relative(0) => step(on(position), position, true),
             Motion::Forward(count) => {
                 let last = position.saturating_add(count);
-                let returned = (position + 1..=last.min(rows)).map(|k| k - 1).collect();
-                (returned, if last > rows { after } else { last }, false)
+                let end = last.min(rows);
+                step(position.min(end)..end, if last > rows { after } else { last }, false)
             }
             Motion::Backward(count) => {
-                let first = position.saturating_sub(count).max(1);
-                let returned = (first..position.min(after)).rev().filter(|k| *k <= rows).map(|k| k - 1).collect();
-                (returned, position.saturating_sub(count), true)
+                // Rows max(position - count, 1) ..= position - 1, nearest first.
+                let end = position.saturating_sub(1).min(rows);
+                let first = position.saturating_sub(count).max(1) - 1;
+                Step {
+                    rows: first.min(end)..end,
+                    reversed: true,
+                    position: position.saturating_sub(count),
+                    goes_back: true,
+                }
             }
             Motion::Absolute(k) if k > 0 => {
                 let k = k.unsigned_abs();
-                let backward = k <= position;
-                if k <= rows {
-                    (on(k), k, backward)
-                } else {
-                    (vec![], after, backward)
-                }
+                step(on(k), k.min(after), k <= position)
             }
-            Motion::Absolute(0) => (vec![], 0, position > 0),
+            Motion::Absolute(0) => step(0..0, 0, position > 0),
             Motion::Absolute(k) => match after.checked_sub(k.unsigned_abs()) {
-                Some(j) if j >= 1 => (on(j), j, true),
-                _ => (vec![], 0, true),
+                Some(j) if j >= 1 => step(on(j), j, true),
+                _ => step(0..0, 0, true),
             },
             Motion::Relative(k) => {
                 let target = i128::from(position) + i128::from(k);
-                let backward = k < 0;
-                if target < 1 {
-                    (vec![], 0, backward)
-                } else if target > i128::from(rows) {
-                    (vec![], after, backward)
-                } else {
-                    let j = target as u64;
-                    (on(j), j, backward)
-                }
+                let position = target.clamp(0, i128::from(after)) as u64;
+                step(on(position), position, k < 0)
             }
         }
+    }
+}
+
+/// Where a cursor's motion takes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Step {
+    /// The rows it returns (0-based), in this order or, `reversed`, the other.
+    rows: std::ops::Range<u64>,
+    reversed: bool,
+    /// The new position.
+    position: u64,
+    /// It reads a row at or before the current one (which a NO SCROLL cursor refuses, as
+    /// PostgreSQL does).
+    goes_back: bool,
+}
+
+impl Step {
+    /// How many rows it returns.
+    fn count(&self) -> usize {
+        (self.rows.end - self.rows.start) as usize
+    }
+
+    /// The rows it returns, from a cursor's `batch`.
+    fn rows_of(&self, batch: &RecordBatch) -> PgWireResult<RecordBatch> {
+        let slice = batch.slice(self.rows.start as usize, self.count());
+        if !self.reversed || self.count() < 2 {
+            return Ok(slice);
+        }
+        let indexes = arrow::array::UInt32Array::from_iter_values((0..self.count() as u32).rev());
+        arrow::compute::take_record_batch(&slice, &indexes).map_err(|e| user_error("XX000", e.to_string()))
     }
 }
 
@@ -258,29 +287,24 @@ impl Connection {
     /// Moves cursor `name` as `motion` says: the rows it returns (34000 for no such cursor,
     /// 55000 for a NO SCROLL cursor asked to go back).
     pub(super) fn advance(&self, name: &str, motion: Motion) -> PgWireResult<RecordBatch> {
+        let (step, batch) = self.step(name, motion)?;
+        step.rows_of(&batch)
+    }
+
+    /// Moves cursor `name`: the step, and the cursor's rows.
+    fn step(&self, name: &str, motion: Motion) -> PgWireResult<(Step, RecordBatch)> {
         let mut cursors = self.cursors.lock();
         let cursor =
             cursors.get_mut(name).ok_or_else(|| user_error("34000", format!("cursor \"{name}\" does not exist")))?;
-        let (rows, position, backward) = motion.run(cursor.position, cursor.batch.num_rows() as u64);
-        if backward && !cursor.scroll {
+        let step = motion.run(cursor.position, cursor.batch.num_rows() as u64);
+        if step.goes_back && !cursor.scroll {
             let mut info =
                 ErrorInfo::new("ERROR".to_owned(), "55000".to_owned(), "cursor can only scan forward".to_owned());
             info.hint = Some("Declare it with SCROLL option to enable backward scan.".to_owned());
             return Err(PgWireError::UserError(Box::new(info)));
         }
-        cursor.position = position;
-        match (rows.first(), rows.last()) {
-            // Forward runs are one slice; others are taken row by row.
-            (Some(first), Some(last)) if last >= first && (last - first) as usize + 1 == rows.len() => {
-                Ok(cursor.batch.slice(*first as usize, rows.len()))
-            }
-            (None, _) | (_, None) => Ok(cursor.batch.slice(0, 0)),
-            _ => {
-                let indexes = arrow::array::UInt64Array::from(rows);
-                arrow::compute::take_record_batch(&cursor.batch, &indexes)
-                    .map_err(|e| user_error("XX000", e.to_string()))
-            }
-        }
+        cursor.position = step.position;
+        Ok((step, cursor.batch.clone()))
     }
 
     /// `MOVE [direction] [FROM | IN] name`: the cursor moves as FETCH would, and the answer is
@@ -290,8 +314,8 @@ impl Connection {
         if !self.cursors.lock().contains_key(&name.value) && self.subscriptions.lock().await.contains_key(&name.value) {
             return Err(user_error("0A000", "MOVE on a subscription cursor is not supported: FETCH its rows"));
         }
-        let rows = self.advance(&name.value, motion)?;
-        Ok(Response::Execution(Tag::new("MOVE").with_rows(rows.num_rows())))
+        let (step, _) = self.step(&name.value, motion)?;
+        Ok(Response::Execution(Tag::new("MOVE").with_rows(step.count())))
     }
 }
 
@@ -338,20 +362,23 @@ mod tests {
         ];
         let mut position = 0;
         for (i, (motion, expected)) in steps.iter().enumerate() {
-            let (rows, next, _) = motion.run(position, 5);
-            let rows: Vec<u64> = rows.iter().map(|r| r + 1).collect();
+            let step = motion.run(position, 5);
+            let mut rows: Vec<u64> = step.rows.clone().map(|r| r + 1).collect();
+            if step.reversed {
+                rows.reverse();
+            }
             assert_eq!(rows, *expected, "step {i}: {motion:?} from {position}");
-            position = next;
+            position = step.position;
         }
     }
 
     #[test]
     fn going_back_is_told() {
-        assert!(!Motion::Forward(2).run(0, 5).2);
-        assert!(Motion::Backward(1).run(2, 5).2);
-        assert!(Motion::Relative(0).run(2, 5).2);
-        assert!(!Motion::Absolute(3).run(2, 5).2);
-        assert!(Motion::Absolute(1).run(2, 5).2);
-        assert!(!Motion::Absolute(1).run(0, 5).2);
+        assert!(!Motion::Forward(2).run(0, 5).goes_back);
+        assert!(Motion::Backward(1).run(2, 5).goes_back);
+        assert!(Motion::Relative(0).run(2, 5).goes_back);
+        assert!(!Motion::Absolute(3).run(2, 5).goes_back);
+        assert!(Motion::Absolute(1).run(2, 5).goes_back);
+        assert!(!Motion::Absolute(1).run(0, 5).goes_back);
     }
 }
