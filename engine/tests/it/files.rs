@@ -314,16 +314,17 @@ async fn a_thousand_files_exactly_once_across_kills() {
         assert_eq!(from_table.len(), read.len(), "{format}");
         assert_eq!(from_table, read, "{format}");
     }
-    let sources =
-        one(&db, "SELECT name, state, files_seen, files_done, files_pending FROM sluice.sources ORDER BY name").await;
     let files = |format: &str| (0..landed).filter(|k| plan(*k).format == format).count();
     let (csv, json, parquet) = (files("csv"), files("json"), files("parquet"));
-    assert_eq!(
-        sources,
-        format!(
+    // The sources' progress is updated just after the commit that made the rows visible.
+    wait_for(
+        &db,
+        "SELECT name, state, files_seen, files_done, files_pending FROM sluice.sources ORDER BY name",
+        &format!(
             "landing_csv|running|{csv}|{csv}|0,landing_json|running|{json}|{json}|0,landing_parquet|running|{parquet}|{parquet}|0"
-        )
-    );
+        ),
+    )
+    .await;
 }
 
 /// One folder, step by step: sniffing, evolution, rescued values, restarts that ingest nothing
@@ -371,9 +372,13 @@ async fn files_are_sniffed_evolved_and_rescued() {
             .await,
             "true|{\"id\":\"x\"}|hello|2026-12-02|b.csv"
         );
-        let status =
-            one(&db, "SELECT kind, format, path, files_seen, files_done, files_failed FROM sluice.sources").await;
-        assert_eq!(status, "files|csv|in|2|2|0");
+        // The source's progress is updated just after the commit that made the rows visible.
+        wait_for(
+            &db,
+            "SELECT kind, format, path, files_seen, files_done, files_failed FROM sluice.sources",
+            "files|csv|in|2|2|0",
+        )
+        .await;
     }
     // A restart ingests nothing twice; a file that changed after it was ingested is not read again.
     land(&landing.join("day=2026-12-01/a.csv"), b"id;when;ok\n7;2026-12-01 10:00:00;true\n");
