@@ -378,6 +378,73 @@ impl AnalyzerRule for PostgresArithmetic {
     }
 }
 
+/// `avg` of integers and `sum` of `bigint`s as those of their numerics, as in PostgreSQL (`avg`
+/// of 1 and 2 is `1.5000000000000000`, DataFusion's a `double precision`; a `bigint` sum does not
+/// overflow at 2^63). Runs before type coercion, so what is computed from them is typed for a
+/// numeric; [`PostgresArithmetic`] then gives the average PostgreSQL's scale ([`average`]). A
+/// window's `avg` and `sum` stay DataFusion's, and so does the `sum` of an `integer` cast to
+/// `bigint` (which a plan analyzed twice cannot tell from type coercion's cast).
+#[derive(Debug, Default)]
+pub struct IntegerAggregates;
+
+/// The numeric type an aggregate of integers of `data_type` is computed in, if it is one.
+fn integer_aggregate_type(function: &str, data_type: &DataType) -> Option<DataType> {
+    match function {
+        "avg" if is_integer(data_type) => Some(DataType::Decimal128(20, 0)),
+        "sum" if *data_type == DataType::Int64 => Some(DataType::Decimal128(38, 0)),
+        _ => None,
+    }
+}
+
+impl AnalyzerRule for IntegerAggregates {
+    fn name(&self) -> &str {
+        "sluice_integer_aggregates"
+    }
+
+    fn analyze(&self, plan: LogicalPlan, _config: &ConfigOptions) -> DfResult<LogicalPlan> {
+        let changed = std::cell::Cell::new(false);
+        let plan = plan
+            .transform_up_with_subqueries(|node| {
+                let LogicalPlan::Aggregate(_) = &node else { return Ok(Transformed::no(node)) };
+                let schema = super::expression_schema(&node)?;
+                super::rewrite_node_expressions(node, |expr| {
+                    expr.transform_up(|e| match e {
+                        Expr::AggregateFunction(mut aggregate) => {
+                            let numeric = match aggregate.params.args.as_slice() {
+                                // A plan analyzed again: the `bigint` that type coercion made of an
+                                // `integer` for DataFusion's `sum` stays.
+                                [Expr::Cast(cast)]
+                                    if cast.expr.get_type(&schema).is_ok_and(|t| is_integer(&t) && t != DataType::Int64) =>
+                                {
+                                    None
+                                }
+                                [arg] => arg
+                                    .get_type(&schema)
+                                    .ok()
+                                    .and_then(|t| integer_aggregate_type(aggregate.func.name(), &t)),
+                                _ => None,
+                            };
+                            let Some(numeric) = numeric else {
+                                return Ok(Transformed::no(Expr::AggregateFunction(aggregate)));
+                            };
+                            for arg in &mut aggregate.params.args {
+                                *arg = arg.clone().cast_to(&numeric, &schema)?;
+                            }
+                            changed.set(true);
+                            Ok(Transformed::yes(Expr::AggregateFunction(aggregate)))
+                        }
+                        other => Ok(Transformed::no(other)),
+                    })
+                })
+            })?
+            .data;
+        if changed.get() {
+            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+        }
+        Ok(plan)
+    }
+}
+
 /// Types integer literals as PostgreSQL does: `integer` when the value fits, else `bigint`
 /// (DataFusion types them all `bigint`). Runs before type coercion, so `2147483647 + 1` is
 /// `integer` arithmetic and overflows as in PostgreSQL, and `SELECT 1` is an `integer` column.
@@ -555,6 +622,12 @@ fn sort_intervals(plan: LogicalPlan, schema: &DFSchema) -> DfResult<Transformed<
     Ok(Transformed::new_transformed(LogicalPlan::Sort(sort), changed))
 }
 
+/// The mean of numerics whose sum (of scale `scale`) and count are given, as `avg` computes it
+/// (PostgreSQL's rounding), at `column_scale`: for a materialized view's maintained `avg`.
+pub fn numeric_mean(sum: i128, scale: i8, count: i64, column_scale: i8) -> crate::error::Result<i128> {
+    average::mean(sum, scale, count, column_scale).map_err(crate::error::Error::from)
+}
+
 fn is_numeric_average(function: &datafusion::logical_expr::AggregateUDF) -> bool {
     let inner: &dyn std::any::Any = function.inner().as_ref();
     inner.is::<average::NumericAverage>()
@@ -616,6 +689,41 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema, retyped: &std::cell::Cell<bool>) 
             Ok(Transformed::yes(Expr::ScalarFunction(ScalarFunction::new_udf(
                 function,
                 vec![*binary.left, *binary.right],
+            ))))
+        }
+        // `floor`, `ceil` and `trunc` of a numeric are whole numbers of scale 0, and `trunc(x, n)`
+        // has scale `n`, as in PostgreSQL (`floor(2.5)` is `2`, not `2.0`).
+        Expr::ScalarFunction(function) if matches!(function.name(), "floor" | "ceil" | "trunc") => {
+            let Some(Ok(DataType::Decimal128(precision, scale))) = function.args.first().map(|a| a.get_type(schema))
+            else {
+                return Ok(Transformed::no(Expr::ScalarFunction(function)));
+            };
+            let constant = |e: &Expr| match e {
+                Expr::Literal(n, _) => Some(n.clone()),
+                Expr::Cast(cast) => match cast.expr.as_ref() {
+                    Expr::Literal(n, _) => Some(n.clone()),
+                    _ => None,
+                },
+                _ => None,
+            };
+            let digits = match function.args.get(1).map(|e| (e, constant(e))) {
+                None => 0,
+                Some((_, Some(n))) if function.name() == "trunc" => match n.cast_to(&DataType::Int64) {
+                    Ok(ScalarValue::Int64(Some(n))) => i8::try_from(n).unwrap_or(i8::MAX),
+                    _ => return Ok(Transformed::no(Expr::ScalarFunction(function))),
+                },
+                Some(_) => return Ok(Transformed::no(Expr::ScalarFunction(function))),
+            };
+            // PostgreSQL's `trunc(x, -1)` has scale 0.
+            let digits = digits.max(0);
+            if digits >= scale {
+                return Ok(Transformed::no(Expr::ScalarFunction(function)));
+            }
+            retyped.set(true);
+            let target = DataType::Decimal128(precision, digits);
+            Ok(Transformed::yes(Expr::Cast(datafusion::logical_expr::Cast::new(
+                Box::new(Expr::ScalarFunction(function)),
+                target,
             ))))
         }
         Expr::Cast(cast) => {

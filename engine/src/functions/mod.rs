@@ -1,6 +1,7 @@
 //! Functions Sluice adds to SQL: JSON on text `table_changes` and `table_history`.
 
 pub mod arithmetic;
+pub mod cast_names;
 pub mod date_casts;
 pub mod enums;
 pub mod format;
@@ -76,6 +77,7 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         ctx.register_udf(function);
     }
     ctx.register_udf(rows::row_function());
+    ctx.register_udf(cast_names::function());
     ctx.register_udf(format::function());
     for function in time_of_day::functions() {
         ctx.register_udf(function);
@@ -149,6 +151,8 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     for function in math::functions() {
         ctx.register_udf(function);
     }
+    // PostgreSQL's other name for ceil.
+    ctx.register_udf(datafusion::functions::math::ceil().as_ref().clone().with_aliases(["ceiling"]));
     // PostgreSQL's name for a random (version 4) UUID.
     ctx.register_udf(datafusion::functions::string::uuid().as_ref().clone().with_aliases(["gen_random_uuid"]));
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));

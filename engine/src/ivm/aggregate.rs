@@ -48,8 +48,8 @@ pub enum AggKind {
 pub enum SumKind {
     Int,
     Float,
-    /// Decimal128 values as their unscaled integers.
-    Decimal,
+    /// Decimal128 values of this scale as their unscaled integers.
+    Decimal(i8),
 }
 
 pub struct AggSpec {
@@ -271,7 +271,7 @@ impl AggSpec {
             (AggKind::Count, _) => Prepared::Plain(column),
             (AggKind::Sum | AggKind::Avg, SumKind::Int) => Prepared::Plain(cast(&column, &DataType::Int64)?),
             (AggKind::Sum | AggKind::Avg, SumKind::Float) => Prepared::Plain(cast(&column, &DataType::Float64)?),
-            (AggKind::Sum | AggKind::Avg, SumKind::Decimal) => Prepared::Plain(column),
+            (AggKind::Sum | AggKind::Avg, SumKind::Decimal(_)) => Prepared::Plain(column),
             _ => {
                 let converter = self.values.as_ref().ok_or_else(|| Error::Internal("no value converter".into()))?;
                 Prepared::Rows(converter.convert_columns(std::slice::from_ref(&column))?, column)
@@ -288,7 +288,7 @@ impl AggSpec {
             AggState::Count(n) => *n += weight,
             AggState::SumInt { sum, count } => {
                 let value = match self.sum_kind {
-                    SumKind::Decimal => column.as_primitive::<arrow::datatypes::Decimal128Type>().value(i),
+                    SumKind::Decimal(_) => column.as_primitive::<arrow::datatypes::Decimal128Type>().value(i),
                     _ => column.as_primitive::<Int64Type>().value(i) as i128,
                 };
                 *sum += value * weight as i128;
@@ -321,6 +321,7 @@ impl AggSpec {
     fn out_column(&self) -> OutColumn {
         match (self.kind, self.sum_kind, &self.output_type) {
             (AggKind::Min | AggKind::Max, _, _) => OutColumn::Rows { bytes: Vec::new(), ranges: Vec::new() },
+            (AggKind::Avg, SumKind::Decimal(_), DataType::Decimal128(..)) => OutColumn::Decimal(Vec::new()),
             (AggKind::Avg, _, _) | (AggKind::Sum, SumKind::Float, _) => OutColumn::Float(Vec::new()),
             (AggKind::Sum, _, DataType::Decimal128(..)) => OutColumn::Decimal(Vec::new()),
             _ => OutColumn::Int(Vec::new()),
@@ -334,7 +335,13 @@ impl AggSpec {
             (AggState::Distinct(values), OutColumn::Int(v)) => v.push(Some(values.len() as i64)),
             (AggState::SumInt { count: 0, .. } | AggState::SumFloat { count: 0, .. }, out) => out.push_null(),
             (AggState::SumInt { sum, count }, OutColumn::Float(v)) => v.push(Some(*sum as f64 / *count as f64)),
-            (AggState::SumInt { sum, .. }, OutColumn::Decimal(v)) => v.push(Some(*sum)),
+            (AggState::SumInt { sum, count }, OutColumn::Decimal(v)) => match (self.kind, self.sum_kind, &self.output_type) {
+                // A numeric mean, rounded as `avg` rounds it.
+                (AggKind::Avg, SumKind::Decimal(scale), DataType::Decimal128(_, column_scale)) => {
+                    v.push(Some(crate::functions::arithmetic::numeric_mean(*sum, scale, *count, *column_scale)?))
+                }
+                _ => v.push(Some(*sum)),
+            },
             (AggState::SumInt { sum, .. }, OutColumn::Int(v)) => v.push(Some(i64::try_from(*sum).map_err(|_| {
                 Error::Data { sqlstate: "22003", message: "bigint out of range in a materialized view's sum".into() }
             })?)),

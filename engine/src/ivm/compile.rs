@@ -244,7 +244,12 @@ impl CompileContext<'_> {
                 SumKind::Int
             }
             (DataType::Float16 | DataType::Float32 | DataType::Float64, _) => SumKind::Float,
-            (DataType::Decimal128(..), AggKind::Sum) => SumKind::Decimal,
+            (DataType::Decimal128(_, scale), AggKind::Sum | AggKind::Avg) => {
+                if kind == AggKind::Avg && !matches!(output_type, DataType::Decimal128(..)) {
+                    return fallback(format!("{expr} over {arg_type} into {output_type}"));
+                }
+                SumKind::Decimal(*scale)
+            }
             (t, _) => return fallback(format!("{expr} over {t}")),
         };
         let values = match kind {

@@ -145,6 +145,7 @@ impl QueryContext {
                 Arc::new(crate::functions::rows::WholeRows),
                 Arc::new(ResolveGroupingFunction::new()),
                 Arc::new(IntegerLiterals),
+                Arc::new(crate::functions::arithmetic::IntegerAggregates),
                 Arc::new(FloatBesideNumeric),
                 Arc::new(crate::functions::time_of_day::TimeTzLiterals),
                 Arc::new(crate::functions::timestamp_literals::TimestampLiterals),

@@ -1,6 +1,7 @@
 //! SQL: names, and the execution of each kind of statement (queries through DataFusion; DDL, DML
 //! and maintenance on the table log). The statements themselves are parsed by [`crate::syntax`].
 
+pub mod cast_names;
 pub mod catalog_provider;
 pub mod collations;
 pub mod column_type;

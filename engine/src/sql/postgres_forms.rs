@@ -14,6 +14,8 @@
 //!   of the bitwise NOT function (DataFusion has no such operator);
 //! - set-returning functions in a select list (`SELECT generate_series(1, 3)`,
 //!   `jsonb_array_elements(doc)`) as `unnest(...)` of their list, named as PostgreSQL names them;
+//! - calls that differ only in a cast of an argument (`max(x)`, `max(x::bigint)`), which
+//!   DataFusion names alike, told apart (see [`super::cast_names`]);
 //! - an outermost select list with two columns of one name (`SELECT 1, 1`): the later ones get an
 //!   internal alias, which [`output_name`] turns back into the name when results are named.
 
@@ -29,6 +31,7 @@ use crate::error::{Error, Result};
 
 /// Rewrites a statement's PostgreSQL forms (see the module's documentation).
 pub fn rewrite(statement: &mut Statement) -> Result<()> {
+    super::cast_names::rewrite(statement);
     super::lateral::rewrite(statement)?;
     super::whole_rows::rewrite(statement);
     super::collations::rewrite(statement)?;

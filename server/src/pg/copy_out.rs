@@ -53,7 +53,7 @@ pub fn encode(schema: &SchemaRef, batches: &[RecordBatch], options: &CopyOptions
     for batch in batches {
         let batch = match options.format {
             CopyFormat::Binary => super::wire_types::binary_forms(batch.clone(), &format),
-            CopyFormat::Text | CopyFormat::Csv => times_as_text(batch),
+            CopyFormat::Text | CopyFormat::Csv => text_forms(batch),
         }
         .map_err(|e| user_error("22P03", e.to_string()))?;
         let batch_schema = batch.schema();
@@ -67,16 +67,21 @@ pub fn encode(schema: &SchemaRef, batches: &[RecordBatch], options: &CopyOptions
     Ok(out)
 }
 
-/// `batch` with its `time` columns as PostgreSQL's text (`12:57:18.5`; arrow-pg keeps six digits).
-fn times_as_text(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
+/// `batch` with its `time` columns as PostgreSQL's text (`12:57:18.5`; arrow-pg keeps six digits)
+/// and its numerics as `text::numerics` prints them.
+fn text_forms(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowError> {
     let schema = batch.schema();
-    if !schema.fields().iter().any(|f| matches!(f.data_type(), DataType::Time32(_) | DataType::Time64(_))) {
+    let rendered = |t: &DataType| matches!(t, DataType::Time32(_) | DataType::Time64(_) | DataType::Decimal128(..));
+    if !schema.fields().iter().any(|f| rendered(f.data_type())) {
         return Ok(batch.clone());
     }
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        if matches!(field.data_type(), DataType::Time32(_) | DataType::Time64(_)) {
+        if let DataType::Decimal128(precision, scale) = field.data_type() {
+            fields.push(field.as_ref().clone().with_data_type(DataType::Utf8));
+            columns.push(super::text::numerics(column, *precision, *scale)?);
+        } else if matches!(field.data_type(), DataType::Time32(_) | DataType::Time64(_)) {
             let text = sluice::time_of_day::time_column_text(column)
                 .map_err(|e| arrow::error::ArrowError::CastError(e.to_string()))?;
             fields.push(field.as_ref().clone().with_data_type(DataType::Utf8));

@@ -14,7 +14,10 @@
 //!   `-05`, `+05:30`).
 //! - `time`: `10:00:00`, fractional seconds as for timestamps.
 //! - `numeric`: every digit, to the column's scale (arrow-pg's decimals hold 28 digits, and a
-//!   wider value failed to encode).
+//!   wider value failed to encode); an unconstrained `numeric` (stored with 38 digits, 10 after
+//!   the point, as are sums of one) without its trailing fractional zeros, as
+//!   PostgreSQL prints `1.5::numeric` (it keeps each value's own scale, `1.50` stays `1.50`;
+//!   Sluice's decimals have one scale per column, so it prints the shortest).
 //!
 //! - `date`, `timestamp`, `timestamptz` in the session's `DateStyle`: ISO as above; SQL
 //!   (`02/01/2024 10:00:00 EST`, day first with DMY), Postgres (`Tue 02 Jan 10:00:00 2024 EST`)
@@ -35,6 +38,34 @@ use chrono::{DateTime, Offset, TimeZone, Timelike};
 use pgwire::api::portal::Format;
 use pgwire::types::format::FormatOptions;
 use sluice::datetime::DateOrder;
+
+/// An unconstrained `numeric`'s precision and scale (`sluice::types`), which the sums and
+/// differences of one, and its products with integers, keep. (Quotients and means have
+/// PostgreSQL's scale of 16 or more, products of two numerics the sum of their scales: those
+/// print every digit.)
+const UNCONSTRAINED: (u8, i8) = (38, 10);
+
+/// A decimal column's values as PostgreSQL's text: every digit to the scale, without trailing
+/// fractional zeros for an unconstrained numeric (`1.5`, `3`, not `1.5000000000`). A column
+/// declared `numeric(38, 10)` prints the same way (Sluice cannot tell it from an unconstrained
+/// one).
+pub fn numerics(column: &ArrayRef, precision: u8, scale: i8) -> Result<ArrayRef, ArrowError> {
+    let text = arrow::compute::cast(column, &DataType::Utf8)?;
+    if (precision, scale) != UNCONSTRAINED {
+        return Ok(text);
+    }
+    let trimmed: StringArray = text.as_string::<i32>().iter().map(|v| v.map(trim_fraction)).collect();
+    Ok(Arc::new(trimmed))
+}
+
+/// `1.5000` as `1.5`, `3.000` as `3`, `-0.000` as `0`.
+fn trim_fraction(text: &str) -> String {
+    if !text.contains('.') {
+        return text.to_string();
+    }
+    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+    if trimmed == "-0" { "0".to_string() } else { trimmed.to_string() }
+}
 
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
 pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> Result<RecordBatch, ArrowError> {
@@ -58,7 +89,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             }
             DataType::Date32 | DataType::Date64 if style != DateStyle::ISO => Some(dates(column, style)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
-            DataType::Decimal128(..) => Some(arrow::compute::cast(column, &DataType::Utf8)?),
+            DataType::Decimal128(precision, scale) => Some(numerics(column, *precision, *scale)?),
             DataType::Interval(_) => Some(intervals(column)?),
             DataType::List(element) if is_list(element.data_type()) => Some(nested_arrays(column)?),
             _ => None,
@@ -496,6 +527,25 @@ mod tests {
         assert_eq!(fraction(500_000_000), ".5");
         assert_eq!(fraction(123_456_000), ".123456");
         assert_eq!(fraction(0), "");
+    }
+
+    #[test]
+    fn unconstrained_numerics_print_without_trailing_zeros() {
+        let values = arrow::array::Decimal128Array::from(vec![
+            Some(15_000_000_000i128),
+            Some(30_000_000_000),
+            Some(-5_000_000),
+            Some(0),
+            Some(1_234_500_000_000_000),
+            None,
+        ])
+        .with_precision_and_scale(38, 10)
+        .unwrap();
+        let text = numerics(&(Arc::new(values) as ArrayRef), 38, 10).unwrap();
+        let text: Vec<Option<&str>> = text.as_string::<i32>().iter().collect();
+        assert_eq!(text, [Some("1.5"), Some("3"), Some("-0.0005"), Some("0"), Some("123450"), None]);
+        assert_eq!(trim_fraction("-0.000"), "0");
+        assert_eq!(trim_fraction("100"), "100");
     }
 
     #[test]

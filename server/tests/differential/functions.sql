@@ -276,6 +276,22 @@ SELECT avg(x) AS avg_big FROM (VALUES (100000001::numeric), (1), (1)) v(x);
 SELECT avg(x) AS avg_negative FROM (VALUES (-1::numeric), (-2), (-2)) v(x);
 SELECT avg(x) AS avg_typed FROM (VALUES (1::numeric(10,2)), (2)) v(x);
 SELECT avg(x) AS avg_by_group FROM (VALUES (1, 1.5), (1, 2.5), (2, NULL::numeric)) v(g, x) GROUP BY g ORDER BY g;
+-- avg of integers is a numeric; floor, ceil and trunc of a numeric have scale 0 (or trunc's).
+SELECT avg(x) AS avg_ints, pg_typeof(avg(x)) AS avg_type, avg(x) + 0.5 AS plus_half, avg(x) * 2 AS doubled FROM (VALUES (1), (2)) v(x);
+SELECT avg(x::int2) AS a2, avg(x::int8) AS a8 FROM (VALUES (1), (2), (2)) v(x);
+SELECT g, avg(x) AS mean FROM (VALUES (1, 1), (1, 2), (1, 2), (2, 5)) v(g, x) GROUP BY g HAVING avg(x) > 1 ORDER BY avg(x);
+SELECT avg(x) AS avg_null FROM (VALUES (NULL::int)) v(x);
+SELECT floor(x) AS f, ceil(x) AS c, ceiling(x) AS c2, trunc(x) AS t, round(x) AS r, trunc(x, 1) AS t1, trunc(x, -1) AS tneg, floor(-x) AS fneg FROM (SELECT avg(n) AS x FROM (VALUES (1), (2), (2)) v(n)) s;
+SELECT floor(2.5) AS f_lit, ceil(2.5) AS c_lit, trunc(2.55, 1) AS t_lit, floor(2.5::float8) AS f_float, floor(x) + 0.5 AS f_plus FROM (VALUES (1.25::numeric)) v(x);
+-- Aggregates of one column with and without a cast.
+SELECT sum(x) AS s, sum(x::bigint) AS s8, max(x) AS m, max(x::text) AS mt FROM (VALUES (1), (2)) v(x);
+SELECT max(x) AS m, max(x::int8) AS m8 FROM (VALUES (1), (2)) v(x) GROUP BY x HAVING max(x::int8) > 1 ORDER BY max(x::int8);
+-- Unconstrained numerics print their digits, not ten decimals.
+CREATE TABLE num_t (a numeric, b numeric(8,2));
+INSERT INTO num_t VALUES (1.5, 1.5), (2.25, 3), (100, 4.567), (-0.001, 0);
+SELECT a, b, a + 1 AS a_plus, a * 3 AS a_times, sum(a) OVER () AS total FROM num_t ORDER BY a;
+SELECT 10::numeric AS ten, 1e3::numeric AS thousand, 0::numeric AS zero, -2.5::numeric AS neg, 1::numeric / 2 AS half;
+SELECT 1.50::numeric AS kept_scale, a * b AS product FROM num_t ORDER BY a;
 
 -- Window frames with offsets: RANGE over numbers, floats and dates (an interval offset written
 -- as a cast, as psycopg sends a timedelta).

@@ -145,7 +145,7 @@ impl Accumulator for MeanAccumulator {
 
 /// `sum / count` (`sum` of scale `scale`) rounded at PostgreSQL's scale for it, written at
 /// `column_scale`.
-fn mean(sum: i128, scale: i8, count: i64, column_scale: i8) -> DfResult<i128> {
+pub(crate) fn mean(sum: i128, scale: i8, count: i64, column_scale: i8) -> DfResult<i128> {
     let count = i128::from(count);
     let ((weight1, first1), (weight2, first2)) = (weight_and_first_group(sum, scale), weight_and_first_group(count, 0));
     let mut quotient_weight = weight1 - weight2;
