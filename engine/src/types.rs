@@ -351,95 +351,216 @@ mod bytea_tests {
     }
 }
 
-/// The elements of a one-dimensional array in PostgreSQL's text form (`{a,"b c",NULL}`): quoted
-/// elements with backslash escapes, unquoted ones trimmed, unquoted `NULL` as NULL. 22P02 for text
-/// that is not an array; 0A000 for more than one dimension.
-pub fn array_from_text(text: &str) -> Result<Vec<Option<String>>> {
-    let malformed = || Error::data("22P02", format!("malformed array literal: \"{text}\""));
-    let trimmed = text.trim();
-    let inner = trimmed.strip_prefix('{').and_then(|t| t.strip_suffix('}')).ok_or_else(malformed)?;
-    let mut items = Vec::new();
-    if inner.trim().is_empty() {
-        return Ok(items);
-    }
-    let mut chars = inner.chars().peekable();
-    loop {
-        while chars.peek().is_some_and(|c| c.is_whitespace()) {
-            chars.next();
-        }
-        let mut item = String::new();
-        let mut quoted = false;
-        match chars.peek() {
-            Some('"') => {
-                quoted = true;
-                chars.next();
-                loop {
-                    match chars.next() {
-                        Some('\\') => item.push(chars.next().ok_or_else(malformed)?),
-                        Some('"') => break,
-                        Some(c) => item.push(c),
-                        None => return Err(malformed()),
-                    }
-                }
-                while chars.peek().is_some_and(|c| c.is_whitespace()) {
-                    chars.next();
-                }
-            }
-            Some('{') => return Err(Error::NotSupported("multidimensional arrays".into())),
-            _ => {
-                while let Some(&c) = chars.peek() {
-                    if c == ',' {
-                        break;
-                    }
-                    chars.next();
-                    match c {
-                        '\\' => item.push(chars.next().ok_or_else(malformed)?),
-                        '"' | '{' | '}' => return Err(malformed()),
-                        c => item.push(c),
-                    }
-                }
-                item = item.trim_end().to_string();
-                if item.is_empty() {
-                    return Err(malformed());
-                }
-            }
-        }
-        items.push(if !quoted && item.eq_ignore_ascii_case("null") { None } else { Some(item) });
-        match chars.next() {
-            Some(',') => continue,
-            None => return Ok(items),
-            Some(_) => return Err(malformed()),
+/// An array in PostgreSQL's text form: its elements, or its sub-arrays (`{{1,2},{3,4}}`).
+#[derive(Debug, Clone, PartialEq)]
+pub enum ArrayText {
+    Elements(Vec<Option<String>>),
+    Arrays(Vec<ArrayText>),
+}
+
+impl ArrayText {
+    /// How many dimensions it has (`{}` has one).
+    pub fn dimensions(&self) -> usize {
+        match self {
+            ArrayText::Elements(_) => 1,
+            ArrayText::Arrays(arrays) => 1 + arrays.first().map_or(0, ArrayText::dimensions),
         }
     }
 }
 
-/// A text column of PostgreSQL array literals as a list column of `data_type`'s elements.
+/// The elements of a one-dimensional array in PostgreSQL's text form (`{a,"b c",NULL}`): quoted
+/// elements with backslash escapes, unquoted ones trimmed, unquoted `NULL` as NULL. 22P02 for text
+/// that is not an array or has more than one dimension.
+pub fn array_from_text(text: &str) -> Result<Vec<Option<String>>> {
+    match array_text(text)? {
+        ArrayText::Elements(items) => Ok(items),
+        ArrayText::Arrays(_) => Err(Error::data(
+            "22P02",
+            format!("malformed array literal: \"{text}\" (a one-dimensional array is expected here)"),
+        )),
+    }
+}
+
+/// An array of any number of dimensions in PostgreSQL's text form (see [`array_from_text`]);
+/// 22P02 also for sub-arrays of different lengths or depths, as PostgreSQL reports them.
+pub fn array_text(text: &str) -> Result<ArrayText> {
+    let malformed = |why: &str| Error::data("22P02", format!("malformed array literal: \"{text}\"{why}"));
+    let mut chars = text.trim().chars().peekable();
+    if chars.next() != Some('{') {
+        return Err(malformed(""));
+    }
+    let array = read_array(&mut chars, &malformed, 1)?;
+    if chars.next().is_some() {
+        return Err(malformed(""));
+    }
+    Ok(array)
+}
+
+/// The most dimensions PostgreSQL's arrays have (`MAXDIM`).
+const ARRAY_DIMENSIONS_MAX: usize = 6;
+
+/// Reads an array's contents after its `{`, through its `}`.
+fn read_array(
+    chars: &mut std::iter::Peekable<std::str::Chars<'_>>,
+    malformed: &dyn Fn(&str) -> Error,
+    depth: usize,
+) -> Result<ArrayText> {
+    if depth > ARRAY_DIMENSIONS_MAX {
+        return Err(Error::data(
+            "54000",
+            format!("number of array dimensions exceeds the maximum allowed ({ARRAY_DIMENSIONS_MAX})"),
+        ));
+    }
+    let skip_spaces = |chars: &mut std::iter::Peekable<std::str::Chars<'_>>| {
+        while chars.peek().is_some_and(|c| c.is_whitespace()) {
+            chars.next();
+        }
+    };
+    skip_spaces(chars);
+    if chars.peek() == Some(&'}') {
+        chars.next();
+        return Ok(ArrayText::Elements(Vec::new()));
+    }
+    let mut items = Vec::new();
+    let mut arrays = Vec::new();
+    loop {
+        skip_spaces(chars);
+        match chars.peek() {
+            Some('{') => {
+                chars.next();
+                if !items.is_empty() {
+                    return Err(malformed(""));
+                }
+                arrays.push(read_array(chars, malformed, depth + 1)?);
+                skip_spaces(chars);
+            }
+            _ if !arrays.is_empty() => return Err(malformed("")),
+            Some('"') => {
+                chars.next();
+                let mut item = String::new();
+                loop {
+                    match chars.next() {
+                        Some('\\') => item.push(chars.next().ok_or_else(|| malformed(""))?),
+                        Some('"') => break,
+                        Some(c) => item.push(c),
+                        None => return Err(malformed("")),
+                    }
+                }
+                skip_spaces(chars);
+                items.push(Some(item));
+            }
+            _ => {
+                let mut item = String::new();
+                while let Some(&c) = chars.peek() {
+                    if c == ',' || c == '}' {
+                        break;
+                    }
+                    chars.next();
+                    match c {
+                        '\\' => item.push(chars.next().ok_or_else(|| malformed(""))?),
+                        '"' | '{' => return Err(malformed("")),
+                        c => item.push(c),
+                    }
+                }
+                let item = item.trim_end();
+                if item.is_empty() {
+                    return Err(malformed(""));
+                }
+                items.push(if item.eq_ignore_ascii_case("null") { None } else { Some(item.to_string()) });
+            }
+        }
+        match chars.next() {
+            Some(',') => continue,
+            Some('}') => break,
+            _ => return Err(malformed("")),
+        }
+    }
+    if arrays.is_empty() {
+        return Ok(ArrayText::Elements(items));
+    }
+    let shape = |a: &ArrayText| match a {
+        ArrayText::Elements(items) => (1, items.len()),
+        ArrayText::Arrays(arrays) => (a.dimensions(), arrays.len()),
+    };
+    let first = arrays.first().map(shape);
+    if arrays.iter().any(|a| Some(shape(a)) != first) {
+        return Err(malformed(" (multidimensional arrays must have sub-arrays with matching dimensions)"));
+    }
+    Ok(ArrayText::Arrays(arrays))
+}
+
+/// A text column of PostgreSQL array literals as a list column of `data_type` (a list, or a list
+/// of lists for a two-dimensional array, ...); 22P02 for text with other dimensions.
 pub fn array_column_from_text(
     column: &arrow::array::ArrayRef,
     data_type: &arrow::datatypes::DataType,
 ) -> Result<arrow::array::ArrayRef> {
-    use arrow::array::{AsArray, ListBuilder, StringBuilder};
+    use arrow::array::AsArray;
     let text = arrow::compute::cast(column, &arrow::datatypes::DataType::Utf8)?;
     let text = text.as_string::<i32>();
-    let mut builder = ListBuilder::new(StringBuilder::new());
-    for value in text.iter() {
-        match value {
-            Some(value) => {
-                for item in array_from_text(value)? {
-                    builder.values().append_option(item);
-                }
-                builder.append(true);
+    let mut dimensions = 0;
+    let mut element = data_type;
+    while let arrow::datatypes::DataType::List(field) | arrow::datatypes::DataType::LargeList(field) = element {
+        dimensions += 1;
+        element = field.data_type();
+    }
+    let arrays: Vec<Option<ArrayText>> = text
+        .iter()
+        .map(|value| {
+            let Some(value) = value else { return Ok(None) };
+            let array = array_text(value)?;
+            let empty = matches!(&array, ArrayText::Elements(items) if items.is_empty());
+            if !empty && array.dimensions() != dimensions {
+                return Err(Error::data(
+                    "22P02",
+                    format!(
+                        "malformed array literal: \"{value}\" ({} dimensions where the column has {dimensions})",
+                        array.dimensions()
+                    ),
+                ));
             }
-            None => builder.append(false),
+            Ok(Some(array))
+        })
+        .collect::<Result<_>>()?;
+    let strings = nested_strings(arrays.iter().map(Option::as_ref).collect(), dimensions)?;
+    arrow::compute::cast_with_options(&strings, data_type, &arrow::compute::CastOptions { safe: false, ..Default::default() })
+        .map_err(|e| Error::data("22P02", format!("invalid array element: {e}")))
+}
+
+/// `arrays` as a column of `dimensions` nested lists of text.
+fn nested_strings(arrays: Vec<Option<&ArrayText>>, dimensions: usize) -> Result<arrow::array::ArrayRef> {
+    use arrow::array::{ListArray, StringArray};
+    use arrow::buffer::{NullBuffer, OffsetBuffer};
+    let mut lengths = Vec::with_capacity(arrays.len());
+    let mut valid = Vec::with_capacity(arrays.len());
+    let mut children: Vec<Option<&ArrayText>> = Vec::new();
+    let mut elements: Vec<Option<&str>> = Vec::new();
+    for array in &arrays {
+        valid.push(array.is_some());
+        match array {
+            None => lengths.push(0),
+            Some(ArrayText::Elements(items)) => {
+                lengths.push(items.len());
+                elements.extend(items.iter().map(Option::as_deref));
+            }
+            Some(ArrayText::Arrays(nested)) => {
+                lengths.push(nested.len());
+                children.extend(nested.iter().map(Some));
+            }
         }
     }
-    let strings: arrow::array::ArrayRef = std::sync::Arc::new(builder.finish());
-    arrow::compute::cast_with_options(
-        &strings,
-        data_type,
-        &arrow::compute::CastOptions { safe: false, ..Default::default() },
-    )
-    .map_err(|e| Error::data("22P02", format!("invalid array element: {e}")))
+    let values: arrow::array::ArrayRef = if dimensions > 1 {
+        nested_strings(children, dimensions - 1)?
+    } else {
+        std::sync::Arc::new(StringArray::from(elements))
+    };
+    let field = std::sync::Arc::new(arrow::datatypes::Field::new_list_field(values.data_type().clone(), true));
+    Ok(std::sync::Arc::new(ListArray::try_new(
+        field,
+        OffsetBuffer::from_lengths(lengths),
+        values,
+        Some(NullBuffer::from(valid)),
+    )?))
 }
 
 #[cfg(test)]
@@ -456,7 +577,19 @@ mod array_tests {
         assert_eq!(read("{\"a\\\"b\"}"), vec![Some("a\"b".to_string())]);
         assert_eq!(super::array_from_text("a,b").unwrap_err().sqlstate(), "22P02");
         assert_eq!(super::array_from_text("{a,}").unwrap_err().sqlstate(), "22P02");
-        assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "0A000");
+        assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "22P02");
+        use super::ArrayText::{Arrays, Elements};
+        let items = |v: &[&str]| Elements(v.iter().map(|s| Some(s.to_string())).collect());
+        assert_eq!(
+            super::array_text("{{1,2},{3,4}}").unwrap(),
+            Arrays(vec![items(&["1", "2"]), items(&["3", "4"])])
+        );
+        assert_eq!(super::array_text(" { { a } } ").unwrap().dimensions(), 2);
+        assert_eq!(super::array_text("{{1,2},{3}}").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_text("{{1},2}").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_text("{1,{2}}").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_text("{{{{{{{1}}}}}}}").unwrap_err().sqlstate(), "54000");
+        assert_eq!(super::array_text("{a}b").unwrap_err().sqlstate(), "22P02");
     }
 }
 

@@ -467,21 +467,21 @@ impl Literals {
             }
             SqlType::Array(_) => {
                 let Some(text) = string_literal(inner) else { return Ok(None) };
-                let items = crate::types::array_from_text(text)?;
-                if let SqlType::Array(
-                    ast::ArrayElemTypeDef::SquareBracket(element, _) | ast::ArrayElemTypeDef::AngleBracket(element),
-                ) = data_type
+                let array = crate::types::array_text(text)?;
+                // PostgreSQL's `int[]` is an array of any dimensions: the cast is to as many as
+                // the text has (`'{{1,2},{3,4}}'::int[]` is `int[][]`).
+                let mut element = data_type;
+                while let SqlType::Array(
+                    ast::ArrayElemTypeDef::SquareBracket(inner, _) | ast::ArrayElemTypeDef::AngleBracket(inner),
+                ) = element
                 {
-                    check_elements(element, &items)?;
+                    element = inner;
                 }
-                let elem = items
-                    .into_iter()
-                    .map(|item| match item {
-                        Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
-                        None => Expr::Value(Value::Null.into()),
-                    })
-                    .collect();
-                Ok(Some(cast(Expr::Array(ast::Array { elem, named: true }), data_type.clone())))
+                let mut target = element.clone();
+                for _ in 0..array.dimensions() {
+                    target = SqlType::Array(ast::ArrayElemTypeDef::SquareBracket(Box::new(target), None));
+                }
+                Ok(Some(cast(array_expression(array, element)?, target)))
             }
             _ => Ok(None),
         }
@@ -676,6 +676,27 @@ fn array_of_text(text: &str) -> Option<Expr> {
         })
         .collect();
     Some(Expr::Array(ast::Array { elem, named: true }))
+}
+
+/// `ARRAY[...]` (nested for each dimension) of an array text's elements as text literals,
+/// checked against the element type (see [`check_elements`]).
+fn array_expression(array: crate::types::ArrayText, element: &SqlType) -> Result<Expr> {
+    let elem = match array {
+        crate::types::ArrayText::Elements(items) => {
+            check_elements(element, &items)?;
+            items
+                .into_iter()
+                .map(|item| match item {
+                    Some(text) => Expr::Value(Value::SingleQuotedString(text).into()),
+                    None => Expr::Value(Value::Null.into()),
+                })
+                .collect()
+        }
+        crate::types::ArrayText::Arrays(arrays) => {
+            arrays.into_iter().map(|a| array_expression(a, element)).collect::<Result<_>>()?
+        }
+    };
+    Ok(Expr::Array(ast::Array { elem, named: true }))
 }
 
 /// 22P02 for an element of integer array text that is not an integer, as PostgreSQL reports it

@@ -312,6 +312,14 @@ SELECT ARRAY[ARRAY['x,y', '"q'], ARRAY['', 'null']] AS quoted_matrix, ARRAY[ARRA
 CREATE TABLE v_matrix (id int, m text[][]);
 INSERT INTO v_matrix VALUES (1, ARRAY[ARRAY['a', 'b'], ARRAY['c', 'd']]), (2, NULL);
 SELECT id, m FROM v_matrix ORDER BY id;
+-- ... and read from PostgreSQL's array text, in a cast and into a column.
+SELECT '{{1,2},{3,4}}'::int[] AS int_text, ('{{1,2},{3,4}}'::int[])[2][1] AS element, '{{a,"b c"},{NULL,d}}'::text[] AS text_text;
+SELECT '{}'::int[] AS empty_array, '{{{1}}}'::int[] AS three_dimensions, ' { { 7 } } '::int[] AS spaced;
+SELECT '{{1,2},{3}}'::int[] AS ragged;
+SELECT '{{1,x},{3,4}}'::int[] AS bad_element;
+SELECT '{{1},2}'::int[] AS mixed;
+INSERT INTO v_matrix VALUES (3, '{{e,f},{g,"h i"}}'), (4, '{}'), (5, '{{NULL}}');
+SELECT id, m, m[2][2] AS corner FROM v_matrix ORDER BY id;
 
 -- float is double precision, float(1..24) real; a float beside a numeric is computed as a float.
 SELECT CAST('1234567.89' AS FLOAT) AS float_is_double, '1.1'::float(10) AS float10_is_real, '2.5'::float(30) AS float30;
