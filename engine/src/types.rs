@@ -523,8 +523,12 @@ pub fn array_column_from_text(
         })
         .collect::<Result<_>>()?;
     let strings = nested_strings(arrays.iter().map(Option::as_ref).collect(), dimensions)?;
-    arrow::compute::cast_with_options(&strings, data_type, &arrow::compute::CastOptions { safe: false, ..Default::default() })
-        .map_err(|e| Error::data("22P02", format!("invalid array element: {e}")))
+    arrow::compute::cast_with_options(
+        &strings,
+        data_type,
+        &arrow::compute::CastOptions { safe: false, ..Default::default() },
+    )
+    .map_err(|e| Error::data("22P02", format!("invalid array element: {e}")))
 }
 
 /// `arrays` as a column of `dimensions` nested lists of text.
@@ -580,10 +584,7 @@ mod array_tests {
         assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "22P02");
         use super::ArrayText::{Arrays, Elements};
         let items = |v: &[&str]| Elements(v.iter().map(|s| Some(s.to_string())).collect());
-        assert_eq!(
-            super::array_text("{{1,2},{3,4}}").unwrap(),
-            Arrays(vec![items(&["1", "2"]), items(&["3", "4"])])
-        );
+        assert_eq!(super::array_text("{{1,2},{3,4}}").unwrap(), Arrays(vec![items(&["1", "2"]), items(&["3", "4"])]));
         assert_eq!(super::array_text(" { { a } } ").unwrap().dimensions(), 2);
         assert_eq!(super::array_text("{{1,2},{3}}").unwrap_err().sqlstate(), "22P02");
         assert_eq!(super::array_text("{{1},2}").unwrap_err().sqlstate(), "22P02");

@@ -414,7 +414,10 @@ impl AnalyzerRule for IntegerAggregates {
                                 // A plan analyzed again: the `bigint` that type coercion made of an
                                 // `integer` for DataFusion's `sum` stays.
                                 [Expr::Cast(cast)]
-                                    if cast.expr.get_type(&schema).is_ok_and(|t| is_integer(&t) && t != DataType::Int64) =>
+                                    if cast
+                                        .expr
+                                        .get_type(&schema)
+                                        .is_ok_and(|t| is_integer(&t) && t != DataType::Int64) =>
                                 {
                                     None
                                 }
@@ -726,9 +729,21 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema, retyped: &std::cell::Cell<bool>) 
                 target,
             ))))
         }
-        Expr::Cast(cast) => {
+        Expr::Cast(mut cast) => {
             let target = cast.field.data_type().clone();
             let Ok(from) = cast.expr.get_type(schema) else { return Ok(Transformed::no(Expr::Cast(cast))) };
+            // A numeric with more decimals than an unconstrained numeric's 10 keeps them when cast
+            // to one (`0.000000000001::numeric` is not 0), as PostgreSQL's numerics keep each
+            // value's scale.
+            if let (DataType::Decimal128(_, scale), DataType::Decimal128(38, 10)) = (&from, &target) {
+                if *scale > 10 {
+                    retyped.set(true);
+                    let wider = DataType::Decimal128(38, *scale);
+                    cast.field = Arc::new(cast.field.as_ref().clone().with_data_type(wider));
+                    return Ok(Transformed::yes(Expr::Cast(cast)));
+                }
+                return Ok(Transformed::no(Expr::Cast(cast)));
+            }
             let narrowing = is_integer(&from) && integer_width(&from) > integer_width(&target);
             let text = matches!(from, DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View);
             let ours = is_integer(&target)

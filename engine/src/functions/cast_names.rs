@@ -44,7 +44,10 @@ impl ScalarUDFImpl for CastNamed {
     }
 
     fn invoke_with_args(&self, args: ScalarFunctionArgs) -> DfResult<ColumnarValue> {
-        args.args.into_iter().next().ok_or_else(|| datafusion::common::plan_datafusion_err!("{NAME} takes two arguments"))
+        args.args
+            .into_iter()
+            .next()
+            .ok_or_else(|| datafusion::common::plan_datafusion_err!("{NAME} takes two arguments"))
     }
 }
 

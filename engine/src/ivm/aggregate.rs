@@ -335,13 +335,15 @@ impl AggSpec {
             (AggState::Distinct(values), OutColumn::Int(v)) => v.push(Some(values.len() as i64)),
             (AggState::SumInt { count: 0, .. } | AggState::SumFloat { count: 0, .. }, out) => out.push_null(),
             (AggState::SumInt { sum, count }, OutColumn::Float(v)) => v.push(Some(*sum as f64 / *count as f64)),
-            (AggState::SumInt { sum, count }, OutColumn::Decimal(v)) => match (self.kind, self.sum_kind, &self.output_type) {
-                // A numeric mean, rounded as `avg` rounds it.
-                (AggKind::Avg, SumKind::Decimal(scale), DataType::Decimal128(_, column_scale)) => {
-                    v.push(Some(crate::functions::arithmetic::numeric_mean(*sum, scale, *count, *column_scale)?))
+            (AggState::SumInt { sum, count }, OutColumn::Decimal(v)) => {
+                match (self.kind, self.sum_kind, &self.output_type) {
+                    // A numeric mean, rounded as `avg` rounds it.
+                    (AggKind::Avg, SumKind::Decimal(scale), DataType::Decimal128(_, column_scale)) => {
+                        v.push(Some(crate::functions::arithmetic::numeric_mean(*sum, scale, *count, *column_scale)?))
+                    }
+                    _ => v.push(Some(*sum)),
                 }
-                _ => v.push(Some(*sum)),
-            },
+            }
             (AggState::SumInt { sum, .. }, OutColumn::Int(v)) => v.push(Some(i64::try_from(*sum).map_err(|_| {
                 Error::Data { sqlstate: "22003", message: "bigint out of range in a materialized view's sum".into() }
             })?)),

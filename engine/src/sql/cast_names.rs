@@ -53,9 +53,7 @@ fn cast_arguments(function: &mut ast::Function) -> impl Iterator<Item = &mut Exp
     list.into_iter().flat_map(|list| list.args.iter_mut()).filter_map(|arg| match arg {
         FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
         | FunctionArg::Named { arg: FunctionArgExpr::Expr(e), .. }
-        | FunctionArg::ExprNamed { arg: FunctionArgExpr::Expr(e), .. } => {
-            matches!(e, Expr::Cast { .. }).then_some(e)
-        }
+        | FunctionArg::ExprNamed { arg: FunctionArgExpr::Expr(e), .. } => matches!(e, Expr::Cast { .. }).then_some(e),
         _ => None,
     })
 }

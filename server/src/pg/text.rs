@@ -64,7 +64,11 @@ fn trim_fraction(text: &str) -> String {
         return text.to_string();
     }
     let trimmed = text.trim_end_matches('0').trim_end_matches('.');
-    if trimmed == "-0" { "0".to_string() } else { trimmed.to_string() }
+    if trimmed == "-0" {
+        "0".to_string()
+    } else {
+        trimmed.to_string()
+    }
 }
 
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.

@@ -292,6 +292,7 @@ INSERT INTO num_t VALUES (1.5, 1.5), (2.25, 3), (100, 4.567), (-0.001, 0);
 SELECT a, b, a + 1 AS a_plus, a * 3 AS a_times, sum(a) OVER () AS total FROM num_t ORDER BY a;
 SELECT 10::numeric AS ten, 1e3::numeric AS thousand, 0::numeric AS zero, -2.5::numeric AS neg, 1::numeric / 2 AS half;
 SELECT 1.50::numeric AS kept_scale, a * b AS product FROM num_t ORDER BY a;
+SELECT 0.000000000001::numeric AS tiny, 1.123456789012345::numeric AS many_decimals, 1 / 0.000000000001::numeric AS by_tiny, 0.000000000001::numeric + 1 AS tiny_plus;
 
 -- Window frames with offsets: RANGE over numbers, floats and dates (an interval offset written
 -- as a cast, as psycopg sends a timedelta).
