@@ -32,8 +32,8 @@ pub const DECLARED_TYPE_KEY: &str = sluice_storage::schema::DECLARED_TYPE_KEY;
 /// The most fractional digits of seconds a `time`, `timetz` or `timestamp` keeps.
 pub const SECONDS_PRECISION_MAX: u64 = 6;
 
-/// Precision and scale of `numeric` written without them.
-const NUMERIC_DEFAULT: (u8, i8) = (38, 10);
+/// Precision and scale of `numeric` written without them (an unconstrained numeric).
+pub const NUMERIC_DEFAULT: (u8, i8) = (38, 10);
 
 /// A column type as declared: the Delta type and, where it differs from the default name for that
 /// type, the declared name.
@@ -370,14 +370,13 @@ impl ArrayText {
 
 /// The elements of a one-dimensional array in PostgreSQL's text form (`{a,"b c",NULL}`): quoted
 /// elements with backslash escapes, unquoted ones trimmed, unquoted `NULL` as NULL. 22P02 for text
-/// that is not an array or has more than one dimension.
+/// that is not an array; 0A000 for one of more dimensions (which PostgreSQL would take).
 pub fn array_from_text(text: &str) -> Result<Vec<Option<String>>> {
     match array_text(text)? {
         ArrayText::Elements(items) => Ok(items),
-        ArrayText::Arrays(_) => Err(Error::data(
-            "22P02",
-            format!("malformed array literal: \"{text}\" (a one-dimensional array is expected here)"),
-        )),
+        ArrayText::Arrays(_) => Err(Error::NotSupported(format!(
+            "the multidimensional array \"{text}\" where Sluice takes a one-dimensional one"
+        ))),
     }
 }
 
@@ -490,7 +489,8 @@ fn read_array(
 }
 
 /// A text column of PostgreSQL array literals as a list column of `data_type` (a list, or a list
-/// of lists for a two-dimensional array, ...); 22P02 for text with other dimensions.
+/// of lists for a two-dimensional array, ...); 0A000 for text of other dimensions (a PostgreSQL
+/// array column takes any, a Sluice one those it was declared with).
 pub fn array_column_from_text(
     column: &arrow::array::ArrayRef,
     data_type: &arrow::datatypes::DataType,
@@ -511,13 +511,11 @@ pub fn array_column_from_text(
             let array = array_text(value)?;
             let empty = matches!(&array, ArrayText::Elements(items) if items.is_empty());
             if !empty && array.dimensions() != dimensions {
-                return Err(Error::data(
-                    "22P02",
-                    format!(
-                        "malformed array literal: \"{value}\" ({} dimensions where the column has {dimensions})",
-                        array.dimensions()
-                    ),
-                ));
+                return Err(Error::NotSupported(format!(
+                    "an array of {} dimensions (\"{value}\") in an array column of {dimensions} (Sluice's array \
+                     columns keep the dimensions they were declared with)",
+                    array.dimensions()
+                )));
             }
             Ok(Some(array))
         })
@@ -581,7 +579,7 @@ mod array_tests {
         assert_eq!(read("{\"a\\\"b\"}"), vec![Some("a\"b".to_string())]);
         assert_eq!(super::array_from_text("a,b").unwrap_err().sqlstate(), "22P02");
         assert_eq!(super::array_from_text("{a,}").unwrap_err().sqlstate(), "22P02");
-        assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "22P02");
+        assert_eq!(super::array_from_text("{{1},{2}}").unwrap_err().sqlstate(), "0A000");
         use super::ArrayText::{Arrays, Elements};
         let items = |v: &[&str]| Elements(v.iter().map(|s| Some(s.to_string())).collect());
         assert_eq!(super::array_text("{{1,2},{3,4}}").unwrap(), Arrays(vec![items(&["1", "2"]), items(&["3", "4"])]));

@@ -372,7 +372,7 @@ impl AnalyzerRule for PostgresArithmetic {
         // A numeric avg's column has another scale than DataFusion's avg, `date - date` another
         // type: the nodes above them take their schemas anew.
         if retyped.get() || plan.exists(|node| Ok(averages_numerics(node)))? {
-            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+            return super::recompute_schemas(plan);
         }
         Ok(plan)
     }
@@ -442,7 +442,7 @@ impl AnalyzerRule for IntegerAggregates {
             })?
             .data;
         if changed.get() {
-            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+            return super::recompute_schemas(plan);
         }
         Ok(plan)
     }
@@ -551,7 +551,7 @@ impl AnalyzerRule for IntegerLiterals {
             })?
             .data;
         if narrowed.get() {
-            return Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data);
+            return super::recompute_schemas(plan);
         }
         Ok(plan)
     }
@@ -735,10 +735,11 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema, retyped: &std::cell::Cell<bool>) 
             // A numeric with more decimals than an unconstrained numeric's 10 keeps them when cast
             // to one (`0.000000000001::numeric` is not 0), as PostgreSQL's numerics keep each
             // value's scale.
-            if let (DataType::Decimal128(_, scale), DataType::Decimal128(38, 10)) = (&from, &target) {
-                if *scale > 10 {
+            if let (&DataType::Decimal128(_, scale), &DataType::Decimal128(p, s)) = (&from, &target) {
+                let (precision_max, unconstrained_scale) = crate::types::NUMERIC_DEFAULT;
+                if (p, s) == crate::types::NUMERIC_DEFAULT && scale > unconstrained_scale {
                     retyped.set(true);
-                    let wider = DataType::Decimal128(38, *scale);
+                    let wider = DataType::Decimal128(precision_max, scale);
                     cast.field = Arc::new(cast.field.as_ref().clone().with_data_type(wider));
                     return Ok(Transformed::yes(Expr::Cast(cast)));
                 }

@@ -323,6 +323,15 @@ pub(crate) fn expression_schema(
     Ok(schema)
 }
 
+/// `plan` with every node's schema taken anew from its expressions and inputs: for an analyzer
+/// rule that changed the type of a column that nodes above it read.
+pub(crate) fn recompute_schemas(
+    plan: datafusion::logical_expr::LogicalPlan,
+) -> datafusion::error::Result<datafusion::logical_expr::LogicalPlan> {
+    use datafusion::common::tree_node::Transformed;
+    Ok(plan.transform_up_with_subqueries(|node| node.recompute_schema().map(Transformed::yes))?.data)
+}
+
 /// One plan node with each of its expressions rewritten by `rewrite` (which walks the expression
 /// as it needs), each keeping its output name, and the node's schema recomputed when one
 /// changed: the per-node step of this module's analyzer rules.

@@ -18,15 +18,20 @@ use crate::functions::cast_names::NAME;
 
 /// Rewrites the statement's calls whose names would collide (see the module's documentation).
 pub fn rewrite(statement: &mut Statement) {
+    // Most statements call nothing with a cast argument: they are left without another look.
+    let any_cast = ast::visit_expressions(statement, |expr| match expr {
+        Expr::Function(function) if has_cast_argument(function) => ControlFlow::Break(()),
+        _ => ControlFlow::Continue(()),
+    });
+    if any_cast.is_continue() {
+        return;
+    }
     // Each call's text, by its text without argument casts.
     let mut calls: HashMap<String, HashSet<String>> = HashMap::new();
     let _ = ast::visit_expressions(statement, |expr| {
         if let Expr::Function(function) = expr {
-            if let Some(uncast) = without_casts(function) {
-                calls.entry(uncast).or_default().insert(function.to_string());
-            } else {
-                calls.entry(function.to_string()).or_default().insert(function.to_string());
-            }
+            let text = function.to_string();
+            calls.entry(without_casts(function).unwrap_or_else(|| text.clone())).or_default().insert(text);
         }
         ControlFlow::<()>::Continue(())
     });
@@ -45,6 +50,24 @@ pub fn rewrite(statement: &mut Statement) {
     });
 }
 
+/// The argument expressions of a call's list.
+fn arguments(function: &ast::Function) -> impl Iterator<Item = &Expr> {
+    let list = match &function.args {
+        FunctionArguments::List(list) => Some(list),
+        _ => None,
+    };
+    list.into_iter().flat_map(|list| list.args.iter()).filter_map(|arg| match arg {
+        FunctionArg::Unnamed(FunctionArgExpr::Expr(e))
+        | FunctionArg::Named { arg: FunctionArgExpr::Expr(e), .. }
+        | FunctionArg::ExprNamed { arg: FunctionArgExpr::Expr(e), .. } => Some(e),
+        _ => None,
+    })
+}
+
+fn has_cast_argument(function: &ast::Function) -> bool {
+    arguments(function).any(|e| matches!(e, Expr::Cast { .. }))
+}
+
 fn cast_arguments(function: &mut ast::Function) -> impl Iterator<Item = &mut Expr> {
     let list = match &mut function.args {
         FunctionArguments::List(list) => Some(list),
@@ -60,15 +83,16 @@ fn cast_arguments(function: &mut ast::Function) -> impl Iterator<Item = &mut Exp
 
 /// The call's text with its arguments' casts taken off; `None` when it has no cast argument.
 fn without_casts(function: &ast::Function) -> Option<String> {
+    if !has_cast_argument(function) {
+        return None;
+    }
     let mut uncast = function.clone();
-    let mut any = false;
     for arg in cast_arguments(&mut uncast) {
         if let Expr::Cast { expr, .. } = arg {
             *arg = (**expr).clone();
-            any = true;
         }
     }
-    any.then(|| uncast.to_string())
+    Some(uncast.to_string())
 }
 
 /// Wraps each cast argument in the naming function.

@@ -39,19 +39,15 @@ use pgwire::api::portal::Format;
 use pgwire::types::format::FormatOptions;
 use sluice::datetime::DateOrder;
 
-/// An unconstrained `numeric`'s precision and scale (`sluice::types`), which the sums and
-/// differences of one, and its products with integers, keep. (Quotients and means have
-/// PostgreSQL's scale of 16 or more, products of two numerics the sum of their scales: those
-/// print every digit.)
-const UNCONSTRAINED: (u8, i8) = (38, 10);
-
 /// A decimal column's values as PostgreSQL's text: every digit to the scale, without trailing
-/// fractional zeros for an unconstrained numeric (`1.5`, `3`, not `1.5000000000`). A column
-/// declared `numeric(38, 10)` prints the same way (Sluice cannot tell it from an unconstrained
-/// one).
+/// fractional zeros for an unconstrained numeric (`sluice::types::NUMERIC_DEFAULT`, which the
+/// sums and differences of one, and its products with integers, keep): `1.5`, `3`, not
+/// `1.5000000000`. Quotients and means have PostgreSQL's scale of 16 or more and products of two
+/// numerics the sum of their scales: those print every digit. A column declared
+/// `numeric(38, 10)` prints as an unconstrained one (Sluice cannot tell them apart).
 pub fn numerics(column: &ArrayRef, precision: u8, scale: i8) -> Result<ArrayRef, ArrowError> {
     let text = arrow::compute::cast(column, &DataType::Utf8)?;
-    if (precision, scale) != UNCONSTRAINED {
+    if (precision, scale) != sluice::types::NUMERIC_DEFAULT {
         return Ok(text);
     }
     let trimmed: StringArray = text.as_string::<i32>().iter().map(|v| v.map(trim_fraction)).collect();
