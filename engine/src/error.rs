@@ -140,7 +140,8 @@ impl Error {
                 S::VersionNotFound { .. } | S::TimestampTooEarly { .. } => "22023",
                 S::UnsupportedReaderFeatures { .. }
                 | S::UnsupportedWriterFeatures { .. }
-                | S::UnsupportedProtocol { .. } => "0A000",
+                | S::UnsupportedProtocol { .. }
+                | S::Unsupported(_) => "0A000",
                 S::CommitRetriesExhausted { .. } => "40001",
                 S::CorruptCommit { .. }
                 | S::CorruptCheckpoint { .. }
@@ -166,6 +167,17 @@ impl Error {
     /// A data error with a SQLSTATE.
     pub fn data(sqlstate: &'static str, message: impl Into<String>) -> Self {
         Error::Data { sqlstate, message: message.into() }
+    }
+
+    /// 42703 for a column a statement names in one relation, worded as PostgreSQL's `column "x"
+    /// of relation "t" does not exist`.
+    pub fn undefined_column_of(column: &str, relation: &str) -> Self {
+        Error::data("42703", format!("column \"{column}\" of relation \"{relation}\" does not exist"))
+    }
+
+    /// 42703 for a key's column that the table lacks: `column "x" named in key does not exist`.
+    pub fn undefined_key_column(column: &str) -> Self {
+        Error::data("42703", format!("column \"{column}\" named in key does not exist"))
     }
 }
 

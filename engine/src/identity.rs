@@ -34,11 +34,35 @@ pub struct Identity {
     /// refuses them.
     pub min: Option<i64>,
     pub max: Option<i64>,
+    /// CYCLE: past a bound the next value is the other bound (Sluice's column metadata; then
+    /// both bounds are recorded).
+    pub cycle: bool,
+    /// CACHE, as declared (recorded for the catalogs; values are taken per statement).
+    pub cache: i64,
+}
+
+impl Default for Identity {
+    /// PostgreSQL's defaults: from 1 by 1, GENERATED ALWAYS, no bounds but the type's, NO CYCLE.
+    fn default() -> Self {
+        Identity {
+            start: 1,
+            step: 1,
+            high_water_mark: None,
+            allow_explicit_insert: false,
+            min: None,
+            max: None,
+            cycle: false,
+            cache: 1,
+        }
+    }
 }
 
 /// The column metadata keys of an identity column's MINVALUE and MAXVALUE.
 pub const IDENTITY_MIN_KEY: &str = "sluice.identity.minValue";
 pub const IDENTITY_MAX_KEY: &str = "sluice.identity.maxValue";
+/// The column metadata keys of an identity column's CYCLE and CACHE (absent: NO CYCLE, CACHE 1).
+pub const IDENTITY_CYCLE_KEY: &str = "sluice.identity.cycle";
+pub const IDENTITY_CACHE_KEY: &str = "sluice.identity.cache";
 
 fn as_i64(value: Option<&Value>) -> Option<i64> {
     match value? {
@@ -63,6 +87,8 @@ impl Identity {
             },
             min: as_i64(field.metadata.get(IDENTITY_MIN_KEY)),
             max: as_i64(field.metadata.get(IDENTITY_MAX_KEY)),
+            cycle: matches!(field.metadata.get(IDENTITY_CYCLE_KEY), Some(Value::Bool(true))),
+            cache: as_i64(field.metadata.get(IDENTITY_CACHE_KEY)).filter(|c| *c > 0).unwrap_or(1),
         })
     }
 
@@ -74,9 +100,16 @@ impl Identity {
         if let Some(mark) = self.high_water_mark {
             field.metadata.insert(IDENTITY_HIGH_WATER_MARK_KEY.into(), Value::from(mark));
         }
-        for (key, bound) in [(IDENTITY_MIN_KEY, self.min), (IDENTITY_MAX_KEY, self.max)] {
-            match bound {
-                Some(bound) => field.metadata.insert(key.into(), Value::from(bound)),
+        let cycle = self.cycle.then_some(Value::Bool(true));
+        let cache = (self.cache != 1).then(|| Value::from(self.cache));
+        for (key, value) in [
+            (IDENTITY_MIN_KEY, self.min.map(Value::from)),
+            (IDENTITY_MAX_KEY, self.max.map(Value::from)),
+            (IDENTITY_CYCLE_KEY, cycle),
+            (IDENTITY_CACHE_KEY, cache),
+        ] {
+            match value {
+                Some(value) => field.metadata.insert(key.into(), value),
                 None => field.metadata.remove(key),
             };
         }
@@ -114,6 +147,8 @@ pub fn forget_identity(field: &mut StructField) {
         IDENTITY_ALLOW_EXPLICIT_INSERT_KEY,
         IDENTITY_MIN_KEY,
         IDENTITY_MAX_KEY,
+        IDENTITY_CYCLE_KEY,
+        IDENTITY_CACHE_KEY,
         SERIAL_KEY,
     ] {
         field.metadata.remove(key);
@@ -139,7 +174,8 @@ impl Allocators {
         let mut last = self.last.lock().unwrap_or_else(|p| p.into_inner());
         let entry = last.entry((id.to_string(), column.to_string())).or_insert(i64::MIN);
         let floor = identity.high_water_mark.unwrap_or_else(|| identity.start.saturating_sub(identity.step));
-        if *entry == i64::MIN || identity.beyond(floor, *entry) {
+        // A cycling sequence's mark goes back at each turn, so only a first use takes it.
+        if *entry == i64::MIN || (!identity.cycle && identity.beyond(floor, *entry)) {
             *entry = floor;
         }
         let overflow = || Error::data("2200H", format!("identity column \"{column}\" reached its limit"));
@@ -155,7 +191,18 @@ impl Allocators {
         let mut values = Vec::with_capacity(count);
         let mut value = *entry;
         for _ in 0..count {
-            value = value.checked_add(identity.step).ok_or_else(overflow)?;
+            value = match (value.checked_add(identity.step), identity.cycle, identity.min, identity.max) {
+                // PostgreSQL's CYCLE: past MAXVALUE an ascending sequence goes on from MINVALUE,
+                // past MINVALUE a descending one from MAXVALUE.
+                (next, true, Some(min), Some(max)) if next.is_none_or(|next| next < min || next > max) => {
+                    if identity.step > 0 {
+                        min
+                    } else {
+                        max
+                    }
+                }
+                (next, ..) => next.ok_or_else(overflow)?,
+            };
             if let Some(error) = past_bound(value) {
                 return Err(error);
             }
@@ -177,7 +224,12 @@ impl Allocators {
                 .filter_map(|(i, identity)| {
                     let name = &schema.fields.get(i)?.name;
                     let handed = *last.get(&(id.to_string(), name.clone()))?;
-                    identity.high_water_mark.is_none_or(|mark| identity.beyond(handed, mark)).then_some((i, handed))
+                    let moved = match identity.high_water_mark {
+                        None => true,
+                        Some(mark) if identity.cycle => handed != mark,
+                        Some(mark) => identity.beyond(handed, mark),
+                    };
+                    moved.then_some((i, handed))
                 })
                 .collect()
         };

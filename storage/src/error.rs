@@ -75,6 +75,10 @@ pub enum Error {
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
 
+    /// Something PostgreSQL or Delta allows that Sluice does not do (yet).
+    #[error("not supported: {0}")]
+    Unsupported(String),
+
     /// An operation that the table's properties forbid (for example a delete on an append-only table).
     #[error("operation not allowed on {location}: {message}")]
     NotAllowed { location: String, message: String },

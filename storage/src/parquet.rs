@@ -73,6 +73,10 @@ pub struct PartitionGroup {
 /// columns, missing NOT NULL columns and NULLs in NOT NULL columns.
 pub fn conform_batch(batch: &RecordBatch, schema: &StructType, location: &str) -> Result<RecordBatch> {
     let invalid = |message: String| Error::InvalidData { location: location.to_string(), message };
+    if schema.fields.is_empty() && batch.num_rows() > 0 {
+        // A Parquet file (and a Delta table's statistics) needs a column to count rows in.
+        return Err(Error::Unsupported("rows in a table without columns (add a column first)".into()));
+    }
     let input_schema = batch.schema();
     for field in input_schema.fields() {
         if schema.field(field.name()).is_none() {

@@ -39,11 +39,8 @@ impl QueryContext {
         let declared = crate::types::declared_type(sql_type)?;
         let guard = self.lock_table_keys(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
-        let old = snapshot
-            .schema()
-            .field(column)
-            .cloned()
-            .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", entry.name)))?;
+        let old =
+            snapshot.schema().field(column).cloned().ok_or_else(|| Error::undefined_column_of(&column, &entry.name))?;
         if snapshot.partition_columns().iter().any(|p| p == column) {
             return Err(Error::NotSupported(format!("ALTER COLUMN ... TYPE of partition column \"{column}\"")));
         }

@@ -157,7 +157,22 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
             fields.push(field);
             continue;
         }
-        if let Some(identity) = identity {
+        if let Some(mut identity) = identity {
+            // A cycling sequence turns at bounds: the declared type's when none are given.
+            if identity.cycle {
+                let (type_min, type_max) = match declared.data_type {
+                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Short) => {
+                        crate::catalog::SequenceType::Smallint.range()
+                    }
+                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Integer) => {
+                        crate::catalog::SequenceType::Integer.range()
+                    }
+                    _ => crate::catalog::SequenceType::Bigint.range(),
+                };
+                let (min, max) = if identity.step > 0 { (1, type_max) } else { (type_min, -1) };
+                identity.min = Some(identity.min.unwrap_or(min.min(identity.start)));
+                identity.max = Some(identity.max.unwrap_or(max.max(identity.start)));
+            }
             // Delta identity columns are of type long, whatever integer type was declared.
             match declared.data_type {
                 sluice_storage::schema::DataType::Primitive(
@@ -216,7 +231,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         .fields
                         .iter_mut()
                         .find(|f| &f.name == name)
-                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} named in key")))?;
+                        .ok_or_else(|| Error::undefined_key_column(&name))?;
                     field.nullable = false;
                 }
                 keys.push(KeyDef::primary_key(
@@ -228,7 +243,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 let columns = key_columns(&unique.columns)?;
                 for name in &columns {
                     if schema.field(name).is_none() {
-                        return Err(Error::UndefinedColumn(format!("{name} named in key")));
+                        return Err(Error::undefined_key_column(&name));
                     }
                 }
                 keys.push(unique_def(table, unique, columns)?);
@@ -254,9 +269,8 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
 fn serial_identity(data_type: &datafusion::sql::sqlparser::ast::DataType) -> Option<Identity> {
     let datafusion::sql::sqlparser::ast::DataType::Custom(name, _) = data_type else { return None };
     let name = name.to_string().to_ascii_lowercase();
-    matches!(name.as_str(), "serial" | "bigserial" | "smallserial" | "serial4" | "serial8" | "serial2").then_some(
-        Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert: true, min: None, max: None },
-    )
+    matches!(name.as_str(), "serial" | "bigserial" | "smallserial" | "serial4" | "serial8" | "serial2")
+        .then_some(Identity { allow_explicit_insert: true, ..Identity::default() })
 }
 
 /// An identity from `GENERATED ... AS IDENTITY (START WITH s INCREMENT BY i)`.
@@ -265,8 +279,7 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
         let text = expr.to_string().replace(' ', "");
         text.parse().map_err(|_| Error::NotSupported(format!("identity option {expr} (give a whole number)")))
     };
-    let mut identity =
-        Identity { start: 1, step: 1, high_water_mark: None, allow_explicit_insert, min: None, max: None };
+    let mut identity = Identity { allow_explicit_insert, ..Identity::default() };
     let mut start = None;
     for option in options {
         match option {
@@ -275,14 +288,17 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
             SequenceOptions::MinValue(Some(expr)) => identity.min = Some(number(expr)?),
             SequenceOptions::MaxValue(Some(expr)) => identity.max = Some(number(expr)?),
             // What PostgreSQL does without them (pg_dump writes them out): bounds of the column's
-            // type, no cycling. CACHE only sets how many values a session takes at once.
-            SequenceOptions::MinValue(None) | SequenceOptions::MaxValue(None) | SequenceOptions::Cycle(true) => {}
+            // type, no cycling. (sqlparser's `Cycle(true)` is NO CYCLE.)
+            SequenceOptions::MinValue(None) | SequenceOptions::MaxValue(None) => {}
+            SequenceOptions::Cycle(no) => identity.cycle = !no,
+            // CACHE sets how many values a session takes at once; Sluice's sessions take them
+            // one statement at a time, and keep the number for the catalogs (and pg_dump).
             SequenceOptions::Cache(expr) => {
-                if number(expr)? < 1 {
+                identity.cache = number(expr)?;
+                if identity.cache < 1 {
                     return Err(Error::data("22023", format!("CACHE ({expr}) must be greater than zero")));
                 }
             }
-            other => return Err(Error::NotSupported(format!("identity option{other}"))),
         }
     }
     if identity.step == 0 {
@@ -292,7 +308,14 @@ fn identity_of(options: &[SequenceOptions], allow_explicit_insert: bool) -> Resu
     // at its MAXVALUE (-1).
     identity.start =
         start.unwrap_or(if identity.step > 0 { identity.min.unwrap_or(1) } else { identity.max.unwrap_or(-1) });
-    if let (Some(min), Some(max)) = (identity.min, identity.max) {
+    // The defaults PostgreSQL fills in: an ascending sequence's MINVALUE is 1, a descending
+    // one's MAXVALUE -1 (the other bound is the type's).
+    let (min, max) = if identity.step > 0 {
+        (identity.min.or(identity.max.map(|_| 1)), identity.max)
+    } else {
+        (identity.min, identity.max.or(identity.min.map(|_| -1)))
+    };
+    if let (Some(min), Some(max)) = (min, max) {
         if min >= max {
             return Err(Error::data("22023", format!("MINVALUE ({min}) must be less than MAXVALUE ({max})")));
         }
@@ -722,12 +745,14 @@ impl QueryContext {
             }
             table
         } else {
-            if definition.schema.fields.is_empty() && !create.columns_later {
-                // PostgreSQL allows a table without columns; a Delta table (and its Parquet files)
-                // needs at least one.
-                return Err(Error::NotSupported(format!(
-                    "tables without columns: table {name} needs columns (or a LOCATION holding a Delta table)"
-                )));
+            if definition.schema.fields.is_empty() && !managed {
+                // A LOCATION without a Delta table is most likely a mistyped path: a table of no
+                // columns there would hide the mistake. (PostgreSQL's tables without columns are
+                // managed tables here.)
+                return Err(Error::data(
+                    "42P01",
+                    format!("table {name} needs columns: its LOCATION holds no Delta table"),
+                ));
             }
             properties
                 .entry(sluice_storage::protocol::ENABLE_DELETION_VECTORS_KEY.into())
@@ -973,7 +998,7 @@ impl QueryContext {
             AlterTableOperation::AlterColumn { column_name, op } => {
                 let column = normalize(&column_name);
                 if schema.field(&column).is_none() {
-                    return Err(Error::UndefinedColumn(format!("{column} of relation {name}")));
+                    return Err(Error::undefined_column_of(&column, &name.name));
                 }
                 let generated = schema.field(&column).and_then(super::generated::expression_of).is_some();
                 if generated && matches!(op, AlterColumnOperation::SetDefault { .. }) {
@@ -1403,7 +1428,7 @@ impl QueryContext {
             .fields
             .iter_mut()
             .find(|f| f.name == column)
-            .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", entry.name)))?;
+            .ok_or_else(|| Error::undefined_column_of(&column, &entry.name))?;
         change(field);
         let partitions = snapshot.partition_columns().to_vec();
         let outcome =
@@ -1434,7 +1459,7 @@ impl QueryContext {
         }
         for column in &def.columns {
             if snapshot.schema().field(column).is_none() {
-                return Err(Error::UndefinedColumn(format!("{column} named in key")));
+                return Err(Error::undefined_key_column(&column));
             }
         }
         let quoted: Vec<String> = def

@@ -468,9 +468,8 @@ impl QueryContext {
                     ));
                 }
                 for (name, column) in list.iter().zip(batch.columns()) {
-                    let field = schema
-                        .field(name)
-                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    let field =
+                        schema.field(name).ok_or_else(|| Error::undefined_column_of(&name, &target.name.name))?;
                     if assigned.insert(field.name.clone(), column.clone()).is_some() {
                         return Err(Error::data("42701", format!("column \"{name}\" specified more than once")));
                     }
@@ -478,9 +477,8 @@ impl QueryContext {
             }
             ColumnMatch::ByName => {
                 for (name, column) in source_names.iter().zip(batch.columns()) {
-                    let field = schema
-                        .field(name)
-                        .ok_or_else(|| Error::UndefinedColumn(format!("{name} of relation {}", target.name)))?;
+                    let field =
+                        schema.field(name).ok_or_else(|| Error::undefined_column_of(&name, &target.name.name))?;
                     assigned.insert(field.name.clone(), column.clone());
                 }
             }
@@ -1300,7 +1298,7 @@ pub(super) fn assignment_map(assignments: &[ast::Assignment], target: &Target) -
             .snapshot
             .schema()
             .field(&column)
-            .ok_or_else(|| Error::UndefinedColumn(format!("{column} of relation {}", target.name)))?;
+            .ok_or_else(|| Error::undefined_column_of(&column, &target.name.name))?;
         if map.insert(field.name.clone(), assignment.value.clone()).is_some() {
             return Err(Error::data("42601", format!("multiple assignments to same column \"{column}\"")));
         }

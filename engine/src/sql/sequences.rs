@@ -849,8 +849,8 @@ pub async fn sequences_in(
                 increment: identity.step,
                 min_value: identity.min.unwrap_or(min_value.min(identity.start)),
                 max_value: identity.max.unwrap_or(max_value.max(identity.start)),
-                cache: 1,
-                cycle: false,
+                cache: identity.cache,
+                cycle: identity.cycle,
                 last_value: identity.high_water_mark,
                 column: Some((entry.name.clone(), field.name.clone())),
             });

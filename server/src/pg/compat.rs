@@ -278,9 +278,10 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            CAST(CASE WHEN a.attidentity IN ('a', 'd') THEN 'YES' ELSE 'NO' END AS TEXT) AS is_identity,
            CAST(CASE a.attidentity WHEN 'a' THEN 'ALWAYS' WHEN 'd' THEN 'BY DEFAULT' END AS TEXT)
              AS identity_generation,
-           CAST(NULL AS TEXT) AS identity_start, CAST(NULL AS TEXT) AS identity_increment,
-           CAST(NULL AS TEXT) AS identity_maximum, CAST(NULL AS TEXT) AS identity_minimum,
-           CAST(CASE WHEN a.attidentity IN ('a', 'd') THEN 'NO' END AS TEXT) AS identity_cycle,
+           CAST(seq.start_value AS TEXT) AS identity_start, CAST(seq.increment_by AS TEXT) AS identity_increment,
+           CAST(seq.max_value AS TEXT) AS identity_maximum, CAST(seq.min_value AS TEXT) AS identity_minimum,
+           CAST(CASE WHEN seq.cycle THEN 'YES' ELSE 'NO' END AS TEXT)
+             AS identity_cycle,
            CAST(CASE WHEN a.attgenerated = '' THEN 'NEVER' ELSE 'ALWAYS' END AS TEXT) AS is_generated,
            CAST(CASE WHEN a.attgenerated <> '' THEN sluice_attribute_default(a.attrelid, a.attnum) END AS TEXT)
              AS generation_expression,
@@ -289,6 +290,8 @@ const INFORMATION_SCHEMA_VIEWS: &[(&str, &str)] = &[
            JOIN pg_catalog.pg_namespace n ON n.oid = r.relnamespace
            LEFT JOIN pg_catalog.pg_type t ON t.oid = a.atttypid
            LEFT JOIN pg_catalog.pg_namespace tn ON tn.oid = t.typnamespace
+           LEFT JOIN pg_catalog.pg_sequences seq ON a.attidentity IN ('a', 'd') AND seq.schemaname = n.nspname
+             AND seq.sequencename = r.relname || '_' || a.attname || '_seq'
          WHERE a.attnum > 0 AND r.relkind IN ('r', 'v', 'm', 'p', 'f')",
     ),
     (
