@@ -239,6 +239,24 @@ impl From<DataFusionError> for Error {
                 ours => ours,
             },
             DataFusionError::Diagnostic(_, inner) => Error::from(*inner),
+            // A correlated subquery that DataFusion could not turn into a join.
+            DataFusionError::NotImplemented(message)
+                if message.starts_with("Physical plan does not support logical expression ScalarSubquery")
+                    || message.starts_with("Physical plan does not support logical expression Exists")
+                    || message.starts_with("Physical plan does not support logical expression InSubquery") =>
+            {
+                Error::NotSupported(
+                    "this correlated subquery: Sluice runs a correlated subquery as a join, which needs its \
+                     conditions on the outer row to be equalities (outer.x = inner.y) and no LIMIT"
+                        .into(),
+                )
+            }
+            // DataFusion's check of an uncorrelated scalar subquery, in PostgreSQL's words.
+            DataFusionError::Execution(message)
+                if message.starts_with("Scalar subquery returned more than one row") =>
+            {
+                Error::data("21000", "more than one row returned by a subquery used as an expression")
+            }
             DataFusionError::ResourcesExhausted(message) => Error::OutOfMemory(message),
             DataFusionError::ObjectStore(e) => match *e {
                 object_store::Error::NotFound { path, .. } => {

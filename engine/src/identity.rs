@@ -271,7 +271,7 @@ mod tests {
     #[test]
     fn values_continue_past_the_high_water_mark_and_are_never_handed_out_twice() {
         let identity =
-            Identity { start: 10, step: 5, high_water_mark: None, allow_explicit_insert: false, min: None, max: None };
+            Identity { start: 10, step: 5, high_water_mark: None, allow_explicit_insert: false, ..Identity::default() };
         let allocators = Allocators::default();
         assert_eq!(allocators.allocate("t", "id", identity, 3).unwrap().values().to_vec(), vec![10, 15, 20]);
         // A snapshot that has not seen them yet does not hand them out again.
@@ -280,14 +280,19 @@ mod tests {
         let moved = Identity { high_water_mark: Some(100), ..identity };
         assert_eq!(allocators.allocate("t", "id", moved, 2).unwrap().values().to_vec(), vec![105, 110]);
         let down =
-            Identity { start: -1, step: -1, high_water_mark: None, allow_explicit_insert: true, min: None, max: None };
+            Identity { start: -1, step: -1, high_water_mark: None, allow_explicit_insert: true, ..Identity::default() };
         assert_eq!(allocators.allocate("u", "id", down, 2).unwrap().values().to_vec(), vec![-1, -2]);
     }
 
     #[test]
     fn the_mark_moves_with_handed_out_values_only() {
-        let identity =
-            Identity { start: 1, step: 1, high_water_mark: Some(3), allow_explicit_insert: true, min: None, max: None };
+        let identity = Identity {
+            start: 1,
+            step: 1,
+            high_water_mark: Some(3),
+            allow_explicit_insert: true,
+            ..Identity::default()
+        };
         let schema = StructType::new(vec![field(identity)]);
         let allocators = Allocators::default();
         assert_eq!(allocators.advanced_schema("t", &schema), None);

@@ -11,6 +11,7 @@ pub mod json_build;
 pub mod math;
 pub mod number_format;
 pub mod rows;
+pub mod single_row;
 pub mod table_changes;
 pub mod time_of_day;
 pub mod timestamp_literals;

@@ -153,6 +153,7 @@ impl QueryContext {
                 Arc::new(crate::functions::date_casts::DateTimeCasts),
                 Arc::new(crate::functions::enums::EnumOrder::new(enum_catalog)),
                 Arc::new(PostgresArithmetic),
+                Arc::new(crate::functions::single_row::SingleRowSubqueries),
             ]);
         }
         let ctx = SessionContext::new_with_state(builder.build());

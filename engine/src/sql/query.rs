@@ -602,7 +602,20 @@ fn expression_name(expr: &Expr) -> Option<String> {
         ),
         Expr::Overlay { .. } => Some("overlay".into()),
         Expr::Array(_) => Some("array".into()),
+        // A scalar subquery is named by its one column (`(SELECT max(x) FROM t)` is `max`).
+        Expr::Subquery(query) => Some(subquery_name(query).unwrap_or_else(|| "?column?".into())),
         _ => Some("?column?".into()),
+    }
+}
+
+/// The name of a scalar subquery's column, as PostgreSQL names it.
+fn subquery_name(query: &datafusion::sql::sqlparser::ast::Query) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::{SelectItem, SetExpr};
+    let SetExpr::Select(select) = query.body.as_ref() else { return None };
+    match select.projection.as_slice() {
+        [SelectItem::ExprWithAlias { alias, .. }] => Some(alias.value.clone()),
+        [SelectItem::UnnamedExpr(expr)] => expression_name(expr).or_else(|| column_name(expr)),
+        _ => None,
     }
 }
 

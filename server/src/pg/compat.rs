@@ -138,6 +138,58 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
     reads
 }
 
+/// datafusion-pg-catalog's statement rules, in its order (its `PostgresCompatibilityParser`),
+/// but for `RemoveSubqueryFromProjection`, which turns a correlated scalar subquery of the
+/// select list into NULL and stamps `LIMIT 1` on the others (so `SELECT (SELECT b.w FROM b)`
+/// was NULL, and a subquery of two rows hid PostgreSQL's 21000). That one runs only on
+/// statements that read nothing but the catalogs, whose subqueries clients write for
+/// PostgreSQL's planner; a user's subquery runs as written (the engine plans the correlated
+/// ones, see `sluice::functions::single_row`).
+#[derive(Debug)]
+pub struct PgCatalogRules {
+    rules: Vec<std::sync::Arc<dyn datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule>>,
+}
+
+impl PgCatalogRules {
+    pub fn new() -> Self {
+        use datafusion_pg_catalog::sql::rules::*;
+        use std::sync::Arc;
+        Self {
+            rules: vec![
+                Arc::new(AliasDuplicatedProjectionRewrite),
+                Arc::new(ResolveUnqualifiedIdentifier),
+                Arc::new(RewriteArrayAnyAllOperation),
+                Arc::new(PrependUnqualifiedPgTableName),
+                Arc::new(StripCallableQualifier),
+                Arc::new(FixArrayLiteral),
+                Arc::new(CurrentUserVariableToSessionUserFunctionCall),
+                Arc::new(StripCollate),
+                Arc::new(RewritePgCatalogOperator),
+                Arc::new(RewriteRegCastToSubquery::new()),
+            ],
+        }
+    }
+
+    pub fn rewrite(&self, statement: Statement) -> Statement {
+        let only_catalogs = catalog_reads(&statement).only_catalogs;
+        let mut statement = self.rules.iter().fold(statement, |s, rule| rule.rewrite(s));
+        if only_catalogs {
+            use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
+            statement = datafusion_pg_catalog::sql::rules::RemoveSubqueryFromProjection.rewrite(statement);
+        }
+        datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule::rewrite(
+            &datafusion_pg_catalog::sql::rules::FixVersionColumnName,
+            statement,
+        )
+    }
+}
+
+impl Default for PgCatalogRules {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// Applies every rewrite of this module.
 pub fn rewrite(statement: &mut Statement) {
     qualify_sluice_catalogs(statement);

@@ -19,7 +19,6 @@ use datafusion::sql::sqlparser::ast::{
     CloseCursor, CopyLegacyCsvOption, CopyLegacyOption, CopyOption, CopySource, CopyTarget, FetchDirection, Statement,
     Value,
 };
-use datafusion_pg_catalog::sql::PostgresCompatibilityParser;
 use futures::sink::Sink;
 use futures::SinkExt;
 use parking_lot::Mutex;
@@ -93,7 +92,7 @@ pub struct Connection {
     /// Cursors over subscriptions (`DECLARE c CURSOR FOR SUBSCRIBE ...`; see [`subscribe`]).
     subscriptions: tokio::sync::Mutex<HashMap<String, subscribe::SubscriptionCursor>>,
     copy_in: tokio::sync::Mutex<Option<CopyIn>>,
-    rewriter: PostgresCompatibilityParser,
+    rewriter: super::compat::PgCatalogRules,
     parser: Arc<SluiceQueryParser>,
     /// The names of the statements prepared with Parse, for `DEALLOCATE ALL`.
     prepared_names: Mutex<std::collections::HashSet<String>>,
@@ -121,7 +120,7 @@ impl Connection {
             cursors: Mutex::new(HashMap::new()),
             subscriptions: tokio::sync::Mutex::new(HashMap::new()),
             copy_in: tokio::sync::Mutex::new(None),
-            rewriter: PostgresCompatibilityParser::new(),
+            rewriter: super::compat::PgCatalogRules::new(),
             parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
             prepared_names: Mutex::new(std::collections::HashSet::new()),
             pipeline: std::sync::atomic::AtomicBool::new(false),

@@ -101,6 +101,11 @@ fn prepared() {
 }
 
 #[test]
+fn subqueries() {
+    run_case("subqueries");
+}
+
+#[test]
 fn cursors() {
     run_case("cursors");
 }
