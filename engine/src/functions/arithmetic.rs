@@ -734,12 +734,16 @@ fn rewrite_expr(expr: Expr, schema: &DFSchema, retyped: &std::cell::Cell<bool>) 
             let Ok(from) = cast.expr.get_type(schema) else { return Ok(Transformed::no(Expr::Cast(cast))) };
             // A numeric with more decimals than an unconstrained numeric's 10 keeps them when cast
             // to one (`0.000000000001::numeric` is not 0), as PostgreSQL's numerics keep each
-            // value's scale.
-            if let (&DataType::Decimal128(_, scale), &DataType::Decimal128(p, s)) = (&from, &target) {
+            // value's scale; so does one with more than 28 integer digits, which the 10 decimals
+            // would push past 38 digits (`1234567890123456789012345678901234567::numeric`).
+            if let (&DataType::Decimal128(precision, scale), &DataType::Decimal128(p, s)) = (&from, &target) {
                 let (precision_max, unconstrained_scale) = crate::types::NUMERIC_DEFAULT;
-                if (p, s) == crate::types::NUMERIC_DEFAULT && scale > unconstrained_scale {
+                let integer_digits = i16::from(precision) - i16::from(scale);
+                let fits = integer_digits <= i16::from(precision_max) - i16::from(unconstrained_scale);
+                let fitted = if scale > unconstrained_scale || !fits { scale } else { unconstrained_scale };
+                if (p, s) == crate::types::NUMERIC_DEFAULT && fitted != unconstrained_scale {
                     retyped.set(true);
-                    let wider = DataType::Decimal128(precision_max, scale);
+                    let wider = DataType::Decimal128(precision_max, fitted);
                     cast.field = Arc::new(cast.field.as_ref().clone().with_data_type(wider));
                     return Ok(Transformed::yes(Expr::Cast(cast)));
                 }
