@@ -281,6 +281,36 @@ impl Session {
         self.query.context()
     }
 
+    /// Whether a query plans to the end (logical plan, optimizer, physical plan) without running
+    /// it or touching the transaction block: for the server, which keeps datafusion-pg-catalog's
+    /// cruder rewrite of a catalog query for those that do not.
+    pub async fn plans_fully(&self, statement: &SluiceStatement) -> bool {
+        let mut statement = statement.clone();
+        if self.qualify(&mut statement).is_err() {
+            return false;
+        }
+        let SluiceStatement::Standard(standard) = statement else { return false };
+        if !matches!(*standard, Statement::Query(_)) {
+            return false;
+        }
+        self.query.clear_statement_state();
+        let planned = match self.query.plan_statement(*standard).await {
+            Ok(plan) => match self.query.context().state().create_physical_plan(&plan).await {
+                Ok(_) => true,
+                Err(e) => {
+                    tracing::debug!("a query does not plan: {e}");
+                    false
+                }
+            },
+            Err(e) => {
+                tracing::debug!("a query does not plan: {e}");
+                false
+            }
+        };
+        self.query.clear_statement_state();
+        planned
+    }
+
     /// The parameter types and result columns of a statement (see [`QueryContext::describe_statement`]).
     pub async fn describe_statement(&self, statement: &SluiceStatement) -> Described {
         let mut statement = statement.clone();

@@ -42,7 +42,7 @@ impl AnalyzerRule for SingleRowSubqueries {
         plan.apply_with_subqueries(|node| {
             node.apply_expressions(|expr| {
                 expr.apply(|e| {
-                    found |= matches!(e, Expr::ScalarSubquery(s) if needs_single_row(s));
+                    found |= matches!(e, Expr::ScalarSubquery(s) if needs_single_row(s) || has_name_clash(s));
                     Ok(if found {
                         datafusion::common::tree_node::TreeNodeRecursion::Stop
                     } else {
@@ -60,9 +60,14 @@ impl AnalyzerRule for SingleRowSubqueries {
             .transform_up_with_subqueries(|node| {
                 super::rewrite_node_expressions(node, |expr| {
                     expr.transform_up(|e| match e {
-                        Expr::ScalarSubquery(subquery) if needs_single_row(&subquery) => {
-                            let counted = Expr::ScalarSubquery(single_row(subquery, &udaf)?);
-                            Ok(Transformed::yes(udf.call(vec![counted])))
+                        Expr::ScalarSubquery(subquery) if needs_single_row(&subquery) || has_name_clash(&subquery) => {
+                            let subquery = unique_correlated_names(subquery)?;
+                            if needs_single_row(&subquery) {
+                                let counted = Expr::ScalarSubquery(single_row(subquery, &udaf)?);
+                                Ok(Transformed::yes(udf.call(vec![counted])))
+                            } else {
+                                Ok(Transformed::yes(Expr::ScalarSubquery(subquery)))
+                            }
                         }
                         other => Ok(Transformed::no(other)),
                     })
@@ -70,6 +75,91 @@ impl AnalyzerRule for SingleRowSubqueries {
             })?
             .data)
     }
+}
+
+/// The inner columns of a subquery's correlated equalities (`inner = outer`), per Filter.
+fn correlated_columns(predicate: &Expr) -> Vec<Column> {
+    datafusion::logical_expr::utils::split_conjunction(predicate)
+        .into_iter()
+        .filter_map(|conjunct| match conjunct {
+            Expr::BinaryExpr(b) if b.op == datafusion::logical_expr::Operator::Eq => {
+                match (b.left.as_ref(), b.right.as_ref()) {
+                    (Expr::Column(c), Expr::OuterReferenceColumn(..))
+                    | (Expr::OuterReferenceColumn(..), Expr::Column(c)) => Some(c.clone()),
+                    _ => None,
+                }
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Whether two inner columns of `subquery`'s correlated equalities share a name (`c.oid =
+/// a.attcollation AND t.oid = a.atttypid`). DataFusion's decorrelation (55) projects the join
+/// keys by their names, keeps one `oid`, and joins both outer columns to it: wrong rows, no
+/// error. Such columns get names of their own first ([`unique_correlated_names`]).
+fn has_name_clash(subquery: &Subquery) -> bool {
+    if subquery.outer_ref_columns.is_empty() {
+        return false;
+    }
+    let mut columns = Vec::new();
+    let _ = subquery.subquery.apply(|node| {
+        if let LogicalPlan::Filter(filter) = node {
+            columns.extend(correlated_columns(&filter.predicate));
+        }
+        Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+    });
+    columns.iter().enumerate().any(|(i, c)| columns.iter().skip(i + 1).any(|d| d.name == c.name && d != c))
+}
+
+/// `subquery` with each inner column of a correlated equality aliased to a name of its own
+/// (`__sluice_correlated_<n>`, projected beside the Filter's input), when names clash.
+fn unique_correlated_names(subquery: Subquery) -> DfResult<Subquery> {
+    if !has_name_clash(&subquery) {
+        return Ok(subquery);
+    }
+    let mut next = 0;
+    let plan = Arc::unwrap_or_clone(subquery.subquery).transform_up(|node| {
+        let LogicalPlan::Filter(filter) = node else { return Ok(Transformed::no(node)) };
+        let columns = correlated_columns(&filter.predicate);
+        if columns.is_empty() {
+            return Ok(Transformed::no(LogicalPlan::Filter(filter)));
+        }
+        let mut renamed = std::collections::HashMap::new();
+        let mut projection: Vec<Expr> = filter.input.schema().columns().into_iter().map(Expr::Column).collect();
+        for column in columns {
+            if renamed.contains_key(&column) {
+                continue;
+            }
+            next += 1;
+            let name = format!("__sluice_correlated_{next}");
+            projection.push(Expr::Column(column.clone()).alias(name.clone()));
+            renamed.insert(column, Column::from_name(name));
+        }
+        let input = LogicalPlanBuilder::from(Arc::unwrap_or_clone(filter.input)).project(projection)?.build()?;
+        let predicate = datafusion::logical_expr::utils::split_conjunction_owned(filter.predicate)
+            .into_iter()
+            .map(|conjunct| match conjunct {
+                Expr::BinaryExpr(mut b) if b.op == datafusion::logical_expr::Operator::Eq => {
+                    for side in [&mut b.left, &mut b.right] {
+                        if let Expr::Column(c) = side.as_ref() {
+                            if let Some(new) = renamed.get(c) {
+                                **side = Expr::Column(new.clone());
+                            }
+                        }
+                    }
+                    Expr::BinaryExpr(b)
+                }
+                other => other,
+            })
+            .reduce(datafusion::logical_expr::and)
+            .unwrap_or(Expr::Literal(ScalarValue::Boolean(Some(true)), None));
+        Ok(Transformed::yes(LogicalPlan::Filter(datafusion::logical_expr::Filter::try_new(
+            predicate,
+            Arc::new(input),
+        )?)))
+    })?;
+    Ok(Subquery { subquery: Arc::new(plan.data), ..subquery })
 }
 
 /// Whether DataFusion would refuse `subquery` as one that may return several rows.

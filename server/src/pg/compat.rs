@@ -141,10 +141,12 @@ fn catalog_reads(statement: &Statement) -> CatalogReads {
 /// datafusion-pg-catalog's statement rules, in its order (its `PostgresCompatibilityParser`),
 /// but for `RemoveSubqueryFromProjection`, which turns a correlated scalar subquery of the
 /// select list into NULL and stamps `LIMIT 1` on the others (so `SELECT (SELECT b.w FROM b)`
-/// was NULL, and a subquery of two rows hid PostgreSQL's 21000). That one runs only on
-/// statements that read nothing but the catalogs, whose subqueries clients write for
-/// PostgreSQL's planner; a user's subquery runs as written (the engine plans the correlated
-/// ones, see `sluice::functions::single_row`).
+/// was NULL, and a subquery of two rows hid PostgreSQL's 21000). A user's subquery runs as
+/// written (the engine plans the correlated ones, see `sluice::functions::single_row`); a
+/// statement that reads nothing but the catalogs gets that rule only when it does not plan
+/// without it ([`PgCatalogRules::catalog_subqueries_removed`]): clients write those for
+/// PostgreSQL's planner (psql's `\d` has `a.attcollation <> t.typcollation`), and an empty
+/// column is better for them than an error.
 #[derive(Debug)]
 pub struct PgCatalogRules {
     rules: Vec<std::sync::Arc<dyn datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule>>,
@@ -171,18 +173,24 @@ impl PgCatalogRules {
     }
 
     pub fn rewrite(&self, statement: Statement) -> Statement {
-        let only_catalogs = catalog_reads(&statement).only_catalogs;
-        let mut statement = self.rules.iter().fold(statement, |s, rule| rule.rewrite(s));
-        if only_catalogs {
-            use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
-            statement = datafusion_pg_catalog::sql::rules::RemoveSubqueryFromProjection.rewrite(statement);
+        use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
+        let statement = self.rules.iter().fold(statement, |s, rule| rule.rewrite(s));
+        FixVersionColumnName.rewrite(statement)
+    }
+
+    /// `statement` with datafusion-pg-catalog's `RemoveSubqueryFromProjection` applied, when it
+    /// reads nothing but the catalogs and the rule changes it (None otherwise).
+    pub fn catalog_subqueries_removed(statement: &Statement) -> Option<Statement> {
+        use datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule;
+        if !catalog_reads(statement).only_catalogs {
+            return None;
         }
-        datafusion_pg_catalog::sql::rules::SqlStatementRewriteRule::rewrite(
-            &datafusion_pg_catalog::sql::rules::FixVersionColumnName,
-            statement,
-        )
+        let removed = datafusion_pg_catalog::sql::rules::RemoveSubqueryFromProjection.rewrite(statement.clone());
+        (removed != *statement).then_some(removed)
     }
 }
+
+use datafusion_pg_catalog::sql::rules::FixVersionColumnName;
 
 impl Default for PgCatalogRules {
     fn default() -> Self {
@@ -210,6 +218,7 @@ pub fn rewrite(statement: &mut Statement) {
     regclass_names(statement);
     let _ = statement.visit(&mut ArraySubquery);
     if catalog_reads(statement).only_catalogs {
+        super::correlation::propagate(statement);
         joined_scalar_subqueries(statement);
         let _ = statement.visit(&mut AggregateScalarSubqueries);
     }

@@ -391,7 +391,14 @@ impl Connection {
                 return Ok(response);
             }
         }
-        let statement = self.rewrite(statement)?;
+        let mut statement = self.rewrite(statement)?;
+        if let SluiceStatement::Standard(standard) = &statement {
+            if let Some(removed) = super::compat::PgCatalogRules::catalog_subqueries_removed(standard) {
+                if !self.session.plans_fully(&statement).await {
+                    statement = SluiceStatement::Standard(Box::new(removed));
+                }
+            }
+        }
         let empty_columns = match &statement {
             SluiceStatement::Standard(s) => super::compat::empty_catalog_columns(s),
             _ => None,

@@ -20,6 +20,7 @@ pub mod compat;
 pub mod copy;
 pub mod copy_binary;
 pub mod copy_out;
+mod correlation;
 pub mod deparse;
 pub mod descriptions;
 pub mod encode;

@@ -22,6 +22,19 @@ SELECT c.id, (SELECT p.data FROM sq_parent p WHERE p.parent_id = c.id) FROM sq_c
 SELECT c.id, (SELECT p.data FROM sq_parent p WHERE p.id = c.parent_id) AS up, (SELECT count(*) FROM sq_parent p WHERE p.parent_id = c.id) AS n FROM sq_child c ORDER BY c.id;
 SELECT c.id, (SELECT p.data FROM sq_parent p WHERE p.id = c.parent_id AND p.data > 'd0') FROM sq_child c WHERE c.id > 3 ORDER BY c.id;
 SELECT c.id, coalesce((SELECT p.data FROM sq_parent p WHERE p.id = c.parent_id), 'root') AS up FROM sq_child c ORDER BY c.id;
+-- correlated on two inner columns of one name (DataFusion joined both outer columns to one)
+CREATE TABLE sq_attr (name text, coll int, typ int);
+CREATE TABLE sq_coll (oid int, collname text);
+CREATE TABLE sq_type (oid int, typcoll int);
+INSERT INTO sq_attr VALUES ('n', 0, 23), ('t', 950, 25), ('u', 100, 25);
+INSERT INTO sq_coll VALUES (100, 'default'), (950, 'C');
+INSERT INTO sq_type VALUES (23, 0), (25, 100);
+SELECT a.name, (SELECT max(c.collname) FROM sq_coll c, sq_type t WHERE c.oid = a.coll AND t.oid = a.typ) AS coll FROM sq_attr a ORDER BY 1;
+SELECT a.name, (SELECT c.collname FROM sq_coll c, sq_type t WHERE c.oid = a.coll AND t.oid = a.typ AND c.oid <> t.typcoll) AS coll FROM sq_attr a ORDER BY 1;
+SELECT a.name FROM sq_attr a WHERE 'C' = (SELECT c.collname FROM sq_coll c, sq_type t WHERE c.oid = a.coll AND t.oid = a.typ);
+DROP TABLE sq_attr;
+DROP TABLE sq_coll;
+DROP TABLE sq_type;
 -- correlated by other than an equality, or with LIMIT: not run by Sluice (0A000)
 SELECT c.id, (SELECT count(*) FROM sq_parent p WHERE p.id <= c.id) FROM sq_child c ORDER BY c.id;
 SELECT c.id, (SELECT p.data FROM sq_parent p WHERE p.parent_id = c.id ORDER BY p.id LIMIT 1) FROM sq_child c ORDER BY c.id;
