@@ -40,7 +40,7 @@ impl QueryContext {
         let guard = self.lock_table_keys(&entry.id, table).await?;
         let snapshot = guard.snapshot().clone();
         let old =
-            snapshot.schema().field(column).cloned().ok_or_else(|| Error::undefined_column_of(&column, &entry.name))?;
+            snapshot.schema().field(column).cloned().ok_or_else(|| Error::undefined_column_of(column, &entry.name))?;
         if snapshot.partition_columns().iter().any(|p| p == column) {
             return Err(Error::NotSupported(format!("ALTER COLUMN ... TYPE of partition column \"{column}\"")));
         }

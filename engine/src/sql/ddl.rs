@@ -231,7 +231,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                         .fields
                         .iter_mut()
                         .find(|f| &f.name == name)
-                        .ok_or_else(|| Error::undefined_key_column(&name))?;
+                        .ok_or_else(|| Error::undefined_key_column(name))?;
                     field.nullable = false;
                 }
                 keys.push(KeyDef::primary_key(
@@ -243,7 +243,7 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
                 let columns = key_columns(&unique.columns)?;
                 for name in &columns {
                     if schema.field(name).is_none() {
-                        return Err(Error::undefined_key_column(&name));
+                        return Err(Error::undefined_key_column(name));
                     }
                 }
                 keys.push(unique_def(table, unique, columns)?);
@@ -1428,7 +1428,7 @@ impl QueryContext {
             .fields
             .iter_mut()
             .find(|f| f.name == column)
-            .ok_or_else(|| Error::undefined_column_of(&column, &entry.name))?;
+            .ok_or_else(|| Error::undefined_column_of(column, &entry.name))?;
         change(field);
         let partitions = snapshot.partition_columns().to_vec();
         let outcome =
@@ -1459,7 +1459,7 @@ impl QueryContext {
         }
         for column in &def.columns {
             if snapshot.schema().field(column).is_none() {
-                return Err(Error::undefined_key_column(&column));
+                return Err(Error::undefined_key_column(column));
             }
         }
         let quoted: Vec<String> = def

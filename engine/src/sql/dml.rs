@@ -469,7 +469,7 @@ impl QueryContext {
                 }
                 for (name, column) in list.iter().zip(batch.columns()) {
                     let field =
-                        schema.field(name).ok_or_else(|| Error::undefined_column_of(&name, &target.name.name))?;
+                        schema.field(name).ok_or_else(|| Error::undefined_column_of(name, &target.name.name))?;
                     if assigned.insert(field.name.clone(), column.clone()).is_some() {
                         return Err(Error::data("42701", format!("column \"{name}\" specified more than once")));
                     }
@@ -478,7 +478,7 @@ impl QueryContext {
             ColumnMatch::ByName => {
                 for (name, column) in source_names.iter().zip(batch.columns()) {
                     let field =
-                        schema.field(name).ok_or_else(|| Error::undefined_column_of(&name, &target.name.name))?;
+                        schema.field(name).ok_or_else(|| Error::undefined_column_of(name, &target.name.name))?;
                     assigned.insert(field.name.clone(), column.clone());
                 }
             }

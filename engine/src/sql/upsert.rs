@@ -397,7 +397,7 @@ fn arbiters(
             let columns: Vec<String> = columns.iter().map(normalize).collect();
             for column in &columns {
                 if target.snapshot.schema().field(column).is_none() {
-                    return Err(Error::undefined_column_of(&column, &target.name.name));
+                    return Err(Error::undefined_column_of(column, &target.name.name));
                 }
             }
             guard.index_on(&columns).map(|i| vec![i]).ok_or_else(no_match)
