@@ -267,6 +267,17 @@ impl SequenceType {
             SequenceType::Bigint => (i64::MIN, i64::MAX),
         }
     }
+
+    /// PostgreSQL's MINVALUE and MAXVALUE when none are given: 1 to the type's greatest value
+    /// for an ascending sequence, the type's least value to -1 for a descending one.
+    pub fn default_bounds(self, ascending: bool) -> (i64, i64) {
+        let (least, greatest) = self.range();
+        if ascending {
+            (1, greatest)
+        } else {
+            (least, -1)
+        }
+    }
 }
 
 /// A sequence's state as last written: PostgreSQL's `last_value` and `is_called`. Values up to

@@ -54,22 +54,23 @@ impl AnalyzerRule for SingleRowSubqueries {
         if !found {
             return Ok(plan);
         }
-        let udaf = Arc::new(AggregateUDF::from(SingleRow::new()));
-        let udf = Arc::new(ScalarUDF::from(SingleValue::new()));
+        let udaf = Arc::new(AggregateUDF::from(SingleRow { signature: Signature::any(1, Volatility::Immutable) }));
+        let udf = Arc::new(ScalarUDF::from(SingleValue { signature: Signature::any(1, Volatility::Immutable) }));
         Ok(plan
             .transform_up_with_subqueries(|node| {
                 super::rewrite_node_expressions(node, |expr| {
-                    expr.transform_up(|e| match e {
-                        Expr::ScalarSubquery(subquery) if needs_single_row(&subquery) || has_name_clash(&subquery) => {
-                            let subquery = unique_correlated_names(subquery)?;
-                            if needs_single_row(&subquery) {
-                                let counted = Expr::ScalarSubquery(single_row(subquery, &udaf)?);
-                                Ok(Transformed::yes(udf.call(vec![counted])))
-                            } else {
-                                Ok(Transformed::yes(Expr::ScalarSubquery(subquery)))
-                            }
+                    expr.transform_up(|e| {
+                        let Expr::ScalarSubquery(subquery) = e else { return Ok(Transformed::no(e)) };
+                        let subquery = if has_name_clash(&subquery) {
+                            Transformed::yes(unique_correlated_names(subquery)?)
+                        } else {
+                            Transformed::no(subquery)
+                        };
+                        if needs_single_row(&subquery.data) {
+                            let counted = Expr::ScalarSubquery(single_row(subquery.data, &udaf)?);
+                            return Ok(Transformed::yes(udf.call(vec![counted])));
                         }
-                        other => Ok(Transformed::no(other)),
+                        Ok(subquery.update_data(Expr::ScalarSubquery))
                     })
                 })
             })?
@@ -113,11 +114,8 @@ fn has_name_clash(subquery: &Subquery) -> bool {
 }
 
 /// `subquery` with each inner column of a correlated equality aliased to a name of its own
-/// (`__sluice_correlated_<n>`, projected beside the Filter's input), when names clash.
+/// (`__sluice_correlated_<n>`, projected beside the Filter's input).
 fn unique_correlated_names(subquery: Subquery) -> DfResult<Subquery> {
-    if !has_name_clash(&subquery) {
-        return Ok(subquery);
-    }
     let mut next = 0;
     let plan = Arc::unwrap_or_clone(subquery.subquery).transform_up(|node| {
         let LogicalPlan::Filter(filter) = node else { return Ok(Transformed::no(node)) };
@@ -208,20 +206,8 @@ fn counted_fields(data_type: &DataType) -> (Field, Field) {
 
 /// The aggregate of a scalar subquery's rows: `{rows, value}` (see the module docs).
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SingleRow {
+struct SingleRow {
     signature: Signature,
-}
-
-impl SingleRow {
-    pub fn new() -> Self {
-        Self { signature: Signature::any(1, Volatility::Immutable) }
-    }
-}
-
-impl Default for SingleRow {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl AggregateUDFImpl for SingleRow {
@@ -273,7 +259,9 @@ impl Accumulator for SingleRowAccumulator {
         let [rows, values] = states else {
             return Err(DataFusionError::Plan("single row state has two fields".into()));
         };
-        let rows = rows.as_primitive::<UInt64Type>();
+        let Some(rows) = rows.as_primitive_opt::<UInt64Type>() else {
+            return Err(DataFusionError::Plan("single row state counts rows in a UInt64".into()));
+        };
         for (index, count) in rows.iter().enumerate() {
             let count = count.unwrap_or(0);
             if count > 0 {
@@ -303,20 +291,8 @@ impl Accumulator for SingleRowAccumulator {
 
 /// The value of a [`SingleRow`] struct: NULL for no row, 21000 for more than one.
 #[derive(Debug, PartialEq, Eq, Hash)]
-pub struct SingleValue {
+struct SingleValue {
     signature: Signature,
-}
-
-impl SingleValue {
-    pub fn new() -> Self {
-        Self { signature: Signature::any(1, Volatility::Immutable) }
-    }
-}
-
-impl Default for SingleValue {
-    fn default() -> Self {
-        Self::new()
-    }
 }
 
 impl ScalarUDFImpl for SingleValue {
@@ -344,11 +320,12 @@ impl ScalarUDFImpl for SingleValue {
         };
         let scalar = matches!(counted, ColumnarValue::Scalar(_));
         let array = counted.to_array(args.number_rows)?;
-        let counted = array.as_struct();
+        let malformed = || DataFusionError::Plan("__pg_single_value of other than a {rows, value} struct".into());
+        let counted = array.as_struct_opt().ok_or_else(malformed)?;
         let (Some(rows), Some(values)) = (counted.column_by_name("rows"), counted.column_by_name("value")) else {
-            return Err(DataFusionError::Plan("__pg_single_value of a struct without rows and value".into()));
+            return Err(malformed());
         };
-        let rows = rows.as_primitive::<UInt64Type>();
+        let rows = rows.as_primitive_opt::<UInt64Type>().ok_or_else(malformed)?;
         for index in 0..counted.len() {
             if counted.is_valid(index) && rows.is_valid(index) && rows.value(index) > 1 {
                 return Err(more_than_one_row());

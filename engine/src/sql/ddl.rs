@@ -160,16 +160,13 @@ pub fn define_columns(table: &str, columns: &[ColumnDef], constraints: &[TableCo
         if let Some(mut identity) = identity {
             // A cycling sequence turns at bounds: the declared type's when none are given.
             if identity.cycle {
-                let (type_min, type_max) = match declared.data_type {
-                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Short) => {
-                        crate::catalog::SequenceType::Smallint.range()
-                    }
-                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Integer) => {
-                        crate::catalog::SequenceType::Integer.range()
-                    }
-                    _ => crate::catalog::SequenceType::Bigint.range(),
+                use crate::catalog::SequenceType;
+                let data_type = match declared.data_type {
+                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Short) => SequenceType::Smallint,
+                    sluice_storage::schema::DataType::Primitive(PrimitiveType::Integer) => SequenceType::Integer,
+                    _ => SequenceType::Bigint,
                 };
-                let (min, max) = if identity.step > 0 { (1, type_max) } else { (type_min, -1) };
+                let (min, max) = data_type.default_bounds(identity.step > 0);
                 identity.min = Some(identity.min.unwrap_or(min.min(identity.start)));
                 identity.max = Some(identity.max.unwrap_or(max.max(identity.start)));
             }

@@ -839,8 +839,7 @@ pub async fn sequences_in(
                 "integer" => SequenceType::Integer,
                 _ => SequenceType::Bigint,
             };
-            let (type_min, type_max) = data_type.range();
-            let (min_value, max_value) = if identity.step > 0 { (1, type_max) } else { (type_min, -1) };
+            let (min_value, max_value) = data_type.default_bounds(identity.step > 0);
             out.push(crate::sequence::SequenceInfo {
                 schema: entry.schema.clone(),
                 name: crate::identity::sequence_name(&entry.name, &field.name),
