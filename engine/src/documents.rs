@@ -6,8 +6,9 @@
 //! - `json`: any valid JSON text, kept as written.
 //! - `jsonb`: the canonical text of the document: keys of an object ordered shorter first, then
 //!   bytewise, the last of duplicate keys kept, `", "` and `": "` between items, strings with
-//!   their escapes resolved. Numbers are read as binary floats when they are not integers, so
-//!   `1.50` prints as `1.5` and `1e2` as `100.0` (PostgreSQL keeps them as numeric: `1.50`, `100`).
+//!   their escapes resolved. Numbers are PostgreSQL's `numeric`: every digit kept (serde_json's
+//!   `arbitrary_precision`), printed without an exponent and with the scale they were written with
+//!   (`1.50` stays `1.50`, `1e2` is `100`), and beyond `numeric`'s range they are 22003.
 //!
 //! The column or expression type travels in the Arrow field's metadata under
 //! [`DECLARED_TYPE_KEY`](crate::types::DECLARED_TYPE_KEY), as the declared type of a table column
@@ -66,7 +67,7 @@ impl TextType {
         match self {
             Self::Uuid => uuid_in(text),
             Self::Json => json_in(text).map(|_| text.to_string()),
-            Self::Jsonb => json_in(text).map(|v| jsonb_text(&v)),
+            Self::Jsonb => jsonb_in(text).map(|v| jsonb_text(&v)),
         }
     }
 
@@ -131,6 +132,89 @@ pub fn uuid_from_bytes(bytes: &[u8]) -> Result<String> {
 pub fn json_in(text: &str) -> Result<Value> {
     serde_json::from_str::<Value>(text)
         .map_err(|e| Error::data("22P02", format!("invalid input syntax for type json: {e} in \"{}\"", short(text))))
+}
+
+/// A `jsonb` document: JSON whose numbers are all within `numeric`'s range (else 22003).
+pub fn jsonb_in(text: &str) -> Result<Value> {
+    let value = json_in(text)?;
+    check_numbers(&value)?;
+    Ok(value)
+}
+
+fn check_numbers(value: &Value) -> Result<()> {
+    match value {
+        Value::Number(n) => match numeric_text(&n.to_string()) {
+            Some(_) => Ok(()),
+            None => Err(Error::data("22003", "value overflows numeric format")),
+        },
+        Value::Array(items) => items.iter().try_for_each(check_numbers),
+        Value::Object(map) => map.values().try_for_each(check_numbers),
+        _ => Ok(()),
+    }
+}
+
+/// The most digits `numeric` keeps before the decimal point, and after it.
+const NUMERIC_MAX_INTEGER_DIGITS: usize = 131_072;
+const NUMERIC_MAX_SCALE: i64 = 16_383;
+
+/// A JSON number as PostgreSQL's `numeric` prints it: no exponent, as many digits after the point
+/// as were written less the exponent (`1.2300e1` is `12.300`), no sign on zero. `None` when
+/// `numeric` cannot hold it (more than 131,072 digits before the point or 16,383 after it),
+/// which also bounds the text this makes.
+pub fn numeric_text(number: &str) -> Option<String> {
+    let (negative, unsigned) = match number.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, number),
+    };
+    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+        Some(at) => (unsigned.get(..at)?, unsigned.get(at + 1..)?.trim_start_matches('+').parse::<i64>().ok()?),
+        None => (unsigned, 0),
+    };
+    let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    if integer.is_empty() || !integer.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let fraction_digits = i64::try_from(fraction.len()).ok()?;
+    let scale = fraction_digits.saturating_sub(exponent).max(0);
+    if scale > NUMERIC_MAX_SCALE {
+        return None;
+    }
+    let digits = format!("{integer}{fraction}");
+    let significant = digits.trim_start_matches('0');
+    // Where the point falls among `digits`, counted from their start.
+    let point = i64::try_from(integer.len()).ok()?.saturating_add(exponent);
+    let leading_zeros = i64::try_from(digits.len() - significant.len()).ok()?;
+    let zero = significant.is_empty();
+    if !zero && point.saturating_sub(leading_zeros) > NUMERIC_MAX_INTEGER_DIGITS as i64 {
+        return None;
+    }
+    // Both parts are bounded now: the integer part by the check above, the fraction by the scale.
+    let scale = usize::try_from(scale).ok()?;
+    let mut out = String::new();
+    if negative && !zero {
+        out.push('-');
+    }
+    if zero || point <= 0 {
+        out.push('0');
+    } else {
+        let point = usize::try_from(point).ok()?;
+        let integer_part: String = digits.chars().chain(std::iter::repeat('0')).take(point).collect();
+        let integer_part = integer_part.trim_start_matches('0');
+        out.push_str(if integer_part.is_empty() { "0" } else { integer_part });
+    }
+    if scale > 0 {
+        out.push('.');
+        let fraction_part: String = if zero {
+            String::new()
+        } else if point < 0 {
+            let zeros = usize::try_from(point.unsigned_abs()).ok()?;
+            std::iter::repeat_n('0', zeros).chain(digits.chars()).collect()
+        } else {
+            digits.chars().skip(usize::try_from(point).ok()?).collect()
+        };
+        out.extend(fraction_part.chars().chain(std::iter::repeat('0')).take(scale));
+    }
+    Some(out)
 }
 
 fn short(text: &str) -> String {
@@ -229,6 +313,10 @@ fn write_jsonb(value: &Value, out: &mut String) {
             }
             out.push('}');
         }
+        Value::Number(n) => {
+            let text = n.to_string();
+            out.push_str(numeric_text(&text).as_deref().unwrap_or(&text));
+        }
         other => out.push_str(&other.to_string()),
     }
 }
@@ -267,11 +355,30 @@ fn contains_at(a: &Value, b: &Value, top: bool) -> bool {
 
 fn scalar_eq(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => match (x.as_i64(), y.as_i64()) {
-            (Some(x), Some(y)) => x == y,
-            _ => x.as_f64() == y.as_f64(),
-        },
+        (Value::Number(x), Value::Number(y)) => numeric_value(&x.to_string()) == numeric_value(&y.to_string()),
         _ => a == b,
+    }
+}
+
+/// Whether two documents are equal as `jsonb` values: the same keys with equal values, the same
+/// elements in the same order, numbers by value (`1.0` equals `1`).
+pub fn equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Object(a), Value::Object(b)) => {
+            a.len() == b.len() && a.iter().all(|(key, x)| b.get(key).is_some_and(|y| equal(x, y)))
+        }
+        (Value::Array(a), Value::Array(b)) => a.len() == b.len() && a.iter().zip(b).all(|(x, y)| equal(x, y)),
+        (a, b) => scalar_eq(a, b),
+    }
+}
+
+/// A number's value as text that is equal for equal values (`1.50` and `1.5`, `1e2` and `100`):
+/// its `numeric` form without trailing zeros after the point.
+fn numeric_value(number: &str) -> String {
+    match numeric_text(number) {
+        Some(text) if text.contains('.') => text.trim_end_matches('0').trim_end_matches('.').to_string(),
+        Some(text) => text,
+        None => number.to_string(),
     }
 }
 
@@ -310,6 +417,8 @@ pub fn as_text(value: &Value) -> Option<String> {
     match value {
         Value::Null => None,
         Value::String(s) => Some(s.clone()),
+        // As written: a `jsonb` document's numbers are already in their `numeric` form.
+        Value::Number(n) => Some(n.to_string()),
         other => Some(jsonb_text(other)),
     }
 }
@@ -450,6 +559,34 @@ mod tests {
         assert_eq!(jsonb_text(&doc), r#"{"a": true, "c": "xA", "bb": 1}"#);
         assert_eq!(jsonb_text(&json_in("[]").unwrap()), "[]");
         assert_eq!(json_in("{").unwrap_err().sqlstate(), "22P02");
+    }
+
+    #[test]
+    fn jsonb_numbers_are_numerics() {
+        // The forms PostgreSQL 15 prints for `'[...]'::jsonb`.
+        let doc = TextType::Jsonb
+            .input("[1e2, 1.50, 1.5e-3, -0.0, 0.00001e3, 1.2300e1, 99998969694839.983485848, 1E+2, -0, 12345678901234567890123, 1e-20, -7.25e1]")
+            .unwrap();
+        assert_eq!(
+            doc,
+            "[100, 1.50, 0.0015, 0.0, 0.01, 12.300, 99998969694839.983485848, 100, 0, 12345678901234567890123, 0.00000000000000000001, -72.5]"
+        );
+        assert_eq!(numeric_text("1e131071").map(|t| t.len()), Some(131_072));
+        assert_eq!(numeric_text("1e-16383").map(|t| t.len()), Some(16_385));
+        assert_eq!(numeric_text("0e200000").as_deref(), Some("0"));
+        for overflow in ["1e131072", "1e-16384", "0e-20000", "0.5e-16383", "1e999999999999999999999"] {
+            assert_eq!(TextType::Jsonb.input(overflow).unwrap_err().sqlstate(), "22003", "{overflow}");
+        }
+        // `json` keeps what was written.
+        assert_eq!(TextType::Json.input("1e2").unwrap(), "1e2");
+        let a = json_in(r#"{"a": [1.0, 2e0]}"#).unwrap();
+        let b = json_in(r#"{"a": [2, 1]}"#).unwrap();
+        assert!(contains(&a, &b) && contains(&b, &a));
+        assert_eq!(as_text(&json_in("1.50").unwrap()).as_deref(), Some("1.50"));
+        let (x, y) = (json_in(r#"{"a": [1.0, {"b": 2e0}]}"#).unwrap(), json_in(r#"{"a": [1, {"b": 2}]}"#).unwrap());
+        assert!(equal(&x, &y));
+        assert!(!equal(&json_in("[1, 1]").unwrap(), &json_in("[1]").unwrap()));
+        assert!(!equal(&json_in(r#"{"a": 1}"#).unwrap(), &json_in(r#"{"a": 1, "b": 2}"#).unwrap()));
     }
 
     #[test]

@@ -49,6 +49,9 @@ pub enum Op {
     PathGetText,
     Contains,
     ContainedIn,
+    /// `jsonb = jsonb` (and `<>`): equal values, numbers by value (`1.0` equals `1`).
+    Equal,
+    NotEqual,
     HasKey,
     HasAny,
     HasAll,
@@ -121,7 +124,9 @@ impl ScalarUDFImpl for JsonFunction {
 
     fn return_type(&self, _arg_types: &[DataType]) -> DfResult<DataType> {
         Ok(match self.op {
-            Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => DataType::Boolean,
+            Op::Contains | Op::ContainedIn | Op::Equal | Op::NotEqual | Op::HasKey | Op::HasAny | Op::HasAll => {
+                DataType::Boolean
+            }
             Op::ArrayLength => DataType::Int32,
             Op::Elements
             | Op::ElementsText
@@ -301,7 +306,9 @@ impl JsonFunction {
         let Some(first) = args.first() else { return Ok(Arc::new(StringArray::new_null(rows))) };
         let first_type = typed.first().copied().flatten();
         let mut out = match self.op {
-            Op::Contains | Op::ContainedIn | Op::HasKey | Op::HasAny | Op::HasAll => Output::Bool(vec![]),
+            Op::Contains | Op::ContainedIn | Op::Equal | Op::NotEqual | Op::HasKey | Op::HasAny | Op::HasAll => {
+                Output::Bool(vec![])
+            }
             Op::ArrayLength => Output::Int(vec![]),
             Op::Elements
             | Op::ElementsText
@@ -372,6 +379,11 @@ impl JsonFunction {
                                 None => None,
                             }
                         }
+                        (Some(doc), Op::Equal | Op::NotEqual) => other
+                            .map(|o| operand(o, row))
+                            .transpose()?
+                            .flatten()
+                            .map(|b| documents::equal(&doc, &b) == (op == Op::Equal)),
                         (Some(doc), Op::HasKey) => {
                             other.and_then(|o| o.text(row)).map(|k| documents::has_key(&doc, &k))
                         }
@@ -573,6 +585,7 @@ impl ExprPlanner for JsonOperators {
         let is_path =
             |e: &Expr| matches!(e.get_type(schema as &dyn ExprSchema), Ok(DataType::List(_) | DataType::LargeList(_)));
         let json = typed(&expr.left).is_some() || typed(&expr.right).is_some();
+        let jsonb = typed(&expr.left) == Some(TextType::Jsonb) || typed(&expr.right) == Some(TextType::Jsonb);
         let (name, op) = match &expr.op {
             BinaryOperator::Arrow => ("json_get", Op::Get),
             BinaryOperator::LongArrow => ("json_get_text", Op::GetText),
@@ -580,6 +593,8 @@ impl ExprPlanner for JsonOperators {
             BinaryOperator::HashLongArrow => ("jsonb_path_text", Op::PathGetText),
             BinaryOperator::AtArrow if json => ("jsonb_contains", Op::Contains),
             BinaryOperator::ArrowAt if json => ("jsonb_contained", Op::ContainedIn),
+            BinaryOperator::Eq if jsonb => ("jsonb_eq", Op::Equal),
+            BinaryOperator::NotEq if jsonb => ("jsonb_ne", Op::NotEqual),
             BinaryOperator::Question => ("jsonb_exists", Op::HasKey),
             BinaryOperator::QuestionPipe => ("jsonb_exists_any", Op::HasAny),
             BinaryOperator::QuestionAnd => ("jsonb_exists_all", Op::HasAll),

@@ -92,6 +92,19 @@ fn json_array_texts(lists: &ArrayRef) -> DfResult<Vec<Option<String>>> {
         .collect())
 }
 
+/// A float as a JSON number: its shortest text without an exponent; NaN and the infinities,
+/// which JSON cannot hold as numbers, as strings (as PostgreSQL's `to_jsonb`).
+fn float_number(value: f64) -> Value {
+    if value.is_nan() {
+        return Value::String("NaN".into());
+    }
+    if value.is_infinite() {
+        return Value::String(if value > 0.0 { "Infinity" } else { "-Infinity" }.into());
+    }
+    let text = if value == 0.0 { "0".to_string() } else { format!("{value}") };
+    text.parse::<serde_json::Number>().map(Value::Number).unwrap_or(Value::Null)
+}
+
 pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
     let len = array.len();
     let out = match array.data_type() {
@@ -101,12 +114,28 @@ pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
             let ints = arrow::compute::cast(array, &DataType::Int64)?;
             ints.as_primitive::<Int64Type>().iter().map(|v| v.map(Value::from).unwrap_or(Value::Null)).collect()
         }
-        t if t.is_floating() || matches!(t, DataType::Decimal128(..) | DataType::Decimal256(..)) => {
+        // A number keeps its digits (and a decimal its scale), as PostgreSQL's `to_jsonb` of a
+        // numeric; a float reads as its shortest text (`100`, `0.1`), as float8 to numeric does.
+        t if t.is_floating() => {
             let floats = arrow::compute::cast(array, &DataType::Float64)?;
-            floats
-                .as_primitive::<Float64Type>()
+            floats.as_primitive::<Float64Type>().iter().map(|v| v.map(float_number).unwrap_or(Value::Null)).collect()
+        }
+        DataType::Decimal128(..) | DataType::Decimal256(..) => {
+            // An unconstrained numeric prints without its fractional zeros (as over pgwire).
+            let unconstrained =
+                matches!(array.data_type(), DataType::Decimal128(p, s) if (*p, *s) == crate::types::NUMERIC_DEFAULT);
+            let texts = arrow::compute::cast(array, &DataType::Utf8)?;
+            texts
+                .as_string::<i32>()
                 .iter()
-                .map(|v| v.and_then(serde_json::Number::from_f64).map(Value::Number).unwrap_or(Value::Null))
+                .map(|v| {
+                    let text = match v {
+                        Some(t) if unconstrained && t.contains('.') => t.trim_end_matches('0').trim_end_matches('.'),
+                        other => other?,
+                    };
+                    text.parse::<serde_json::Number>().ok().map(Value::Number)
+                })
+                .map(|v| v.unwrap_or(Value::Null))
                 .collect()
         }
         DataType::List(_) | DataType::LargeList(_) => {

@@ -8,7 +8,8 @@
 use std::ops::ControlFlow;
 
 use datafusion::sql::sqlparser::ast::{
-    CreateView, Ident, ObjectName, Query, Statement, TableAlias, TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
+    CreateView, Expr, GroupByExpr, Ident, ObjectName, Query, Select, SelectItem, SetExpr, Statement, TableAlias,
+    TableAliasColumnDef, TableFactor, VisitMut, VisitorMut,
 };
 
 use crate::catalog::{key, ViewEntry};
@@ -131,7 +132,90 @@ pub fn expand(views: &std::collections::BTreeMap<String, ViewEntry>, statement: 
     Err(Error::data("54001", format!("views nest more than {VIEW_DEPTH_MAX} deep (or a view reads itself)")))
 }
 
+/// The `SELECT`s whose items are a query's output columns: its body's, through set operations
+/// and parentheses (not those of subqueries and CTEs, whose columns the outer items pick by name).
+fn output_selects(body: &mut SetExpr) -> Vec<&mut Select> {
+    match body {
+        SetExpr::Select(select) => vec![select.as_mut()],
+        SetExpr::SetOperation { left, right, .. } => {
+            let mut selects = output_selects(left);
+            selects.extend(output_selects(right));
+            selects
+        }
+        SetExpr::Query(query) => output_selects(&mut query.body),
+        _ => vec![],
+    }
+}
+
+/// A name as an identifier, quoted only when it must be (as PostgreSQL prints a view).
+fn identifier(name: &str) -> Ident {
+    let keyword = datafusion::sql::sqlparser::keywords::ALL_KEYWORDS.contains(&name.to_ascii_uppercase().as_str());
+    if crate::names::quoted_if_needed(name) == name && !keyword {
+        Ident::new(name)
+    } else {
+        Ident::with_quote('"', name)
+    }
+}
+
+fn is_wildcard(item: &SelectItem) -> bool {
+    matches!(item, SelectItem::Wildcard(_) | SelectItem::QualifiedWildcard(..))
+}
+
 impl QueryContext {
+    /// A view's `*` (and `t.*`) replaced by the columns it names now, as PostgreSQL stores a view:
+    /// a column added to a table later does not appear in the view. Each wildcard is planned
+    /// alone over its `SELECT`'s FROM (with the query's CTEs) and becomes its columns, qualified.
+    async fn expand_wildcards(&self, query: &mut Query) -> Result<()> {
+        let with = query.with.clone();
+        for select in output_selects(&mut query.body) {
+            if !select.projection.iter().any(is_wildcard) {
+                continue;
+            }
+            let mut projection = Vec::with_capacity(select.projection.len());
+            for item in std::mem::take(&mut select.projection) {
+                if !is_wildcard(&item) {
+                    projection.push(item);
+                    continue;
+                }
+                let mut probe = select.clone();
+                probe.projection = vec![item];
+                probe.selection = None;
+                probe.having = None;
+                probe.qualify = None;
+                probe.distinct = None;
+                probe.group_by = GroupByExpr::Expressions(vec![], vec![]);
+                probe.sort_by = vec![];
+                let probe = Query {
+                    with: with.clone(),
+                    body: Box::new(SetExpr::Select(Box::new(probe))),
+                    order_by: None,
+                    limit_clause: None,
+                    fetch: None,
+                    locks: vec![],
+                    for_clause: None,
+                    settings: None,
+                    format_clause: None,
+                    pipe_operators: vec![],
+                };
+                let plan = self.plan_statement(Statement::Query(Box::new(probe))).await?;
+                for (qualifier, field) in plan.schema().iter() {
+                    let mut parts: Vec<Ident> = qualifier
+                        .map(|q| q.schema().into_iter().chain([q.table()]).map(identifier).collect())
+                        .unwrap_or_default();
+                    parts.push(identifier(field.name()));
+                    let expr = if parts.len() == 1 {
+                        Expr::Identifier(parts.remove(0))
+                    } else {
+                        Expr::CompoundIdentifier(parts)
+                    };
+                    projection.push(SelectItem::UnnamedExpr(expr));
+                }
+            }
+            select.projection = projection;
+        }
+        Ok(())
+    }
+
     pub(crate) async fn create_view(&self, create: CreateView) -> Result<StatementResult> {
         if create.materialized {
             return Err(Error::Internal("CREATE MATERIALIZED VIEW reached the view statement".into()));
@@ -143,6 +227,8 @@ impl QueryContext {
             return Err(Error::Internal(format!("temporary view {name} outside a temporary schema")));
         }
         let columns: Vec<String> = create.columns.iter().map(|c| crate::names::normalize(&c.name)).collect();
+        let mut create = create;
+        self.expand_wildcards(&mut create.query).await?;
         // The query must plan (its relations exist, its columns resolve), and give as many
         // columns as the definition names.
         let plan = self.plan_statement(Statement::Query(create.query.clone())).await?;

@@ -156,9 +156,200 @@ pub fn check_expression(expression: &str) -> String {
     reprinted(expression, &mut Parenthesize)
 }
 
+/// A column default as `pg_get_expr(adbin, adrelid)` (and `information_schema.columns`) shows
+/// it: operator expressions in parentheses; a string literal with the type PostgreSQL resolves it
+/// to, the column's own at the top (`'x'::text`, `'v'::character varying`, a `uuid` or `jsonb`
+/// in its normal form) and `text` as an operand or a function's argument (`upper('x'::text)`,
+/// but not those of `concat`, `concat_ws` and `format`, which take any type); a negative number
+/// at the top as a literal of its type (`'-1'::integer`). The text as stored when it does not
+/// parse.
+pub fn default_expression(expression: &str, column_type: &str) -> String {
+    use datafusion::sql::sqlparser::ast::{UnaryOperator, Value};
+    let parsed = Parser::new(&PostgreSqlDialect {}).try_with_sql(expression).and_then(|mut p| p.parse_expr());
+    let Ok(mut expr) = parsed else { return expression.to_string() };
+    let _ = expr.visit(&mut Parenthesize);
+    let _ = expr.visit(&mut TextLiterals);
+    without_parentheses(&mut expr);
+    if let Some(text) = string_literal(&expr) {
+        if column_type == "boolean" {
+            let truth = match text.trim().to_ascii_lowercase().as_str() {
+                "t" | "true" | "y" | "yes" | "on" | "1" => Some("true"),
+                "f" | "false" | "n" | "no" | "off" | "0" => Some("false"),
+                _ => None,
+            };
+            if let Some(truth) = truth {
+                return truth.to_string();
+            }
+        }
+        return match cast_name(column_type) {
+            Some((name, normal)) => format!("{}::{name}", quoted(&normal.map(|f| f(&text)).unwrap_or(text))),
+            None => expr.to_string(),
+        };
+    }
+    if let Expr::UnaryOp { op: UnaryOperator::Minus, expr: operand } = &expr {
+        if let Expr::Value(v) = operand.as_ref() {
+            if let Value::Number(digits, _) = &v.value {
+                let negative = format!("-{digits}");
+                let type_name = if negative.parse::<i32>().is_ok() {
+                    "integer"
+                } else if negative.parse::<i64>().is_ok() {
+                    "bigint"
+                } else {
+                    "numeric"
+                };
+                return format!("{}::{type_name}", quoted(&negative));
+            }
+        }
+    }
+    if precedence(&expr).is_some() {
+        parenthesize(&mut expr);
+    }
+    expr.to_string()
+}
+
+/// `text` as a single-quoted SQL literal.
+fn quoted(text: &str) -> String {
+    format!("'{}'", text.replace('\'', "''"))
+}
+
+/// The text of a string literal (single- or dollar-quoted).
+fn string_literal(expr: &Expr) -> Option<String> {
+    use datafusion::sql::sqlparser::ast::Value;
+    match expr {
+        Expr::Value(v) => match &v.value {
+            Value::SingleQuotedString(s) => Some(s.clone()),
+            Value::DollarQuotedString(d) => Some(d.value.clone()),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The name PostgreSQL prints after `::` for a string literal in a column of `column_type` (as
+/// `format_type` names it, without a length), and how the value is normalized; None for types
+/// whose constants PostgreSQL prints in a form of their own (numbers, times).
+#[allow(clippy::type_complexity)]
+fn cast_name(column_type: &str) -> Option<(String, Option<fn(&str) -> String>)> {
+    let (base, array) = match column_type.strip_suffix("[]") {
+        Some(element) => (element, "[]"),
+        None => (column_type, ""),
+    };
+    let base = base.split('(').next().unwrap_or(base).trim();
+    let name = match base {
+        "text" => "text",
+        "varchar" | "character varying" => "character varying",
+        "char" | "character" | "bpchar" => "bpchar",
+        "uuid" | "json" | "jsonb" | "date" | "bytea" => base,
+        "integer" | "bigint" | "smallint" | "boolean" if !array.is_empty() => base,
+        _ => return None,
+    };
+    let normal: Option<fn(&str) -> String> = match (name, array) {
+        ("uuid", "") => Some(|t| sluice::documents::TextType::Uuid.input(t).unwrap_or_else(|_| t.to_string())),
+        ("jsonb", "") => Some(|t| sluice::documents::TextType::Jsonb.input(t).unwrap_or_else(|_| t.to_string())),
+        _ => None,
+    };
+    Some((format!("{name}{array}"), normal))
+}
+
+/// `text` as PostgreSQL prints it (sqlparser's own `Text` prints as `TEXT`).
+fn text_type() -> datafusion::sql::sqlparser::ast::DataType {
+    use datafusion::sql::sqlparser::ast::{DataType, Ident, ObjectName};
+    DataType::Custom(ObjectName::from(vec![Ident::new("text")]), vec![])
+}
+
+/// Casts each string literal that is an operator's operand or a function's argument to `text`.
+struct TextLiterals;
+
+impl TextLiterals {
+    fn cast(expr: &mut Expr) {
+        use datafusion::sql::sqlparser::ast::CastKind;
+        if string_literal(expr).is_some() {
+            let literal = std::mem::replace(expr, Expr::value(datafusion::sql::sqlparser::ast::Value::Null));
+            *expr = Expr::Cast {
+                kind: CastKind::DoubleColon,
+                expr: Box::new(literal),
+                data_type: text_type(),
+                array: false,
+                format: None,
+            };
+        }
+    }
+}
+
+impl VisitorMut for TextLiterals {
+    type Break = ();
+
+    fn post_visit_expr(&mut self, expr: &mut Expr) -> ControlFlow<()> {
+        use datafusion::sql::sqlparser::ast::{
+            DataType, FunctionArg, FunctionArgExpr, FunctionArguments, Ident, ObjectName,
+        };
+        match expr {
+            // Type names in lower case, as PostgreSQL prints them (sqlparser prints `TEXT`).
+            Expr::Cast { data_type, .. } => {
+                let name = data_type.to_string().to_ascii_lowercase();
+                *data_type = DataType::Custom(ObjectName::from(vec![Ident::new(name)]), vec![]);
+            }
+            Expr::BinaryOp { left, right, .. } => {
+                for operand in [left, right] {
+                    let mut inner = operand.as_mut();
+                    while let Expr::Nested(nested) = inner {
+                        inner = nested.as_mut();
+                    }
+                    Self::cast(inner);
+                }
+            }
+            Expr::Function(function) => {
+                let name = function.name.to_string().to_ascii_lowercase();
+                if matches!(name.as_str(), "concat" | "concat_ws" | "format") {
+                    return ControlFlow::Continue(());
+                }
+                if let FunctionArguments::List(list) = &mut function.args {
+                    for arg in &mut list.args {
+                        if let FunctionArg::Unnamed(FunctionArgExpr::Expr(e)) = arg {
+                            Self::cast(e);
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+        ControlFlow::Continue(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::check_expression;
+
+    #[test]
+    fn defaults_print_as_postgresql_prints_them() {
+        use super::default_expression as shown;
+        // PostgreSQL 15's information_schema.columns.column_default for the same defaults.
+        assert_eq!(shown("'x'", "text"), "'x'::text");
+        assert_eq!(shown("$$y$$", "text"), "'y'::text");
+        assert_eq!(shown("'it''s'", "varchar(5)"), "'it''s'::character varying");
+        assert_eq!(shown("'ab'", "character(2)"), "'ab'::bpchar");
+        assert_eq!(shown("'{}'", "text[]"), "'{}'::text[]");
+        assert_eq!(shown("'{a}'", "varchar(3)[]"), "'{a}'::character varying[]");
+        assert_eq!(shown("'2024-01-01'", "date"), "'2024-01-01'::date");
+        assert_eq!(
+            shown("'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11'", "uuid"),
+            "'a0eebc99-9c0b-4ef8-bb6d-6bb9bd380a11'::uuid"
+        );
+        assert_eq!(shown(r#"'{"b":1, "a":2}'"#, "jsonb"), r#"'{"a": 2, "b": 1}'::jsonb"#);
+        assert_eq!(shown("1+2", "integer"), "(1 + 2)");
+        assert_eq!(shown("'a' || 'b'", "text"), "('a'::text || 'b'::text)");
+        assert_eq!(shown("upper('x')", "text"), "upper('x'::text)");
+        assert_eq!(shown("concat('a', 1)", "text"), "concat('a', 1)");
+        assert_eq!(shown("-1", "integer"), "'-1'::integer");
+        assert_eq!(shown("-1.5", "numeric(5,2)"), "'-1.5'::numeric");
+        assert_eq!(shown("5", "bigint"), "5");
+        assert_eq!(shown("true", "boolean"), "true");
+        assert_eq!(shown("'t'", "boolean"), "true");
+        assert_eq!(shown("now()", "timestamp with time zone"), "now()");
+        assert_eq!(shown("'x'::text", "text"), "'x'::text");
+        assert_eq!(shown("nextval('s'::regclass)", "integer"), "nextval('s'::regclass)");
+    }
 
     #[test]
     fn operator_expressions_get_one_pair_of_parentheses_each() {

@@ -858,9 +858,11 @@ impl Tables {
                         objects.remember_default(*oid, number, &super::deparse::check_expression(expression));
                         objects.state.lock().pretty_defaults.insert((*oid, i64::from(number)), expression.clone());
                     }
-                    Some(default) => {
-                        objects.remember_default(*oid, attribute_number(position), &shown_default(relation, default))
-                    }
+                    Some(default) => objects.remember_default(
+                        *oid,
+                        attribute_number(position),
+                        &shown_default(relation, column, default),
+                    ),
                     None => {}
                 }
             }
@@ -1087,7 +1089,7 @@ impl Tables {
                 expressions.push(if column.generated {
                     super::deparse::check_expression(default)
                 } else {
-                    shown_default(relation, default)
+                    shown_default(relation, column, default)
                 });
             }
         }
@@ -1458,8 +1460,12 @@ fn index_info(relation: &RelationInfo, def: &KeyDef) -> IndexInfo {
 
 /// A column's default as PostgreSQL prints it: the sequence of a serial in another schema than
 /// `public` named with its schema (`nextval('shop.t_id_seq'::regclass)`), as PostgreSQL names
-/// a sequence its default search path does not find.
-fn shown_default(relation: &RelationInfo, default: &str) -> String {
+/// a sequence its default search path does not find; any other as `deparse::default_expression`
+/// prints it (`'x'::text`).
+fn shown_default(relation: &RelationInfo, column: &sluice::system::ColumnInfo, default: &str) -> String {
+    if !default.starts_with("nextval(") {
+        return super::deparse::default_expression(default, &column.type_name);
+    }
     // `nextval('s')` as given is kept as PostgreSQL keeps it: with the name cast to regclass.
     let cast;
     let default = match default.strip_prefix("nextval('").and_then(|rest| rest.strip_suffix("')")) {

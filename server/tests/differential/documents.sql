@@ -83,6 +83,21 @@ SELECT '[1, 2, 3]'::jsonb - -1 AS remove_last;
 SELECT '{"a": 1, "b": 2, "c": 3}'::jsonb - array['a', 'c'] AS remove_keys;
 SELECT '{"a": 1}'::jsonb - 0;
 
+-- jsonb numbers are numerics: every digit, the scale as written, no exponent
+SELECT '[1e2, 1.50, 1.5e-3, -0.0, 0.00001e3, 1.2300e1, 1E+2, -0, 1e-20]'::jsonb AS numbers;
+SELECT '{"k": 99998969694839.983485848}'::jsonb AS many_digits;
+SELECT ('{"k": 99998969694839.983485848}'::jsonb ->> 'k')::numeric(23, 9) AS as_numeric;
+SELECT '12345678901234567890123'::jsonb AS big_integer;
+SELECT '{"a": 1.50}'::jsonb ->> 'a' AS keeps_scale, '{"a": 1.50}'::json ->> 'a' AS json_keeps_scale;
+SELECT '{"a": 1e2}'::json ->> 'a' AS json_as_written;
+SELECT '1e200000'::jsonb;
+SELECT '1e-20000'::jsonb;
+SELECT '[1.0, 2]'::jsonb @> '[2, 1]' AS contains_by_value;
+SELECT '{"a": 1.0}'::jsonb = '{"a": 1}'::jsonb AS equal_by_value, '[1, 1]'::jsonb = '[1]'::jsonb AS not_equal, '{"a": 1}'::jsonb <> '{"a": 2}' AS differ;
+SELECT to_jsonb(2.5::numeric(5, 2)) AS numeric_scale, to_jsonb(100::float8) AS float_integral, to_jsonb(0.1::float8) AS float_short;
+SELECT to_jsonb('NaN'::float8) AS nan, to_jsonb(1e20::float8) AS float_big;
+SELECT jsonb_build_object('n', 1.25::numeric(6, 3)) AS built;
+
 -- jsonb functions
 SELECT jsonb_typeof('{"a": 1}'::jsonb) AS object_type;
 SELECT jsonb_typeof('[1]'::jsonb) AS array_type;
@@ -182,6 +197,10 @@ SELECT column_name, ordinal_position, is_nullable, data_type, udt_name FROM info
 SELECT column_name, character_maximum_length FROM information_schema.columns WHERE table_name = 'typed' AND character_maximum_length IS NOT NULL ORDER BY ordinal_position;
 SELECT column_name, numeric_precision, numeric_precision_radix, numeric_scale FROM information_schema.columns WHERE table_name = 'typed' AND numeric_precision IS NOT NULL ORDER BY ordinal_position;
 SELECT column_name, column_default FROM information_schema.columns WHERE table_name = 'typed' AND column_default IS NOT NULL;
+-- defaults as pg_get_expr prints them (psql's \d, SQLAlchemy's reflection)
+CREATE TABLE doc_defaults (a int DEFAULT -1, b text DEFAULT 'x', c text DEFAULT $$y$$, d varchar(5) DEFAULT 'v', e char(2) DEFAULT 'ab', f text[] DEFAULT '{}', g uuid DEFAULT 'A0EEBC99-9C0B-4EF8-BB6D-6BB9BD380A11', h jsonb DEFAULT '{"b": 1, "a": 2}', i int DEFAULT 1 + 2, j text DEFAULT 'a' || 'b', k text DEFAULT upper('x'), l boolean DEFAULT 't', m numeric(5, 2) DEFAULT -1.5, n date DEFAULT '2024-01-01', o text DEFAULT 'x'::text);
+SELECT a.attname::text, pg_get_expr(d.adbin, d.adrelid) AS shown FROM pg_attrdef d JOIN pg_attribute a ON a.attrelid = d.adrelid AND a.attnum = d.adnum WHERE d.adrelid = 'doc_defaults'::regclass ORDER BY a.attnum;
+DROP TABLE doc_defaults;
 SELECT column_name, is_identity FROM information_schema.columns WHERE table_name = 'typed' AND column_name = 'id';
 SELECT count(*) AS typed_columns FROM information_schema.columns WHERE table_schema = 'public' AND table_name = 'typed';
 SELECT a.attname, format_type(a.atttypid, a.atttypmod) AS type FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid WHERE c.relname = 'typed' AND a.attnum > 0 ORDER BY a.attnum;

@@ -106,6 +106,11 @@ fn subqueries() {
 }
 
 #[test]
+fn views() {
+    run_case("views");
+}
+
+#[test]
 fn cursors() {
     run_case("cursors");
 }
