@@ -66,19 +66,24 @@ pub struct KeyDef {
     /// Whether rows with a NULL in the key never collide (PostgreSQL's default); `false`: NULLS
     /// NOT DISTINCT, a NULL is a value like another.
     pub nulls_distinct: bool,
+    /// An index's `INCLUDE (...)` columns: not part of its key (lookups and uniqueness are on
+    /// `columns`); they are what PostgreSQL would keep in the index for index-only scans, which
+    /// Sluice does not make (an index finds rows, and the rows are read). Kept to be listed and
+    /// reflected as given, renamed with their columns, and dropped with them.
+    pub include: Vec<String>,
 }
 
 impl KeyDef {
     pub fn primary_key(name: String, columns: Vec<String>) -> Self {
-        Self { name, primary: true, columns, unique: true, index: false, nulls_distinct: true }
+        Self { name, primary: true, columns, unique: true, index: false, nulls_distinct: true, include: vec![] }
     }
 
     pub fn unique_key(name: String, columns: Vec<String>) -> Self {
-        Self { name, primary: false, columns, unique: true, index: false, nulls_distinct: true }
+        Self { name, primary: false, columns, unique: true, index: false, nulls_distinct: true, include: vec![] }
     }
 
     pub fn index(name: String, columns: Vec<String>, unique: bool) -> Self {
-        Self { name, primary: false, columns, unique, index: true, nulls_distinct: true }
+        Self { name, primary: false, columns, unique, index: true, nulls_distinct: true, include: vec![] }
     }
 
     /// The table property that records it.
@@ -91,7 +96,21 @@ impl KeyDef {
             (false, false, _) => (KEY_PREFIX, "UNIQUE"),
         };
         let nulls = if self.nulls_distinct { "" } else { " NULLS NOT DISTINCT" };
-        (format!("{prefix}{}", self.name), format!("{kind}{nulls} ({})", columns.join(", ")))
+        (format!("{prefix}{}", self.name), format!("{kind}{nulls} ({}){}", columns.join(", "), self.include_clause()))
+    }
+
+    /// ` INCLUDE (b, c)`, or nothing.
+    pub fn include_clause(&self) -> String {
+        if self.include.is_empty() {
+            return String::new();
+        }
+        let include: Vec<String> = self.include.iter().map(|c| quote(c)).collect();
+        format!(" INCLUDE ({})", include.join(", "))
+    }
+
+    /// Whether the key or index names `column` (among its key columns or its INCLUDE ones).
+    pub fn uses_column(&self, column: &str) -> bool {
+        self.columns.iter().chain(&self.include).any(|c| c == column)
     }
 
     /// Reads a key back from its property (`sluice.key.<name>` or `sluice.index.<name>`);
@@ -107,7 +126,13 @@ impl KeyDef {
             None => (false, strip_prefix_ci(text, "INDEX")?),
         };
         let (nulls_distinct, rest) = nulls_option(rest);
-        Some(Self { nulls_distinct, ..Self::index(name.to_string(), parse_column_list(rest)?, unique) })
+        let (columns, rest) = take_column_list(rest)?;
+        let include = match strip_prefix_ci(rest.trim_start(), "INCLUDE") {
+            Some(list) => parse_column_list(list)?,
+            None if rest.trim().is_empty() => vec![],
+            None => return None,
+        };
+        Some(Self { nulls_distinct, include, ..Self::index(name.to_string(), columns, unique) })
     }
 
     /// Reads a key back from the text of its `sluice.key.` property; `None` if the text is not one.
@@ -147,6 +172,25 @@ fn nulls_option(text: &str) -> (bool, &str) {
         Some(rest) => (false, rest),
         None => (true, text),
     }
+}
+
+/// ` (a, "b c") rest`: the names (at least one) and the text after the list.
+fn take_column_list(text: &str) -> Option<(Vec<String>, &str)> {
+    let text = text.trim_start();
+    let mut quoted = false;
+    let mut end = None;
+    for (at, c) in text.char_indices() {
+        match c {
+            '"' => quoted = !quoted,
+            ')' if !quoted => {
+                end = Some(at);
+                break;
+            }
+            _ => {}
+        }
+    }
+    let end = end?;
+    Some((parse_column_list(text.get(..=end)?)?, text.get(end + 1..)?))
 }
 
 /// ` (a, "b c")`: the names, if there is at least one.
@@ -265,12 +309,13 @@ impl IndexInfo {
         let columns: Vec<String> = self.def.columns.iter().map(|c| quote(c)).collect();
         let nulls = if self.def.nulls_distinct { "" } else { " NULLS NOT DISTINCT" };
         format!(
-            "CREATE {}INDEX {} ON {}.{} USING btree ({}){nulls}",
+            "CREATE {}INDEX {} ON {}.{} USING btree ({}){}{nulls}",
             if self.def.unique { "UNIQUE " } else { "" },
             quote(&self.def.name),
             quote(&self.schema),
             quote(&self.table),
-            columns.join(", ")
+            columns.join(", "),
+            self.def.include_clause()
         )
     }
 }
@@ -1460,5 +1505,22 @@ mod tests {
         assert_eq!(KeyDef::parse("x", "CHECK (a > 1)"), None);
         assert_eq!(KeyDef::parse("x", "UNIQUE ()"), None);
         assert_eq!(KeyDef::parse("x", "UNIQUE (\"a)"), None);
+    }
+
+    #[test]
+    fn an_index_keeps_its_include_columns() {
+        let def = KeyDef {
+            include: vec!["b".into(), "odd) INCLUDE (x".into()],
+            nulls_distinct: false,
+            ..KeyDef::index("t_a_idx".into(), vec!["a".into(), "c)".into()], true)
+        };
+        let (key, value) = def.property();
+        assert_eq!(value, "UNIQUE INDEX NULLS NOT DISTINCT (a, \"c)\") INCLUDE (b, \"odd) INCLUDE (x\")");
+        assert_eq!(KeyDef::from_property(&key, &value), Some(def.clone()));
+        assert!(def.uses_column("b") && def.uses_column("a") && !def.uses_column("x"));
+        let plain = KeyDef::from_property("sluice.index.i", "INDEX (a)").unwrap();
+        assert!(plain.include.is_empty());
+        assert_eq!(KeyDef::from_property("sluice.index.i", "INDEX (a) junk"), None);
+        assert_eq!(KeyDef::from_property("sluice.index.i", "INDEX (a) INCLUDE ()"), None);
     }
 }

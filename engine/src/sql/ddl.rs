@@ -1140,8 +1140,9 @@ impl QueryContext {
                 // Keys and indexes name their columns: they follow the rename.
                 let mut configuration = configuration;
                 for mut def in crate::keys::key_defs(&configuration) {
-                    if def.columns.contains(&previous) {
+                    if def.uses_column(&previous) {
                         rename_in(&mut def.columns, &previous, &new);
+                        rename_in(&mut def.include, &previous, &new);
                         let (property, text) = def.property();
                         configuration.insert(property, text);
                     }
@@ -1207,8 +1208,20 @@ impl QueryContext {
                     })
                     .await?;
                 }
-                let configuration =
+                let mut configuration =
                     self.with_column_mapping(&entry, &table, &snapshot, &mut schema, configuration).await?;
+                // The keys and indexes on a dropped column go with it, as in PostgreSQL (the
+                // foreign keys that reference them were dealt with above).
+                let keys_before = configuration.len();
+                configuration.retain(|key, value| {
+                    crate::keys::KeyDef::from_property(key, value)
+                        .is_none_or(|def| !dropped.iter().any(|column| def.uses_column(column)))
+                });
+                // As DROP INDEX: no write of the table is between its key index and the change.
+                let _keys = match configuration.len() < keys_before {
+                    true => Some(self.lock_table_keys(&entry.id, &table).await?),
+                    false => None,
+                };
                 for column in column_names {
                     let column = normalize(&column);
                     if partitions.iter().any(|p| p.eq_ignore_ascii_case(&column)) {

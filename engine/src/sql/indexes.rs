@@ -4,6 +4,7 @@
 //! kept in memory by the table's key index ([`crate::keys`]) like a key: key → rows. Scans that
 //! filter on every column of an index with `=` or `IN` read only the rows it finds. A unique
 //! index is enforced as a UNIQUE constraint is (23505), and ON CONFLICT (cols) may infer it.
+//! `INCLUDE (cols)` is kept with the index (listed and reflected, see `KeyDef::include`).
 //!
 //! Index names share a schema's namespace with its tables, as in PostgreSQL: `DROP INDEX name`
 //! finds the index's table among the schema's tables.
@@ -34,9 +35,6 @@ impl QueryContext {
     /// `CREATE [UNIQUE] INDEX [IF NOT EXISTS] [name] ON t [USING btree | hash] (col, ...)`.
     pub(crate) async fn create_index(&self, create: CreateIndex) -> Result<StatementResult> {
         let refuse = |what: &str| Err(Error::NotSupported(format!("CREATE INDEX with {what}")));
-        if !create.include.is_empty() {
-            return refuse("INCLUDE");
-        }
         if create.predicate.is_some() {
             return refuse("WHERE (partial indexes)");
         }
@@ -80,6 +78,18 @@ impl QueryContext {
         if columns.is_empty() {
             return refuse("no columns");
         }
+        // INCLUDE columns: checked and kept (see KeyDef::include); a key column may be one too.
+        let mut include = Vec::with_capacity(create.include.len());
+        for column in &create.include {
+            let name = normalize(column);
+            if snapshot.schema().field(&name).is_none() {
+                return Err(Error::UndefinedColumn(name));
+            }
+            if include.contains(&name) {
+                return Err(Error::data("42701", format!("column \"{name}\" appears twice in index")));
+            }
+            include.push(name);
+        }
         let name = match &create.name {
             Some(name) => {
                 let given = table_name(name)?;
@@ -102,6 +112,7 @@ impl QueryContext {
         }
         let def = KeyDef {
             nulls_distinct: create.nulls_distinct != Some(false),
+            include,
             ..KeyDef::index(name, columns, create.unique)
         };
         let object = crate::names::object_name(&entry.schema, &entry.name);

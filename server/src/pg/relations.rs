@@ -261,7 +261,8 @@ impl Objects {
             }
             _ => definition.clone(),
         };
-        let text = IndexText { definition, pretty, columns: index.def.columns.clone() };
+        let columns = index.def.columns.iter().chain(&index.def.include).cloned().collect();
+        let text = IndexText { definition, pretty, columns };
         state.indexes.insert(index_oid, text);
         if let (Some(oid), Some(definition)) = (constraint_oid, index.constraint_definition()) {
             state.constraints.insert(oid, definition);
@@ -1014,7 +1015,15 @@ impl Tables {
             ("relpersistence", Arc::new(StringArray::from(vec!["p"; indexes.len()]))),
             ("relreplident", Arc::new(StringArray::from(vec!["n"; indexes.len()]))),
             ("relispopulated", Arc::new(BooleanArray::from(vec![true; indexes.len()]))),
-            ("relnatts", Arc::new(indexes.iter().map(|i| Some(i.3.def.columns.len() as i16)).collect::<Int16Array>())),
+            (
+                "relnatts",
+                Arc::new(
+                    indexes
+                        .iter()
+                        .map(|i| Some((i.3.def.columns.len() + i.3.def.include.len()) as i16))
+                        .collect::<Int16Array>(),
+                ),
+            ),
         ];
         batch_by_name(schema, indexes.len(), values)
     }
@@ -1117,14 +1126,21 @@ impl Tables {
         let flag = |f: &dyn Fn(&KeyDef) -> bool| -> ArrayRef {
             Arc::new(indexes.iter().map(|i| Some(f(&i.3.def))).collect::<BooleanArray>())
         };
-        let count = || -> ArrayRef {
-            Arc::new(indexes.iter().map(|i| Some(i.3.def.columns.len() as i16)).collect::<Int16Array>())
+        let count = |include: bool| -> ArrayRef {
+            let count = |d: &KeyDef| d.columns.len() + if include { d.include.len() } else { 0 };
+            Arc::new(
+                indexes
+                    .iter()
+                    .map(|i| Some(i16::try_from(count(&i.3.def)).unwrap_or(i16::MAX)))
+                    .collect::<Int16Array>(),
+            )
         };
         let values: Vec<(&str, ArrayRef)> = vec![
             ("indexrelid", Arc::new(Int32Array::from(index_oids))),
             ("indrelid", Arc::new(indexes.iter().map(|i| Some(i.1)).collect::<Int32Array>())),
-            ("indnatts", count()),
-            ("indnkeyatts", count()),
+            // INCLUDE columns count in indnatts and indkey, not in indnkeyatts (nor indclass).
+            ("indnatts", count(true)),
+            ("indnkeyatts", count(false)),
             ("indisunique", flag(&|d| d.unique)),
             ("indnullsnotdistinct", flag(&|d| !d.nulls_distinct)),
             ("indisprimary", flag(&|d| d.primary)),
@@ -1495,8 +1511,9 @@ fn column_number(relation: &RelationInfo, column: &str) -> Option<i16> {
 
 /// The `attnum`s of each key's columns (`indkey`), as `int2[]`.
 fn attribute_numbers<'a>(keys: impl Iterator<Item = (&'a RelationInfo, &'a KeyDef)>) -> ArrayRef {
-    let lists =
-        keys.map(|(relation, def)| Some(def.columns.iter().map(|c| column_number(relation, c)).collect::<Vec<_>>()));
+    let lists = keys.map(|(relation, def)| {
+        Some(def.columns.iter().chain(&def.include).map(|c| column_number(relation, c)).collect::<Vec<_>>())
+    });
     Arc::new(ListArray::from_iter_primitive::<Int16Type, _, _>(lists))
 }
 
