@@ -25,6 +25,8 @@ use arrow::compute::cast;
 use arrow::datatypes::SchemaRef;
 
 use crate::error::{Error, Result};
+use arrow::array::{Array, AsArray};
+use arrow::error::ArrowError;
 
 /// Column metadata key holding the declared Postgres type name.
 pub const DECLARED_TYPE_KEY: &str = sluice_storage::schema::DECLARED_TYPE_KEY;
@@ -260,6 +262,116 @@ pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Resu
         columns,
         &RecordBatchOptions::new().with_row_count(Some(rows)),
     )?)
+}
+
+/// Arrays (lists, of any depth) as PostgreSQL prints them: `{{a,b},{c,NULL}}`, an element quoted when it is empty, `NULL` or has a brace,
+/// comma, quote, backslash or blank (with `\` before a quote or backslash in it).
+pub fn array_column_text(column: &ArrayRef) -> std::result::Result<ArrayRef, ArrowError> {
+    let mut out = arrow::array::StringBuilder::with_capacity(column.len(), column.len() * 16);
+    let leaves = leaf_text(column)?;
+    for row in 0..column.len() {
+        if column.is_null(row) {
+            out.append_null();
+            continue;
+        }
+        let mut text = String::new();
+        write_array_text(column.as_ref(), row, &leaves, &mut text)?;
+        out.append_value(text);
+    }
+    Ok(std::sync::Arc::new(out.finish()))
+}
+
+/// The innermost values of nested lists as text (booleans as `t`/`f`, as PostgreSQL prints
+/// them), indexed as the innermost array's rows.
+fn leaf_text(column: &ArrayRef) -> std::result::Result<arrow::array::StringArray, ArrowError> {
+    let mut leaf = column.clone();
+    while let Some(list) = leaf.as_list_opt::<i32>() {
+        leaf = list.values().clone();
+    }
+    if let Some(flags) = leaf.as_boolean_opt() {
+        return Ok(flags.iter().map(|v| v.map(|b| if b { "t" } else { "f" })).collect());
+    }
+    use arrow::datatypes::DataType as A;
+    let timestamps = matches!(leaf.data_type(), A::Timestamp(..));
+    // `2` for 2.0 (a float), `1.5` for an unconstrained numeric's 1.5000000000, as PostgreSQL.
+    let trim = match leaf.data_type() {
+        A::Float16 | A::Float32 | A::Float64 => Some(false),
+        A::Decimal128(p, s) if (*p, *s) == NUMERIC_DEFAULT => Some(true),
+        _ => None,
+    };
+    if let Some(all_zeros) = trim {
+        let text = arrow::compute::cast(&leaf, &A::Utf8)?;
+        return Ok(text
+            .as_string::<i32>()
+            .iter()
+            .map(|v| {
+                v.map(|t| match (t.split_once('.'), all_zeros) {
+                    (Some((whole, "0")), false) => whole.to_string(),
+                    (Some(_), true) => t.trim_end_matches('0').trim_end_matches('.').to_string(),
+                    _ => t.to_string(),
+                })
+            })
+            .collect());
+    }
+    let text = arrow::compute::cast(&leaf, &arrow::datatypes::DataType::Utf8)?;
+    let text = text.as_string::<i32>();
+    if timestamps {
+        // `2024-01-01 10:00:00`, as PostgreSQL (Arrow's text has a `T`).
+        return Ok(text.iter().map(|v| v.map(|t| t.replacen('T', " ", 1))).collect());
+    }
+    Ok(text.clone())
+}
+
+fn write_array_text(
+    array: &dyn arrow::array::Array,
+    row: usize,
+    leaves: &arrow::array::StringArray,
+    out: &mut String,
+) -> std::result::Result<(), ArrowError> {
+    match array.as_list_opt::<i32>() {
+        Some(list) => {
+            let offsets = list.value_offsets();
+            let (Some(start), Some(end)) = (offsets.get(row), offsets.get(row + 1)) else {
+                return Err(ArrowError::InvalidArgumentError(format!("no list row {row}")));
+            };
+            out.push('{');
+            for (n, inner) in (*start as usize..*end as usize).enumerate() {
+                if n > 0 {
+                    out.push(',');
+                }
+                if list.values().is_null(inner) {
+                    out.push_str("NULL");
+                } else {
+                    write_array_text(list.values().as_ref(), inner, leaves, out)?;
+                }
+            }
+            out.push('}');
+        }
+        None => {
+            let value = if leaves.is_null(row) { None } else { Some(leaves.value(row)) };
+            match value {
+                None => out.push_str("NULL"),
+                Some(v) => {
+                    let quoted = v.is_empty()
+                        || v.eq_ignore_ascii_case("null")
+                        || v.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
+                    if quoted {
+                        out.push('"');
+                        for c in v.chars() {
+                            if c == '"' || c == '\\' {
+                                out.push('\\');
+                            }
+                            out.push(c);
+                        }
+                        out.push('"');
+                    } else {
+                        out.push_str(v);
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -105,9 +105,12 @@ impl AnalyzerRule for DateTimeCasts {
                             Ok(from) if is_ours(&from, c.field.data_type()) => {
                                 Ok(Transformed::yes(cast(*c.expr, c.field.data_type())))
                             }
-                            Ok(DataType::Interval(_)) if is_text(c.field.data_type()) => {
+                            Ok(DataType::Interval(_) | DataType::List(_) | DataType::LargeList(_))
+                                if is_text(c.field.data_type()) =>
+                            {
                                 // The function an explicit `::text` becomes, which prints an
-                                // interval as PostgreSQL does (Arrow's cast: `1 hours 30 mins`).
+                                // interval as PostgreSQL does (Arrow's cast: `1 hours 30 mins`),
+                                // and an array (Arrow's: `[1, 2]`, PostgreSQL's `{1,2}`).
                                 let function = Arc::new(super::json::udf("__pg_text", &[], super::json::Op::Text));
                                 let text = Expr::ScalarFunction(ScalarFunction::new_udf(function, vec![*c.expr]));
                                 Ok(Transformed::yes(match c.field.data_type() {

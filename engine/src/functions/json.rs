@@ -175,13 +175,21 @@ impl ScalarUDFImpl for JsonFunction {
                 Some(value)
                     if matches!(
                         value.data_type(),
-                        DataType::Time32(_) | DataType::Time64(_) | DataType::Interval(_)
+                        DataType::Time32(_)
+                            | DataType::Time64(_)
+                            | DataType::Interval(_)
+                            | DataType::List(_)
+                            | DataType::LargeList(_)
                     ) =>
                 {
                     let rows = args.number_rows;
                     let array = value.clone().into_array(rows)?;
                     let text = match value.data_type() {
                         DataType::Interval(_) => crate::datetime::interval_column_text(&array)?,
+                        DataType::List(_) => crate::types::array_column_text(&array)?,
+                        DataType::LargeList(f) => {
+                            crate::types::array_column_text(&arrow::compute::cast(&array, &DataType::List(f.clone()))?)?
+                        }
                         _ => crate::time_of_day::time_column_text(&array)?,
                     };
                     Ok(match value {

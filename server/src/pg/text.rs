@@ -116,87 +116,9 @@ fn is_list(data_type: &DataType) -> bool {
 }
 
 /// A list of lists (a multidimensional array: arrow-pg writes one dimension) as PostgreSQL
-/// prints it: `{{a,b},{c,NULL}}`, an element quoted when it is empty, `NULL` or has a brace,
-/// comma, quote, backslash or blank (with `\` before a quote or backslash in it).
+/// prints it (see `sluice::types::array_column_text`).
 pub(super) fn nested_arrays(column: &ArrayRef) -> Result<ArrayRef, ArrowError> {
-    let mut out = arrow::array::StringBuilder::with_capacity(column.len(), column.len() * 16);
-    let leaves = leaf_text(column)?;
-    for row in 0..column.len() {
-        if column.is_null(row) {
-            out.append_null();
-            continue;
-        }
-        let mut text = String::new();
-        array_text(column.as_ref(), row, &leaves, &mut text)?;
-        out.append_value(text);
-    }
-    Ok(Arc::new(out.finish()))
-}
-
-/// The innermost values of nested lists as text (booleans as `t`/`f`, as PostgreSQL prints
-/// them), indexed as the innermost array's rows.
-fn leaf_text(column: &ArrayRef) -> Result<arrow::array::StringArray, ArrowError> {
-    let mut leaf = column.clone();
-    while let Some(list) = leaf.as_list_opt::<i32>() {
-        leaf = list.values().clone();
-    }
-    if let Some(flags) = leaf.as_boolean_opt() {
-        return Ok(flags.iter().map(|v| v.map(|b| if b { "t" } else { "f" })).collect());
-    }
-    let text = arrow::compute::cast(&leaf, &DataType::Utf8)?;
-    Ok(text.as_string::<i32>().clone())
-}
-
-fn array_text(
-    array: &dyn arrow::array::Array,
-    row: usize,
-    leaves: &arrow::array::StringArray,
-    out: &mut String,
-) -> Result<(), ArrowError> {
-    match array.as_list_opt::<i32>() {
-        Some(list) => {
-            let offsets = list.value_offsets();
-            let (Some(start), Some(end)) = (offsets.get(row), offsets.get(row + 1)) else {
-                return Err(ArrowError::InvalidArgumentError(format!("no list row {row}")));
-            };
-            out.push('{');
-            for (n, inner) in (*start as usize..*end as usize).enumerate() {
-                if n > 0 {
-                    out.push(',');
-                }
-                if list.values().is_null(inner) {
-                    out.push_str("NULL");
-                } else {
-                    array_text(list.values().as_ref(), inner, leaves, out)?;
-                }
-            }
-            out.push('}');
-        }
-        None => {
-            let value = if leaves.is_null(row) { None } else { Some(leaves.value(row)) };
-            match value {
-                None => out.push_str("NULL"),
-                Some(v) => {
-                    let quoted = v.is_empty()
-                        || v.eq_ignore_ascii_case("null")
-                        || v.chars().any(|c| matches!(c, '{' | '}' | ',' | '"' | '\\') || c.is_whitespace());
-                    if quoted {
-                        out.push('"');
-                        for c in v.chars() {
-                            if c == '"' || c == '\\' {
-                                out.push('\\');
-                            }
-                            out.push(c);
-                        }
-                        out.push('"');
-                    } else {
-                        out.push_str(v);
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
+    sluice::types::array_column_text(column)
 }
 
 /// Intervals as PostgreSQL prints them (see [`sluice::datetime::interval_output`]).

@@ -98,6 +98,11 @@ SELECT to_jsonb(2.5::numeric(5, 2)) AS numeric_scale, to_jsonb(100::float8) AS f
 SELECT to_jsonb('NaN'::float8) AS nan, to_jsonb(1e20::float8) AS float_big;
 SELECT jsonb_build_object('n', 1.25::numeric(6, 3)) AS built;
 
+-- arrays cast to text print as PostgreSQL prints them
+SELECT array[1, 2]::text AS ints, cast(array['a', 'b c', NULL, ''] AS text) AS texts, array[true, false]::text AS flags;
+SELECT array[array[1, 2], array[3, 4]]::text AS nested, array[timestamp '2024-01-01 10:00']::text AS stamps, array[1.5::float8, 2]::text AS floats;
+SELECT array[1, 2]::varchar AS as_varchar, array[1, 2]::text || 'x' AS concatenated, array['2024-01-01'::date]::text AS dates;
+
 -- jsonb functions
 SELECT jsonb_typeof('{"a": 1}'::jsonb) AS object_type;
 SELECT jsonb_typeof('[1]'::jsonb) AS array_type;
