@@ -25,8 +25,6 @@ user, database = ("postgres", "postgres") if postgres else ("sluice", "sluice")
 # Check name -> why Sluice answers otherwise. A listed check that passes on Sluice fails the run,
 # so that the list stays true.
 KNOWN_DIFFERENCES = {
-    "column default text": "pg_get_expr prints a column default as it was written ('x'), where "
-    "PostgreSQL prints the expression it stored ('x'::character varying)",
     "view column types": "a view's column over a varchar column is text: the view's type comes "
     "from its Arrow schema, which has one string type",
 }

@@ -41,10 +41,6 @@ const KNOWN_SLUICE_DIFFERENCES = new Map([
       'unconstrained numeric columns with their declared type, so a column cannot be told from an ' +
       'expression of the same decimal type',
   ],
-  [
-    'arrays cast to text',
-    "int[]/text[]/uuid[] cast to text give Arrow's form '[1, 2, 3]' (PostgreSQL: '{1,2,3}')",
-  ],
   ['bytea cast to text', "bytea::text fails on bytes that are not UTF-8 (PostgreSQL: '\\x000102275cff')"],
   [
     'numeric without a scale keeps the digits it was given',
