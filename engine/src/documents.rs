@@ -143,7 +143,8 @@ pub fn jsonb_in(text: &str) -> Result<Value> {
 
 fn check_numbers(value: &Value) -> Result<()> {
     match value {
-        Value::Number(n) => match numeric_text(&n.to_string()) {
+        // Read, not printed: the document is printed once, by its caller.
+        Value::Number(n) => match NumericForm::read(&n.to_string()) {
             Some(_) => Ok(()),
             None => Err(Error::data("22003", "value overflows numeric format")),
         },
@@ -157,64 +158,82 @@ fn check_numbers(value: &Value) -> Result<()> {
 const NUMERIC_MAX_INTEGER_DIGITS: usize = 131_072;
 const NUMERIC_MAX_SCALE: i64 = 16_383;
 
+/// A JSON number read as PostgreSQL's `numeric` reads it: its digits, where the point falls
+/// among them, and the scale it was written with.
+struct NumericForm {
+    negative: bool,
+    digits: String,
+    /// Where the point falls among `digits`, counted from their start (may be outside them).
+    point: i64,
+    scale: usize,
+    zero: bool,
+}
+
+impl NumericForm {
+    /// `None` when it is not a number, or `numeric` cannot hold it (more than 131,072 digits
+    /// before the point or 16,383 after it), which also bounds the text [`Self::text`] makes.
+    fn read(number: &str) -> Option<Self> {
+        let (negative, unsigned) = match number.strip_prefix('-') {
+            Some(rest) => (true, rest),
+            None => (false, number),
+        };
+        let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
+            Some(at) => (unsigned.get(..at)?, unsigned.get(at + 1..)?.trim_start_matches('+').parse::<i64>().ok()?),
+            None => (unsigned, 0),
+        };
+        let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+        if integer.is_empty() || !integer.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let scale = i64::try_from(fraction.len()).ok()?.saturating_sub(exponent).max(0);
+        if scale > NUMERIC_MAX_SCALE {
+            return None;
+        }
+        let digits = format!("{integer}{fraction}");
+        let leading_zeros = i64::try_from(digits.len() - digits.trim_start_matches('0').len()).ok()?;
+        let zero = digits.bytes().all(|b| b == b'0');
+        let point = i64::try_from(integer.len()).ok()?.saturating_add(exponent);
+        if !zero && point.saturating_sub(leading_zeros) > NUMERIC_MAX_INTEGER_DIGITS as i64 {
+            return None;
+        }
+        Some(Self { negative, digits, point, scale: usize::try_from(scale).ok()?, zero })
+    }
+
+    /// As `numeric` prints it: no exponent, `scale` digits after the point, no sign on zero.
+    fn text(&self) -> Option<String> {
+        let mut out = String::new();
+        if self.negative && !self.zero {
+            out.push('-');
+        }
+        if self.zero || self.point <= 0 {
+            out.push('0');
+        } else {
+            let point = usize::try_from(self.point).ok()?;
+            let integer_part: String = self.digits.chars().chain(std::iter::repeat('0')).take(point).collect();
+            let integer_part = integer_part.trim_start_matches('0');
+            out.push_str(if integer_part.is_empty() { "0" } else { integer_part });
+        }
+        if self.scale > 0 {
+            out.push('.');
+            let fraction_part: String = if self.zero {
+                String::new()
+            } else if self.point < 0 {
+                let zeros = usize::try_from(self.point.unsigned_abs()).ok()?;
+                std::iter::repeat_n('0', zeros).chain(self.digits.chars()).collect()
+            } else {
+                self.digits.chars().skip(usize::try_from(self.point).ok()?).collect()
+            };
+            out.extend(fraction_part.chars().chain(std::iter::repeat('0')).take(self.scale));
+        }
+        Some(out)
+    }
+}
+
 /// A JSON number as PostgreSQL's `numeric` prints it: no exponent, as many digits after the point
 /// as were written less the exponent (`1.2300e1` is `12.300`), no sign on zero. `None` when
-/// `numeric` cannot hold it (more than 131,072 digits before the point or 16,383 after it),
-/// which also bounds the text this makes.
+/// `numeric` cannot hold it (see [`NumericForm::read`]).
 pub fn numeric_text(number: &str) -> Option<String> {
-    let (negative, unsigned) = match number.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, number),
-    };
-    let (mantissa, exponent) = match unsigned.find(['e', 'E']) {
-        Some(at) => (unsigned.get(..at)?, unsigned.get(at + 1..)?.trim_start_matches('+').parse::<i64>().ok()?),
-        None => (unsigned, 0),
-    };
-    let (integer, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if integer.is_empty() || !integer.bytes().chain(fraction.bytes()).all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let fraction_digits = i64::try_from(fraction.len()).ok()?;
-    let scale = fraction_digits.saturating_sub(exponent).max(0);
-    if scale > NUMERIC_MAX_SCALE {
-        return None;
-    }
-    let digits = format!("{integer}{fraction}");
-    let significant = digits.trim_start_matches('0');
-    // Where the point falls among `digits`, counted from their start.
-    let point = i64::try_from(integer.len()).ok()?.saturating_add(exponent);
-    let leading_zeros = i64::try_from(digits.len() - significant.len()).ok()?;
-    let zero = significant.is_empty();
-    if !zero && point.saturating_sub(leading_zeros) > NUMERIC_MAX_INTEGER_DIGITS as i64 {
-        return None;
-    }
-    // Both parts are bounded now: the integer part by the check above, the fraction by the scale.
-    let scale = usize::try_from(scale).ok()?;
-    let mut out = String::new();
-    if negative && !zero {
-        out.push('-');
-    }
-    if zero || point <= 0 {
-        out.push('0');
-    } else {
-        let point = usize::try_from(point).ok()?;
-        let integer_part: String = digits.chars().chain(std::iter::repeat('0')).take(point).collect();
-        let integer_part = integer_part.trim_start_matches('0');
-        out.push_str(if integer_part.is_empty() { "0" } else { integer_part });
-    }
-    if scale > 0 {
-        out.push('.');
-        let fraction_part: String = if zero {
-            String::new()
-        } else if point < 0 {
-            let zeros = usize::try_from(point.unsigned_abs()).ok()?;
-            std::iter::repeat_n('0', zeros).chain(digits.chars()).collect()
-        } else {
-            digits.chars().skip(usize::try_from(point).ok()?).collect()
-        };
-        out.extend(fraction_part.chars().chain(std::iter::repeat('0')).take(scale));
-    }
-    Some(out)
+    NumericForm::read(number)?.text()
 }
 
 fn short(text: &str) -> String {
@@ -376,8 +395,7 @@ pub fn equal(a: &Value, b: &Value) -> bool {
 /// its `numeric` form without trailing zeros after the point.
 fn numeric_value(number: &str) -> String {
     match numeric_text(number) {
-        Some(text) if text.contains('.') => text.trim_end_matches('0').trim_end_matches('.').to_string(),
-        Some(text) => text,
+        Some(text) => crate::types::without_fraction_zeros(&text),
         None => number.to_string(),
     }
 }

@@ -264,6 +264,36 @@ pub fn batch_of(schema: &SchemaRef, columns: Vec<ArrayRef>, rows: usize) -> Resu
     )?)
 }
 
+/// A decimal column's values as PostgreSQL's text: every digit to the scale, without trailing
+/// fractional zeros for an unconstrained numeric ([`NUMERIC_DEFAULT`], which the sums and
+/// differences of one, and its products with integers, keep): `1.5`, `3`, not `1.5000000000`.
+/// Quotients and means have PostgreSQL's scale of 16 or more and products of two numerics the
+/// sum of their scales: those print every digit. A column declared `numeric(38, 10)` prints as
+/// an unconstrained one (Sluice cannot tell them apart).
+pub fn decimal_column_text(column: &ArrayRef) -> std::result::Result<ArrayRef, ArrowError> {
+    let text = cast(column, &arrow::datatypes::DataType::Utf8)?;
+    if !matches!(column.data_type(), arrow::datatypes::DataType::Decimal128(p, s) if (*p, *s) == NUMERIC_DEFAULT) {
+        return Ok(text);
+    }
+    let trimmed: arrow::array::StringArray =
+        text.as_string::<i32>().iter().map(|v| v.map(without_fraction_zeros)).collect();
+    Ok(std::sync::Arc::new(trimmed))
+}
+
+/// A decimal's text without trailing fractional zeros: `1.5000` as `1.5`, `3.000` as `3`,
+/// `-0.000` as `0`.
+pub fn without_fraction_zeros(text: &str) -> String {
+    if !text.contains('.') {
+        return text.to_string();
+    }
+    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
+    if trimmed == "-0" {
+        "0".to_string()
+    } else {
+        trimmed.to_string()
+    }
+}
+
 /// Arrays (lists, of any depth) as PostgreSQL prints them: `{{a,b},{c,NULL}}`, an element quoted when it is empty, `NULL` or has a brace,
 /// comma, quote, backslash or blank (with `\` before a quote or backslash in it).
 pub fn array_column_text(column: &ArrayRef) -> std::result::Result<ArrayRef, ArrowError> {
@@ -293,27 +323,19 @@ fn leaf_text(column: &ArrayRef) -> std::result::Result<arrow::array::StringArray
     }
     use arrow::datatypes::DataType as A;
     let timestamps = matches!(leaf.data_type(), A::Timestamp(..));
-    // `2` for 2.0 (a float), `1.5` for an unconstrained numeric's 1.5000000000, as PostgreSQL.
-    let trim = match leaf.data_type() {
-        A::Float16 | A::Float32 | A::Float64 => Some(false),
-        A::Decimal128(p, s) if (*p, *s) == NUMERIC_DEFAULT => Some(true),
-        _ => None,
+    let text = match leaf.data_type() {
+        A::Decimal128(..) | A::Decimal256(..) => return Ok(decimal_column_text(&leaf)?.as_string::<i32>().clone()),
+        // `2` for 2.0, as PostgreSQL prints a float.
+        A::Float16 | A::Float32 | A::Float64 => {
+            let text = cast(&leaf, &A::Utf8)?;
+            return Ok(text
+                .as_string::<i32>()
+                .iter()
+                .map(|v| v.map(|t| t.strip_suffix(".0").unwrap_or(t).to_string()))
+                .collect());
+        }
+        _ => cast(&leaf, &A::Utf8)?,
     };
-    if let Some(all_zeros) = trim {
-        let text = arrow::compute::cast(&leaf, &A::Utf8)?;
-        return Ok(text
-            .as_string::<i32>()
-            .iter()
-            .map(|v| {
-                v.map(|t| match (t.split_once('.'), all_zeros) {
-                    (Some((whole, "0")), false) => whole.to_string(),
-                    (Some(_), true) => t.trim_end_matches('0').trim_end_matches('.').to_string(),
-                    _ => t.to_string(),
-                })
-            })
-            .collect());
-    }
-    let text = arrow::compute::cast(&leaf, &arrow::datatypes::DataType::Utf8)?;
     let text = text.as_string::<i32>();
     if timestamps {
         // `2024-01-01 10:00:00`, as PostgreSQL (Arrow's text has a `T`).

@@ -121,21 +121,12 @@ pub(super) fn values(array: &ArrayRef) -> DfResult<Vec<Value>> {
             floats.as_primitive::<Float64Type>().iter().map(|v| v.map(float_number).unwrap_or(Value::Null)).collect()
         }
         DataType::Decimal128(..) | DataType::Decimal256(..) => {
-            // An unconstrained numeric prints without its fractional zeros (as over pgwire).
-            let unconstrained =
-                matches!(array.data_type(), DataType::Decimal128(p, s) if (*p, *s) == crate::types::NUMERIC_DEFAULT);
-            let texts = arrow::compute::cast(array, &DataType::Utf8)?;
+            // An unconstrained numeric without its fractional zeros, as over pgwire.
+            let texts = crate::types::decimal_column_text(array)?;
             texts
                 .as_string::<i32>()
                 .iter()
-                .map(|v| {
-                    let text = match v {
-                        Some(t) if unconstrained && t.contains('.') => t.trim_end_matches('0').trim_end_matches('.'),
-                        other => other?,
-                    };
-                    text.parse::<serde_json::Number>().ok().map(Value::Number)
-                })
-                .map(|v| v.unwrap_or(Value::Null))
+                .map(|v| v.and_then(|t| t.parse::<serde_json::Number>().ok()).map(Value::Number).unwrap_or(Value::Null))
                 .collect()
         }
         DataType::List(_) | DataType::LargeList(_) => {

@@ -39,32 +39,9 @@ use pgwire::api::portal::Format;
 use pgwire::types::format::FormatOptions;
 use sluice::datetime::DateOrder;
 
-/// A decimal column's values as PostgreSQL's text: every digit to the scale, without trailing
-/// fractional zeros for an unconstrained numeric (`sluice::types::NUMERIC_DEFAULT`, which the
-/// sums and differences of one, and its products with integers, keep): `1.5`, `3`, not
-/// `1.5000000000`. Quotients and means have PostgreSQL's scale of 16 or more and products of two
-/// numerics the sum of their scales: those print every digit. A column declared
-/// `numeric(38, 10)` prints as an unconstrained one (Sluice cannot tell them apart).
-pub fn numerics(column: &ArrayRef, precision: u8, scale: i8) -> Result<ArrayRef, ArrowError> {
-    let text = arrow::compute::cast(column, &DataType::Utf8)?;
-    if (precision, scale) != sluice::types::NUMERIC_DEFAULT {
-        return Ok(text);
-    }
-    let trimmed: StringArray = text.as_string::<i32>().iter().map(|v| v.map(trim_fraction)).collect();
-    Ok(Arc::new(trimmed))
-}
-
-/// `1.5000` as `1.5`, `3.000` as `3`, `-0.000` as `0`.
-fn trim_fraction(text: &str) -> String {
-    if !text.contains('.') {
-        return text.to_string();
-    }
-    let trimmed = text.trim_end_matches('0').trim_end_matches('.');
-    if trimmed == "-0" {
-        "0".to_string()
-    } else {
-        trimmed.to_string()
-    }
+/// A decimal column's values as PostgreSQL's text (see `sluice::types::decimal_column_text`).
+pub fn numerics(column: &ArrayRef, _precision: u8, _scale: i8) -> Result<ArrayRef, ArrowError> {
+    sluice::types::decimal_column_text(column)
 }
 
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
@@ -466,8 +443,8 @@ mod tests {
         let text = numerics(&(Arc::new(values) as ArrayRef), 38, 10).unwrap();
         let text: Vec<Option<&str>> = text.as_string::<i32>().iter().collect();
         assert_eq!(text, [Some("1.5"), Some("3"), Some("-0.0005"), Some("0"), Some("123450"), None]);
-        assert_eq!(trim_fraction("-0.000"), "0");
-        assert_eq!(trim_fraction("100"), "100");
+        assert_eq!(sluice::types::without_fraction_zeros("-0.000"), "0");
+        assert_eq!(sluice::types::without_fraction_zeros("100"), "100");
     }
 
     #[test]
