@@ -13,6 +13,8 @@
 //! - On local disk a put is durable when it returns: the file and the folder entry that names it
 //!   are synced to disk (`fsync`), so a commit acknowledged before a power loss or an operating
 //!   system crash is there after it (the data files a commit names are put before its log entry).
+//!   The folders above that folder are synced the first time a put goes through them (a put may
+//!   have made them); after that their entries do not change, so a put costs two syncs.
 //!   `SLUICE_FSYNC=off` in the environment turns this off, as PostgreSQL's `fsync = off` does: a
 //!   crash of the process loses nothing either way, one of the machine can then lose commits.
 //!
@@ -211,15 +213,25 @@ impl TableStore {
         let top = dir.parent().unwrap_or(dir).to_path_buf();
         let synced = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
             std::fs::File::open(&file)?.sync_all()?;
-            // The folders that name it, up to the one that names the table's folder (a put may
-            // have made them; syncing a folder that did not change costs next to nothing).
-            let mut folder = file.parent();
-            while let Some(at) = folder {
-                std::fs::File::open(at)?.sync_all()?;
-                if at == top {
+            // The folder that names it, and the folders above that name those, up to the one
+            // that names the table's folder (a put may have made them). A folder whose own name
+            // was synced before (the same folder: same inode and birth) needs no sync above it.
+            let Some(mut folder) = file.parent() else { return Ok(()) };
+            std::fs::File::open(folder)?.sync_all()?;
+            // Remembered once the whole chain above is synced.
+            let mut synced_names = Vec::new();
+            while folder != top {
+                let Some(above) = folder.parent().filter(|p| p.starts_with(&top)) else { break };
+                let identity = folder_identity(folder)?;
+                if durable_folders::known(folder, identity) {
                     break;
                 }
-                folder = at.parent().filter(|p| p.starts_with(&top));
+                std::fs::File::open(above)?.sync_all()?;
+                synced_names.push((folder.to_path_buf(), identity));
+                folder = above;
+            }
+            for (folder, identity) in synced_names {
+                durable_folders::remember(&folder, identity);
             }
             Ok(())
         })
@@ -248,6 +260,49 @@ impl TableStore {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(Error::store(path, e)),
         }
+    }
+}
+
+/// What tells one folder from another that later took its name: its inode and its birth time.
+fn folder_identity(folder: &std::path::Path) -> std::io::Result<(u64, Option<std::time::SystemTime>)> {
+    let meta = std::fs::metadata(folder)?;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(&meta);
+    #[cfg(not(unix))]
+    let inode = 0;
+    Ok((inode, meta.created().ok()))
+}
+
+/// The folders whose own names this process has synced to disk in the folder above them: a put
+/// into one of them syncs the file and the folder, not the folders above (whose entries do not
+/// change). Keyed by path, with the folder's identity, so that a folder removed and made again
+/// under the same name is synced anew. Bounded: past [`durable_folders::MAX`] folders it starts
+/// over (a forgotten folder costs one sync more).
+mod durable_folders {
+    use std::collections::HashMap;
+    use std::path::{Path, PathBuf};
+    use std::sync::{Mutex, OnceLock};
+    use std::time::SystemTime;
+
+    pub(super) const MAX: usize = 65_536;
+
+    type Identity = (u64, Option<SystemTime>);
+
+    fn folders() -> std::sync::MutexGuard<'static, HashMap<PathBuf, Identity>> {
+        static FOLDERS: OnceLock<Mutex<HashMap<PathBuf, Identity>>> = OnceLock::new();
+        FOLDERS.get_or_init(Default::default).lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(super) fn known(folder: &Path, identity: Identity) -> bool {
+        folders().get(folder) == Some(&identity)
+    }
+
+    pub(super) fn remember(folder: &Path, identity: Identity) {
+        let mut folders = folders();
+        if folders.len() >= MAX {
+            folders.clear();
+        }
+        folders.insert(folder.to_path_buf(), identity);
     }
 }
 
@@ -446,5 +501,31 @@ mod tests {
         assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"b")).await.unwrap(), PutOutcome::AlreadyExists);
         assert_eq!(store.get(&path).await.unwrap(), Bytes::from_static(b"a"));
         assert!(store.get(&store.log_path("nope")).await.unwrap_err().is_not_found());
+    }
+
+    #[tokio::test]
+    async fn local_puts_remember_the_folders_they_synced() {
+        let dir = tempfile::tempdir().unwrap();
+        let table = TableStore::local(dir.path().join("warehouse/t")).unwrap();
+        let log = dir.path().join("warehouse/t/_delta_log").canonicalize().ok();
+        assert!(log.is_none(), "no log folder before the first put");
+        table.put(&table.log_path("00000000000000000000.json"), Bytes::from_static(b"{}")).await.unwrap();
+        let log = dir.path().join("warehouse/t/_delta_log").canonicalize().unwrap();
+        let table_dir = log.parent().unwrap().to_path_buf();
+        // The put made `_delta_log` and synced its name in the table's folder, and the table's
+        // folder's name in the warehouse's (when syncs are on, as in this test's environment).
+        if fsync_on() {
+            assert!(durable_folders::known(&log, folder_identity(&log).unwrap()));
+            assert!(durable_folders::known(&table_dir, folder_identity(&table_dir).unwrap()));
+        }
+        // A folder removed and made again under the same name is not taken for the old one.
+        let other = dir.path().join("again");
+        std::fs::create_dir(&other).unwrap();
+        let before = folder_identity(&other).unwrap();
+        durable_folders::remember(&other, before);
+        std::fs::remove_dir(&other).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        let after = folder_identity(&other).unwrap();
+        assert_eq!(durable_folders::known(&other, after), before == after);
     }
 }

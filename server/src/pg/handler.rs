@@ -103,7 +103,24 @@ pub struct Connection {
     pipeline: std::sync::atomic::AtomicBool,
     /// Whether a statement failed in the open transaction (its end is then no commit).
     transaction_failed: std::sync::atomic::AtomicBool,
+    /// The statements [`Connection::rewrite`] rewrote lately, newest first (see [`Rewritten`]).
+    rewritten: Mutex<Vec<Rewritten>>,
 }
+
+/// A statement as [`Connection::rewrite`] rewrote it, with what the rewrite depended on: the
+/// session's `search_path` and user, and the catalog (the same state, held, so that any change
+/// of it is a miss). A prepared statement runs its rewrite once, not at every Execute (the AST
+/// walks cost about a twentieth of a short statement's time).
+struct Rewritten {
+    statement: SluiceStatement,
+    search_path: String,
+    user: String,
+    catalog: Arc<sluice::catalog::CatalogState>,
+    rewritten: SluiceStatement,
+}
+
+/// Statements kept by a connection's rewrite memo.
+const REWRITTEN_MAX: usize = 16;
 
 impl Connection {
     pub fn new(server: Arc<ServerState>) -> Arc<Self> {
@@ -123,6 +140,7 @@ impl Connection {
             rewriter: super::compat::PgCatalogRules::new(),
             parser: Arc::new(SluiceQueryParser { connection: weak.clone() }),
             prepared_names: Mutex::new(std::collections::HashSet::new()),
+            rewritten: Mutex::new(Vec::new()),
             pipeline: std::sync::atomic::AtomicBool::new(false),
             transaction_failed: std::sync::atomic::AtomicBool::new(false),
         })
@@ -150,14 +168,47 @@ impl Connection {
             (setting, settings.get("session_authorization").unwrap_or_default().to_string())
         };
         let catalog = self.server.db.catalog_state();
-        let path = super::search_path::schemas(&setting, &user, &catalog);
+        if !matches!(statement, SluiceStatement::Standard(_)) {
+            return self.rewrite_with(statement, &setting, &user, &catalog);
+        }
+        {
+            let mut memo = self.rewritten.lock();
+            let hit = memo.iter().position(|r| {
+                Arc::ptr_eq(&r.catalog, &catalog)
+                    && r.search_path == setting
+                    && r.user == user
+                    && r.statement == statement
+            });
+            if let Some(at) = hit {
+                let entry = memo.remove(at);
+                let rewritten = entry.rewritten.clone();
+                memo.insert(0, entry);
+                return Ok(rewritten);
+            }
+        }
+        let rewritten = self.rewrite_with(statement.clone(), &setting, &user, &catalog)?;
+        let mut memo = self.rewritten.lock();
+        memo.truncate(REWRITTEN_MAX - 1);
+        memo.insert(0, Rewritten { statement, search_path: setting, user, catalog, rewritten: rewritten.clone() });
+        Ok(rewritten)
+    }
+
+    /// [`Self::rewrite`], done.
+    fn rewrite_with(
+        &self,
+        statement: SluiceStatement,
+        setting: &str,
+        user: &str,
+        catalog: &sluice::catalog::CatalogState,
+    ) -> PgWireResult<SluiceStatement> {
+        let path = super::search_path::schemas(setting, user, catalog);
         let unschemed = |e: String| user_error("3F000", e);
         match statement {
             SluiceStatement::CreateTable(mut create) if !create.temporary => {
                 super::search_path::qualify_created(&mut create.name, &path).map_err(unschemed)?;
                 if let Some(query) = create.query.take() {
                     let mut select = Statement::Query(query);
-                    super::search_path::qualify(&mut select, &path, &catalog).map_err(unschemed)?;
+                    super::search_path::qualify(&mut select, &path, catalog).map_err(unschemed)?;
                     if let Statement::Query(query) = select {
                         create.query = Some(query);
                     }
@@ -168,7 +219,7 @@ impl Connection {
                 // Sluice's rewrites go first: datafusion-pg-catalog's rules (which turn scalar
                 // subqueries in projections into joins) must see the subqueries they free.
                 let mut s = *s;
-                super::search_path::qualify(&mut s, &path, &catalog).map_err(unschemed)?;
+                super::search_path::qualify(&mut s, &path, catalog).map_err(unschemed)?;
                 super::search_path::current_schemas(&mut s, &path);
                 sluice::sql::postgres_forms::array_literals(&mut s).map_err(|e| encode::error(&e))?;
                 super::compat::rewrite(&mut s);
