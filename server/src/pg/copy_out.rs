@@ -78,9 +78,9 @@ fn text_forms(batch: &RecordBatch) -> Result<RecordBatch, arrow::error::ArrowErr
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (field, column) in schema.fields().iter().zip(batch.columns()) {
-        if let DataType::Decimal128(precision, scale) = field.data_type() {
+        if let DataType::Decimal128(..) = field.data_type() {
             fields.push(field.as_ref().clone().with_data_type(DataType::Utf8));
-            columns.push(super::text::numerics(column, *precision, *scale)?);
+            columns.push(sluice::types::decimal_column_text(column)?);
         } else if matches!(field.data_type(), DataType::Time32(_) | DataType::Time64(_)) {
             let text = sluice::time_of_day::time_column_text(column)
                 .map_err(|e| arrow::error::ArrowError::CastError(e.to_string()))?;

@@ -39,11 +39,6 @@ use pgwire::api::portal::Format;
 use pgwire::types::format::FormatOptions;
 use sluice::datetime::DateOrder;
 
-/// A decimal column's values as PostgreSQL's text (see `sluice::types::decimal_column_text`).
-pub fn numerics(column: &ArrayRef, _precision: u8, _scale: i8) -> Result<ArrayRef, ArrowError> {
-    sluice::types::decimal_column_text(column)
-}
-
 /// `batch` with its text-format columns of the types above rendered as PostgreSQL text.
 pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> Result<RecordBatch, ArrowError> {
     let style = DateStyle::of(&options.date_style);
@@ -66,7 +61,7 @@ pub fn render(batch: RecordBatch, format: &Format, options: &FormatOptions) -> R
             }
             DataType::Date32 | DataType::Date64 if style != DateStyle::ISO => Some(dates(column, style)?),
             DataType::Time64(_) | DataType::Time32(_) => Some(times(column)),
-            DataType::Decimal128(precision, scale) => Some(numerics(column, *precision, *scale)?),
+            DataType::Decimal128(..) => Some(sluice::types::decimal_column_text(column)?),
             DataType::Interval(_) => Some(intervals(column)?),
             DataType::List(element) if is_list(element.data_type()) => Some(nested_arrays(column)?),
             _ => None,
@@ -440,7 +435,7 @@ mod tests {
         ])
         .with_precision_and_scale(38, 10)
         .unwrap();
-        let text = numerics(&(Arc::new(values) as ArrayRef), 38, 10).unwrap();
+        let text = sluice::types::decimal_column_text(&(Arc::new(values) as ArrayRef)).unwrap();
         let text: Vec<Option<&str>> = text.as_string::<i32>().iter().collect();
         assert_eq!(text, [Some("1.5"), Some("3"), Some("-0.0005"), Some("0"), Some("123450"), None]);
         assert_eq!(sluice::types::without_fraction_zeros("-0.000"), "0");
