@@ -75,6 +75,12 @@ impl Database {
         self.inner.worker_alive()
     }
 
+    /// Makes every file written so far durable and empties the warehouse's journal (see
+    /// [`sluice_storage::journal`]; the server does before it exits, after its last write).
+    pub async fn checkpoint_journal(&self) -> Result<()> {
+        Ok(self.inner.warehouse.root.checkpoint_journal().await?)
+    }
+
     /// Writes the events recorded so far to the event log (the server does before it exits).
     pub async fn flush_events(&self) -> Result<()> {
         self.inner.warehouse.events.flush().await

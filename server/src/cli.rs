@@ -345,6 +345,9 @@ async fn serve(args: ServeArgs) -> ExitCode {
             if let Err(e) = db.flush_events().await {
                 eprintln!("WARNING: the last events were not written to the event log: {e}");
             }
+            if let Err(e) = db.checkpoint_journal().await {
+                eprintln!("WARNING: the journal was not checkpointed (the next start replays it): {e}");
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

@@ -293,7 +293,7 @@ pub async fn write_checkpoint(
     };
     let size_in_bytes = bytes.len();
     let path = store.log_path(&name);
-    store.put(&path, bytes).await?;
+    store.put_synced(&path, bytes).await?;
     let adds = actions.iter().filter(|a| matches!(a, Action::Add(_))).count();
     let hint: HashMap<&str, Value> = HashMap::from([
         ("version", Value::from(version)),
@@ -302,7 +302,7 @@ pub async fn write_checkpoint(
         ("numOfAddFiles", Value::from(adds)),
     ]);
     let text = serde_json::to_vec(&hint).map_err(|e| Error::Internal(e.to_string()))?;
-    store.put(&store.log_path("_last_checkpoint"), Bytes::from(text)).await
+    store.put_synced(&store.log_path("_last_checkpoint"), Bytes::from(text)).await
 }
 
 #[cfg(test)]

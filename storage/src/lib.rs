@@ -6,7 +6,8 @@
 //!
 //! The pipeline of types:
 //!
-//! - [`store::TableStore`]: the one I/O seam (object_store: local disk, memory, S3, GCS, Azure).
+//! - [`store::TableStore`]: the one I/O seam (object_store: local disk, memory, S3, GCS, Azure);
+//!   on local disk a warehouse's stores make puts durable through one [`journal::Journal`].
 //! - [`log`] lists `_delta_log/` and picks a checkpoint plus commits; [`actions`] parses them;
 //!   [`checkpoint`] reads and writes checkpoints.
 //! - [`snapshot::Snapshot`]: immutable state at one version (schema, live files with stats and
@@ -39,6 +40,7 @@ pub mod commit;
 pub mod deletion_vector;
 pub mod error;
 pub mod gate;
+pub mod journal;
 pub mod log;
 pub mod log_cleanup;
 pub mod maintenance;

@@ -10,13 +10,17 @@
 //!   for AWS S3 since 2024), GCS and Azure have them natively.
 //! - A put must never leave a partially written object visible under its final name.
 //! - Listing must return every object whose put has returned.
-//! - On local disk a put is durable when it returns: the file and the folder entry that names it
-//!   are synced to disk (`fsync`), so a commit acknowledged before a power loss or an operating
-//!   system crash is there after it (the data files a commit names are put before its log entry).
-//!   The folders above that folder are synced the first time a put goes through them (a put may
-//!   have made them); after that their entries do not change, so a put costs two syncs.
-//!   `SLUICE_FSYNC=off` in the environment turns this off, as PostgreSQL's `fsync = off` does: a
-//!   crash of the process loses nothing either way, one of the machine can then lose commits.
+//! - On local disk a put is durable when it returns, so a commit acknowledged before a power loss
+//!   or an operating system crash is there after it (the data files a commit names are put before
+//!   its log entry). In a warehouse, a store has the warehouse's [`Journal`]: files up to
+//!   [`crate::journal::JOURNAL_RECORD_BYTES_MAX`] are written without a sync and their bytes
+//!   appended to the journal, and a put-if-absent (a commit point) syncs the journal before it
+//!   creates its file; commits made at once share that sync. Without a journal (a table opened
+//!   on its own, or a larger file), the file and the folder entry that names it are synced
+//!   (`fsync`); the folders above that folder are synced the first time a put goes through them
+//!   (a put may have made them), so such a put costs two syncs. `SLUICE_FSYNC=off` in the
+//!   environment turns all of this off, as PostgreSQL's `fsync = off` does: a crash of the
+//!   process loses nothing either way, one of the machine can then lose commits.
 //!
 //! Paths given to this module are *relative to the table root* and already percent-decoded (the log
 //! stores URI-encoded paths; [`decode_path`] turns them into store paths).
@@ -33,6 +37,7 @@ use object_store::{ObjectMeta, ObjectStore, ObjectStoreExt, PutMode, PutOptions,
 use url::Url;
 
 use crate::error::{Error, Result};
+use crate::journal::Journal;
 
 /// What a put-if-absent did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,12 +61,14 @@ pub struct TableStore {
     location: String,
     /// The table's folder, for tables on local disk (where symbolic links can lead out of it).
     local_dir: Option<std::path::PathBuf>,
+    /// The warehouse's journal, for a store of a warehouse on local disk (see the module docs).
+    journal: Option<Arc<Journal>>,
 }
 
 impl TableStore {
     /// A table at `root` inside `store`; `location` is how errors and users name it.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, location: impl Into<String>) -> Self {
-        Self { store, root, location: location.into(), local_dir: None }
+        Self { store, root, location: location.into(), local_dir: None, journal: None }
     }
 
     /// A table in a local folder (created on first write).
@@ -106,7 +113,38 @@ impl TableStore {
         let root = join(&self.root, relative);
         let local_dir = self.local_dir.as_ref().map(|dir| dir.join(relative.trim_matches('/')));
         let location = format!("{}/{}", self.location, relative.trim_matches('/'));
-        Self { local_dir, ..Self::new(self.store.clone(), root, location) }
+        Self { local_dir, journal: self.journal.clone(), ..Self::new(self.store.clone(), root, location) }
+    }
+
+    /// This store with a journal in its folder (replaying those of processes gone), when it is
+    /// on local disk and syncs are on; the stores of its sub-folders ([`Self::child`]) share it.
+    /// For a warehouse's root store. Linux only (its checkpoint needs `syncfs`): elsewhere each
+    /// put syncs itself.
+    pub async fn with_journal(self) -> Result<Self> {
+        let (Some(dir), true, true) = (&self.local_dir, fsync_on(), cfg!(target_os = "linux")) else {
+            return Ok(self);
+        };
+        let journal = Journal::open(dir).await?;
+        Ok(Self { journal: Some(journal), ..self })
+    }
+
+    /// Makes every file put so far durable and empties the journal (before a clean exit).
+    pub async fn checkpoint_journal(&self) -> Result<()> {
+        match &self.journal {
+            Some(journal) => journal.checkpoint().await,
+            None => Ok(()),
+        }
+    }
+
+    /// The journal and the path in it of a file of `size` bytes at `path`, if the put goes
+    /// through the journal.
+    fn journaled(&self, path: &Path, size: usize) -> Option<(&Arc<Journal>, String)> {
+        let journal = self.journal.as_ref()?;
+        if size > crate::journal::JOURNAL_RECORD_BYTES_MAX || !fsync_on() {
+            return None;
+        }
+        let file = self.local_dir.as_ref()?.join(self.relative(path)?);
+        Some((journal, journal.relative(&file)?))
     }
 
     /// How errors and users name the table.
@@ -178,8 +216,23 @@ impl TableStore {
         self.store.head(path).await.map_err(|e| Error::store(path, e))
     }
 
-    /// Writes an object, replacing any previous one.
+    /// Writes an object under a name never used before (a data file, a deletion vector): through
+    /// the journal when the store has one (see the module docs).
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        let Some((journal, relative)) = self.journaled(path, bytes.len()) else {
+            return self.put_synced(path, bytes).await;
+        };
+        {
+            let _writing = journal.enter().await;
+            self.store.put(path, PutPayload::from(bytes.clone())).await.map_err(|e| Error::store(path, e))?;
+            journal.record_put(&relative, &bytes)?;
+        }
+        journal.checkpoint_if_full().await
+    }
+
+    /// Writes an object, replacing any previous one, synced to local disk by itself (not through
+    /// the journal, whose replay could not tell an older version of the file from a torn one).
+    pub async fn put_synced(&self, path: &Path, bytes: Bytes) -> Result<()> {
         self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
         self.synced(path).await
     }
@@ -192,8 +245,35 @@ impl TableStore {
     }
 
     /// Creates an object only if none exists at `path` (atomically: see the module docs).
+    /// With a journal, the file's bytes are recorded and the journal synced first (with every
+    /// file recorded before: those a commit names), then the file is created without a sync.
     pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<PutOutcome> {
         let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+        if let Some((journal, relative)) = self.journaled(path, bytes.len()) {
+            let outcome = {
+                let _one_at_a_time = journal.path_lock(&relative).await;
+                let _writing = journal.enter().await;
+                let position = journal.record_intent(&relative, &bytes)?;
+                journal.sync_to(position).await?;
+                match self.store.put_opts(path, PutPayload::from(bytes), options).await {
+                    Ok(_) => Ok(PutOutcome::Created),
+                    Err(object_store::Error::AlreadyExists { .. }) => {
+                        journal.record_cancel(&relative)?;
+                        Ok(PutOutcome::AlreadyExists)
+                    }
+                    Err(e) => {
+                        journal.record_cancel(&relative)?;
+                        Err(Error::store(path, e))
+                    }
+                }
+            };
+            journal.checkpoint_if_full().await?;
+            return outcome;
+        }
+        // Synced by itself: the files the journal holds must be durable before it.
+        if let Some(journal) = &self.journal {
+            journal.sync_all().await?;
+        }
         match self.store.put_opts(path, PutPayload::from(bytes), options).await {
             Ok(_) => {
                 self.synced(path).await?;
@@ -254,12 +334,22 @@ impl TableStore {
         stream.try_collect().await.map_err(|e| Error::store(prefix, e))
     }
 
-    /// Deletes an object; a missing object is not an error.
+    /// Deletes an object; a missing object is not an error. With a journal the deletion is
+    /// recorded, so that a replay does not bring the file back.
     pub async fn delete(&self, path: &Path) -> Result<()> {
+        let journaled = self.journaled(path, 0);
+        let _writing = match &journaled {
+            Some((journal, _)) => Some(journal.enter().await),
+            None => None,
+        };
         match self.store.delete(path).await {
-            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(Error::store(path, e)),
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(Error::store(path, e)),
         }
+        if let Some((journal, relative)) = &journaled {
+            journal.record_delete(relative)?;
+        }
+        Ok(())
     }
 }
 

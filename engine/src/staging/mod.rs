@@ -31,7 +31,7 @@
 //! nothing applied.
 //!
 //! Several tables: COMMIT writes a record of the transaction under `_sluice/transactions/`, then
-//! commits the tables one by one (under their key locks and the warehouse's commit gate, so no
+//! commits the tables side by side (under their key locks and the warehouse's commit gate, so no
 //! statement of this process sees part of it), each commit naming the transaction; should a
 //! later table lose a conflict, the earlier tables' commits are undone by compensating commits
 //! before COMMIT reports 40001. A record found when the warehouse opens (a crash in between) is
@@ -588,20 +588,25 @@ async fn commit_tables<'a>(
     }
     let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
     let mut failure = None;
-    for (_, table) in written {
-        match table.real.commit_staged(&table.staged, &record.id).await {
+    // The tables commit side by side, so that their log entries share the journal's syncs
+    // (sluice_storage::journal); if one fails, those that committed are undone below.
+    let id = record.id.as_str();
+    let outcomes = futures::future::join_all(
+        written.iter().map(|(_, table)| async move { (table, table.real.commit_staged(&table.staged, id).await) }),
+    )
+    .await;
+    for (table, outcome) in outcomes {
+        match outcome {
             Ok(Some(CommitOutcome::Committed(c))) => committed.push((table, c.version)),
             Ok(None) => {}
             Ok(Some(CommitOutcome::Conflict(conflict))) => {
-                failure = Some(Error::SerializationFailure(format!(
+                failure.get_or_insert(Error::SerializationFailure(format!(
                     "could not serialize access due to a concurrent update of {}: {conflict}",
                     table.key
                 )));
-                break;
             }
             Err(e) => {
-                failure = Some(e.into());
-                break;
+                failure.get_or_insert(e.into());
             }
         }
     }

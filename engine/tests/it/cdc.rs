@@ -309,7 +309,16 @@ async fn auto_cdc_is_exactly_once_across_kills() {
                 ("SLUICE_CDC_SEED", seed.to_string()),
             ],
         );
-        std::thread::sleep(Duration::from_millis(rng.random_range(300..1500)));
+        // Killed at a random moment once the child applied a batch (however slow the machine is
+        // to start it), so that batches run between the kills.
+        loop {
+            match child.lines.recv_timeout(Duration::from_secs(120)) {
+                Ok(line) if line.starts_with("ok ") => break,
+                Ok(_) => {}
+                Err(e) => panic!("round {round}: the child applied no batch ({e})"),
+            }
+        }
+        std::thread::sleep(Duration::from_millis(rng.random_range(0..1200)));
         let _ = child.kill();
         let db = Database::open(&path).await.unwrap();
         crate::common::caught_up(&db).await;
