@@ -330,8 +330,7 @@ fn encode(kind: Kind, relative: &str, bytes: &[u8]) -> Vec<u8> {
 fn decode(journal: &[u8]) -> Vec<Record> {
     let mut records = Vec::new();
     let mut rest = journal;
-    loop {
-        let Some((length, crc, after)) = header(rest) else { break };
+    while let Some((length, crc, after)) = header(rest) {
         let Some(body) = after.get(..length) else { break };
         if crc32fast::hash(body) != crc {
             break;
