@@ -313,15 +313,18 @@ fn sync_filesystem(_folder: &Path) -> std::io::Result<()> {
 /// A record: length of the body (u32), CRC-32 of the body (u32), then the body: kind (u8),
 /// length of the path (u32), the path, the bytes.
 fn encode(kind: Kind, relative: &str, bytes: &[u8]) -> Vec<u8> {
-    let mut body = Vec::with_capacity(5 + relative.len() + bytes.len());
-    body.push(kind as u8);
-    body.extend_from_slice(&(relative.len() as u32).to_le_bytes());
-    body.extend_from_slice(relative.as_bytes());
-    body.extend_from_slice(bytes);
-    let mut record = Vec::with_capacity(8 + body.len());
-    record.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    record.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    record.extend_from_slice(&body);
+    let body_length = 5 + relative.len() + bytes.len();
+    let mut record = Vec::with_capacity(8 + body_length);
+    record.extend_from_slice(&(body_length as u32).to_le_bytes());
+    record.extend_from_slice(&[0; 4]);
+    record.push(kind as u8);
+    record.extend_from_slice(&(relative.len() as u32).to_le_bytes());
+    record.extend_from_slice(relative.as_bytes());
+    record.extend_from_slice(bytes);
+    let crc = crc32fast::hash(record.get(8..).unwrap_or_default());
+    if let Some(slot) = record.get_mut(4..8) {
+        slot.copy_from_slice(&crc.to_le_bytes());
+    }
     record
 }
 
