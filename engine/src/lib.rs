@@ -81,6 +81,7 @@ pub mod privileges;
 pub mod provider;
 pub mod rights;
 pub mod roles;
+pub mod row_locks;
 pub mod runtimes;
 pub mod sequence;
 pub mod session;

@@ -56,8 +56,10 @@ impl std::fmt::Debug for Session {
 /// Its temporary tables go too.
 impl Drop for Session {
     fn drop(&mut self) {
-        let staged = self.block.staging().has_writes().then(|| self.block.staging().clone());
         let db = self.query.db.clone();
+        // Its row locks go at once: nothing else of the block can run.
+        self.block.staging().release_rows(&db);
+        let staged = self.block.staging().has_writes().then(|| self.block.staging().clone());
         let temporary = self.temporary.exists(&db.catalog.current()).then(|| self.temporary.schema().to_string());
         if staged.is_none() && temporary.is_none() {
             return;
@@ -332,7 +334,7 @@ impl Session {
     pub async fn copy_begin(&self, table: &str, control: Arc<StatementControl>) -> Result<StagedCopy> {
         self.block.admit_write("COPY FROM")?;
         let table = self.qualify_text(table)?;
-        self.set_staging_mode(true);
+        self.begin_statement(true);
         let begun = self.query.copy_begin(&table, control).await;
         self.block.staging().set_mode(crate::staging::Mode::Off);
         if begun.is_err() {
@@ -485,7 +487,7 @@ impl Session {
                 return Err(e);
             }
         }
-        self.set_staging_mode(staged);
+        self.begin_statement(staged);
         // An autocommit query or DML that lost its commit to a concurrent one runs again on the
         // newer snapshot, as PostgreSQL's READ COMMITTED reads a row that changed under an
         // UPDATE anew: nothing of it was committed or sent. (In a block, COMMIT reports 40001.)
@@ -581,12 +583,22 @@ impl Session {
 
     /// How the next statement uses the block's staged tables (`staged`: it is a query or DML).
     fn set_staging_mode(&self, staged: bool) {
-        let mode = match (self.block.in_block(), staged) {
+        self.block.staging().set_mode(self.staging_mode(staged));
+    }
+
+    /// [`Session::set_staging_mode`] for a statement that starts now: at READ COMMITTED, it
+    /// reads the tables the block has not written anew (see [`crate::staging::Staging::begin_statement`]).
+    /// Not for what continues a statement (a COPY's commit) or only plans one.
+    fn begin_statement(&self, staged: bool) {
+        self.block.staging().begin_statement(self.staging_mode(staged), self.block.isolation());
+    }
+
+    fn staging_mode(&self, staged: bool) -> crate::staging::Mode {
+        match (self.block.in_block(), staged) {
             (false, _) => crate::staging::Mode::Off,
             (true, true) => crate::staging::Mode::Stage,
             (true, false) => crate::staging::Mode::Immediate,
-        };
-        self.block.staging().set_mode(mode);
+        }
     }
 
     /// Runs a statement the transaction block admitted.
@@ -710,7 +722,7 @@ impl Session {
             return Err(Error::ReadOnly(format!("this role is read-only and cannot write to {table}")));
         }
         self.block.admit_write("INSERT")?;
-        self.set_staging_mode(true);
+        self.begin_statement(true);
         let result = async {
             self.query.db.catalog.refresh().await?;
             self.query.clear_statement_state();

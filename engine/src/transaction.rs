@@ -40,9 +40,10 @@ pub struct TransactionBlock {
     /// `default_transaction_read_only`: blocks begin READ ONLY unless they say READ WRITE, and a
     /// write outside a block is refused too (its implicit transaction is read-only).
     default_read_only: std::sync::atomic::AtomicBool,
-    /// `default_transaction_isolation` is `serializable`: blocks (and the implicit transaction
-    /// of a statement that writes) are [`Isolation::Serializable`] unless they say otherwise.
-    default_serializable: std::sync::atomic::AtomicBool,
+    /// `default_transaction_isolation`: blocks' level unless they say otherwise. Under
+    /// [`Isolation::Serializable`], the implicit transaction of a statement that writes is
+    /// serializable too.
+    default_isolation: Mutex<Isolation>,
     /// The tables the block read and wrote, through staged handles.
     staging: Arc<Staging>,
     /// Temporary relations a ROLLBACK (or ROLLBACK TO) undid the creation of: the session drops
@@ -311,16 +312,12 @@ impl TransactionBlock {
 
     /// Sets `default_transaction_isolation`.
     pub fn set_default_isolation(&self, isolation: Isolation) {
-        let serializable = isolation == Isolation::Serializable;
-        self.default_serializable.store(serializable, std::sync::atomic::Ordering::Relaxed);
+        *self.default_isolation.lock().unwrap_or_else(|p| p.into_inner()) = isolation;
     }
 
     /// `default_transaction_isolation`, as provided.
     pub fn default_isolation(&self) -> Isolation {
-        match self.default_serializable.load(std::sync::atomic::Ordering::Relaxed) {
-            true => Isolation::Serializable,
-            false => Isolation::RepeatableRead,
-        }
+        *self.default_isolation.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// `transaction_isolation`: the block's level, or the default outside one.

@@ -38,6 +38,9 @@ pub struct DatabaseOptions {
     /// Whether events are recorded at all (on by default; off only to measure what the event
     /// log costs: `sluice.events` then stays empty).
     pub event_log: bool,
+    /// The longest a READ COMMITTED statement waits for another block's row lock before it goes
+    /// on without it (default [`crate::row_locks::WAIT_MAX`]; see [`crate::row_locks`]).
+    pub row_lock_wait: std::time::Duration,
 }
 
 /// The default of [`DatabaseOptions::transaction_bytes_max`]: 4 GiB.
@@ -53,6 +56,7 @@ impl Default for DatabaseOptions {
             transaction_bytes_max: TRANSACTION_BYTES_MAX_DEFAULT,
             event_retention_ms: crate::events::RETENTION_MS_DEFAULT,
             event_log: true,
+            row_lock_wait: crate::row_locks::WAIT_MAX,
         }
     }
 }
@@ -92,6 +96,8 @@ pub struct Warehouse {
     /// Held by the COMMIT of a serializable transaction from its checks to its last commit
     /// (see `crate::staging::Staging::commit`).
     pub(crate) serializable_commits: tokio::sync::Mutex<()>,
+    /// The row locks of READ COMMITTED blocks (see [`crate::row_locks`]).
+    pub(crate) row_locks: crate::row_locks::RowLocks,
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
@@ -146,6 +152,7 @@ impl Warehouse {
             wake: Default::default(),
             commit_gate: Default::default(),
             serializable_commits: Default::default(),
+            row_locks: Default::default(),
         }))
     }
 

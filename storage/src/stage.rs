@@ -137,6 +137,11 @@ impl Table {
         self.stage().map(|s| lock(s).base.version())
     }
 
+    /// The snapshot a staged handle's commits are staged on.
+    pub fn stage_base(&self) -> Option<Arc<Snapshot>> {
+        self.stage().map(|s| lock(s).base.clone())
+    }
+
     /// How many commits a staged handle holds (a savepoint's mark).
     pub fn stage_mark(&self) -> usize {
         self.stage().map_or(0, |s| lock(s).commits.len())

@@ -674,6 +674,16 @@ impl QueryContext {
         &self,
         delete: Delete,
     ) -> Result<(StatementResult, Vec<super::references::Cascade>)> {
+        for _ in 0..RERUNS_MAX {
+            if let Some(done) = self.delete_once(delete.clone()).await? {
+                return Ok(done);
+            }
+        }
+        Err(rows_kept_changing())
+    }
+
+    /// [`QueryContext::delete_rows`] once; `None`: it waited for a row lock and runs again.
+    async fn delete_once(&self, delete: Delete) -> Result<Option<(StatementResult, Vec<super::references::Cascade>)>> {
         if delete.limit.is_some() || !delete.order_by.is_empty() {
             return Err(Error::NotSupported("DELETE with ORDER BY or LIMIT".into()));
         }
@@ -700,6 +710,9 @@ impl QueryContext {
         let batches = self.collect_built(select_query(projection, from, delete.selection.clone())?).await?;
         let first = if select_old { target.snapshot.arrow_schema().fields().len() } else { 0 };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, false)?;
+        if self.lock_rows(&target, &deleted).await? {
+            return Ok(None);
+        }
         if let Some(items) = &delete.returning {
             let schema = target.snapshot.arrow_schema();
             self.returning(schema, vec![], alias.clone(), items.clone()).await?;
@@ -729,12 +742,22 @@ impl QueryContext {
             let rows = distinct_rows(old_rows(&target, &batches, 0)?, &batches, first)?;
             let schema = target.snapshot.arrow_schema();
             let (schema, batches) = self.returning(schema, rows, alias, items).await?;
-            return Ok((StatementResult::Returned { tag: format!("DELETE {count}"), schema, batches }, pending));
+            return Ok(Some((StatementResult::Returned { tag: format!("DELETE {count}"), schema, batches }, pending)));
         }
-        Ok((StatementResult::count("DELETE", count), pending))
+        Ok(Some((StatementResult::count("DELETE", count), pending)))
     }
 
     pub(crate) async fn update_statement(&self, update: Update) -> Result<StatementResult> {
+        for _ in 0..RERUNS_MAX {
+            if let Some(done) = self.update_once(update.clone()).await? {
+                return Ok(done);
+            }
+        }
+        Err(rows_kept_changing())
+    }
+
+    /// [`QueryContext::update_statement`] once; `None`: it waited for a row lock and runs again.
+    async fn update_once(&self, update: Update) -> Result<Option<StatementResult>> {
         if update.limit.is_some() {
             return Err(Error::NotSupported("UPDATE with LIMIT".into()));
         }
@@ -782,6 +805,9 @@ impl QueryContext {
         let columns = target.snapshot.schema().fields.len();
         let first = if hand_over { columns + target.snapshot.arrow_schema().fields().len() } else { columns };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, true)?;
+        if self.lock_rows(&target, &deleted).await? {
+            return Ok(None);
+        }
         let mut inserted = Vec::new();
         for batch in &batches {
             let values = batch.project(&(0..columns).collect::<Vec<_>>())?;
@@ -829,9 +855,39 @@ impl QueryContext {
         if let Some(items) = update.returning {
             let schema = target.snapshot.arrow_schema();
             let (schema, batches) = self.returning(schema, inserted, alias, items).await?;
-            return Ok(StatementResult::Returned { tag: format!("UPDATE {count}"), schema, batches });
+            return Ok(Some(StatementResult::Returned { tag: format!("UPDATE {count}"), schema, batches }));
         }
-        Ok(StatementResult::count("UPDATE", count))
+        Ok(Some(StatementResult::count("UPDATE", count)))
+    }
+
+    /// At READ COMMITTED in a block: locks the keys of the rows `deleted` (by file) of a keyed
+    /// table, which an UPDATE or DELETE is about to change (see [`crate::row_locks`]). Returns
+    /// true when the rows may have changed since the statement read them (it took one from
+    /// another block, which has ended, or another transaction committed a change of one since
+    /// the version the statement read): the statement must then run again on the table's latest
+    /// version (prepared here). Nothing of the statement was staged yet.
+    async fn lock_rows(&self, target: &Target, deleted: &[(Arc<Add>, RoaringTreemap)]) -> Result<bool> {
+        if !target.table.is_staged() || !self.staging.read_committed() || deleted.is_empty() {
+            return Ok(false);
+        }
+        let keys = {
+            let guard = self.lock_keys(target).await?;
+            let Some(index) = guard.unique_indexes().first().copied() else { return Ok(false) };
+            guard.keys_in_rows(index, &by_path_rows(deleted))
+        };
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let wait = self.db.options.row_lock_wait;
+        let taken = self.db.row_locks.lock(self.staging.owner(), &target.entry.id, keys, wait).await;
+        // Locked without a wait: their last holder may still have committed after the statement
+        // read them.
+        if !taken && !self.staging.rows_changed_since_read(&target.entry.id, deleted).await? {
+            return Ok(false);
+        }
+        self.staging.refresh_for_rerun(&target.entry.id).await?;
+        self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+        Ok(true)
     }
 
     pub(crate) async fn merge_statement(&self, merge: Merge) -> Result<StatementResult> {
@@ -1158,6 +1214,17 @@ fn check_width(width: usize, targets: usize, implicit: bool) -> Result<()> {
         return Err(Error::data("42601", "INSERT has more target columns than expressions"));
     }
     Ok(())
+}
+
+/// How many times an UPDATE or DELETE runs again after waiting for row locks (each time, the
+/// rows it found had moved on to other holders) before it gives up with 40001.
+const RERUNS_MAX: usize = 8;
+
+fn rows_kept_changing() -> Error {
+    Error::SerializationFailure(format!(
+        "could not serialize access: the rows of the statement changed under it {RERUNS_MAX} times while it waited \
+         for their locks"
+    ))
 }
 
 /// Rows a mutation deletes, by file path.

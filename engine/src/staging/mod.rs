@@ -18,6 +18,17 @@
 //! a statement may not touch a table the block has written (it would not see the staged rows,
 //! and its commit would make the block's conflict at COMMIT): 0A000.
 //!
+//! Isolation ([`isolation::Isolation`]): at REPEATABLE READ and SERIALIZABLE the block reads
+//! every table as of one moment of the commit clock, taken when it first touched a table. At
+//! READ COMMITTED (the default, as in PostgreSQL) each query or DML statement forgets the tables
+//! the block has only read ([`Staging::begin_statement`]), so it reads them anew at its own
+//! moment; a table the block has written stays on the version its writes were staged on. An
+//! UPDATE or DELETE of a keyed table locks the keys of the rows it changes
+//! ([`crate::row_locks`]); when it took a row from a block that held it, that block has ended, and
+//! the statement runs again on the table's latest version ([`Staging::refresh_for_rerun`]: a
+//! table the block wrote in one earlier statement has its staged commit moved onto that version,
+//! as at COMMIT; one written in more than one is 40001). Locks go when the block ends.
+//!
 //! Keys: a keyed table written in a block gets the block's own copy of its key index (a
 //! copy-on-write one: it costs what the block writes), caught up with the staged snapshot, so a
 //! duplicate is refused (23505) by the statement that makes it and ON CONFLICT sees the block's
@@ -77,6 +88,8 @@ pub struct Staging {
     /// What the block's foreign key checks found in other sessions' rows, checked again at
     /// COMMIT.
     relied: Mutex<Vec<Reliance>>,
+    /// The block's id among the holders of row locks ([`crate::row_locks`]).
+    owner: std::sync::OnceLock<u64>,
 }
 
 /// What a foreign key check in a block relied on in rows the block did not write. Other
@@ -108,8 +121,12 @@ struct State {
     /// By table id.
     tables: BTreeMap<String, StagedTable>,
     /// The commit clock when the block first read or wrote a table: every table it reads is
-    /// read as of that moment (one snapshot for the block, as PostgreSQL's REPEATABLE READ).
+    /// read as of that moment (one snapshot for the block, as PostgreSQL's REPEATABLE READ). At
+    /// READ COMMITTED, the moment the running statement first read a table.
     clock: Option<u64>,
+    /// The block is READ COMMITTED: each statement reads the tables the block has not written
+    /// anew, and UPDATE and DELETE lock the rows they change.
+    read_committed: bool,
 }
 
 struct StagedTable {
@@ -137,6 +154,13 @@ pub struct Mark {
 
 fn lock(staging: &Staging) -> std::sync::MutexGuard<'_, State> {
     staging.state.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// A READ COMMITTED statement's start: the tables the block has not written are forgotten, so
+/// that the statement reads them anew, at a new moment of the commit clock.
+fn forget_reads(state: &mut State) {
+    state.clock = None;
+    state.tables.retain(|_, t| t.staged.has_staged_commits());
 }
 
 fn lock_catalog(staging: &Staging) -> std::sync::MutexGuard<'_, CatalogChanges> {
@@ -182,6 +206,100 @@ impl Staging {
     /// Sets how the next statement uses the staged tables.
     pub fn set_mode(&self, mode: Mode) {
         lock(self).mode = mode;
+    }
+
+    /// Sets how the next statement uses the staged tables, in a block of `isolation`: at READ
+    /// COMMITTED, a query or DML reads the tables the block has not written as of its own start.
+    pub fn begin_statement(&self, mode: Mode, isolation: isolation::Isolation) {
+        let mut state = lock(self);
+        state.mode = mode;
+        state.read_committed = isolation == isolation::Isolation::ReadCommitted;
+        if mode == Mode::Stage && state.read_committed {
+            forget_reads(&mut state);
+        }
+    }
+
+    /// Whether the running statement is a READ COMMITTED block's query or DML.
+    pub fn read_committed(&self) -> bool {
+        let state = lock(self);
+        state.read_committed && state.mode == Mode::Stage
+    }
+
+    /// The block's id among the holders of row locks.
+    pub fn owner(&self) -> u64 {
+        *self.owner.get_or_init(crate::row_locks::new_owner)
+    }
+
+    /// Releases the row locks the block holds ([`crate::row_locks`]).
+    pub fn release_rows(&self, db: &Warehouse) {
+        if let Some(owner) = self.owner.get() {
+            db.row_locks.release(*owner);
+        }
+    }
+
+    /// Whether another transaction committed a change of any of `rows` (by file, as a statement
+    /// read them through the block's handle on table `id`) after the version the block reads the
+    /// table at: a READ COMMITTED statement that then locked them without waiting read them
+    /// before their last holder committed, and must run again.
+    pub async fn rows_changed_since_read(
+        &self,
+        id: &str,
+        rows: &[(Arc<sluice_storage::actions::Add>, roaring::RoaringTreemap)],
+    ) -> Result<bool> {
+        let Some((real, staged)) = lock(self).tables.get(id).map(|t| (t.real.clone(), t.staged.clone())) else {
+            return Ok(false);
+        };
+        let Some(base) = staged.stage_base() else { return Ok(false) };
+        // This process's commits: the ones whose writers held the row locks.
+        let latest = real.cached_snapshot();
+        if latest.version() <= base.version() {
+            return Ok(false);
+        }
+        for (add, wanted) in rows {
+            let Some(then) = base.file_by_path(&add.path) else { continue }; // the block's own file
+            let Some(now) = latest.file_by_path(&add.path) else { return Ok(true) }; // rewritten
+            if now.key() == then.key() {
+                continue;
+            }
+            let Some(dv) = &now.deletion_vector else { continue };
+            let deleted = sluice_storage::scan::read_dv(real.store(), dv, &now.path).await?;
+            if !(wanted & &deleted).is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Prepares a READ COMMITTED statement to run again after it took a row lock from another
+    /// block or found its rows changed ([`Staging::rows_changed_since_read`]): the tables
+    /// the block has not written are read anew, and the table with id `id` moves to its latest
+    /// version with the block's writes to it (40001 when they cannot move: a row another
+    /// transaction changed too, or writes of more than one statement).
+    pub async fn refresh_for_rerun(&self, id: &str) -> Result<()> {
+        let staged = {
+            let mut state = lock(self);
+            forget_reads(&mut state);
+            state.tables.get(id).map(|t| (t.real.clone(), t.staged.clone(), t.key.clone()))
+        };
+        let Some((real, staged, name)) = staged else { return Ok(()) };
+        let latest = real.snapshot().await?;
+        let refused = |why: &str| {
+            Err(Error::SerializationFailure(format!(
+                "could not serialize access due to concurrent update of {name}: the block waited for a row \
+                 lock and {why}"
+            )))
+        };
+        if staged.stage_base_version().is_some_and(|base| base >= latest.version()) {
+            return Ok(());
+        }
+        if staged.stage_mark() > 1 {
+            return refused("had written the table in more than one statement");
+        }
+        match real.rebase_stage(&staged, &latest).await? {
+            Rebase::Rebased { .. } => Ok(()),
+            Rebase::Unchanged => refused("its writes to the table cannot move to the table's latest version"),
+            Rebase::Conflict(conflict) => refused(&format!("a row it changed changed too ({conflict})")),
+        }
     }
 
     /// The handle the running statement uses for `entry`'s table (`real`: the shared one).
@@ -407,6 +525,7 @@ impl Staging {
     /// Forgets every staged table, deleting the files the block wrote (ROLLBACK, or a session
     /// that ends in a block).
     pub async fn discard(&self, db: &Warehouse) {
+        self.release_rows(db);
         self.relied.lock().unwrap_or_else(|p| p.into_inner()).clear();
         lock(self).clock = None;
         let tables = std::mem::take(&mut lock(self).tables);
@@ -420,6 +539,15 @@ impl Staging {
     /// Commits the block's writes (see the module docs); the staged tables are forgotten
     /// whatever the outcome.
     pub async fn commit(&self, db: &Warehouse, isolation: isolation::Isolation) -> Result<()> {
+        // The block's row locks go when it ends, whatever the outcome (once its commits are
+        // visible: a waiter then reads them).
+        struct Release<'a>(&'a Staging, &'a Warehouse);
+        impl Drop for Release<'_> {
+            fn drop(&mut self) {
+                self.0.release_rows(self.1);
+            }
+        }
+        let _release = Release(self, db);
         lock(self).clock = None;
         let tables: Vec<(String, StagedTable)> = std::mem::take(&mut lock(self).tables).into_iter().collect();
         let catalog = std::mem::take(&mut *lock_catalog(self));

@@ -235,7 +235,9 @@ async fn views_survive_a_restart_and_show_a_blocks_rows() {
 /// that read the table by a scan, do not.
 #[tokio::test]
 async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
-    let db = Database::open("memory://row-level").await.unwrap();
+    // A short wait for the rows a block left idle holds (READ COMMITTED's row locks).
+    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_millis(100), ..Default::default() };
+    let db = Database::open_with("memory://row-level", options).await.unwrap();
     db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 0), (2, 0), (3, 0)")
         .await
         .unwrap();
@@ -251,7 +253,8 @@ async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
     a.execute("COMMIT").await.unwrap();
     assert_eq!(all(&db).await, vec!["1:2", "2:10", "4:0"]);
 
-    // The same row: the later COMMIT fails, and what the earlier wrote stays.
+    // The same row: the later COMMIT fails, and what the earlier wrote stays (the later UPDATE
+    // waited for the row until the wait ran out).
     a.execute("BEGIN; UPDATE acc SET v = 100 WHERE id = 4").await.unwrap();
     b.execute("BEGIN; UPDATE acc SET v = 200 WHERE id = 4; COMMIT").await.unwrap();
     let err = a.execute("COMMIT").await.unwrap_err();
@@ -272,18 +275,25 @@ async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
     let err = a.execute("COMMIT").await.unwrap_err();
     assert_eq!(err.sqlstate(), "40001", "{err}");
 
-    // A block that read the whole table (its sum) conflicts with any change to it.
-    a.execute("BEGIN; SELECT sum(v) FROM acc; UPDATE acc SET v = v + 1 WHERE id = 1").await.unwrap();
+    // A REPEATABLE READ block that read the whole table (its sum) conflicts with any change to
+    // it; at READ COMMITTED, only the statement that read it depended on it.
+    a.execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT sum(v) FROM acc; UPDATE acc SET v = v + 1 WHERE id = 1")
+        .await
+        .unwrap();
     b.execute("UPDATE acc SET v = v + 1 WHERE id = 2").await.unwrap();
     let err = a.execute("COMMIT").await.unwrap_err();
     assert_eq!(err.sqlstate(), "40001", "{err}");
     assert_eq!(all(&db).await, vec!["1:2", "2:11", "4:200"]);
+    a.execute("BEGIN; SELECT sum(v) FROM acc; UPDATE acc SET v = v + 1 WHERE id = 1").await.unwrap();
+    b.execute("UPDATE acc SET v = v - 1 WHERE id = 2").await.unwrap();
+    a.execute("UPDATE acc SET v = v - 1 WHERE id = 1; COMMIT").await.unwrap();
+    assert_eq!(all(&db).await, vec!["1:2", "2:10", "4:200"]);
 
     // An autocommit statement between: the block still commits, and sees its own row after.
     a.execute("BEGIN; UPDATE acc SET v = 7 WHERE id = 1").await.unwrap();
     db.execute("INSERT INTO acc VALUES (6, 6); UPDATE acc SET v = 0 WHERE id = 4").await.unwrap();
     a.execute("COMMIT").await.unwrap();
-    assert_eq!(all(&db).await, vec!["1:7", "2:11", "4:0", "6:6"]);
+    assert_eq!(all(&db).await, vec!["1:7", "2:10", "4:0", "6:6"]);
     // The key index is right after the moved commits: a duplicate is still refused.
     let err = db.execute("INSERT INTO acc VALUES (1, 0)").await.unwrap_err();
     assert_eq!(err.sqlstate(), "23505", "{err}");
@@ -546,7 +556,7 @@ async fn select_for_update_fails_the_commit_when_another_changed_the_table() {
     assert_eq!(err.sqlstate(), "0A000", "{err}");
 }
 
-/// A block reads every table as of one moment (PostgreSQL's REPEATABLE READ): a table it first
+/// A REPEATABLE READ block reads every table as of one moment: a table it first
 /// reads after another session committed to it is read without that commit, also when that
 /// commit wrote two tables, one of which the block had read already; its own writes are seen,
 /// and writing a row the other changed since is a 40001 at COMMIT.
@@ -560,7 +570,7 @@ async fn a_block_reads_every_table_as_of_its_first_statement() {
     .await
     .unwrap();
     let (a, b) = (db.session(), db.session());
-    a.execute("BEGIN").await.unwrap();
+    a.execute("BEGIN ISOLATION LEVEL REPEATABLE READ").await.unwrap();
     assert_eq!(rows(&a.query("SELECT sum(v) FROM ta").await.unwrap()), vec!["100"]);
     // A transfer from ta to tb in one commit, and a row into tc, after the block's first read.
     b.execute("BEGIN; UPDATE ta SET v = v - 30 WHERE id = 1; UPDATE tb SET v = v + 30 WHERE id = 1; COMMIT")
@@ -581,6 +591,94 @@ async fn a_block_reads_every_table_as_of_its_first_statement() {
     b.execute("INSERT INTO tc VALUES (4)").await.unwrap();
     a.execute("INSERT INTO tc VALUES (5); COMMIT").await.unwrap();
     assert_eq!(rows(&db.query("SELECT count(*) FROM tc").await.unwrap()), vec!["4"]);
+}
+
+/// READ COMMITTED, PostgreSQL's default: each statement of a block reads what others committed
+/// before it started (a commit to two tables wholly or not at all), and an UPDATE of a row that
+/// another block changed waits until that block ends, then changes the row as that block left
+/// it: neither fails, and no update is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn read_committed_blocks_wait_for_the_rows_another_changed() {
+    // A long wait, so that the test does not depend on how fast this machine is.
+    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_secs(60), ..Default::default() };
+    let db = Database::open_with("memory://read-committed", options).await.unwrap();
+    db.execute(
+        "CREATE TABLE ta (id bigint PRIMARY KEY, v bigint); CREATE TABLE tb (id bigint PRIMARY KEY, v bigint); \
+         INSERT INTO ta VALUES (1, 100), (2, 0); INSERT INTO tb VALUES (1, 0)",
+    )
+    .await
+    .unwrap();
+    let (a, b) = (db.session(), db.session());
+    assert_eq!(a.isolation(), sluice::transaction::Isolation::ReadCommitted);
+    a.execute("BEGIN").await.unwrap();
+    let sums = "SELECT (SELECT sum(v) FROM ta) || ' ' || (SELECT sum(v) FROM tb)";
+    assert_eq!(rows(&a.query(sums).await.unwrap()), vec!["100 0"]);
+    b.execute("BEGIN; UPDATE ta SET v = v - 30 WHERE id = 1; UPDATE tb SET v = v + 30 WHERE id = 1; COMMIT")
+        .await
+        .unwrap();
+    // The next statement sees the transfer.
+    assert_eq!(rows(&a.query(sums).await.unwrap()), vec!["70 30"]);
+    assert_eq!(rows(&a.query("SELECT v FROM tb WHERE id = 1").await.unwrap()), vec!["30"]);
+    // a changes row 1 of ta and holds it; b's change of the same row waits for a's COMMIT.
+    a.execute("UPDATE ta SET v = v + 1 WHERE id = 1").await.unwrap();
+    let waiter = tokio::spawn(async move {
+        b.execute("BEGIN; UPDATE ta SET v = v * 2 WHERE id = 1; UPDATE ta SET v = v + 5 WHERE id = 2").await.unwrap();
+        let seen = rows(&b.query("SELECT v FROM ta ORDER BY id").await.unwrap());
+        b.execute("COMMIT").await.unwrap();
+        seen
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiter.is_finished(), "b's UPDATE waits for the row a holds");
+    a.execute("UPDATE tb SET v = v - 1 WHERE id = 1; COMMIT").await.unwrap();
+    // b doubled the row as a left it (71), not as b first read it (70).
+    assert_eq!(waiter.await.unwrap(), vec!["142", "5"]);
+    let all = rows(&db.query("SELECT id || ':' || v FROM ta ORDER BY id").await.unwrap());
+    assert_eq!(all, vec!["1:142", "2:5"]);
+    assert_eq!(rows(&db.query("SELECT v FROM tb").await.unwrap()), vec!["29"]);
+    // A table the block wrote is read as of the version its writes are staged on; a row that a
+    // writer outside a block changed since is read anew when the block changes it (the UPDATE
+    // runs again on the latest version, with the block's write moved onto it): the block
+    // commits, and neither update is lost.
+    a.execute("BEGIN; UPDATE ta SET v = v + 1 WHERE id = 2").await.unwrap();
+    db.execute("UPDATE ta SET v = v + 100 WHERE id = 1").await.unwrap();
+    a.execute("UPDATE ta SET v = v + 1 WHERE id = 1; COMMIT").await.unwrap();
+    let all = rows(&db.query("SELECT id || ':' || v FROM ta ORDER BY id").await.unwrap());
+    assert_eq!(all, vec!["1:243", "2:6"]);
+}
+
+/// A block left idle holds the rows it changed only for `row_lock_wait`: another block's UPDATE
+/// of one of them then goes on, the first to commit wins and the other's COMMIT is 40001. Two
+/// blocks that wait for each other's rows (PostgreSQL's deadlock) end the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn row_locks_of_an_idle_block_or_a_deadlock_hold_nobody_up_for_long() {
+    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_millis(200), ..Default::default() };
+    let db = Database::open_with("memory://idle-holder", options).await.unwrap();
+    db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 0), (2, 0)")
+        .await
+        .unwrap();
+    let (a, b) = (db.session(), db.session());
+    a.execute("BEGIN; UPDATE acc SET v = 1 WHERE id = 1").await.unwrap();
+    let started = Instant::now();
+    b.execute("BEGIN; UPDATE acc SET v = 2 WHERE id = 1; COMMIT").await.unwrap();
+    assert!(started.elapsed() >= Duration::from_millis(200), "b waited for a's row first");
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    // Each holds one row and asks for the other's.
+    a.execute("BEGIN; UPDATE acc SET v = 10 WHERE id = 1").await.unwrap();
+    b.execute("BEGIN; UPDATE acc SET v = 20 WHERE id = 2").await.unwrap();
+    let (a, b) = (Arc::new(a), Arc::new(b));
+    let first = {
+        let a = a.clone();
+        tokio::spawn(async move { a.execute("UPDATE acc SET v = 11 WHERE id = 2").await.map(|_| ()) })
+    };
+    b.execute("UPDATE acc SET v = 21 WHERE id = 1").await.unwrap();
+    first.await.unwrap().unwrap();
+    eprintln!("b sees {:?}", rows(&b.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()));
+    eprintln!("a sees {:?}", rows(&a.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()));
+    b.execute("COMMIT").await.unwrap();
+    let err = a.execute("COMMIT").await.unwrap_err();
+    assert_eq!(err.sqlstate(), "40001", "{err}");
+    assert_eq!(rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()), vec!["1:21", "2:20"]);
 }
 
 /// The sums of ta and tb and the rows of tc, as a session reads them.
@@ -609,9 +707,12 @@ async fn serializable_blocks_that_read_what_the_other_wrote_cannot_both_commit()
     };
     let (s, t) = (db.session(), db.session());
 
-    // REPEATABLE READ (the default): the write skew commits, as in PostgreSQL.
+    // READ COMMITTED (the default) and REPEATABLE READ: the write skew commits, as in PostgreSQL.
     s.execute("BEGIN; SELECT sum(v) FROM a; INSERT INTO b VALUES (2, 1)").await.unwrap();
-    t.execute("BEGIN; SELECT sum(v) FROM b; INSERT INTO a VALUES (2, 1)").await.unwrap();
+    t.execute("BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT sum(v) FROM b; INSERT INTO a VALUES (2, 1)")
+        .await
+        .unwrap();
+    assert_eq!(t.isolation().name(), "repeatable read");
     s.execute("COMMIT").await.unwrap();
     t.execute("COMMIT").await.unwrap();
     assert_eq!((sum(&db, "a").await, sum(&db, "b").await), (vec!["11".to_string()], vec!["21".to_string()]));
@@ -644,7 +745,7 @@ async fn serializable_blocks_that_read_what_the_other_wrote_cannot_both_commit()
     let err = s.execute("BEGIN; SAVEPOINT p; SET TRANSACTION ISOLATION LEVEL SERIALIZABLE").await.unwrap_err();
     assert_eq!(err.sqlstate(), "25001", "{err}");
     s.execute("ROLLBACK").await.unwrap();
-    assert_eq!(s.isolation().name(), "repeatable read");
+    assert_eq!(s.isolation().name(), "read committed");
 
     // default_transaction_isolation = serializable: blocks and autocommit writes are serializable.
     s.set_default_isolation(sluice::transaction::Isolation::Serializable);

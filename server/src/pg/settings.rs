@@ -320,7 +320,7 @@ fn zone_name(value: &str) -> Option<&'static str> {
 }
 
 /// The isolation level Sluice gives transactions by default, as PostgreSQL names it.
-const PROVIDED_ISOLATION: &str = "repeatable read";
+const PROVIDED_ISOLATION: &str = "read committed";
 
 /// Whether `name` is `transaction_isolation` (SET's spellings of it).
 pub fn is_transaction_isolation(name: &str) -> bool {
@@ -347,8 +347,8 @@ fn normalize_value(key: &str, value: &str) -> String {
     match key {
         "timezone" if value.eq_ignore_ascii_case("local") || value.eq_ignore_ascii_case("default") => "UTC".into(),
         "timezone" => zone_name(&value).map(str::to_string).unwrap_or(value),
-        // The level reported is the one provided, not the one asked for: READ UNCOMMITTED and
-        // READ COMMITTED get REPEATABLE READ (sluice::transaction::Isolation).
+        // The level reported is the one provided, not the one asked for: READ UNCOMMITTED gets
+        // READ COMMITTED (sluice::transaction::Isolation).
         "transaction_isolation" | "default_transaction_isolation" => {
             sluice::transaction::Isolation::named(&value).name().into()
         }
@@ -387,10 +387,12 @@ mod tests {
         assert_eq!(settings.set("extra_float_digits", "3"), None);
         assert_eq!(settings.set("TIME ZONE", "'Europe/Paris'"), Some("TimeZone".into()));
         assert_eq!(settings.get("timezone"), Some("Europe/Paris"));
-        // The isolation level reported is the one Sluice provides, whatever was asked for.
-        assert_eq!(settings.get("transaction_isolation"), Some("repeatable read"));
-        settings.set("default_transaction_isolation", "'read committed'");
+        // The isolation level reported is the one Sluice provides for what was asked.
+        assert_eq!(settings.get("transaction_isolation"), Some("read committed"));
+        settings.set("default_transaction_isolation", "'Repeatable Read'");
         assert_eq!(settings.get("default_transaction_isolation"), Some("repeatable read"));
+        settings.set("default_transaction_isolation", "'read uncommitted'");
+        assert_eq!(settings.get("default_transaction_isolation"), Some("read committed"));
         settings.set("default_transaction_isolation", "'SERIALIZABLE'");
         assert_eq!(settings.get("default_transaction_isolation"), Some("serializable"));
         settings.set("statement_timeout", "2s");

@@ -454,8 +454,18 @@ CLOSE cur_before_held;
 DROP TABLE cur_rows;
 
 -- Isolation levels: PostgreSQL's four names are accepted in any case (Sluice gives READ
--- UNCOMMITTED and READ COMMITTED REPEATABLE READ and reports that, so no SHOW of them here),
--- anything else is 22023 (SET, set_config) or a syntax error.
+-- UNCOMMITTED READ COMMITTED and reports that, so no SHOW of it here), anything else is 22023
+-- (SET, set_config) or a syntax error. READ COMMITTED is the default, in and out of a block.
+SELECT current_setting('transaction_isolation') AS outside_a_block;
+SELECT current_setting('default_transaction_isolation') AS the_default;
+/* level: default */ BEGIN;
+SELECT current_setting('transaction_isolation') AS in_a_block;
+/* level: default */ COMMIT;
+/* level: asked */ BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT current_setting('transaction_isolation') AS as_asked;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+SELECT current_setting('transaction_isolation') AS set_again;
+/* level: asked */ COMMIT;
 SET default_transaction_isolation = 'nonsense';
 SET default_transaction_isolation TO 'Serializable';
 SET default_transaction_isolation = 'read  committed';
