@@ -875,7 +875,9 @@ impl QueryContext {
             let Some(index) = guard.unique_indexes().first().copied() else { return Ok(false) };
             guard.keys_in_rows(index, &by_path_rows(deleted))
         };
-        if keys.is_empty() {
+        // A statement that changes many rows takes no row locks (memory stays bounded): its
+        // conflicts are found at COMMIT, as at REPEATABLE READ.
+        if keys.is_empty() || keys.len() > ROW_LOCKS_PER_STATEMENT_MAX {
             return Ok(false);
         }
         let wait = self.db.options.row_lock_wait;
@@ -1215,6 +1217,10 @@ fn check_width(width: usize, targets: usize, implicit: bool) -> Result<()> {
     }
     Ok(())
 }
+
+/// The most rows an UPDATE or DELETE in a READ COMMITTED block locks (see
+/// [`QueryContext::lock_rows`]).
+const ROW_LOCKS_PER_STATEMENT_MAX: usize = 10_000;
 
 /// How many times an UPDATE or DELETE runs again after waiting for row locks (each time, the
 /// rows it found had moved on to other holders) before it gives up with 40001.
