@@ -622,9 +622,8 @@ def transactions() -> str:
             "transaction holds waits for it and then changes the row as that transaction left it (Sluice's row locks, "
             "engine/src/row_locks.rs), where until then every block was REPEATABLE READ and its UPDATE of one of the 10 pgbench_branches "
             "rows lost to any transaction that committed that row since the block began: 2.9 TPS with 8 clients and 22 retries on "
-            "2026-12-07 before the change, 49.7 TPS and 8 retries after (the retries left are rows whose lock was free but whose holder "
-            "committed after the statement read them; since then, such a statement reads the row anew and runs again, which the "
-            "measured build did not have yet). "
+            "2026-12-07 before the change, 54.3 TPS and no retry after (a statement whose rows' last holder committed after the "
+            "statement read them reads them anew and runs again; without that, a first build had 49.7 TPS and 8 retries). "
             "Where a one-client transaction's time goes (perf, release, 2026-12-06): about a quarter of the CPU is DataFusion planning each of the five statements anew (analyzer, logical optimizer, physical planner and its optimizer; `create_physical_plan` alone 16%), about 5% catching the key indexes up with each commit (reading back the files it wrote), and the rest spread over writing a one-row Parquet file and a deletion vector per UPDATE, one log entry per table at COMMIT, and the syncs; the server's per-Execute rewrite of the statement (5%) is now done once per prepared statement. A commit's cost no longer grows with the table's file count (persistent snapshots, diffed file sets, a checkpoint every 100 versions): one client holds 60 TPS over 60 s, where it fell from 61 to 37 TPS within 30 s before. With 8 clients the two cores are busy: 8 clients run about 1.5 times one client's rate. Per-statement latencies: `pgbench -r`.")
     return "\n".join(lines) + note
 
