@@ -111,6 +111,11 @@ impl RowLocks {
         holder.released.send_replace(true);
     }
 
+    /// How many rows `owner` holds.
+    pub fn held_by(&self, owner: u64) -> usize {
+        self.state().holders.get(&owner).map_or(0, |h| h.rows.len())
+    }
+
     /// How many rows are locked (for tests and `sluice.locks`-like views).
     pub fn locked_rows(&self) -> usize {
         self.state().rows.len()

@@ -875,13 +875,14 @@ impl QueryContext {
             let Some(index) = guard.unique_indexes().first().copied() else { return Ok(false) };
             guard.keys_in_rows(index, &by_path_rows(deleted))
         };
-        // A statement that changes many rows takes no row locks (memory stays bounded): its
-        // conflicts are found at COMMIT, as at REPEATABLE READ.
-        if keys.is_empty() || keys.len() > ROW_LOCKS_PER_STATEMENT_MAX {
+        // Past that many rows in the block, a statement takes no row locks (memory stays
+        // bounded): its conflicts are found at COMMIT, as at REPEATABLE READ.
+        let owner = self.staging.owner();
+        if keys.is_empty() || keys.len() + self.db.row_locks.held_by(owner) > ROW_LOCKS_PER_BLOCK_MAX {
             return Ok(false);
         }
         let wait = self.db.options.row_lock_wait;
-        let taken = self.db.row_locks.lock(self.staging.owner(), &target.entry.id, keys, wait).await;
+        let taken = self.db.row_locks.lock(owner, &target.entry.id, keys, wait).await;
         // Locked without a wait: their last holder may still have committed after the statement
         // read them.
         if !taken && !self.staging.rows_changed_since_read(&target.entry.id, deleted).await? {
@@ -1218,9 +1219,9 @@ fn check_width(width: usize, targets: usize, implicit: bool) -> Result<()> {
     Ok(())
 }
 
-/// The most rows an UPDATE or DELETE in a READ COMMITTED block locks (see
+/// The most rows the UPDATEs and DELETEs of a READ COMMITTED block lock (see
 /// [`QueryContext::lock_rows`]).
-const ROW_LOCKS_PER_STATEMENT_MAX: usize = 10_000;
+const ROW_LOCKS_PER_BLOCK_MAX: usize = 10_000;
 
 /// How many times an UPDATE or DELETE runs again after waiting for row locks (each time, the
 /// rows it found had moved on to other holders) before it gives up with 40001.

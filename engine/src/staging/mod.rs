@@ -285,20 +285,20 @@ impl Staging {
         let latest = real.snapshot().await?;
         let refused = |why: &str| {
             Err(Error::SerializationFailure(format!(
-                "could not serialize access due to concurrent update of {name}: the block waited for a row \
-                 lock and {why}"
+                "could not serialize access due to concurrent update of {name}: rows the statement changes \
+                 were changed by another transaction since it read them, and {why}"
             )))
         };
         if staged.stage_base_version().is_some_and(|base| base >= latest.version()) {
             return Ok(());
         }
         if staged.stage_mark() > 1 {
-            return refused("had written the table in more than one statement");
+            return refused("the block wrote the table in more than one statement");
         }
         match real.rebase_stage(&staged, &latest).await? {
             Rebase::Rebased { .. } => Ok(()),
-            Rebase::Unchanged => refused("its writes to the table cannot move to the table's latest version"),
-            Rebase::Conflict(conflict) => refused(&format!("a row it changed changed too ({conflict})")),
+            Rebase::Unchanged => refused("the block's writes to the table cannot move to its latest version"),
+            Rebase::Conflict(conflict) => refused(&format!("a row the block changed changed too ({conflict})")),
         }
     }
 

@@ -236,8 +236,7 @@ async fn views_survive_a_restart_and_show_a_blocks_rows() {
 #[tokio::test]
 async fn blocks_that_change_other_rows_of_a_keyed_table_both_commit() {
     // A short wait for the rows a block left idle holds (READ COMMITTED's row locks).
-    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_millis(100), ..Default::default() };
-    let db = Database::open_with("memory://row-level", options).await.unwrap();
+    let db = open_with_row_lock_wait("memory://row-level", Duration::from_millis(100)).await;
     db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 0), (2, 0), (3, 0)")
         .await
         .unwrap();
@@ -600,8 +599,7 @@ async fn a_block_reads_every_table_as_of_its_first_statement() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn read_committed_blocks_wait_for_the_rows_another_changed() {
     // A long wait, so that the test does not depend on how fast this machine is.
-    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_secs(60), ..Default::default() };
-    let db = Database::open_with("memory://read-committed", options).await.unwrap();
+    let db = open_with_row_lock_wait("memory://read-committed", Duration::from_secs(60)).await;
     db.execute(
         "CREATE TABLE ta (id bigint PRIMARY KEY, v bigint); CREATE TABLE tb (id bigint PRIMARY KEY, v bigint); \
          INSERT INTO ta VALUES (1, 100), (2, 0); INSERT INTO tb VALUES (1, 0)",
@@ -651,8 +649,7 @@ async fn read_committed_blocks_wait_for_the_rows_another_changed() {
 /// blocks that wait for each other's rows (PostgreSQL's deadlock) end the same way.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn row_locks_of_an_idle_block_or_a_deadlock_hold_nobody_up_for_long() {
-    let options = sluice::DatabaseOptions { row_lock_wait: Duration::from_millis(200), ..Default::default() };
-    let db = Database::open_with("memory://idle-holder", options).await.unwrap();
+    let db = open_with_row_lock_wait("memory://idle-holder", Duration::from_millis(200)).await;
     db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 0), (2, 0)")
         .await
         .unwrap();
@@ -673,12 +670,16 @@ async fn row_locks_of_an_idle_block_or_a_deadlock_hold_nobody_up_for_long() {
     };
     b.execute("UPDATE acc SET v = 21 WHERE id = 1").await.unwrap();
     first.await.unwrap().unwrap();
-    eprintln!("b sees {:?}", rows(&b.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()));
-    eprintln!("a sees {:?}", rows(&a.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()));
     b.execute("COMMIT").await.unwrap();
     let err = a.execute("COMMIT").await.unwrap_err();
     assert_eq!(err.sqlstate(), "40001", "{err}");
     assert_eq!(rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()), vec!["1:21", "2:20"]);
+}
+
+/// A database whose READ COMMITTED statements wait at most `wait` for a row lock.
+async fn open_with_row_lock_wait(url: &str, wait: Duration) -> Database {
+    let options = sluice::DatabaseOptions { row_lock_wait: wait, ..Default::default() };
+    Database::open_with(url, options).await.unwrap()
 }
 
 /// The sums of ta and tb and the rows of tc, as a session reads them.
