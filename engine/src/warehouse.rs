@@ -123,7 +123,7 @@ impl Warehouse {
     /// Opens (creating if needed) the warehouse at `url`.
     pub async fn open(url: &str, options: DatabaseOptions) -> Result<Arc<Self>> {
         // The journal first: its replay repairs what a machine crash left of the catalog too.
-        let root = warehouse_store(url)?.with_journal().await?;
+        let root = warehouse_store(url)?.with_journal().await?.with_recent_objects();
         let paths = crate::paths::PathPolicy::new(root.location());
         let catalog = Catalog::open(root.clone()).await?;
         let memory_limit = options.memory_limit_bytes.unwrap_or_else(|| {

@@ -47,6 +47,7 @@ pub mod maintenance;
 pub mod parquet;
 pub mod partition;
 pub mod protocol;
+pub mod recent;
 pub mod scan;
 pub mod schema;
 pub mod snapshot;

@@ -38,6 +38,7 @@ use url::Url;
 
 use crate::error::{Error, Result};
 use crate::journal::Journal;
+use crate::recent::{slice, RecentObjects};
 
 /// What a put-if-absent did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -63,12 +64,14 @@ pub struct TableStore {
     local_dir: Option<std::path::PathBuf>,
     /// The warehouse's journal, for a store of a warehouse on local disk (see the module docs).
     journal: Option<Arc<Journal>>,
+    /// The bytes of objects it wrote last, for a warehouse's store (see [`RecentObjects`]).
+    recent: Option<Arc<RecentObjects>>,
 }
 
 impl TableStore {
     /// A table at `root` inside `store`; `location` is how errors and users name it.
     pub fn new(store: Arc<dyn ObjectStore>, root: Path, location: impl Into<String>) -> Self {
-        Self { store, root, location: location.into(), local_dir: None, journal: None }
+        Self { store, root, location: location.into(), local_dir: None, journal: None, recent: None }
     }
 
     /// A table in a local folder (created on first write).
@@ -113,7 +116,12 @@ impl TableStore {
         let root = join(&self.root, relative);
         let local_dir = self.local_dir.as_ref().map(|dir| dir.join(relative.trim_matches('/')));
         let location = format!("{}/{}", self.location, relative.trim_matches('/'));
-        Self { local_dir, journal: self.journal.clone(), ..Self::new(self.store.clone(), root, location) }
+        Self {
+            local_dir,
+            journal: self.journal.clone(),
+            recent: self.recent.clone(),
+            ..Self::new(self.store.clone(), root, location)
+        }
     }
 
     /// This store with a journal in its folder (replaying those of processes gone), when it is
@@ -126,6 +134,15 @@ impl TableStore {
         };
         let journal = Journal::open(dir).await?;
         Ok(Self { journal: Some(journal), ..self })
+    }
+
+    /// This store keeping the bytes of the objects it writes last (see [`RecentObjects`]); the
+    /// stores of its sub-folders share them. For a warehouse's root store on local disk.
+    pub fn with_recent_objects(self) -> Self {
+        if self.local_dir.is_none() {
+            return self;
+        }
+        Self { recent: Some(Arc::default()), ..self }
     }
 
     /// Makes every file put so far durable and empties the journal (before a clean exit).
@@ -194,6 +211,9 @@ impl TableStore {
 
     /// Reads a whole object.
     pub async fn get(&self, path: &Path) -> Result<Bytes> {
+        if let Some(bytes) = self.recent.as_ref().and_then(|r| r.get(path)) {
+            return Ok(bytes);
+        }
         let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
         result.bytes().await.map_err(|e| Error::store(path, e))
     }
@@ -208,6 +228,9 @@ impl TableStore {
 
     /// Reads a byte range of an object.
     pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<Bytes> {
+        if let Some(bytes) = self.recent.as_ref().and_then(|r| r.get(path)).and_then(|b| slice(&b, &range)) {
+            return Ok(bytes);
+        }
         self.store.get_range(path, range).await.map_err(|e| Error::store(path, e))
     }
 
@@ -220,19 +243,38 @@ impl TableStore {
     /// the journal when the store has one (see the module docs).
     pub async fn put(&self, path: &Path, bytes: Bytes) -> Result<()> {
         let Some((journal, relative)) = self.journaled(path, bytes.len()) else {
-            return self.put_synced(path, bytes).await;
+            let kept = bytes.clone();
+            self.put_synced(path, bytes).await?;
+            self.remember(path, &kept);
+            return Ok(());
         };
         {
             let _writing = journal.enter().await;
             self.store.put(path, PutPayload::from(bytes.clone())).await.map_err(|e| Error::store(path, e))?;
             journal.record_put(&relative, &bytes)?;
         }
+        self.remember(path, &bytes);
         journal.checkpoint_if_full().await
+    }
+
+    /// Keeps the bytes of an object just written under a name never used before.
+    fn remember(&self, path: &Path, bytes: &Bytes) {
+        if let Some(recent) = &self.recent {
+            recent.remember(path, bytes);
+        }
+    }
+
+    /// Forgets the kept bytes of an object about to be replaced or deleted.
+    fn forget(&self, path: &Path) {
+        if let Some(recent) = &self.recent {
+            recent.forget(path);
+        }
     }
 
     /// Writes an object, replacing any previous one, synced to local disk by itself (not through
     /// the journal, whose replay could not tell an older version of the file from a torn one).
     pub async fn put_synced(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.forget(path);
         self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
         self.synced(path).await
     }
@@ -240,6 +282,7 @@ impl TableStore {
     /// [`Self::put`] without syncing it to disk: for files no commit depends on (a version's
     /// `.crc`, which readers check when it is there).
     pub async fn put_unsynced(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        self.forget(path);
         self.store.put(path, PutPayload::from(bytes)).await.map_err(|e| Error::store(path, e))?;
         Ok(())
     }
@@ -255,8 +298,11 @@ impl TableStore {
                 let _writing = journal.enter().await;
                 let position = journal.record_intent(&relative, &bytes)?;
                 journal.sync_to(position).await?;
-                match self.store.put_opts(path, PutPayload::from(bytes), options).await {
-                    Ok(_) => Ok(PutOutcome::Created),
+                match self.store.put_opts(path, PutPayload::from(bytes.clone()), options).await {
+                    Ok(_) => {
+                        self.remember(path, &bytes);
+                        Ok(PutOutcome::Created)
+                    }
                     Err(object_store::Error::AlreadyExists { .. }) => {
                         journal.record_cancel(&relative)?;
                         Ok(PutOutcome::AlreadyExists)
@@ -274,9 +320,10 @@ impl TableStore {
         if let Some(journal) = &self.journal {
             journal.sync_all().await?;
         }
-        match self.store.put_opts(path, PutPayload::from(bytes), options).await {
+        match self.store.put_opts(path, PutPayload::from(bytes.clone()), options).await {
             Ok(_) => {
                 self.synced(path).await?;
+                self.remember(path, &bytes);
                 Ok(PutOutcome::Created)
             }
             Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
@@ -337,6 +384,7 @@ impl TableStore {
     /// Deletes an object; a missing object is not an error. With a journal the deletion is
     /// recorded, so that a replay does not bring the file back.
     pub async fn delete(&self, path: &Path) -> Result<()> {
+        self.forget(path);
         let journaled = self.journaled(path, 0);
         let _writing = match &journaled {
             Some((journal, _)) => Some(journal.enter().await),
@@ -401,6 +449,8 @@ pub struct ParquetFile {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: Option<u64>,
+    /// The file's bytes, when the store kept them (see [`RecentObjects`]).
+    kept: Option<Bytes>,
 }
 
 /// Bytes read from the end of a file in the first request, to get the footer in one trip.
@@ -409,13 +459,17 @@ const PARQUET_FOOTER_PREFETCH_BYTES: usize = 64 * 1024;
 impl ParquetFile {
     /// The file at `path`; `size` (if known from the log) saves a request.
     pub fn new(store: &TableStore, path: Path, size: Option<u64>) -> Self {
-        Self { store: store.object_store(), path, size }
+        let kept = store.recent.as_ref().and_then(|r| r.get(&path));
+        Self { store: store.object_store(), path, size, kept }
     }
 }
 
 impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
     fn get_bytes(&mut self, range: Range<u64>) -> futures::future::BoxFuture<'_, parquet::errors::Result<Bytes>> {
         Box::pin(async move {
+            if let Some(bytes) = self.kept.as_ref().and_then(|b| slice(b, &range)) {
+                return Ok(bytes);
+            }
             self.store
                 .get_range(&self.path, range)
                 .await
@@ -428,6 +482,11 @@ impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
         ranges: Vec<Range<u64>>,
     ) -> futures::future::BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
         Box::pin(async move {
+            if let Some(kept) = &self.kept {
+                if let Some(slices) = ranges.iter().map(|r| slice(kept, r)).collect::<Option<Vec<_>>>() {
+                    return Ok(slices);
+                }
+            }
             self.store
                 .get_ranges(&self.path, &ranges)
                 .await
@@ -447,7 +506,8 @@ impl parquet::arrow::async_reader::AsyncFileReader for ParquetFile {
                 .with_column_index_policy(options.map_or(skip, |o| o.column_index_policy()))
                 .with_offset_index_policy(options.map_or(skip, |o| o.offset_index_policy()))
                 .with_prefetch_hint(Some(PARQUET_FOOTER_PREFETCH_BYTES));
-            let size = match self.size {
+            let kept = self.kept.as_ref().and_then(|b| u64::try_from(b.len()).ok());
+            let size = match self.size.or(kept) {
                 Some(size) => size,
                 None => {
                     self.store

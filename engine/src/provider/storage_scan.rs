@@ -10,13 +10,16 @@ use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, RecordBatchOptions, StringArray};
 use arrow::datatypes::SchemaRef;
+use datafusion::common::stats::Precision;
 use datafusion::common::tree_node::TreeNodeRecursion;
 use datafusion::error::{DataFusionError, Result as DfResult};
 use datafusion::execution::{SendableRecordBatchStream, TaskContext};
 use datafusion::physical_expr::{EquivalenceProperties, PhysicalExpr};
 use datafusion::physical_plan::execution_plan::{Boundedness, EmissionType, ReplaceChildrenOptions};
 use datafusion::physical_plan::stream::RecordBatchStreamAdapter;
-use datafusion::physical_plan::{DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties};
+use datafusion::physical_plan::{
+    DisplayAs, DisplayFormatType, ExecutionPlan, Partitioning, PlanProperties, Statistics, StatisticsArgs,
+};
 use futures::{StreamExt, TryStreamExt};
 use roaring::RoaringTreemap;
 use sluice_storage::actions::Add;
@@ -64,6 +67,14 @@ impl StorageScanExec {
             Boundedness::Bounded,
         );
         Self { scan: Arc::new(scan), partitions, properties: Arc::new(properties) }
+    }
+
+    /// The files one partition reads (dealt round-robin), or all of them.
+    fn files_of(&self, partition: Option<usize>) -> Vec<Arc<Add>> {
+        match partition {
+            Some(partition) => self.scan.files.iter().skip(partition).step_by(self.partitions).cloned().collect(),
+            None => self.scan.files.clone(),
+        }
     }
 }
 
@@ -116,9 +127,26 @@ impl ExecutionPlan for StorageScanExec {
         Ok(self)
     }
 
+    /// The number of rows, when a key index found every row read (a key lookup): exact, so that
+    /// the planner does not spread one row over partitions (a repartition of a point lookup costs
+    /// more than the lookup). Unknown otherwise.
+    fn statistics_from_inputs(&self, _inputs: &[Arc<Statistics>], args: &StatisticsArgs) -> DfResult<Arc<Statistics>> {
+        let unknown = Statistics::new_unknown(&self.scan.schema);
+        let Some(only) = &self.scan.only else { return Ok(Arc::new(unknown)) };
+        let mut rows = 0u64;
+        for add in self.files_of(args.partition()) {
+            match only.get(&add.path) {
+                Some(located) => rows += located.len(),
+                None => return Ok(Arc::new(unknown)),
+            }
+        }
+        let rows = usize::try_from(rows).map_or(Precision::Absent, Precision::Exact);
+        Ok(Arc::new(unknown.with_num_rows(rows)))
+    }
+
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let scan = self.scan.clone();
-        let files: Vec<Arc<Add>> = scan.files.iter().skip(partition).step_by(self.partitions).cloned().collect();
+        let files = self.files_of(Some(partition));
         let schema = scan.schema.clone();
         let stream = futures::stream::iter(files)
             .then(move |add| {

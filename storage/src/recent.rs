@@ -1,0 +1,146 @@
+//! [`RecentObjects`]: the bytes of the small objects a warehouse wrote last, kept in memory.
+//!
+//! A commit is read back at once: the key index catches up by reading the file a write just made,
+//! the next UPDATE of the row reads it again, and a transaction block's checks read the deletion
+//! vectors it wrote. Each such read of local disk costs a trip through the blocking pool, an open
+//! and a read. The objects cached here are the ones [`crate::store::TableStore`] wrote under names
+//! never used before (data files, deletion vectors, log entries it created), so their bytes never
+//! change: a hit is the object's exact content.
+//!
+//! Bounded: objects up to [`RECENT_OBJECT_BYTES_MAX`], [`RECENT_BYTES_MAX`] in all, the oldest
+//! written forgotten first. A delete through the store forgets the object. A file damaged or
+//! removed behind the process's back is noticed once its bytes are no longer here (as a database's
+//! page cache serves what it holds).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use bytes::Bytes;
+use object_store::path::Path;
+
+/// The largest object kept.
+pub const RECENT_OBJECT_BYTES_MAX: usize = 1024 * 1024;
+/// The bytes kept in all.
+pub const RECENT_BYTES_MAX: usize = 64 * 1024 * 1024;
+
+/// See the module documentation.
+#[derive(Debug, Default)]
+pub struct RecentObjects {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Each object's bytes and the number of its write.
+    objects: HashMap<Path, (u64, Bytes)>,
+    /// Writes in order (one forgotten or written again stays here until it comes out).
+    order: VecDeque<(u64, Path)>,
+    writes: u64,
+    bytes: usize,
+}
+
+impl RecentObjects {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Keeps an object just written (unless it is too large to keep).
+    pub fn remember(&self, path: &Path, bytes: &Bytes) {
+        if bytes.len() > RECENT_OBJECT_BYTES_MAX {
+            return;
+        }
+        let mut inner = self.inner();
+        inner.writes += 1;
+        let write = inner.writes;
+        if let Some((_, old)) = inner.objects.insert(path.clone(), (write, bytes.clone())) {
+            inner.bytes -= old.len();
+        }
+        inner.bytes += bytes.len();
+        inner.order.push_back((write, path.clone()));
+        inner.trim();
+    }
+
+    /// The object's bytes, if kept.
+    pub fn get(&self, path: &Path) -> Option<Bytes> {
+        self.inner().objects.get(path).map(|(_, bytes)| bytes.clone())
+    }
+
+    /// Forgets an object (deleted).
+    pub fn forget(&self, path: &Path) {
+        let mut inner = self.inner();
+        if let Some((_, old)) = inner.objects.remove(path) {
+            inner.bytes -= old.len();
+        }
+        inner.trim();
+    }
+}
+
+impl Inner {
+    /// Forgets the oldest objects past the bound. Forgotten objects and those written again
+    /// linger in `order` until they come out at its front: it is bounded too, so that it cannot
+    /// grow without end.
+    fn trim(&mut self) {
+        while let Some((write, oldest)) = self.order.front() {
+            let live = self.objects.get(oldest).is_some_and(|(w, _)| w == write);
+            let over = self.bytes > RECENT_BYTES_MAX || self.order.len() > 2 * self.objects.len() + 64;
+            if live && !over {
+                break;
+            }
+            let Some((write, oldest)) = self.order.pop_front() else { break };
+            // Only the object of that write (not one written again since).
+            if self.objects.get(&oldest).is_some_and(|(w, _)| *w == write) {
+                if let Some((_, old)) = self.objects.remove(&oldest) {
+                    self.bytes -= old.len();
+                }
+            }
+        }
+    }
+}
+
+/// `range` of `bytes`, or None when it reaches past their end (the store's own read then reports
+/// the error).
+pub fn slice(bytes: &Bytes, range: &std::ops::Range<u64>) -> Option<Bytes> {
+    let start = usize::try_from(range.start).ok()?;
+    let end = usize::try_from(range.end).ok()?;
+    (start <= end && end <= bytes.len()).then(|| bytes.slice(start..end))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keeps_small_objects_forgets_the_oldest_past_the_bound_and_deleted_ones() {
+        let recent = RecentObjects::default();
+        let big = Bytes::from(vec![1u8; RECENT_OBJECT_BYTES_MAX + 1]);
+        recent.remember(&Path::from("big"), &big);
+        assert!(recent.get(&Path::from("big")).is_none());
+        let chunk = Bytes::from(vec![2u8; RECENT_OBJECT_BYTES_MAX]);
+        let count = RECENT_BYTES_MAX / RECENT_OBJECT_BYTES_MAX + 3;
+        for i in 0..count {
+            recent.remember(&Path::from(format!("f{i}")), &chunk);
+        }
+        assert!(recent.get(&Path::from("f0")).is_none());
+        assert!(recent.get(&Path::from("f2")).is_none());
+        assert_eq!(recent.get(&Path::from(format!("f{}", count - 1))), Some(chunk.clone()));
+        assert!(recent.inner().bytes <= RECENT_BYTES_MAX);
+        recent.forget(&Path::from(format!("f{}", count - 1)));
+        assert!(recent.get(&Path::from(format!("f{}", count - 1))).is_none());
+        // Many small ones, forgotten as they come: the order list stays bounded.
+        for i in 0..10_000 {
+            let path = Path::from(format!("s{i}"));
+            recent.remember(&path, &Bytes::from_static(b"x"));
+            recent.forget(&path);
+        }
+        let inner = recent.inner();
+        assert!(inner.order.len() <= 2 * inner.objects.len() + 64);
+    }
+
+    #[test]
+    fn slices_only_inside_the_object() {
+        let bytes = Bytes::from_static(b"abcdef");
+        assert_eq!(slice(&bytes, &(1..3)), Some(Bytes::from_static(b"bc")));
+        assert_eq!(slice(&bytes, &(4..9)), None);
+        assert_eq!(slice(&bytes, &(3..2)), None);
+    }
+}
