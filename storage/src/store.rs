@@ -211,7 +211,7 @@ impl TableStore {
 
     /// Reads a whole object.
     pub async fn get(&self, path: &Path) -> Result<Bytes> {
-        if let Some(bytes) = self.recent.as_ref().and_then(|r| r.get(path)) {
+        if let Some(bytes) = self.kept(path) {
             return Ok(bytes);
         }
         let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
@@ -228,7 +228,7 @@ impl TableStore {
 
     /// Reads a byte range of an object.
     pub async fn get_range(&self, path: &Path, range: Range<u64>) -> Result<Bytes> {
-        if let Some(bytes) = self.recent.as_ref().and_then(|r| r.get(path)).and_then(|b| slice(&b, &range)) {
+        if let Some(bytes) = self.kept(path).and_then(|b| slice(&b, &range)) {
             return Ok(bytes);
         }
         self.store.get_range(path, range).await.map_err(|e| Error::store(path, e))
@@ -255,6 +255,11 @@ impl TableStore {
         }
         self.remember(path, &bytes);
         journal.checkpoint_if_full().await
+    }
+
+    /// The bytes of an object this store wrote lately, if it kept them.
+    fn kept(&self, path: &Path) -> Option<Bytes> {
+        self.recent.as_ref()?.get(path)
     }
 
     /// Keeps the bytes of an object just written under a name never used before.
@@ -459,7 +464,7 @@ const PARQUET_FOOTER_PREFETCH_BYTES: usize = 64 * 1024;
 impl ParquetFile {
     /// The file at `path`; `size` (if known from the log) saves a request.
     pub fn new(store: &TableStore, path: Path, size: Option<u64>) -> Self {
-        let kept = store.recent.as_ref().and_then(|r| r.get(&path));
+        let kept = store.kept(&path);
         Self { store: store.object_store(), path, size, kept }
     }
 }

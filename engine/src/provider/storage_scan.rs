@@ -70,11 +70,9 @@ impl StorageScanExec {
     }
 
     /// The files one partition reads (dealt round-robin), or all of them.
-    fn files_of(&self, partition: Option<usize>) -> Vec<Arc<Add>> {
-        match partition {
-            Some(partition) => self.scan.files.iter().skip(partition).step_by(self.partitions).cloned().collect(),
-            None => self.scan.files.clone(),
-        }
+    fn files_of(&self, partition: Option<usize>) -> impl Iterator<Item = &Arc<Add>> {
+        let step = if partition.is_some() { self.partitions } else { 1 };
+        self.scan.files.iter().skip(partition.unwrap_or(0)).step_by(step)
     }
 }
 
@@ -146,7 +144,7 @@ impl ExecutionPlan for StorageScanExec {
 
     fn execute(&self, partition: usize, _context: Arc<TaskContext>) -> DfResult<SendableRecordBatchStream> {
         let scan = self.scan.clone();
-        let files = self.files_of(Some(partition));
+        let files: Vec<Arc<Add>> = self.files_of(Some(partition)).cloned().collect();
         let schema = scan.schema.clone();
         let stream = futures::stream::iter(files)
             .then(move |add| {
