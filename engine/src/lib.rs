@@ -79,6 +79,7 @@ pub mod names;
 pub mod paths;
 pub mod privileges;
 pub mod provider;
+pub(crate) mod record_files;
 pub mod rights;
 pub mod roles;
 pub mod row_locks;

@@ -98,6 +98,9 @@ pub struct Warehouse {
     pub(crate) serializable_commits: tokio::sync::Mutex<()>,
     /// The row locks of READ COMMITTED blocks (see [`crate::row_locks`]).
     pub(crate) row_locks: crate::row_locks::RowLocks,
+    /// The files of the records of this process's transactions committing several tables
+    /// (see [`crate::staging`]).
+    pub(crate) record_files: crate::record_files::RecordFiles,
 }
 
 fn memory_stores() -> &'static Mutex<HashMap<String, Arc<InMemory>>> {
@@ -153,6 +156,7 @@ impl Warehouse {
             commit_gate: Default::default(),
             serializable_commits: Default::default(),
             row_locks: Default::default(),
+            record_files: Default::default(),
         }))
     }
 

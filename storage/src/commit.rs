@@ -308,17 +308,37 @@ impl Transaction {
     }
 
     /// Commits to `store`, rebasing over non-conflicting winners.
-    pub async fn commit(mut self, store: &TableStore, snapshot: Option<&Snapshot>) -> Result<CommitOutcome> {
+    pub async fn commit(self, store: &TableStore, snapshot: Option<&Snapshot>) -> Result<CommitOutcome> {
+        self.commit_after(store, snapshot, None).await
+    }
+
+    /// [`Self::commit`], knowing that the log has every version up to `known` (the latest a
+    /// handle saw): those are read and checked for conflicts as winners without trying to
+    /// create them, which would cost a journal sync and a file each.
+    pub async fn commit_after(
+        mut self,
+        store: &TableStore,
+        snapshot: Option<&Snapshot>,
+        known: Option<u64>,
+    ) -> Result<CommitOutcome> {
         self.validate(snapshot, store.location())?;
         let mut version = self.read_version.map_or(0, |v| v + 1);
+        let known = known.filter(|_| self.read_version.is_some());
         let mut rebased_over = Vec::new();
-        for _attempt in 0..COMMIT_RETRY_MAX {
-            let mut actions = vec![self.commit_info(version)];
-            actions.extend(self.actions.iter().cloned());
-            let bytes = Bytes::from(serialize_commit(&actions)?);
+        let mut attempts = 0;
+        while attempts < COMMIT_RETRY_MAX {
             let path = store.log_path(&commit_file_name(version));
-            crate::gate::check()?;
-            match store.put_if_absent(&path, bytes).await? {
+            let (outcome, actions) = if known.is_some_and(|known| version <= known) {
+                (PutOutcome::AlreadyExists, Vec::new())
+            } else {
+                attempts += 1;
+                let mut actions = vec![self.commit_info(version)];
+                actions.extend(self.actions.iter().cloned());
+                let bytes = Bytes::from(serialize_commit(&actions)?);
+                crate::gate::check()?;
+                (store.put_if_absent(&path, bytes).await?, actions)
+            };
+            match outcome {
                 PutOutcome::Created => {
                     rebased_over.push((version, now_ms(), actions));
                     return Ok(CommitOutcome::Committed(Committed { version, commits: rebased_over, staged: false }));

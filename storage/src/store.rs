@@ -292,19 +292,49 @@ impl TableStore {
         Ok(())
     }
 
+    /// Whether [`Self::put_in_place`] rewrites files in place (a store with a journal).
+    pub fn rewrites_in_place(&self) -> bool {
+        self.journal.is_some() && fsync_on()
+    }
+
+    /// Writes a small object over what its file held, keeping the file (and its inode): for an
+    /// object rewritten often that only a warehouse's open reads (the record of a transaction
+    /// committing several tables, in a file reused by the next one). The journal holds the
+    /// bytes, and its replay after a machine crash makes a torn file whole: the last bytes
+    /// recorded for a path win. In place only where [`Self::rewrites_in_place`]; elsewhere this
+    /// is [`Self::put_synced`].
+    pub async fn put_in_place(&self, path: &Path, bytes: Bytes) -> Result<()> {
+        let local = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative));
+        let (Some((journal, relative)), Some(file)) = (self.journaled(path, bytes.len()), local) else {
+            return self.put_synced(path, bytes).await;
+        };
+        self.forget(path);
+        {
+            let _writing = journal.enter().await;
+            let written = bytes.clone();
+            let outcome = tokio::task::spawn_blocking(move || write_in_place(&file, &written))
+                .await
+                .map_err(|e| Error::store(path, object_store::Error::JoinError { source: e }))?;
+            outcome.map_err(|e| {
+                Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })
+            })?;
+            journal.record_put(&relative, &bytes)?;
+        }
+        journal.checkpoint_if_full().await
+    }
+
     /// Creates an object only if none exists at `path` (atomically: see the module docs).
     /// With a journal, the file's bytes are recorded and the journal synced first (with every
     /// file recorded before: those a commit names), then the file is created without a sync.
     pub async fn put_if_absent(&self, path: &Path, bytes: Bytes) -> Result<PutOutcome> {
-        let options = PutOptions { mode: PutMode::Create, ..Default::default() };
         if let Some((journal, relative)) = self.journaled(path, bytes.len()) {
             let outcome = {
                 let _one_at_a_time = journal.path_lock(&relative).await;
                 let _writing = journal.enter().await;
                 let position = journal.record_intent(&relative, &bytes)?;
                 journal.sync_to(position).await?;
-                match self.store.put_opts(path, PutPayload::from(bytes.clone()), options).await {
-                    Ok(_) => {
+                match self.create(path, bytes.clone()).await {
+                    Ok(()) => {
                         self.remember(path, &bytes);
                         Ok(PutOutcome::Created)
                     }
@@ -325,14 +355,34 @@ impl TableStore {
         if let Some(journal) = &self.journal {
             journal.sync_all().await?;
         }
-        match self.store.put_opts(path, PutPayload::from(bytes.clone()), options).await {
-            Ok(_) => {
+        match self.create(path, bytes.clone()).await {
+            Ok(()) => {
                 self.synced(path).await?;
                 self.remember(path, &bytes);
                 Ok(PutOutcome::Created)
             }
             Err(object_store::Error::AlreadyExists { .. }) => Ok(PutOutcome::AlreadyExists),
             Err(e) => Err(Error::store(path, e)),
+        }
+    }
+
+    /// Creates the object at `path` unless one exists, atomically (the put-if-absent itself): on
+    /// local disk by [`create_local_file`], elsewhere by the store's conditional put.
+    async fn create(&self, path: &Path, bytes: Bytes) -> std::result::Result<(), object_store::Error> {
+        let Some(file) = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative))
+        else {
+            let options = PutOptions { mode: PutMode::Create, ..Default::default() };
+            return self.store.put_opts(path, PutPayload::from(bytes), options).await.map(|_| ());
+        };
+        let created = tokio::task::spawn_blocking(move || create_local_file(&file, &bytes))
+            .await
+            .map_err(|e| object_store::Error::JoinError { source: e })?;
+        match created {
+            Ok(true) => Ok(()),
+            Ok(false) => {
+                Err(object_store::Error::AlreadyExists { path: path.to_string(), source: "the file exists".into() })
+            }
+            Err(e) => Err(object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) }),
         }
     }
 
@@ -404,6 +454,89 @@ impl TableStore {
         }
         Ok(())
     }
+}
+
+/// Creates `file` holding `bytes` unless a file has its name, atomically; false when one has.
+/// The bytes go to a temporary file beside it (named `<name>#<n>`, which listings skip, as
+/// `object_store`'s own), which then takes the name only if no file has it (`renameat2` with
+/// `RENAME_NOREPLACE`). So a created file leaves nothing to delete. `object_store`'s local
+/// put-if-absent links the temporary file to the name, then deletes it: an inode freed per
+/// commit, and on ext4 without a journal (this project's machines) every create then scans past
+/// the inodes freed in the last minute. Where the file system cannot rename without replacing,
+/// the link and delete it is.
+fn create_local_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bool> {
+    use std::io::Write;
+    let mut suffix = 1u32;
+    let (mut temporary, temporary_path) = loop {
+        let mut name = file.as_os_str().to_owned();
+        name.push(format!("#{suffix}"));
+        let candidate = std::path::PathBuf::from(name);
+        match std::fs::OpenOptions::new().write(true).create_new(true).open(&candidate) {
+            Ok(opened) => break (opened, candidate),
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && suffix < 1_000 => suffix += 1,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && suffix == 1 => {
+                let Some(folder) = file.parent() else { return Err(e) };
+                std::fs::create_dir_all(folder)?;
+                suffix += 1;
+            }
+            Err(e) => return Err(e),
+        }
+    };
+    let renamed = temporary.write_all(bytes).and_then(|()| rename_if_absent(&temporary_path, file));
+    drop(temporary);
+    match renamed {
+        Ok(()) => Ok(true),
+        Err(e) => {
+            let _ = std::fs::remove_file(&temporary_path);
+            if e.kind() == std::io::ErrorKind::AlreadyExists {
+                Ok(false)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Writes `bytes` over the file's content (making the file, and its folder, when missing).
+fn write_in_place(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let open = || std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(file);
+    let mut opened = match open() {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let Some(folder) = file.parent() else { return Err(e) };
+            std::fs::create_dir_all(folder)?;
+            open()?
+        }
+        Err(e) => return Err(e),
+    };
+    opened.write_all(bytes)?;
+    opened.set_len(bytes.len() as u64)
+}
+
+/// Gives `from` the name `to` only if no file has it (`AlreadyExists` otherwise).
+#[cfg(target_os = "linux")]
+fn rename_if_absent(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    use rustix::fs::{renameat_with, RenameFlags, CWD};
+    match renameat_with(CWD, from, CWD, to, RenameFlags::NOREPLACE) {
+        Ok(()) => Ok(()),
+        // A file system that cannot (EINVAL): link, then delete the temporary name.
+        Err(rustix::io::Errno::INVAL) => link_if_absent(from, to),
+        Err(e) => Err(e.into()),
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn rename_if_absent(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    link_if_absent(from, to)
+}
+
+/// [`rename_if_absent`] by a hard link, which fails when the name exists.
+fn link_if_absent(from: &std::path::Path, to: &std::path::Path) -> std::io::Result<()> {
+    std::fs::hard_link(from, to)?;
+    // Created: a temporary name left behind is skipped by listings.
+    let _ = std::fs::remove_file(from);
+    Ok(())
 }
 
 /// What tells one folder from another that later took its name: its inode and its birth time.
@@ -656,6 +789,29 @@ mod tests {
         assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"b")).await.unwrap(), PutOutcome::AlreadyExists);
         assert_eq!(store.get(&path).await.unwrap(), Bytes::from_static(b"a"));
         assert!(store.get(&store.log_path("nope")).await.unwrap_err().is_not_found());
+    }
+
+    #[tokio::test]
+    async fn a_local_put_if_absent_creates_once_and_leaves_no_other_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = TableStore::local(dir.path().join("t")).unwrap();
+        // The log folder does not exist yet: the first create makes it.
+        let path = store.log_path("00000000000000000000.json");
+        assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"a")).await.unwrap(), PutOutcome::Created);
+        assert_eq!(store.put_if_absent(&path, Bytes::from_static(b"b")).await.unwrap(), PutOutcome::AlreadyExists);
+        assert_eq!(store.get(&path).await.unwrap(), Bytes::from_static(b"a"));
+        // Of writers racing for one name, exactly one creates it.
+        let racing = store.log_path("00000000000000000001.json");
+        let outcomes =
+            futures::future::join_all((0..8u8).map(|i| store.put_if_absent(&racing, Bytes::from(vec![i; 3])))).await;
+        let created = outcomes.iter().filter(|o| matches!(o, Ok(PutOutcome::Created))).count();
+        assert_eq!(created, 1, "{outcomes:?}");
+        assert!(outcomes.iter().all(|o| o.is_ok()));
+        let names: Vec<String> = std::fs::read_dir(dir.path().join("t/_delta_log"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(names.len(), 2, "no temporary file stays: {names:?}");
     }
 
     #[tokio::test]

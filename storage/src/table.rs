@@ -427,7 +427,9 @@ impl Table {
         if let Some(stage) = &self.stage {
             return self.commit_to_stage(stage, snapshot, transaction);
         }
-        let outcome = transaction.commit(&self.store, Some(snapshot)).await?;
+        // The versions this handle has seen exist: checked as winners, not tried.
+        let known = self.cached_snapshot().version();
+        let outcome = transaction.commit_after(&self.store, Some(snapshot), Some(known)).await?;
         if let CommitOutcome::Committed(committed) = &outcome {
             let commits = committed
                 .commits

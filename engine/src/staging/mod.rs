@@ -49,7 +49,10 @@
 //! completed or undone the same way ([`recover`]). Outside readers of the Delta logs may see one
 //! table's commit without the other's until then. A block with catalog changes commits them
 //! last, as a catalog version naming the transaction: that version is the commit point (a
-//! record whose catalog version is missing is undone, whatever tables it reached).
+//! record whose catalog version is missing is undone, whatever tables it reached). In a local
+//! warehouse with its journal, a record is written into a file that the commit empties after its
+//! last table commit and a later commit reuses (`crate::record_files`): creating and deleting a
+//! file per commit costs more, on ext4 without a journal most of all.
 
 pub mod isolation;
 
@@ -711,9 +714,7 @@ async fn commit_tables<'a>(
     };
     let several = written.len() + usize::from(catalog.is_some()) > 1;
     let gate = if several { Some(db.commit_gate.write().await) } else { None };
-    if several {
-        record.write(db).await?;
-    }
+    let record_file = if several { Some(record.write(db).await?) } else { None };
     let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
     let mut failure = None;
     // The tables commit side by side, so that their log entries share the journal's syncs
@@ -758,13 +759,13 @@ async fn commit_tables<'a>(
                 return Err(error);
             }
         }
-        if several {
-            record.delete(db).await;
+        if let Some(file) = record_file {
+            file.done(db).await;
         }
         return Err(error);
     }
-    if several {
-        record.delete(db).await;
+    if let Some(file) = record_file {
+        file.done(db).await;
     }
     drop(gate);
     for (_, guard) in guards {
@@ -867,19 +868,51 @@ struct RecordTable {
 }
 
 impl Record {
-    fn path(db: &Warehouse, id: &str) -> object_store::path::Path {
-        db.root.path(&format!("{RECORDS}/{id}.json"))
-    }
-
-    async fn write(&self, db: &Warehouse) -> Result<()> {
+    /// Writes the record, before the transaction's first table commit. Where the warehouse's
+    /// store rewrites files in place (a local warehouse with its journal), into a file of
+    /// [`crate::record_files::RecordFiles`] that the commit empties after its last table commit and the next one
+    /// reuses: a commit then creates and deletes no file for its record. Elsewhere into a file
+    /// of its own, deleted after.
+    async fn write(&self, db: &Warehouse) -> Result<RecordFile> {
         let bytes = serde_json::to_vec(self).map_err(|e| Error::Internal(format!("a transaction record: {e}")))?;
-        db.root.put(&Self::path(db, &self.id), bytes.into()).await?;
-        Ok(())
+        if db.root.rewrites_in_place() {
+            let name = db.record_files.take();
+            let path = db.root.path(&format!("{RECORDS}/{name}"));
+            if let Err(e) = db.root.put_in_place(&path, bytes.into()).await {
+                db.record_files.give_back(name);
+                return Err(e.into());
+            }
+            return Ok(RecordFile { transaction: self.id.clone(), path, reused: Some(name) });
+        }
+        let path = db.root.path(&format!("{RECORDS}/{}.json", self.id));
+        db.root.put(&path, bytes.into()).await?;
+        Ok(RecordFile { transaction: self.id.clone(), path, reused: None })
     }
+}
 
-    async fn delete(&self, db: &Warehouse) {
-        if let Err(e) = db.root.delete(&Self::path(db, &self.id)).await {
-            tracing::warn!(transaction = self.id, "a transaction record was not deleted (the next open will): {e}");
+/// The file that holds a committing transaction's [`Record`].
+struct RecordFile {
+    transaction: String,
+    path: object_store::path::Path,
+    /// Its name among the reused [`crate::record_files::RecordFiles`], if it is one.
+    reused: Option<String>,
+}
+
+impl RecordFile {
+    /// The transaction's table commits are over: the record goes (its file is emptied, or
+    /// deleted). Should that fail, the next open finds the record and completes it again.
+    async fn done(self, db: &Warehouse) {
+        let outcome = match &self.reused {
+            Some(_) => db.root.put_in_place(&self.path, bytes::Bytes::new()).await,
+            None => db.root.delete(&self.path).await,
+        };
+        match (outcome, self.reused) {
+            (Ok(()), Some(name)) => db.record_files.give_back(name),
+            (Ok(()), None) => {}
+            (Err(e), _) => tracing::warn!(
+                transaction = self.transaction,
+                "a transaction record was not removed (the next open will): {e}"
+            ),
         }
     }
 }
@@ -891,6 +924,11 @@ pub async fn recover(db: &Warehouse) -> Result<()> {
     let listed = db.root.list(&db.root.path(RECORDS), None).await?;
     for meta in listed {
         let bytes = db.root.get(&meta.location).await?;
+        if bytes.is_empty() {
+            // A reused record file of a process gone, between two transactions.
+            db.root.delete(&meta.location).await?;
+            continue;
+        }
         let record: Record = match serde_json::from_slice(&bytes) {
             Ok(record) => record,
             Err(e) => {

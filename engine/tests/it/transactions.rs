@@ -71,6 +71,8 @@ async fn killing_during_multi_table_commits_applies_each_transaction_wholly_or_n
         std::thread::sleep(Duration::from_millis(rng.random_range(150..900)));
         let acknowledged = crate::common::last_ok(&child.kill()).map_or(done, |n| n + 1);
         let (tables, counter) = crash_state(&path).await;
+        // The open completed or undid the record of a transaction cut short, and removed it.
+        assert_eq!(record_files(&path), Vec::<(String, u64)>::new(), "round {round}: records stay after an open");
         // Every transaction is in every table or in none, and the counter counts them.
         let first = &tables[0];
         for (table, values) in CRASH_TABLES.iter().zip(&tables) {
@@ -87,6 +89,40 @@ async fn killing_during_multi_table_commits_applies_each_transaction_wholly_or_n
         done = seen;
     }
     assert!(done > kills, "transactions ran between the kills ({done})");
+}
+
+/// The files in a warehouse's folder of transaction records, with their sizes.
+fn record_files(path: &str) -> Vec<(String, u64)> {
+    let Ok(entries) = std::fs::read_dir(std::path::Path::new(path).join("_sluice/transactions")) else {
+        return Vec::new();
+    };
+    entries
+        .map(|e| {
+            let e = e.unwrap();
+            (e.file_name().to_string_lossy().into_owned(), e.metadata().unwrap().len())
+        })
+        .collect()
+}
+
+/// Transactions committed one after the other reuse one record file, emptied after each
+/// (with the journal; without it each record is a file of its own, deleted after).
+#[tokio::test]
+async fn multi_table_commits_leave_no_record_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let db = Database::open(&path).await.unwrap();
+    db.execute("CREATE TABLE ra (a bigint PRIMARY KEY); CREATE TABLE rb (a bigint PRIMARY KEY)").await.unwrap();
+    for n in 0..20 {
+        db.execute(&format!("BEGIN; INSERT INTO ra VALUES ({n}); INSERT INTO rb VALUES ({n}); COMMIT")).await.unwrap();
+    }
+    let files = record_files(&path);
+    assert!(files.len() <= 1 && files.iter().all(|(_, size)| *size == 0), "{files:?}");
+    assert_eq!(rows(&db.query("SELECT count(*) FROM ra JOIN rb USING (a)").await.unwrap()), vec!["20"]);
+    drop(db);
+    // The next open deletes the emptied file.
+    let db = Database::open(&path).await.unwrap();
+    assert_eq!(record_files(&path), Vec::<(String, u64)>::new());
+    assert_eq!(rows(&db.query("SELECT count(*) FROM rb").await.unwrap()), vec!["20"]);
 }
 
 /// Accounts per table, and the money each starts with.
