@@ -107,6 +107,31 @@ impl ScalarUDFImpl for Arithmetic {
     }
 }
 
+/// `column op constant` on integers as PostgreSQL computes it: in the wider of the two types,
+/// 22003 on overflow. For the statements Sluice runs without a plan (`crate::sql::point`).
+pub(crate) fn integer_arithmetic(
+    operator: Operator,
+    column: &ArrayRef,
+    constant: &ScalarValue,
+    rows: usize,
+) -> DfResult<ArrayRef> {
+    let op = Op::of(operator).ok_or_else(|| DataFusionError::Internal(format!("no arithmetic {operator}")))?;
+    let rank = |t: &DataType| match t {
+        DataType::Int8 => 0,
+        DataType::Int16 => 1,
+        DataType::Int32 => 2,
+        _ => 3,
+    };
+    let wide = if rank(column.data_type()) >= rank(&constant.data_type()) {
+        column.data_type().clone()
+    } else {
+        constant.data_type()
+    };
+    let left = arrow::compute::cast(column, &wide)?;
+    let right = constant.cast_to(&wide)?.to_array_of_size(rows)?;
+    compute(op, &left, &right)
+}
+
 fn compute(op: Op, left: &ArrayRef, right: &ArrayRef) -> DfResult<ArrayRef> {
     let data_type = left.data_type().clone();
     match data_type {

@@ -765,7 +765,8 @@ impl QueryContext {
             return Err(Error::NotSupported("UPDATE of this kind of relation".into()));
         };
         let target = self.target(name).await?;
-        let assignments = assignment_map(&update.assignments, &target)?;
+        let mut assignments = assignment_map(&update.assignments, &target)?;
+        defaults_assigned(&mut assignments, &target)?;
         for field in &target.snapshot.schema().fields {
             let always = crate::identity::Identity::of(field).is_some_and(|i| !i.allow_explicit_insert)
                 || super::generated::expression_of(field).is_some();
@@ -801,7 +802,12 @@ impl QueryContext {
         }
         projection.push(SelectItem::UnnamedExpr(column_of(&alias, FILE_COLUMN)));
         projection.push(SelectItem::UnnamedExpr(column_of(&alias, ROW_COLUMN)));
-        let batches = self.collect_built(select_query(projection, from, update.selection.clone())?).await?;
+        let point =
+            if hand_over { None } else { self.point_update_rows(&target, &update, &assignments, &alias).await? };
+        let batches = match point {
+            Some(batches) => batches,
+            None => self.collect_built(select_query(projection, from, update.selection.clone())?).await?,
+        };
         let columns = target.snapshot.schema().fields.len();
         let first = if hand_over { columns + target.snapshot.arrow_schema().fields().len() } else { columns };
         let (deleted, count) = row_sets(&target.snapshot, &batches, first, true)?;
@@ -1346,6 +1352,32 @@ fn merge_query(
     let Some(read) = reader.from.first_mut() else { return Err(unexpected()) };
     read.relation = source;
     Ok(*query)
+}
+
+/// `SET c = DEFAULT` as PostgreSQL reads it: the column's default (NULL without one); a
+/// generated column is computed anyway, so the assignment goes. An identity column's next
+/// value is refused (0A000), not taken for the column's old value.
+fn defaults_assigned(assignments: &mut HashMap<String, Expr>, target: &Target) -> Result<()> {
+    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    let defaulted: Vec<String> = assignments.iter().filter(|(_, e)| is_default(e)).map(|(c, _)| c.clone()).collect();
+    for column in defaulted {
+        let Some(field) = target.snapshot.schema().field(&column) else { continue };
+        if super::generated::expression_of(field).is_some() {
+            assignments.remove(&column);
+            continue;
+        }
+        if crate::identity::Identity::of(field).is_some() {
+            return Err(Error::NotSupported(format!(
+                "UPDATE ... SET {column} = DEFAULT on an identity column (set a value, or leave the column as it is)"
+            )));
+        }
+        let value = match target.entry.defaults.get(&column) {
+            Some(text) => parse_expression(text)?,
+            None => Expr::value(ast::Value::Null),
+        };
+        assignments.insert(column, value);
+    }
+    Ok(())
 }
 
 /// An expression the catalog stores as text (a column default).

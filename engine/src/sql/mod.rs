@@ -17,6 +17,7 @@ pub mod indexes;
 pub mod keyed;
 pub mod lateral;
 pub mod params;
+pub mod point;
 pub mod postgres_forms;
 pub mod quality;
 pub mod query;

@@ -115,6 +115,11 @@ fn cursors() {
     run_case("cursors");
 }
 
+#[test]
+fn point_updates() {
+    run_case("point_updates");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();
