@@ -60,7 +60,10 @@ impl QueryContext {
         };
         let Some(key_field) = schema.fields().get(key) else { return Ok(None) };
         let key_name = key_field.name().clone();
-        if !crate::keys::unique_defs(target.snapshot.configuration()).iter().any(|d| d.is_on(&[key_name.clone()])) {
+        if !crate::keys::unique_defs(target.snapshot.configuration())
+            .iter()
+            .any(|d| d.is_on(std::slice::from_ref(&key_name)))
+        {
             return Ok(None);
         }
         // A value the key column cannot hold takes the query (which says what PostgreSQL says).
