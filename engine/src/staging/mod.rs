@@ -869,10 +869,10 @@ struct RecordTable {
 
 impl Record {
     /// Writes the record, before the transaction's first table commit. Where the warehouse's
-    /// store rewrites files in place (a local warehouse with its journal), into a file of
-    /// [`crate::record_files::RecordFiles`] that the commit empties after its last table commit and the next one
-    /// reuses: a commit then creates and deletes no file for its record. Elsewhere into a file
-    /// of its own, deleted after.
+    /// store rewrites files in place (a local warehouse with its journal), into one of the
+    /// process's [`crate::record_files::RecordFiles`], which the commit empties after its last
+    /// table commit and a later commit reuses: a commit then creates and deletes no file for its
+    /// record. Elsewhere into a file of its own, deleted after.
     async fn write(&self, db: &Warehouse) -> Result<RecordFile> {
         let bytes = serde_json::to_vec(self).map_err(|e| Error::Internal(format!("a transaction record: {e}")))?;
         if db.root.rewrites_in_place() {
