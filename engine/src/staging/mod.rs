@@ -676,10 +676,18 @@ async fn commit_tables<'a>(
         let moved = match table.real.rebase_stage(&table.staged, &latest).await {
             Ok(Rebase::Unchanged) => continue,
             Ok(Rebase::Rebased { deleted }) => {
+                // The data files the stage adds: those of its snapshot (now built on `latest`)
+                // that `latest` has under no path. The diff of the two related persistent sets
+                // costs the changes, not the table's file count.
                 let added: HashSet<String> = {
                     let ours = table.staged.snapshot().await?;
-                    let theirs: HashSet<&str> = latest.files().map(|f| f.path.as_str()).collect();
-                    ours.files().filter(|f| !theirs.contains(f.path.as_str())).map(|f| f.path.clone()).collect()
+                    let changes = ours.file_set().changes_since(latest.file_set());
+                    changes
+                        .added
+                        .iter()
+                        .filter(|f| latest.file_by_path(&f.path).is_none())
+                        .map(|f| f.path.clone())
+                        .collect()
                 };
                 match &table.keys {
                     Some(cell) => cell.lock().await.check_moved(guard, &table.key, &added, &deleted),
