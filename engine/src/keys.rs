@@ -1117,7 +1117,7 @@ impl Index {
 
 /// `value` in type `wanted`, if it casts there and back unchanged (`None`: no key of that type
 /// equals it; NULL equals nothing).
-fn in_type(value: &ScalarValue, wanted: &ArrowType) -> Option<ScalarValue> {
+pub(crate) fn in_type(value: &ScalarValue, wanted: &ArrowType) -> Option<ScalarValue> {
     if value.is_null() {
         return None;
     }

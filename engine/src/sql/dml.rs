@@ -208,7 +208,7 @@ impl QueryContext {
             refuse_always(&list)?;
             return Ok((batches, list));
         };
-        let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+        let is_default = is_default_keyword;
         if !values.rows.iter().flat_map(|r| r.content.iter()).any(is_default) {
             let (batches, list) = self.run_insert_source(*source, list, implicit).await?;
             refuse_always(&list)?;
@@ -622,15 +622,18 @@ impl QueryContext {
     /// [`TEMP_SCHEMA`].
     pub(super) fn register_dml_relation(&self, target: &Target) -> String {
         let temp = self.temp_name("dml");
-        let mut provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
-            .with_hidden_columns();
-        if let Some(locator) =
-            super::catalog_provider::locator_for(&self.db, &self.staging, &target.entry.id, &target.table)
-        {
-            provider = provider.with_locator(locator);
-        }
-        self.temp.insert(&temp, Arc::new(provider));
+        self.temp.insert(&temp, Arc::new(self.dml_provider(target)));
         temp
+    }
+
+    /// The target with its hidden columns, finding rows by key where it can.
+    pub(super) fn dml_provider(&self, target: &Target) -> SluiceTable {
+        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
+            .with_hidden_columns();
+        match super::catalog_provider::locator_for(&self.db, &self.staging, &target.entry.id, &target.table) {
+            Some(locator) => provider.with_locator(locator),
+            None => provider,
+        }
     }
 
     /// The target relation of an UPDATE or DELETE, replaced by its registered relation with
@@ -1358,7 +1361,7 @@ fn merge_query(
 /// generated column is computed anyway, so the assignment goes. An identity column's next
 /// value is refused (0A000), not taken for the column's old value.
 fn defaults_assigned(assignments: &mut HashMap<String, Expr>, target: &Target) -> Result<()> {
-    let is_default = |e: &Expr| matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"));
+    let is_default = is_default_keyword;
     let defaulted: Vec<String> = assignments.iter().filter(|(_, e)| is_default(e)).map(|(c, _)| c.clone()).collect();
     for column in defaulted {
         let Some(field) = target.snapshot.schema().field(&column) else { continue };
@@ -1378,6 +1381,11 @@ fn defaults_assigned(assignments: &mut HashMap<String, Expr>, target: &Target) -
         assignments.insert(column, value);
     }
     Ok(())
+}
+
+/// The `DEFAULT` keyword where a value goes (sqlparser reads it as an unquoted identifier).
+pub(super) fn is_default_keyword(e: &Expr) -> bool {
+    matches!(e, Expr::Identifier(i) if i.quote_style.is_none() && i.value.eq_ignore_ascii_case("default"))
 }
 
 /// An expression the catalog stores as text (a column default).

@@ -28,7 +28,6 @@ use datafusion::sql::sqlparser::ast::{self, BinaryOperator, CastKind, Expr, Iden
 
 use crate::error::{Error, Result};
 use crate::names::normalize;
-use crate::provider::SluiceTable;
 use crate::sql::context::QueryContext;
 use crate::sql::dml::Target;
 
@@ -67,7 +66,7 @@ impl QueryContext {
             return Ok(None);
         }
         // A value the key column cannot hold takes the query (which says what PostgreSQL says).
-        let Some(value) = exactly_in(&value, key_field.data_type()) else { return Ok(None) };
+        let Some(value) = crate::keys::in_type(&value, key_field.data_type()) else { return Ok(None) };
         let mut computed = Vec::with_capacity(schema.fields().len());
         for field in schema.fields() {
             computed.push(match assignments.get(field.name()) {
@@ -78,13 +77,7 @@ impl QueryContext {
                 },
             });
         }
-        let mut provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
-            .with_hidden_columns();
-        if let Some(locator) =
-            super::catalog_provider::locator_for(&self.db, &self.staging, &target.entry.id, &target.table)
-        {
-            provider = provider.with_locator(locator);
-        }
+        let provider = self.dml_provider(target);
         tracing::debug!(table = target.entry.qualified_name(), "a point update, computed without a plan");
         let filter = datafusion::logical_expr::Expr::Column(Column::new_unqualified(&key_name)).eq(lit(value.clone()));
         let state = self.ctx.state();
@@ -178,9 +171,7 @@ fn unnested(expr: &Expr) -> &Expr {
 fn column_of(expr: &Expr, alias: &Ident, schema: &arrow::datatypes::Schema) -> Option<usize> {
     let name = match unnested(expr) {
         // `SET c = DEFAULT` names no column.
-        Expr::Identifier(ident) if ident.quote_style.is_none() && ident.value.eq_ignore_ascii_case("default") => {
-            return None
-        }
+        keyword if super::dml::is_default_keyword(keyword) => return None,
         Expr::Identifier(ident) => normalize(ident),
         Expr::CompoundIdentifier(parts) => match parts.as_slice() {
             [qualifier, ident] if normalize(qualifier) == normalize(alias) => normalize(ident),
@@ -220,20 +211,8 @@ fn constant(expr: &Expr) -> Option<ScalarValue> {
                 ast::DataType::BigInt(None) | ast::DataType::Int8(None) => DataType::Int64,
                 _ => return None,
             };
-            exactly_in(&value, &target)
+            crate::keys::in_type(&value, &target)
         }
         _ => None,
     }
-}
-
-/// `value` in `data_type`, if that type holds it exactly.
-fn exactly_in(value: &ScalarValue, data_type: &DataType) -> Option<ScalarValue> {
-    if value.is_null() {
-        return None;
-    }
-    if value.data_type() == *data_type {
-        return Some(value.clone());
-    }
-    let cast = value.cast_to(data_type).ok()?;
-    (!cast.is_null() && cast.cast_to(&value.data_type()).ok()? == *value).then_some(cast)
 }
