@@ -1,11 +1,13 @@
 //! Version checksum files (`_delta_log/<version>.crc`): what a version of the table holds (size,
-//! file count, metadata, protocol), written beside each commit so that readers can check what
-//! they replayed, as Spark writes and reads them.
+//! file count, metadata, protocol), written beside a commit so that readers can check what they
+//! replayed, as Spark writes and reads them.
 //!
 //! The protocol makes them optional: a missing or unreadable `.crc` is never an error. Sluice
-//! writes one after each commit of its own ([`write`], best effort: the commit stands without it)
-//! and checks a snapshot it replayed from the log against the `.crc` of its version when there is
-//! one ([`verify`]), whoever wrote it.
+//! writes one for a table's first version and for each version it checkpoints ([`write`], best
+//! effort: the commit stands without it), not for every commit: one more file per table and
+//! commit was a measurable share of a short transaction's cost. It checks a snapshot it replayed
+//! from the log against the `.crc` of its version when there is one ([`verify`]), whoever wrote
+//! it.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;

@@ -120,12 +120,16 @@ pub fn deserialize_bitmap(bytes: &[u8], origin: &str) -> Result<RoaringTreemap> 
 
 /// An inline descriptor for a (small) deletion vector.
 pub fn inline_descriptor(rows: &RoaringTreemap) -> DeletionVectorDescriptor {
-    let bytes = serialize_bitmap(rows);
+    inline_bitmap(rows, &serialize_bitmap(rows))
+}
+
+/// The inline descriptor of `rows`, serialized as `bitmap`.
+fn inline_bitmap(rows: &RoaringTreemap, bitmap: &[u8]) -> DeletionVectorDescriptor {
     DeletionVectorDescriptor {
         storage_type: "i".into(),
-        path_or_inline_dv: z85_encode(&bytes),
+        path_or_inline_dv: z85_encode(bitmap),
         offset: None,
-        size_in_bytes: bytes.len() as i32,
+        size_in_bytes: bitmap.len() as i32,
         cardinality: rows.len() as i64,
     }
 }
@@ -207,11 +211,19 @@ fn absolute_path(store: &TableStore, uri: &str) -> object_store::path::Path {
     store.path(&relative)
 }
 
-/// Collects the deletion vectors of one commit into one file.
+/// The largest deletion vector (serialized bitmap, in bytes) a commit writes inline in its log
+/// entry rather than into a file: about a thousand scattered rows. A point UPDATE or DELETE then
+/// creates no deletion-vector file, and no reader opens one; the log entry grows by the text
+/// (5/4 of the bytes), and so does the checkpoint. Readers of the protocol's `deletionVectors`
+/// feature read both forms (delta-rs's QueryBuilder and polars read them in `delta_readers`).
+pub const INLINE_DV_MAX_BYTES: usize = 2048;
+
+/// Collects the deletion vectors of one commit: the small ones inline, the others into one file.
 #[derive(Debug)]
 pub struct DvFileWriter {
     uuid: Uuid,
     bytes: Vec<u8>,
+    inline: usize,
 }
 
 impl Default for DvFileWriter {
@@ -223,12 +235,17 @@ impl Default for DvFileWriter {
 impl DvFileWriter {
     /// A new, empty file with a random name.
     pub fn new() -> Self {
-        Self { uuid: Uuid::new_v4(), bytes: vec![DV_FILE_FORMAT_VERSION] }
+        Self { uuid: Uuid::new_v4(), bytes: vec![DV_FILE_FORMAT_VERSION], inline: 0 }
     }
 
-    /// Appends a deletion vector and returns its descriptor.
+    /// Adds a deletion vector and returns its descriptor: inline when it is at most
+    /// [`INLINE_DV_MAX_BYTES`], else appended to the file.
     pub fn add(&mut self, rows: &RoaringTreemap) -> DeletionVectorDescriptor {
         let bitmap = serialize_bitmap(rows);
+        if bitmap.len() <= INLINE_DV_MAX_BYTES {
+            self.inline += 1;
+            return inline_bitmap(rows, &bitmap);
+        }
         let offset = self.bytes.len() as i32;
         self.bytes.extend_from_slice(&(bitmap.len() as u32).to_be_bytes());
         self.bytes.extend_from_slice(&bitmap);
@@ -242,14 +259,14 @@ impl DvFileWriter {
         }
     }
 
-    /// Whether no deletion vector was added.
+    /// Whether no deletion vector was added, inline or to the file.
     pub fn is_empty(&self) -> bool {
-        self.bytes.len() <= 1
+        self.inline == 0 && self.bytes.len() <= 1
     }
 
-    /// The file's path relative to the table root, and its bytes.
-    pub fn finish(self) -> (String, Bytes) {
-        (format!("deletion_vector_{}.bin", self.uuid), Bytes::from(self.bytes))
+    /// The file's path relative to the table root and its bytes, when a vector went to the file.
+    pub fn finish(self) -> Option<(String, Bytes)> {
+        (self.bytes.len() > 1).then(|| (format!("deletion_vector_{}.bin", self.uuid), Bytes::from(self.bytes)))
     }
 }
 
@@ -283,12 +300,20 @@ mod tests {
         let descriptor = inline_descriptor(&rows);
         let bytes = z85_decode(&descriptor.path_or_inline_dv, Some(descriptor.size_in_bytes as usize)).unwrap();
         assert_eq!(deserialize_bitmap(&bytes, "t").unwrap(), rows);
+        // Small vectors go inline; a commit with only those writes no file.
         let mut writer = DvFileWriter::new();
-        let first = writer.add(&rows);
-        let second = writer.add(&RoaringTreemap::new());
+        assert_eq!(writer.add(&rows), descriptor);
+        assert!(!writer.is_empty());
+        assert!(writer.finish().is_none());
+        // Large ones go to the file, one after the other.
+        let scattered: RoaringTreemap = (0..5_000u64).map(|i| i * 7).collect();
+        let mut writer = DvFileWriter::new();
+        let first = writer.add(&scattered);
+        let second = writer.add(&scattered);
+        assert!(first.size_in_bytes as usize > INLINE_DV_MAX_BYTES);
         assert_eq!(first.offset, Some(1));
         assert_eq!(second.offset, Some(1 + 4 + first.size_in_bytes + 4));
-        let (path, _) = writer.finish();
+        let (path, _) = writer.finish().unwrap();
         assert_eq!(file_path(&first).unwrap(), path);
     }
 

@@ -305,11 +305,15 @@ pub async fn write_groups(
     let mut adds = Vec::new();
     for (directory, values, encoded) in tasks {
         let files = encoded.await.map_err(|e| Error::Internal(format!("a writer thread failed: {e}")))??;
-        for (bytes, stats) in files {
+        for (bytes, stats, rows) in files {
             let name = format!("part-{:05}-{}-c000.snappy.parquet", adds.len(), uuid::Uuid::new_v4());
             let relative = if directory.is_empty() { name } else { format!("{directory}/{name}") };
             let size = bytes.len() as i64;
-            store.put(&store.path(&relative), bytes).await?;
+            let path = store.path(&relative);
+            store.put(&path, bytes).await?;
+            if let Some(rows) = rows {
+                store.keep_rows(&path, rows);
+            }
             adds.push(Add {
                 path: percent_encode(&relative),
                 partition_values: values.clone(),
@@ -341,12 +345,16 @@ impl TableLayout {
     }
 }
 
+/// A file's bytes, its stats, and the rows it was written from when it is one small file
+/// (for [`TableStore::keep_rows`]).
+type EncodedFile = (Bytes, Stats, Option<RecordBatch>);
+
 /// Encodes batches into one or more Parquet files of about `target_bytes`, with their stats.
 fn encode_files(
     batches: Vec<RecordBatch>,
     properties: WriterProperties,
     target_bytes: u64,
-) -> Result<Vec<(Bytes, Stats)>> {
+) -> Result<Vec<EncodedFile>> {
     let Some(first) = batches.first() else { return Ok(vec![]) };
     let schema = first.schema();
     let mut files = Vec::new();
@@ -363,11 +371,16 @@ fn encode_files(
             files.push((
                 Bytes::from(finished.into_inner()?),
                 std::mem::replace(&mut stats, StatsCollector::new(&schema)).finish(),
+                None,
             ));
         }
     }
     if stats.rows > 0 {
-        files.push((Bytes::from(writer.into_inner()?), stats.finish()));
+        // One small file of all the batches: its rows can be kept as they are.
+        let rows = (files.is_empty() && stats.rows <= crate::recent::RECENT_FILE_ROWS_MAX as i64)
+            .then(|| arrow::compute::concat_batches(&schema, &batches).ok())
+            .flatten();
+        files.push((Bytes::from(writer.into_inner()?), stats.finish(), rows));
     }
     Ok(files)
 }

@@ -7,19 +7,26 @@
 //! never used before (data files, deletion vectors, log entries it created), so their bytes never
 //! change: a hit is the object's exact content.
 //!
-//! Bounded: objects up to [`RECENT_OBJECT_BYTES_MAX`], [`RECENT_BYTES_MAX`] in all, the oldest
-//! written forgotten first. A delete through the store forgets the object. A file damaged or
+//! A small data file also keeps the rows it was written from ([`RecentObjects::remember_rows`],
+//! up to [`RECENT_FILE_ROWS_MAX`]): a scan of it then takes them as they are, without decoding
+//! the Parquet (a one-row file costs more to open and decode than to use).
+//!
+//! Bounded: objects up to [`RECENT_OBJECT_BYTES_MAX`], [`RECENT_BYTES_MAX`] in all (their kept
+//! rows counted), the oldest written forgotten first. A delete through the store forgets the object. A file damaged or
 //! removed behind the process's back is noticed once its bytes are no longer here (as a database's
 //! page cache serves what it holds).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+use arrow::array::RecordBatch;
 use bytes::Bytes;
 use object_store::path::Path;
 
 /// The largest object kept.
 pub const RECENT_OBJECT_BYTES_MAX: usize = 1024 * 1024;
+/// The most rows of a data file kept decoded beside its bytes.
+pub const RECENT_FILE_ROWS_MAX: usize = 1024;
 /// The bytes kept in all.
 pub const RECENT_BYTES_MAX: usize = 64 * 1024 * 1024;
 
@@ -33,6 +40,8 @@ pub struct RecentObjects {
 struct Inner {
     /// Each object's bytes and the number of its write.
     objects: HashMap<Path, (u64, Bytes)>,
+    /// The rows some of the kept objects (data files) were written from, and their size.
+    rows: HashMap<Path, (RecordBatch, usize)>,
     /// Writes in order (one forgotten or written again stays here until it comes out).
     order: VecDeque<(u64, Path)>,
     writes: u64,
@@ -55,6 +64,7 @@ impl RecentObjects {
         if let Some((_, old)) = inner.objects.insert(path.clone(), (write, bytes.clone())) {
             inner.bytes -= old.len();
         }
+        inner.forget_rows(path);
         inner.bytes += bytes.len();
         inner.order.push_back((write, path.clone()));
         inner.trim();
@@ -65,17 +75,46 @@ impl RecentObjects {
         self.inner().objects.get(path).map(|(_, bytes)| bytes.clone())
     }
 
+    /// Keeps the rows a data file just remembered was written from (in the file's own schema),
+    /// unless they are too many or its bytes are not kept.
+    pub fn remember_rows(&self, path: &Path, rows: RecordBatch) {
+        if rows.num_rows() > RECENT_FILE_ROWS_MAX {
+            return;
+        }
+        let mut inner = self.inner();
+        if !inner.objects.contains_key(path) {
+            return;
+        }
+        let size = rows.get_array_memory_size();
+        inner.forget_rows(path);
+        inner.bytes += size;
+        inner.rows.insert(path.clone(), (rows, size));
+        inner.trim();
+    }
+
+    /// The rows a kept data file was written from, if kept.
+    pub fn rows(&self, path: &Path) -> Option<RecordBatch> {
+        self.inner().rows.get(path).map(|(rows, _)| rows.clone())
+    }
+
     /// Forgets an object (deleted).
     pub fn forget(&self, path: &Path) {
         let mut inner = self.inner();
         if let Some((_, old)) = inner.objects.remove(path) {
             inner.bytes -= old.len();
         }
+        inner.forget_rows(path);
         inner.trim();
     }
 }
 
 impl Inner {
+    fn forget_rows(&mut self, path: &Path) {
+        if let Some((_, size)) = self.rows.remove(path) {
+            self.bytes -= size;
+        }
+    }
+
     /// Forgets the oldest objects past the bound. Forgotten objects and those written again
     /// linger in `order` until they come out at its front: it is bounded too, so that it cannot
     /// grow without end.
@@ -92,6 +131,7 @@ impl Inner {
                 if let Some((_, old)) = self.objects.remove(&oldest) {
                     self.bytes -= old.len();
                 }
+                self.forget_rows(&oldest);
             }
         }
     }
@@ -134,6 +174,32 @@ mod tests {
         }
         let inner = recent.inner();
         assert!(inner.order.len() <= 2 * inner.objects.len() + 64);
+    }
+
+    #[test]
+    fn keeps_the_rows_of_small_kept_files_only_and_forgets_them_with_the_file() {
+        use arrow::array::Int64Array;
+        let recent = RecentObjects::default();
+        let rows = |n: i64| {
+            let column: arrow::array::ArrayRef = std::sync::Arc::new(Int64Array::from_iter_values(0..n));
+            RecordBatch::try_from_iter([("id", column)]).unwrap()
+        };
+        // Not without the file's bytes, nor past the row bound.
+        recent.remember_rows(&Path::from("a"), rows(3));
+        assert!(recent.rows(&Path::from("a")).is_none());
+        recent.remember(&Path::from("a"), &Bytes::from_static(b"parquet"));
+        recent.remember_rows(&Path::from("a"), rows(RECENT_FILE_ROWS_MAX as i64 + 1));
+        assert!(recent.rows(&Path::from("a")).is_none());
+        recent.remember_rows(&Path::from("a"), rows(3));
+        assert_eq!(recent.rows(&Path::from("a")).map(|r| r.num_rows()), Some(3));
+        assert!(recent.inner().bytes > 7, "the rows count toward the bound");
+        // Written again or deleted: the rows go with the old bytes.
+        recent.remember(&Path::from("a"), &Bytes::from_static(b"other"));
+        assert!(recent.rows(&Path::from("a")).is_none());
+        recent.remember_rows(&Path::from("a"), rows(2));
+        recent.forget(&Path::from("a"));
+        assert!(recent.rows(&Path::from("a")).is_none());
+        assert_eq!(recent.inner().bytes, 0);
     }
 
     #[test]

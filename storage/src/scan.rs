@@ -201,6 +201,9 @@ pub async fn read_file(
         let relative = relative.clone();
         move |e: parquet::errors::ParquetError| corrupt_or_missing(&relative, e)
     };
+    if let Some(kept) = store.kept_rows(&location) {
+        return read_kept(kept, layout, fields, file, options, relative);
+    }
     let reader = crate::store::ParquetFile::new(store, location, file.size);
     // A few rows of a file (found by a key index): the offset index leads to their pages alone.
     let offset_index = match file.mask {
@@ -212,7 +215,35 @@ pub async fn read_file(
     let file_schema = builder.schema().clone();
     let total_rows = builder.metadata().file_metadata().num_rows().max(0) as u64;
 
-    // Match each wanted data column to a top-level column of the file.
+    let (roots, sources) = file_columns(layout, fields, &file_schema);
+    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
+    let batch_rows = if options.batch_rows == 0 { BATCH_ROWS_DEFAULT } else { options.batch_rows };
+    let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
+    if let Some(selection) = row_selection(&file.mask, total_rows) {
+        builder = builder.with_row_selection(selection);
+    }
+    let stream = builder.build().map_err(&corrupt)?;
+    let mut cursor = options.row_index.then(|| RowCursor::new(&file.mask, total_rows));
+    let plan = Arc::new(BatchPlan::new(layout, fields, file, options, &file_schema, &roots, &sources, relative));
+    Ok(stream
+        .map(move |batch| {
+            let batch = batch.map_err(|e| corrupt_or_missing(&plan.path, e))?;
+            let adapted = plan.adapt(&batch)?;
+            match cursor.as_mut() {
+                None => Ok(adapted),
+                Some(cursor) => with_row_index(adapted, cursor.take(batch.num_rows())),
+            }
+        })
+        .boxed())
+}
+
+/// The top-level columns of a file a read takes (`roots`, ascending), and for each wanted field
+/// the file column it comes from (None: a partition column, or one the file lacks).
+fn file_columns(
+    layout: &TableLayout,
+    fields: &[StructField],
+    file_schema: &SchemaRef,
+) -> (Vec<usize>, Vec<Option<usize>>) {
     let mut roots = Vec::new();
     let mut sources: Vec<Option<usize>> = Vec::with_capacity(fields.len());
     for field in fields {
@@ -229,36 +260,49 @@ pub async fn read_file(
         sources.push(found);
     }
     roots.sort_unstable();
-    let mask = ProjectionMask::roots(builder.parquet_schema(), roots.iter().copied());
-    let batch_rows = if options.batch_rows == 0 { BATCH_ROWS_DEFAULT } else { options.batch_rows };
-    let mut builder = builder.with_projection(mask).with_batch_size(batch_rows);
-    if let Some(selection) = row_selection(&file.mask, total_rows) {
-        builder = builder.with_row_selection(selection);
-    }
-    let stream = builder.build().map_err(&corrupt)?;
-    let mut cursor = options.row_index.then(|| RowCursor::new(&file.mask, total_rows));
+    (roots, sources)
+}
 
-    let plan = Arc::new(BatchPlan {
-        fields: fields.to_vec(),
-        sources: sources.iter().map(|s| s.map(|index| roots.iter().position(|r| *r == index).unwrap_or(0))).collect(),
-        // The roots are positions in the file's schema.
-        source_fields: roots.iter().filter_map(|&i| file_schema.fields().get(i).cloned()).collect(),
-        partition_values: file.partition_values.clone(),
-        layout: layout.clone(),
-        partition_options: options.partition.clone(),
-        output: output_schema(fields),
-        path: relative.clone(),
-    });
-    Ok(stream
-        .map(move |batch| {
-            let batch = batch.map_err(|e| corrupt_or_missing(&plan.path, e))?;
-            let adapted = plan.adapt(&batch)?;
-            match cursor.as_mut() {
-                None => Ok(adapted),
-                Some(cursor) => with_row_index(adapted, cursor.take(batch.num_rows())),
-            }
-        })
-        .boxed())
+/// [`read_file`] of a file whose rows the store kept as it wrote them ([`TableStore::kept_rows`]):
+/// the same columns, rows and row indexes as decoding the file would give.
+fn read_kept(
+    kept: RecordBatch,
+    layout: &TableLayout,
+    fields: &[StructField],
+    file: &FileToRead,
+    options: &ScanOptions,
+    relative: String,
+) -> Result<BoxStream<'static, Result<RecordBatch>>> {
+    let file_schema = kept.schema();
+    let total_rows = kept.num_rows() as u64;
+    let (roots, sources) = file_columns(layout, fields, &file_schema);
+    let projected = kept.project(&roots)?;
+    let selected = match &file.mask {
+        RowMask::All => projected,
+        RowMask::Only(rows) => {
+            let keep: arrow::array::BooleanArray = (0..total_rows).map(|r| Some(rows.contains(r))).collect();
+            arrow::compute::filter_record_batch(&projected, &keep)?
+        }
+        RowMask::Without(rows) => {
+            let keep: arrow::array::BooleanArray = (0..total_rows).map(|r| Some(!rows.contains(r))).collect();
+            arrow::compute::filter_record_batch(&projected, &keep)?
+        }
+    };
+    let plan = BatchPlan::new(layout, fields, file, options, &file_schema, &roots, &sources, relative);
+    let mut cursor = options.row_index.then(|| RowCursor::new(&file.mask, total_rows));
+    let batch_rows = if options.batch_rows == 0 { BATCH_ROWS_DEFAULT } else { options.batch_rows };
+    let mut batches = Vec::new();
+    let mut offset = 0;
+    while offset < selected.num_rows() {
+        let length = batch_rows.min(selected.num_rows() - offset);
+        let adapted = plan.adapt(&selected.slice(offset, length))?;
+        batches.push(match cursor.as_mut() {
+            None => Ok(adapted),
+            Some(cursor) => with_row_index(adapted, cursor.take(length)),
+        });
+        offset += length;
+    }
+    Ok(futures::stream::iter(batches).boxed())
 }
 
 fn with_row_index(batch: RecordBatch, indexes: ArrayRef) -> Result<RecordBatch> {
@@ -389,6 +433,34 @@ struct BatchPlan {
 }
 
 impl BatchPlan {
+    /// The plan for a file of `file_schema` whose columns `roots` are read (see [`file_columns`]).
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        layout: &TableLayout,
+        fields: &[StructField],
+        file: &FileToRead,
+        options: &ScanOptions,
+        file_schema: &SchemaRef,
+        roots: &[usize],
+        sources: &[Option<usize>],
+        path: String,
+    ) -> Self {
+        BatchPlan {
+            fields: fields.to_vec(),
+            sources: sources
+                .iter()
+                .map(|s| s.map(|index| roots.iter().position(|r| *r == index).unwrap_or(0)))
+                .collect(),
+            // The roots are positions in the file's schema.
+            source_fields: roots.iter().filter_map(|&i| file_schema.fields().get(i).cloned()).collect(),
+            partition_values: file.partition_values.clone(),
+            layout: layout.clone(),
+            partition_options: options.partition.clone(),
+            output: output_schema(fields),
+            path,
+        }
+    }
+
     fn adapt(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let rows = batch.num_rows();
         let mut columns = Vec::with_capacity(self.fields.len());

@@ -215,8 +215,13 @@ impl Table {
 
     /// Commits what `staged` (a staged handle on this table) holds, as one commit on its base,
     /// with `transaction_id` (a warehouse's id of the transaction) among its commitInfo's
-    /// operation parameters. `None`: it holds nothing.
-    pub async fn commit_staged(&self, staged: &Table, transaction_id: &str) -> Result<Option<CommitOutcome>> {
+    /// operation parameters. `None`: it holds nothing. A checkpoint due is left to the caller
+    /// (see [`Table::commit_leaving_checkpoint`]).
+    pub async fn commit_staged(
+        &self,
+        staged: &Table,
+        transaction_id: &str,
+    ) -> Result<Option<(CommitOutcome, Option<crate::table::CheckpointDue>)>> {
         let Some(stage) = staged.stage() else {
             return Err(Error::Internal("commit_staged of a handle that stages nothing".into()));
         };
@@ -227,7 +232,7 @@ impl Table {
         };
         let mut transaction = transaction;
         transaction.parameter(TRANSACTION_ID_PARAMETER, transaction_id);
-        self.commit(&base, transaction).await.map(Some)
+        self.commit_leaving_checkpoint(&base, transaction).await.map(Some)
     }
 }
 
@@ -356,8 +361,7 @@ impl Table {
                 actions.push(Action::Protocol(upgraded));
             }
         }
-        if !dv_file.is_empty() {
-            let (path, bytes) = dv_file.finish();
+        if let Some((path, bytes)) = dv_file.finish() {
             store.put(&store.path(&path), bytes).await?;
         }
         let version = latest.version() + 1;

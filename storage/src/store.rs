@@ -269,6 +269,19 @@ impl TableStore {
         }
     }
 
+    /// Keeps the rows a data file this store just wrote was written from, in the file's own
+    /// schema (see [`crate::recent`]): a scan of the file then uses them as they are.
+    pub fn keep_rows(&self, path: &Path, rows: arrow::array::RecordBatch) {
+        if let Some(recent) = &self.recent {
+            recent.remember_rows(path, rows);
+        }
+    }
+
+    /// The rows a data file this store wrote lately was written from, if kept.
+    pub fn kept_rows(&self, path: &Path) -> Option<arrow::array::RecordBatch> {
+        self.recent.as_ref()?.rows(path)
+    }
+
     /// Forgets the kept bytes of an object about to be replaced or deleted.
     fn forget(&self, path: &Path) {
         if let Some(recent) = &self.recent {

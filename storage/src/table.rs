@@ -58,6 +58,14 @@ pub struct Table {
     changes_needed_from: std::sync::atomic::AtomicU64,
 }
 
+/// A committed version due a checkpoint (see [`Table::commit_leaving_checkpoint`]).
+#[derive(Debug)]
+pub struct CheckpointDue {
+    snapshot: Arc<Snapshot>,
+    /// The `txnId` of the version's commitInfo, for its `.crc`.
+    txn_id: Option<String>,
+}
+
 /// The process's commit clock: one tick per commit made through a [`Table`] handle, taken as
 /// the commit's snapshot becomes the handle's latest (see [`Table::snapshot_as_of_clock`]).
 static COMMIT_CLOCK: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
@@ -424,8 +432,23 @@ impl Table {
 
     /// Commits a transaction built on `snapshot`, then advances the cache and checkpoints when due.
     pub async fn commit(&self, snapshot: &Snapshot, transaction: Transaction) -> Result<CommitOutcome> {
+        let (outcome, due) = self.commit_leaving_checkpoint(snapshot, transaction).await?;
+        if let Some(due) = due {
+            self.checkpoint_committed(due).await;
+        }
+        Ok(outcome)
+    }
+
+    /// [`Table::commit`], leaving the checkpoint to the caller: the version to checkpoint (with
+    /// [`Table::checkpoint_committed`]) when one is due. A caller that holds locks others wait
+    /// for (a transaction's key locks) checkpoints after it lets them go.
+    pub async fn commit_leaving_checkpoint(
+        &self,
+        snapshot: &Snapshot,
+        transaction: Transaction,
+    ) -> Result<(CommitOutcome, Option<CheckpointDue>)> {
         if let Some(stage) = &self.stage {
-            return self.commit_to_stage(stage, snapshot, transaction);
+            return Ok((self.commit_to_stage(stage, snapshot, transaction)?, None));
         }
         // The versions this handle has seen exist: checked as winners, not tried.
         let known = self.cached_snapshot().version();
@@ -447,26 +470,36 @@ impl Table {
                 .collect();
             let next = Arc::new(snapshot.apply_commits(commits)?);
             self.store_committed(next.clone());
-            let txn_id = committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions));
-            if let Err(e) = crate::checksum::write(&self.store, &next, txn_id).await {
-                tracing::warn!(
-                    table = self.location(),
-                    version = next.version(),
-                    "no .crc written (the commit stands): {e}"
-                );
-            }
             if next.version() % next.checkpoint_interval() == 0 {
-                match self.checkpoint(&next).await {
-                    Ok(()) => self.clean_log_when_due(&next).await,
-                    Err(e) => tracing::warn!(
-                        table = self.location(),
-                        version = next.version(),
-                        "checkpoint failed (the commit stands): {e}"
-                    ),
-                }
+                let txn_id = committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions));
+                return Ok((outcome, Some(CheckpointDue { snapshot: next, txn_id })));
             }
         }
-        Ok(outcome)
+        Ok((outcome, None))
+    }
+
+    /// What follows a commit whose version is due a checkpoint (see
+    /// [`Table::commit_leaving_checkpoint`]): its `.crc`, the checkpoint, and the log's cleanup
+    /// when due. Failures are logged: the commit stands without them.
+    pub async fn checkpoint_committed(&self, due: CheckpointDue) {
+        let CheckpointDue { snapshot: next, txn_id } = due;
+        // A `.crc` with each checkpoint, not each commit: the file is optional, and a file
+        // created per commit and table is a cost of every short transaction.
+        if let Err(e) = crate::checksum::write(&self.store, &next, txn_id).await {
+            tracing::warn!(
+                table = self.location(),
+                version = next.version(),
+                "no .crc written (the commit stands): {e}"
+            );
+        }
+        match self.checkpoint(&next).await {
+            Ok(()) => self.clean_log_when_due(&next).await,
+            Err(e) => tracing::warn!(
+                table = self.location(),
+                version = next.version(),
+                "checkpoint failed (the commit stands): {e}"
+            ),
+        }
     }
 
     /// Cleans the log after a checkpoint of `snapshot`, when this handle has not done so for

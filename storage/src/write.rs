@@ -205,8 +205,9 @@ impl Table {
             {
                 actions.push(Action::Protocol(upgraded));
             }
-            let (path, bytes) = dv_file.finish();
-            self.store().put(&self.store().path(&path), bytes).await?;
+            if let Some((path, bytes)) = dv_file.finish() {
+                self.store().put(&self.store().path(&path), bytes).await?;
+            }
         }
         let mut kept = Vec::new();
         for (add, deleted) in rewrites {

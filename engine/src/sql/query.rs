@@ -177,6 +177,9 @@ impl QueryContext {
 
     /// Plans and runs a query.
     pub(crate) async fn run_query(&self, query: Query) -> Result<StatementResult> {
+        if let Some(result) = self.point_query(&query).await? {
+            return Ok(result);
+        }
         let locked = self.locked_tables(&query)?;
         let (query, per_row) = self.resolve_sequences(query).await?;
         let (statement, plan) = self.plan_rewritten(Statement::Query(Box::new(query))).await?;

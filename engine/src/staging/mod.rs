@@ -724,6 +724,7 @@ async fn commit_tables<'a>(
     let gate = if several { Some(db.commit_gate.write().await) } else { None };
     let record_file = if several { Some(record.write(db).await?) } else { None };
     let mut committed: Vec<(&StagedTable, u64)> = Vec::new();
+    let mut checkpoints = Vec::new();
     let mut failure = None;
     // The tables commit side by side, so that their log entries share the journal's syncs
     // (sluice_storage::journal); if one fails, those that committed are undone below.
@@ -734,9 +735,12 @@ async fn commit_tables<'a>(
     .await;
     for (table, outcome) in outcomes {
         match outcome {
-            Ok(Some(CommitOutcome::Committed(c))) => committed.push((table, c.version)),
+            Ok(Some((CommitOutcome::Committed(c), due))) => {
+                committed.push((table, c.version));
+                checkpoints.extend(due.map(|due| (table, due)));
+            }
             Ok(None) => {}
-            Ok(Some(CommitOutcome::Conflict(conflict))) => {
+            Ok(Some((CommitOutcome::Conflict(conflict), _))) => {
                 failure.get_or_insert(Error::SerializationFailure(format!(
                     "could not serialize access due to a concurrent update of {}: {conflict}",
                     table.key
@@ -780,6 +784,10 @@ async fn commit_tables<'a>(
         if let Err(e) = guard.committed().await {
             tracing::warn!("a key index did not catch up with a transaction's commit: {e}");
         }
+    }
+    // Checkpoints once the key locks are free: the next commits need not wait for them.
+    for (table, due) in checkpoints {
+        table.real.checkpoint_committed(due).await;
     }
     Ok(committed)
 }

@@ -295,3 +295,78 @@ async fn upserts_killed_in_the_middle_leave_each_key_once() {
     let err = db.execute("INSERT INTO kv SELECT k, 'dup' FROM kv LIMIT 1").await.unwrap_err();
     assert_eq!(err.sqlstate(), "23505", "{err}");
 }
+
+/// A point query (`SELECT ... WHERE key = constant`, run without a plan: engine/src/sql/point.rs)
+/// gives the columns, types, field metadata and rows of the planned query (`AND true` makes it
+/// one), and the columns its prepared form describes; in a block, it sees the block's writes.
+#[tokio::test]
+async fn point_queries_answer_as_the_planned_query() {
+    use sluice::StatementResult;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Database::open(dir.path().to_str().unwrap()).await.unwrap();
+    db.execute(
+        "CREATE TABLE p (id int PRIMARY KEY, s smallint, b bigint UNIQUE, n numeric(10,2), f double precision, \
+         t text, v varchar(10), c char(5), ok boolean, d date, ts timestamp, tz timestamptz, a int[], by bytea)",
+    )
+    .await
+    .unwrap();
+    db.execute(
+        "INSERT INTO p VALUES (1, 1, 10, 1.50, 0.5, 'one', 'uno', 'ab', true, '2026-01-02', '2026-01-02 03:04:05', \
+         '2026-01-02 03:04:05+00', '{1,2}', '\\x0102'), (2, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, \
+         NULL, NULL, NULL, NULL), (3, 3, 30, -3.25, -1e10, '', 'x', 'abcde', false, '1999-12-31', \
+         '1999-12-31 23:59:59.5', '1999-12-31 23:59:59.5+02', '{}', '\\x')",
+    )
+    .await
+    .unwrap();
+    let run = |sql: String| {
+        let db = &db;
+        async move {
+            match db.execute(&sql).await.unwrap_or_else(|e| panic!("{sql}: {e}")).pop() {
+                Some(StatementResult::Rows { schema, batches }) => {
+                    (schema.clone(), arrow::compute::concat_batches(&schema, &batches).unwrap())
+                }
+                other => panic!("{sql}: {other:?}"),
+            }
+        }
+    };
+    let queries = [
+        "SELECT * FROM p WHERE id = {k}",
+        "SELECT t, id, n AS amount FROM p WHERE id = {k}",
+        "SELECT p.c, p.v, p.ok, p.d, p.ts, p.tz FROM p WHERE p.id = {k}",
+        "SELECT x.a, x.by, x.f, x.s FROM p x WHERE {k} = x.id",
+        "SELECT id, id FROM p WHERE id = CAST({k} AS bigint)",
+        "SELECT t FROM p WHERE b = {k}0",
+    ];
+    for query in queries {
+        for k in [1, 2, 3, 4] {
+            let point = query.replace("{k}", &k.to_string());
+            let planned = format!("{point} AND true");
+            let (schema, rows) = run(point.clone()).await;
+            let (planned_schema, planned_rows) = run(planned).await;
+            assert_eq!(schema, planned_schema, "{point}");
+            assert_eq!(rows, planned_rows, "{point}");
+            assert_eq!(rows.num_rows(), usize::from(k != 4 && !(k == 2 && point.contains("b = "))), "{point}");
+            let described = db.prepare(&point).await.unwrap().result_schema.unwrap();
+            // (The described names of duplicate columns are internal aliases, which the server
+            // turns into the names; the types are the ones the rows come in.)
+            let types =
+                |s: &arrow::datatypes::Schema| s.fields().iter().map(|f| f.data_type().clone()).collect::<Vec<_>>();
+            assert_eq!(types(&described), types(&schema), "{point}");
+        }
+    }
+    // A block reads its own writes through the same path, and not after ROLLBACK.
+    let session = db.session();
+    session.execute("BEGIN").await.unwrap();
+    session.execute("UPDATE p SET t = 'changed' WHERE id = 1").await.unwrap();
+    session.execute("INSERT INTO p (id, t) VALUES (5, 'five')").await.unwrap();
+    for (sql, expected) in [("SELECT t FROM p WHERE id = 1", "changed"), ("SELECT t FROM p WHERE id = 5", "five")] {
+        let Some(StatementResult::Rows { batches, .. }) = session.execute(sql).await.unwrap().pop() else {
+            panic!("{sql}")
+        };
+        let text = arrow::util::pretty::pretty_format_batches(&batches).unwrap().to_string();
+        assert!(text.contains(expected), "{sql}: {text}");
+    }
+    session.execute("ROLLBACK").await.unwrap();
+    assert_eq!(rows(&db, "SELECT t FROM p WHERE id = 1").await, vec![vec!["one".to_string()]]);
+    assert!(rows(&db, "SELECT t FROM p WHERE id = 5").await.is_empty());
+}

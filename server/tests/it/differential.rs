@@ -120,6 +120,11 @@ fn point_updates() {
     run_case("point_updates");
 }
 
+#[test]
+fn point_queries() {
+    run_case("point_queries");
+}
+
 fn run_case(case: &str) {
     let cases = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/differential");
     let postgres = Postgres::start();

@@ -169,9 +169,10 @@ async fn optimize_vacuum_and_restore() {
     let dir = tempfile::tempdir().unwrap();
     let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true")]).await;
     for start in 0..5 {
-        committed(table.append(vec![batch(start * 10..start * 10 + 10)]).await.unwrap());
+        committed(table.append(vec![batch(start * 10_000..start * 10_000 + 10_000)]).await.unwrap());
     }
-    committed(table.delete_where(|_| true, |b| id_in(b, |i| i == 0)).await.unwrap().outcome);
+    // Half the rows of a file: a deletion vector too large to go inline, so it has a file.
+    committed(table.delete_where(|_| true, |b| id_in(b, |i| i < 10_000 && i % 2 == 0)).await.unwrap().outcome);
     let before = ids(&table, None).await;
     let optimized = table.optimize(None).await.unwrap();
     assert_eq!(optimized.files_removed, 5);
@@ -197,6 +198,37 @@ async fn optimize_vacuum_and_restore() {
     committed(table.append(vec![batch(200..201)]).await.unwrap());
     committed(table.restore(version).await.unwrap());
     assert_eq!(ids(&table, None).await, before);
+}
+
+/// A small deletion vector is written inline in the log entry: no file, read back the same,
+/// also by a handle that opens the table anew; a large one still gets a file.
+#[tokio::test]
+async fn small_deletion_vectors_are_inline_and_large_ones_are_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true")]).await;
+    committed(table.append(vec![batch(0..20_000)]).await.unwrap());
+    committed(table.delete_where(|_| true, |b| id_in(b, |i| i == 7 || i == 9_000)).await.unwrap().outcome);
+    let bins = || {
+        std::fs::read_dir(dir.path())
+            .unwrap()
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "bin"))
+            .count()
+    };
+    assert_eq!(bins(), 0, "a two-row deletion vector has no file");
+    let snapshot = table.snapshot().await.unwrap();
+    let dv = snapshot.files().find_map(|f| f.deletion_vector.clone()).unwrap();
+    assert_eq!((dv.storage_type.as_str(), dv.cardinality), ("i", 2));
+    let expected: Vec<i64> = (0..20_000).filter(|i| *i != 7 && *i != 9_000).collect();
+    assert_eq!(ids(&table, None).await, expected);
+    let reopened = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
+    assert_eq!(ids(&reopened, None).await, expected);
+    committed(table.delete_where(|_| true, |b| id_in(b, |i| i % 2 == 1)).await.unwrap().outcome);
+    assert_eq!(bins(), 1, "half the rows need a file");
+    let dv = table.snapshot().await.unwrap().files().find_map(|f| f.deletion_vector.clone()).unwrap();
+    assert_eq!(dv.storage_type, "u");
+    let expected: Vec<i64> = expected.into_iter().filter(|i| i % 2 == 0).collect();
+    assert_eq!(ids(&table, None).await, expected);
 }
 
 #[tokio::test]
@@ -306,7 +338,8 @@ async fn column_mapping_tables_round_trip_and_rename() {
 async fn a_truncated_deletion_vector_is_a_corrupt_file() {
     let dir = tempfile::tempdir().unwrap();
     let table = create(dir.path(), &[], &[("delta.enableDeletionVectors", "true")]).await;
-    committed(table.append(vec![batch(0..100)]).await.unwrap());
+    // A third of 20,000 rows: a deletion vector too large to go inline.
+    committed(table.append(vec![batch(0..20_000)]).await.unwrap());
     committed(table.delete_where(|_| true, |b| id_in(b, |i| i % 3 == 0)).await.unwrap().outcome);
     let snapshot = table.snapshot().await.unwrap();
     let dv = std::fs::read_dir(dir.path())
@@ -328,7 +361,7 @@ async fn a_truncated_deletion_vector_is_a_corrupt_file() {
     let err = scan(&snapshot, &ScanOptions::default()).await.unwrap_err();
     assert!(err.to_string().contains(&name), "{err}");
     std::fs::write(&dv, &bytes).unwrap();
-    assert_eq!(ids(&table, None).await.len(), 66);
+    assert_eq!(ids(&table, None).await.len(), 20_000 - 6_667);
 }
 
 #[tokio::test]

@@ -41,7 +41,7 @@ async fn staged_commits_are_seen_by_the_handle_only_and_commit_as_one() {
         assert_eq!(table.snapshot().await.unwrap().version(), 1);
         staged.rollback_stage_to(mark).await.unwrap();
         assert_eq!(ids(&staged, None).await, vec![1, 3, 5, 7, 9, 11, 13]);
-        let committed = version(table.commit_staged(&staged, "t1").await.unwrap().unwrap());
+        let committed = version(table.commit_staged(&staged, "t1").await.unwrap().unwrap().0);
         assert_eq!(committed, 2, "one commit for the whole stage");
         assert_eq!(ids(&table, None).await, vec![1, 3, 5, 7, 9, 11, 13]);
         assert_eq!(table.find_transaction(1, "t1").await.unwrap(), Some(2));
@@ -69,7 +69,7 @@ async fn a_discarded_stage_deletes_its_files_and_a_stale_stage_conflicts() {
     staged.delete_where(|_| true, |b| id_in(b, |i| i < 3)).await.unwrap();
     table.delete_where(|_| true, |b| id_in(b, |i| i > 7)).await.unwrap();
     match table.commit_staged(&staged, "t2").await.unwrap() {
-        Some(CommitOutcome::Conflict(_)) => {}
+        Some((CommitOutcome::Conflict(_), _)) => {}
         other => panic!("expected a conflict, got {other:?}"),
     }
     assert_eq!(ids(&table, None).await, (0..8).collect::<Vec<_>>());
