@@ -299,12 +299,23 @@ pub async fn write_groups(
     let mut tasks = Vec::new();
     for (directory, values, batches) in jobs {
         let properties = properties.clone();
-        let encoded = tokio::task::spawn_blocking(move || encode_files(batches, properties, target));
+        let rows: usize = batches.iter().map(|b| b.num_rows()).sum();
+        // A few rows are encoded here: the blocking pool's thread switches cost more.
+        let encoded = if rows <= crate::recent::RECENT_FILE_ROWS_MAX {
+            Encoding::Done(encode_files(batches, properties, target))
+        } else {
+            Encoding::Running(tokio::task::spawn_blocking(move || encode_files(batches, properties, target)))
+        };
         tasks.push((directory, values, encoded));
     }
     let mut adds = Vec::new();
     for (directory, values, encoded) in tasks {
-        let files = encoded.await.map_err(|e| Error::Internal(format!("a writer thread failed: {e}")))??;
+        let files = match encoded {
+            Encoding::Done(files) => files?,
+            Encoding::Running(task) => {
+                task.await.map_err(|e| Error::Internal(format!("a writer thread failed: {e}")))??
+            }
+        };
         for (bytes, stats, rows) in files {
             let name = format!("part-{:05}-{}-c000.snappy.parquet", adds.len(), uuid::Uuid::new_v4());
             let relative = if directory.is_empty() { name } else { format!("{directory}/{name}") };
@@ -343,6 +354,12 @@ impl TableLayout {
             })
             .collect()
     }
+}
+
+/// The files of one writer: encoded already, or being encoded on the blocking pool.
+enum Encoding {
+    Done(Result<Vec<EncodedFile>>),
+    Running(tokio::task::JoinHandle<Result<Vec<EncodedFile>>>),
 }
 
 /// A file's bytes, its stats, and the rows it was written from when it is one small file

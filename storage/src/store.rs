@@ -250,7 +250,18 @@ impl TableStore {
         };
         {
             let _writing = journal.enter().await;
-            self.store.put(path, PutPayload::from(bytes.clone())).await.map_err(|e| Error::store(path, e))?;
+            let local = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative));
+            match local.filter(|_| bytes.len() <= SMALL_WRITE_BYTES_MAX) {
+                // Small: written here, without a trip through the blocking pool (two thread
+                // switches, more than the write costs). The name is new, so no reader sees the
+                // file before it is whole; the journal makes it whole after a crash.
+                Some(file) => write_new_file(&file, &bytes).map_err(|e| {
+                    Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })
+                })?,
+                None => {
+                    self.store.put(path, PutPayload::from(bytes.clone())).await.map_err(|e| Error::store(path, e))?;
+                }
+            }
             journal.record_put(&relative, &bytes)?;
         }
         self.remember(path, &bytes);
@@ -511,6 +522,25 @@ fn create_local_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bo
 }
 
 /// Writes `bytes` over the file's content (making the file, and its folder, when missing).
+/// The largest object [`TableStore::put`] writes on the calling thread (see there).
+const SMALL_WRITE_BYTES_MAX: usize = 64 * 1024;
+
+/// Creates a file that must not exist yet (and its folder, if missing) with `bytes`.
+fn write_new_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let open = || std::fs::OpenOptions::new().write(true).create_new(true).open(file);
+    let mut opened = match open() {
+        Ok(opened) => opened,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            let Some(folder) = file.parent() else { return Err(e) };
+            std::fs::create_dir_all(folder)?;
+            open()?
+        }
+        Err(e) => return Err(e),
+    };
+    opened.write_all(bytes)
+}
+
 fn write_in_place(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let open = || std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(file);
