@@ -528,33 +528,26 @@ const SMALL_WRITE_BYTES_MAX: usize = 64 * 1024;
 /// Creates a file that must not exist yet (and its folder, if missing) with `bytes`.
 fn write_new_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let open = || std::fs::OpenOptions::new().write(true).create_new(true).open(file);
-    let mut opened = match open() {
-        Ok(opened) => opened,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            let Some(folder) = file.parent() else { return Err(e) };
-            std::fs::create_dir_all(folder)?;
-            open()?
-        }
-        Err(e) => return Err(e),
-    };
-    opened.write_all(bytes)
+    open_creating_folder(file, std::fs::OpenOptions::new().write(true).create_new(true))?.write_all(bytes)
 }
 
 fn write_in_place(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
-    let open = || std::fs::OpenOptions::new().write(true).create(true).truncate(false).open(file);
-    let mut opened = match open() {
-        Ok(opened) => opened,
+    let mut opened = open_creating_folder(file, std::fs::OpenOptions::new().write(true).create(true).truncate(false))?;
+    opened.write_all(bytes)?;
+    opened.set_len(bytes.len() as u64)
+}
+
+/// Opens `file` with `options`, creating its folder first when it is missing.
+fn open_creating_folder(file: &std::path::Path, options: &std::fs::OpenOptions) -> std::io::Result<std::fs::File> {
+    match options.open(file) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             let Some(folder) = file.parent() else { return Err(e) };
             std::fs::create_dir_all(folder)?;
-            open()?
+            options.open(file)
         }
-        Err(e) => return Err(e),
-    };
-    opened.write_all(bytes)?;
-    opened.set_len(bytes.len() as u64)
+        other => other,
+    }
 }
 
 /// Gives `from` the name `to` only if no file has it (`AlreadyExists` otherwise).
