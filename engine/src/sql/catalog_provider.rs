@@ -129,6 +129,23 @@ pub fn locator_for(
     }
 }
 
+/// The relation a statement reads `table` (table `id`, at `snapshot`) through: finding rows by
+/// key where [`locator_for`] gives a locator.
+pub fn statement_provider(
+    db: &Warehouse,
+    staging: &Staging,
+    id: &str,
+    table: Arc<Table>,
+    snapshot: Arc<Snapshot>,
+) -> SluiceTable {
+    let locator = locator_for(db, staging, id, &table);
+    let provider = SluiceTable::new(table, snapshot, db.scan_options());
+    match locator {
+        Some(locator) => provider.with_locator(locator),
+        None => provider,
+    }
+}
+
 /// [`statement_snapshot`] under the commit gate the caller holds (or with the snapshot taken).
 pub async fn load_snapshot(
     db: &Warehouse,
@@ -182,13 +199,7 @@ impl SchemaProvider for SluiceSchema {
             return Ok(Some(Arc::new(table)));
         }
         let (table, snapshot) = statement_snapshot(&self.db, &self.snapshots, &self.staging, entry).await?;
-        let locator = locator_for(&self.db, &self.staging, &entry.id, &table);
-        let provider = SluiceTable::new(table, snapshot, self.db.scan_options());
-        let provider = match locator {
-            Some(locator) => provider.with_locator(locator),
-            None => provider,
-        };
-        Ok(Some(Arc::new(provider)))
+        Ok(Some(Arc::new(statement_provider(&self.db, &self.staging, &entry.id, table, snapshot))))
     }
 
     fn table_exist(&self, name: &str) -> bool {

@@ -628,12 +628,14 @@ impl QueryContext {
 
     /// The target with its hidden columns, finding rows by key where it can.
     pub(super) fn dml_provider(&self, target: &Target) -> SluiceTable {
-        let provider = SluiceTable::new(target.table.clone(), target.snapshot.clone(), self.db.scan_options())
-            .with_hidden_columns();
-        match super::catalog_provider::locator_for(&self.db, &self.staging, &target.entry.id, &target.table) {
-            Some(locator) => provider.with_locator(locator),
-            None => provider,
-        }
+        super::catalog_provider::statement_provider(
+            &self.db,
+            &self.staging,
+            &target.entry.id,
+            target.table.clone(),
+            target.snapshot.clone(),
+        )
+        .with_hidden_columns()
     }
 
     /// The target relation of an UPDATE or DELETE, replaced by its registered relation with

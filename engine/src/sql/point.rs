@@ -158,12 +158,7 @@ impl QueryContext {
             .collect::<Option<Vec<_>>>();
         let Some(fields) = fields else { return Ok(None) };
         let result_schema = Arc::new(arrow::datatypes::Schema::new_with_metadata(fields, schema.metadata().clone()));
-        let locator = super::catalog_provider::locator_for(&self.db, &self.staging, &entry.id, &table);
-        let provider = SluiceTable::new(table, snapshot, self.db.scan_options());
-        let provider = match locator {
-            Some(locator) => provider.with_locator(locator),
-            None => provider,
-        };
+        let provider = super::catalog_provider::statement_provider(&self.db, &self.staging, &entry.id, table, snapshot);
         tracing::debug!(table = entry.qualified_name(), "a point query, run without a plan");
         let scanned = self.rows_with_key(&provider, Some(&read), (key_at, &key_name), &value).await?;
         let mut batches = Vec::with_capacity(scanned.len());
