@@ -17,7 +17,10 @@
 //! then the state table's, carrying the same txn. A crash between the two leaves the state
 //! behind the target; the next run first brings the state up to the target's txn by applying
 //! the missing source versions to the state alone (the state depends on the events only, never
-//! on the target), so every event counts exactly once.
+//! on the target), so every event counts exactly once. The one exception is an SCD 2 key whose
+//! state row has no history (a key new in that run): its history starts from the target's
+//! versions read back, which already hold the run's events; merged with them again, they change
+//! nothing.
 
 use std::collections::HashMap;
 use std::sync::Arc;

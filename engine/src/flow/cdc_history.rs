@@ -207,24 +207,41 @@ pub(super) fn scd2(
     }
     // Keys without: the existing versions read back in their history's order (by start, then
     // end, the current version last): each is an upsert at its start and, when closed, a delete
-    // at its end (a version closed by the next one's upsert gives a delete just before that
-    // upsert, which changes nothing). Their ranks keep that order among steps of equal sequence.
+    // at its end, unless the key's next version starts there with other tracked values (that
+    // upsert closed it). A delete there would end whatever a late event of this run opens
+    // between the two: after `[1,3) a=1`, `[3,-) a=2` and a late `a=2 @2`, the versions are
+    // `[1,2) a=1`, `[2,-) a=2`, not `[2,3) a=2`, `[3,-) a=2`. Their ranks keep that order among
+    // steps of equal sequence.
     let mut versions: Vec<usize> = (0..existing_keys.len()).filter(|row| !start.is_null(*row)).collect();
     versions.sort_by(|a, b| {
         let bound = |row: &usize| (start_order.get(*row), end.is_null(*row), end_order.get(*row));
         bound(a).cmp(&bound(b))
     });
+    // The versions that start at each (key, sequence).
+    let mut starting: HashMap<(&[u8], &[u8]), Vec<usize>> = HashMap::new();
+    for &row in &versions {
+        if let (Some(Some(key)), Some(start_bytes)) = (existing_keys.get(row), start_order.get(row)) {
+            starting.entry((key.as_slice(), start_bytes.as_slice())).or_default().push(row);
+        }
+    }
+    let closed_by_change = |row: usize, key: &[u8], end_bytes: &[u8]| {
+        let values = vec![(FROM_EXISTING, row); width];
+        starting
+            .get(&(key, end_bytes))
+            .is_some_and(|next| next.iter().any(|&n| !same_tracked(&values, &vec![(FROM_EXISTING, n); width])))
+    };
     let mut rank = 0;
-    for row in versions {
+    for &row in &versions {
         let Some(Some(key)) = existing_keys.get(row) else { continue };
         if history.by_key.contains_key(key) {
             continue;
         }
         let (Some(start_bytes), Some(end_bytes)) = (start_order.get(row), end_order.get(row)) else { continue };
+        let ends_by_delete = !end.is_null(row) && !closed_by_change(row, key, end_bytes);
         let steps = by_key.entry(key.clone()).or_default();
         let values = vec![(FROM_EXISTING, row); width];
         steps.push((start_bytes.clone(), (0, rank), (SEQ_START, row), Step::Version { values }));
-        if !end.is_null(row) {
+        if ends_by_delete {
             steps.push((end_bytes.clone(), (0, rank + 1), (SEQ_END, row), Step::Delete));
         }
         rank += 2;
