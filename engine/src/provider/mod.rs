@@ -196,9 +196,35 @@ impl SluiceTable {
         Ok(selected)
     }
 
+    /// The plan that reads only the rows the key index locates for `filters`, if it locates
+    /// them (the filters apply again above): none if no row has the key, the index's own
+    /// columns if they are all the projection asks for, else those rows of their files. It
+    /// needs no session: a point statement runs it without planning (`crate::sql::point`).
+    pub(crate) async fn located_scan(
+        &self,
+        projection: &[usize],
+        filters: &[Expr],
+        target_partitions: usize,
+    ) -> DfResult<Option<Arc<dyn ExecutionPlan>>> {
+        let Some(locator) = &self.locator else { return Ok(None) };
+        let Some(located) = locator.locate(&self.snapshot, filters).await else { return Ok(None) };
+        let schema = Arc::new(self.schema.project(projection)?);
+        if located.rows.is_empty() {
+            return Ok(Some(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema))));
+        }
+        if let Some(batch) = located.as_batch(&schema) {
+            let source = datafusion::datasource::memory::MemorySourceConfig::try_new(&[vec![batch]], schema, None)?;
+            return Ok(Some(DataSourceExec::from_data_source(source)));
+        }
+        let mut files: Vec<Arc<Add>> =
+            located.rows.keys().filter_map(|path| self.snapshot.file_by_path(path)).cloned().collect();
+        files.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(Some(self.storage_scan(target_partitions, projection, files, Some(located.rows))?))
+    }
+
     fn storage_scan(
         &self,
-        state: &dyn Session,
+        target_partitions: usize,
         projection: &[usize],
         files: Vec<Arc<Add>>,
         only: Option<HashMap<String, RoaringTreemap>>,
@@ -230,7 +256,7 @@ impl SluiceTable {
             options: self.options.clone(),
             schema,
         };
-        Ok(Arc::new(StorageScanExec::new(scan, state.config().target_partitions())))
+        Ok(Arc::new(StorageScanExec::new(scan, target_partitions)))
     }
 
     async fn parquet_scan(
@@ -416,24 +442,8 @@ impl TableProvider for SluiceTable {
         let all: Vec<usize> = (0..self.schema.fields().len()).collect();
         let projection = projection.cloned().unwrap_or(all);
         let usable: Vec<Expr> = filters.iter().filter(|f| !references_hidden(f)).cloned().collect();
-        if let Some(locator) = &self.locator {
-            if let Some(located) = locator.locate(&self.snapshot, &usable).await {
-                // The key index knows the rows: read only those (the filters apply again above),
-                // or none if the index holds every column asked for.
-                let schema = Arc::new(self.schema.project(&projection)?);
-                if located.rows.is_empty() {
-                    return Ok(Arc::new(datafusion::physical_plan::empty::EmptyExec::new(schema)));
-                }
-                if let Some(batch) = located.as_batch(&schema) {
-                    let source =
-                        datafusion::datasource::memory::MemorySourceConfig::try_new(&[vec![batch]], schema, None)?;
-                    return Ok(DataSourceExec::from_data_source(source));
-                }
-                let mut files: Vec<Arc<Add>> =
-                    located.rows.keys().filter_map(|path| self.snapshot.file_by_path(path)).cloned().collect();
-                files.sort_by(|a, b| a.path.cmp(&b.path));
-                return self.storage_scan(state, &projection, files, Some(located.rows));
-            }
+        if let Some(plan) = self.located_scan(&projection, &usable, state.config().target_partitions()).await? {
+            return Ok(plan);
         }
         // A transaction block's read that depends on more rows than keys name: its commit
         // must not be moved past other writers' (see sluice_storage::stage::Rebase).
@@ -449,7 +459,7 @@ impl TableProvider for SluiceTable {
         let needs_hidden = projection.iter().any(|&i| i >= table_columns);
         let mapped = self.snapshot.column_mapping_mode() != ColumnMappingMode::None;
         if needs_hidden || mapped || self.hidden_columns {
-            return self.storage_scan(state, &projection, files, None);
+            return self.storage_scan(state.config().target_partitions(), &projection, files, None);
         }
         self.parquet_scan(state, &projection, &usable, limit, files).await
     }

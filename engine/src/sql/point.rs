@@ -28,6 +28,7 @@ use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::DataType;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::datasource::TableProvider;
+use datafusion::execution::TaskContext;
 use datafusion::logical_expr::{lit, Operator};
 use datafusion::sql::sqlparser::ast::{
     self, BinaryOperator, CastKind, Expr, GroupByExpr, Ident, ObjectName, Query, Select, SelectFlavor, SelectItem,
@@ -185,9 +186,25 @@ impl QueryContext {
         value: &ScalarValue,
     ) -> Result<Vec<RecordBatch>> {
         let filter = datafusion::logical_expr::Expr::Column(Column::new_unqualified(key.1)).eq(lit(value.clone()));
-        let state = self.ctx.state();
-        let plan = provider.scan(&state, projection, &[filter], None).await?;
-        let scanned = datafusion::physical_plan::collect(plan, self.ctx.task_ctx()).await?;
+        // The key index locates the rows (it always does for a unique key, once it is built): a
+        // scan of those rows needs neither the session's state nor its functions, whose copies
+        // (`SessionContext::state`, `task_ctx`) cost more than the read.
+        let all: Vec<usize> = (0..provider.schema().fields().len()).collect();
+        let columns = projection.unwrap_or(&all);
+        let config = self.ctx.copied_config();
+        let located = provider.located_scan(columns, std::slice::from_ref(&filter), config.target_partitions()).await?;
+        let (plan, task) = match located {
+            Some(plan) => {
+                let runtime = self.ctx.runtime_env();
+                let session = self.ctx.session_id();
+                let (scalar, higher, aggregate, window) =
+                    (HashMap::new(), HashMap::new(), HashMap::new(), HashMap::new());
+                let task = TaskContext::new(None, session, config, scalar, higher, aggregate, window, runtime);
+                (plan, Arc::new(task))
+            }
+            None => (provider.scan(&self.ctx.state(), projection, &[filter], None).await?, self.ctx.task_ctx()),
+        };
+        let scanned = datafusion::physical_plan::collect(plan, task).await?;
         let mut rows = Vec::with_capacity(scanned.len());
         for batch in scanned {
             let Some(keys) = batch.columns().get(key.0) else { continue };
