@@ -33,8 +33,9 @@ const MI_OPTION_ALLOW_THP: libmimalloc_sys::mi_option_t = 43;
 /// yet then zeroes 2 MiB, even for a 64 KiB page of small objects. Short transactions allocate a
 /// few large buffers per statement (a Parquet writer's dictionary interners, a page's decoded
 /// dictionary): in pgbench's TPC-B-like run (8 clients, 20 s, `/proc`), `clear_page_erms` under
-/// `do_huge_pmd_anonymous_page` was 22% of the server's samples, and the server's system time
-/// went from 7.1 to 3.9 s with THP off, its CPU per transaction from 15.0 to 13.9 ms.
+/// `do_huge_pmd_anonymous_page` was 22% of the server's samples. With THP off, its CPU per
+/// transaction went from 11.4 to 14.8 ms to 9.7 to 13.5 ms (four runs each, in turn), its
+/// system time per transaction from 4.1 to 5.9 ms to 3.1 to 4.2 ms (benches/RESULTS.md).
 /// `prctl(PR_SET_THP_DISABLE)` covers the mappings made before `main` too (the kernel checks the
 /// flag at each fault); the mimalloc option stops the `madvise` calls on later arenas.
 fn no_transparent_huge_pages() {
