@@ -195,6 +195,11 @@ impl TableStore {
         path.prefix_match(&self.root).map(|parts| parts.map(|p| p.as_ref().to_string()).collect::<Vec<_>>().join("/"))
     }
 
+    /// The file that holds `path`, for a store on local disk.
+    fn local_file(&self, path: &Path) -> Option<std::path::PathBuf> {
+        self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative))
+    }
+
     /// Whether the folder that holds `relative` (a path checked by [`relative_inside_root`]) is
     /// inside the table's folder once symbolic links are resolved. Object stores have no links, so
     /// this is always true for them; on local disk a link to another folder fails the check, and
@@ -250,14 +255,11 @@ impl TableStore {
         };
         {
             let _writing = journal.enter().await;
-            let local = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative));
-            match local.filter(|_| bytes.len() <= SMALL_WRITE_BYTES_MAX) {
+            match self.local_file(path).filter(|_| bytes.len() <= SMALL_WRITE_BYTES_MAX) {
                 // Small: written here, without a trip through the blocking pool (two thread
                 // switches, more than the write costs). The name is new, so no reader sees the
                 // file before it is whole; the journal makes it whole after a crash.
-                Some(file) => write_new_file(&file, &bytes).map_err(|e| {
-                    Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })
-                })?,
+                Some(file) => write_new_file(&file, &bytes).map_err(|e| Error::store(path, local_error(e)))?,
                 None => {
                     self.store.put(path, PutPayload::from(bytes.clone())).await.map_err(|e| Error::store(path, e))?;
                 }
@@ -328,20 +330,22 @@ impl TableStore {
     /// recorded for a path win. In place only where [`Self::rewrites_in_place`]; elsewhere this
     /// is [`Self::put_synced`].
     pub async fn put_in_place(&self, path: &Path, bytes: Bytes) -> Result<()> {
-        let local = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative));
-        let (Some((journal, relative)), Some(file)) = (self.journaled(path, bytes.len()), local) else {
+        let (Some((journal, relative)), Some(file)) = (self.journaled(path, bytes.len()), self.local_file(path)) else {
             return self.put_synced(path, bytes).await;
         };
         self.forget(path);
         {
             let _writing = journal.enter().await;
-            let written = bytes.clone();
-            let outcome = tokio::task::spawn_blocking(move || write_in_place(&file, &written))
-                .await
-                .map_err(|e| Error::store(path, object_store::Error::JoinError { source: e }))?;
-            outcome.map_err(|e| {
-                Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) })
-            })?;
+            // Small (a transaction's record always is): written here, as in `put`.
+            let outcome = if bytes.len() <= SMALL_WRITE_BYTES_MAX {
+                write_in_place(&file, &bytes)
+            } else {
+                let written = bytes.clone();
+                tokio::task::spawn_blocking(move || write_in_place(&file, &written))
+                    .await
+                    .map_err(|e| Error::store(path, object_store::Error::JoinError { source: e }))?
+            };
+            outcome.map_err(|e| Error::store(path, local_error(e)))?;
             journal.record_put(&relative, &bytes)?;
         }
         journal.checkpoint_if_full().await
@@ -393,8 +397,7 @@ impl TableStore {
     /// Creates the object at `path` unless one exists, atomically (the put-if-absent itself): on
     /// local disk by [`create_local_file`], elsewhere by the store's conditional put.
     async fn create(&self, path: &Path, bytes: Bytes) -> std::result::Result<(), object_store::Error> {
-        let Some(file) = self.local_dir.as_ref().zip(self.relative(path)).map(|(dir, relative)| dir.join(relative))
-        else {
+        let Some(file) = self.local_file(path) else {
             let options = PutOptions { mode: PutMode::Create, ..Default::default() };
             return self.store.put_opts(path, PutPayload::from(bytes), options).await.map(|_| ());
         };
@@ -406,7 +409,7 @@ impl TableStore {
             Ok(false) => {
                 Err(object_store::Error::AlreadyExists { path: path.to_string(), source: "the file exists".into() })
             }
-            Err(e) => Err(object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) }),
+            Err(e) => Err(local_error(e)),
         }
     }
 
@@ -444,9 +447,7 @@ impl TableStore {
         .await;
         match synced {
             Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => {
-                Err(Error::store(path, object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) }))
-            }
+            Ok(Err(e)) => Err(Error::store(path, local_error(e))),
             Err(e) => Err(Error::store(path, object_store::Error::JoinError { source: e })),
         }
     }
@@ -521,9 +522,14 @@ fn create_local_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bo
     }
 }
 
-/// Writes `bytes` over the file's content (making the file, and its folder, when missing).
-/// The largest object [`TableStore::put`] writes on the calling thread (see there).
+/// The largest object [`TableStore::put`] and [`TableStore::put_in_place`] write on the calling
+/// thread (see there).
 const SMALL_WRITE_BYTES_MAX: usize = 64 * 1024;
+
+/// A local file system's error, as the object store's.
+fn local_error(e: std::io::Error) -> object_store::Error {
+    object_store::Error::Generic { store: "LocalFileSystem", source: Box::new(e) }
+}
 
 /// Creates a file that must not exist yet (and its folder, if missing) with `bytes`.
 fn write_new_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
@@ -531,6 +537,7 @@ fn write_new_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     open_creating_folder(file, std::fs::OpenOptions::new().write(true).create_new(true))?.write_all(bytes)
 }
 
+/// Writes `bytes` over the file's content (making the file, and its folder, when missing).
 fn write_in_place(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
     use std::io::Write;
     let mut opened = open_creating_folder(file, std::fs::OpenOptions::new().write(true).create(true).truncate(false))?;
