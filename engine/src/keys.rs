@@ -1064,14 +1064,15 @@ impl TableKeys {
     ) -> Result<()> {
         for (n, index) in self.indexes.iter().enumerate().filter(|(_, i)| i.def.unique) {
             let Some(theirs) = latest.indexes.iter().find(|i| i.def == index.def) else { continue };
-            for (id, file) in self.files.iter().enumerate() {
-                let Some(file) = file.as_ref().filter(|f| added.contains(&f.path)) else { continue };
+            // The files this commit adds, by their ids (not a walk of all the table's files).
+            for &id in added.iter().filter_map(|path| self.by_path.get(path)) {
+                let Some(file) = self.files.get(id as usize).and_then(Option::as_ref) else { continue };
                 let Some(hashes) = file.hashes.get(n) else { continue };
                 for (row, &hash) in hashes.iter().enumerate() {
                     if hash == 0 || file.deleted.contains(row as u64) {
                         continue;
                     }
-                    let here = Loc { file: id as u32, row: row as u32 };
+                    let here = Loc { file: id, row: row as u32 };
                     let Some(key) = index.map.key_hashed_where(hash, |l| *l == here) else { continue };
                     let Some(there) = theirs.map.get_hashed(theirs.map.hash(key), key) else { continue };
                     let gone = theirs.rows_of_loc(*there).into_iter().all(|loc| {

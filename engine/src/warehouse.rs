@@ -49,7 +49,7 @@ pub const TRANSACTION_BYTES_MAX_DEFAULT: u64 = 4 << 30;
 impl Default for DatabaseOptions {
     fn default() -> Self {
         Self {
-            target_partitions: std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1),
+            target_partitions: sluice_storage::cores(),
             partition_timezone: None,
             memory_limit_bytes: None,
             query_memory_limit_bytes: None,

@@ -57,3 +57,10 @@ pub mod table;
 pub mod write;
 
 pub use error::{Error, Result};
+
+/// The cores this process may use (`std::thread::available_parallelism`, which reads the
+/// cgroup's files each time it is called), asked once.
+pub fn cores() -> usize {
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}

@@ -266,7 +266,7 @@ pub async fn write_groups(
     options: &WriteOptions,
     data_change: bool,
 ) -> Result<Vec<Add>> {
-    let cores = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1);
+    let cores = crate::cores();
     let writers_max = if options.writers_max == 0 { cores } else { options.writers_max };
     let mut jobs = Vec::new();
     for group in groups {

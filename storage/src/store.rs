@@ -219,16 +219,52 @@ impl TableStore {
         if let Some(bytes) = self.kept(path) {
             return Ok(bytes);
         }
+        if let Some(read) = self.read_small_local(path) {
+            return read.map(|(bytes, _)| bytes);
+        }
         let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
         result.bytes().await.map_err(|e| Error::store(path, e))
     }
 
     /// Reads a whole object with its metadata (size, modification time).
     pub async fn get_with_meta(&self, path: &Path) -> Result<(Bytes, ObjectMeta)> {
+        if let Some(read) = self.read_small_local(path) {
+            return read;
+        }
         let result = self.store.get(path).await.map_err(|e| Error::store(path, e))?;
         let meta = result.meta.clone();
         let bytes = result.bytes().await.map_err(|e| Error::store(path, e))?;
         Ok((bytes, meta))
+    }
+
+    /// Reads a small file of a store on local disk on the calling thread (a log version, or the
+    /// probe for the next one, which is usually missing): the blocking pool's two thread
+    /// switches cost more than the read. `None`: not a local store, or a file larger than
+    /// [`SMALL_WRITE_BYTES_MAX`] (read through the store, off this thread).
+    fn read_small_local(&self, path: &Path) -> Option<Result<(Bytes, ObjectMeta)>> {
+        use std::io::Read;
+        let file = self.local_file(path)?;
+        let mut opened = match std::fs::File::open(&file) {
+            Ok(opened) => opened,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let missing = object_store::Error::NotFound { path: path.to_string(), source: Box::new(e) };
+                return Some(Err(Error::store(path, missing)));
+            }
+            Err(e) => return Some(Err(Error::store(path, local_error(e)))),
+        };
+        let metadata = match opened.metadata() {
+            Ok(metadata) if metadata.is_file() && metadata.len() <= SMALL_WRITE_BYTES_MAX as u64 => metadata,
+            Ok(_) => return None,
+            Err(e) => return Some(Err(Error::store(path, local_error(e)))),
+        };
+        let mut bytes = Vec::with_capacity(metadata.len() as usize);
+        if let Err(e) = opened.read_to_end(&mut bytes) {
+            return Some(Err(Error::store(path, local_error(e))));
+        }
+        let last_modified = metadata.modified().map(chrono::DateTime::<chrono::Utc>::from).unwrap_or_default();
+        let meta =
+            ObjectMeta { location: path.clone(), last_modified, size: bytes.len() as u64, e_tag: None, version: None };
+        Some(Ok((Bytes::from(bytes), meta)))
     }
 
     /// Reads a byte range of an object.
@@ -401,9 +437,14 @@ impl TableStore {
             let options = PutOptions { mode: PutMode::Create, ..Default::default() };
             return self.store.put_opts(path, PutPayload::from(bytes), options).await.map(|_| ());
         };
-        let created = tokio::task::spawn_blocking(move || create_local_file(&file, &bytes))
-            .await
-            .map_err(|e| object_store::Error::JoinError { source: e })?;
+        // Small (a log version): made here, as `put` writes small files.
+        let created = if bytes.len() <= SMALL_WRITE_BYTES_MAX {
+            create_local_file(&file, &bytes)
+        } else {
+            tokio::task::spawn_blocking(move || create_local_file(&file, &bytes))
+                .await
+                .map_err(|e| object_store::Error::JoinError { source: e })?
+        };
         match created {
             Ok(true) => Ok(()),
             Ok(false) => {

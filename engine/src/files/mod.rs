@@ -28,7 +28,7 @@ use self::options::FileOptions;
 /// `max_file_bytes` is not read but becomes a dead letter, a file that cannot be read is a dead
 /// letter, and a file that is gone since it was listed is left out.
 pub async fn read_files(folder: &Folder, files: Vec<FoundFile>, options: &FileOptions) -> Vec<FileRows> {
-    let parallel = std::thread::available_parallelism().map_or(2, |n| n.get());
+    let parallel = sluice_storage::cores().max(2);
     futures::stream::iter(files)
         .map(|file| async move {
             if file.size > options.max_file_bytes {

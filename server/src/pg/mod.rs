@@ -29,6 +29,7 @@ pub mod framing;
 pub mod handler;
 pub mod procs;
 pub mod relations;
+pub mod replies;
 pub mod scram;
 pub mod search_path;
 pub mod sequences;

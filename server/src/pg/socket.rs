@@ -28,6 +28,7 @@ pub struct Limits {
     pub authentication_timeout: Duration,
 }
 use super::framing::{Broken, Framing};
+use super::replies::Replies;
 
 /// Serves one TCP connection until the client leaves or breaks the protocol; `idle_limit`
 /// says how long the client may stay silent now (`idle_in_transaction_session_timeout` inside a
@@ -60,7 +61,7 @@ where
     let mut limit = Framing::new(old.io, message_bytes_max, broken.clone());
     // Bytes pgwire already read while looking for an SSLRequest belong to the first packet.
     limit.observe(&old.read_buf)?;
-    let mut parts = FramedParts::new(limit, old.codec);
+    let mut parts = FramedParts::new(Replies::new(limit), old.codec);
     parts.read_buf = old.read_buf;
     parts.write_buf = old.write_buf;
     let mut socket = Framed::from_parts(parts);
@@ -122,6 +123,17 @@ where
             PgWireConnectionState::CopyInProgress(extended) => extended,
             _ => message.is_extended_query(),
         };
+        // The replies to the extended protocol's messages before Sync wait for it, as
+        // PostgreSQL's do (see `super::replies`).
+        let held = matches!(
+            message,
+            PgWireFrontendMessage::Parse(_)
+                | PgWireFrontendMessage::Bind(_)
+                | PgWireFrontendMessage::Describe(_)
+                | PgWireFrontendMessage::Close(_)
+                | PgWireFrontendMessage::Execute(_)
+        );
+        socket.get_mut().hold(held);
         let outcome = process_message(
             message,
             &mut socket,
@@ -132,6 +144,7 @@ where
             cancel.clone(),
         )
         .await;
+        socket.get_mut().hold(false);
         if let Err(mut error) = outcome {
             errors.on_error(&socket, &mut error);
             process_error(&mut socket, error, extended_protocol).await?;

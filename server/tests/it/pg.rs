@@ -981,3 +981,63 @@ async fn fetch_from_a_subscription_cursor_waits_for_changes() {
         .await
         .unwrap();
 }
+
+/// Reads backend messages until one of type `until` (inclusive); returns their types.
+async fn read_until(socket: &mut tokio::net::TcpStream, until: u8) -> Vec<u8> {
+    let mut kinds = Vec::new();
+    loop {
+        let mut header = [0u8; 5];
+        tokio::time::timeout(Duration::from_secs(30), socket.read_exact(&mut header))
+            .await
+            .expect("the server answers")
+            .unwrap();
+        let length = i32::from_be_bytes([header[1], header[2], header[3], header[4]]) as usize;
+        let mut body = vec![0u8; length - 4];
+        socket.read_exact(&mut body).await.unwrap();
+        kinds.push(header[0]);
+        if header[0] == until {
+            return kinds;
+        }
+    }
+}
+
+/// The replies to Parse, Bind and Execute wait for the client's Sync or Flush, as PostgreSQL's
+/// do (the server writes them in one go); a Flush gets them without ending the transaction,
+/// and a COPY's start is sent at once (the client waits for it before it sends the rows).
+#[tokio::test]
+async fn extended_protocol_replies_come_with_flush_and_sync() {
+    let server = TestServer::start().await;
+    let setup = server.connect().await;
+    setup.batch_execute("CREATE TABLE held (a int)").await.unwrap();
+    let mut socket = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    socket.write_all(&startup("held")).await.unwrap();
+    read_until(&mut socket, b'Z').await;
+
+    let mut parse = b"\0SELECT $1::int + 1\0".to_vec();
+    parse.extend_from_slice(&1i16.to_be_bytes());
+    parse.extend_from_slice(&23i32.to_be_bytes());
+    let mut bind = b"\0\0".to_vec();
+    bind.extend_from_slice(&[0, 1, 0, 0, 0, 1, 0, 0, 0, 1, b'7', 0, 0]);
+    let mut pipeline = message(b'P', &parse);
+    pipeline.extend(message(b'B', &bind));
+    pipeline.extend(message(b'E', b"\0\0\0\0\0"));
+    pipeline.extend(message(b'H', b""));
+    socket.write_all(&pipeline).await.unwrap();
+    assert_eq!(read_until(&mut socket, b'C').await, b"12DC");
+    socket.write_all(&message(b'S', b"")).await.unwrap();
+    assert_eq!(read_until(&mut socket, b'Z').await, b"Z");
+
+    // COPY FROM STDIN through the extended protocol, as tokio-postgres and pgjdbc send it.
+    let mut copy = message(b'P', b"\0COPY held FROM STDIN\0\0\0");
+    copy.extend(message(b'B', b"\0\0\0\0\0\0\0\0"));
+    copy.extend(message(b'E', b"\0\0\0\0\0"));
+    socket.write_all(&copy).await.unwrap();
+    assert_eq!(read_until(&mut socket, b'G').await, b"12G");
+    let mut rows = message(b'd', b"1\n2\n");
+    rows.extend(message(b'c', b""));
+    rows.extend(message(b'S', b""));
+    socket.write_all(&rows).await.unwrap();
+    assert_eq!(read_until(&mut socket, b'Z').await, b"CZ");
+    let n: i64 = setup.query_one("SELECT count(*) FROM held", &[]).await.unwrap().get(0);
+    assert_eq!(n, 2);
+}
