@@ -128,6 +128,8 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replies<S> {
         if this.held.is_empty() && !this.holding {
             let n = ready!(Pin::new(&mut this.inner).poll_write(cx, buf))?;
             this.scan(buf.get(..n).unwrap_or_default());
+            // Nothing is held, so nothing held is urgent (the scan only follows the framing).
+            this.urgent = false;
             return Poll::Ready(Ok(n));
         }
         if this.held.len() - this.written >= HELD_BYTES_MAX {
@@ -184,6 +186,17 @@ mod tests {
         expected.extend(message(b'C', b"UPDATE 1\0"));
         expected.extend(message(b'Z', b"T"));
         assert_eq!(*replies.get_mut(), expected);
+    }
+
+    #[tokio::test]
+    async fn an_urgent_reply_written_through_does_not_end_a_later_hold() {
+        let mut replies = Replies::new(Vec::new());
+        replies.write_all(&message(b'Z', b"I")).await.unwrap();
+        replies.flush().await.unwrap();
+        replies.hold(true);
+        replies.write_all(&message(b'2', b"")).await.unwrap();
+        replies.flush().await.unwrap();
+        assert_eq!(*replies.get_mut(), message(b'Z', b"I"), "BindComplete waits for the Sync");
     }
 
     #[tokio::test]
