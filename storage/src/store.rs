@@ -563,8 +563,9 @@ fn create_local_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bo
     }
 }
 
-/// The largest object [`TableStore::put`] and [`TableStore::put_in_place`] write on the calling
-/// thread (see there).
+/// The largest file a local store writes ([`TableStore::put`], [`TableStore::put_in_place`]),
+/// creates (a put-if-absent) or reads ([`TableStore::get`]) on the calling thread: for such a
+/// file the blocking pool's two thread switches cost more than the work.
 const SMALL_WRITE_BYTES_MAX: usize = 64 * 1024;
 
 /// A local file system's error, as the object store's.
