@@ -3,7 +3,7 @@
 //! replayed, as Spark writes and reads them.
 //!
 //! The protocol makes them optional: a missing or unreadable `.crc` is never an error. Sluice
-//! writes one for a table's first version and for each version it checkpoints ([`write`], best
+//! writes one for a table's first version and for each version it checkpoints ([`write()`], best
 //! effort: the commit stands without it), not for every commit: one more file per table and
 //! commit was a measurable share of a short transaction's cost. It checks a snapshot it replayed
 //! from the log against the `.crc` of its version when there is one ([`verify`]), whoever wrote

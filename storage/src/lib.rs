@@ -15,7 +15,7 @@
 //! - [`scan`] reads a snapshot's data (partition values, column mapping, deletion vectors);
 //!   [`cdf`] reads the change data feed between versions.
 //! - [`table::Table`]: a handle that commits [`commit::Transaction`]s (put-if-absent, conflict
-//!   detection, retries) and checkpoints; [`write`] appends, overwrites, deletes and updates
+//!   detection, retries) and checkpoints; [`write`](mod@crate::write) appends, overwrites, deletes and updates
 //!   (deletion vectors); [`maintenance`] optimizes, vacuums and restores.
 //!
 //! ```no_run

@@ -190,7 +190,7 @@ impl TableStore {
     }
 
     /// The path relative to the table root of a store path under it (its real, decoded name: the
-    /// raw form of a store path is the file's name, see [`join`]).
+    /// raw form of a store path is the file's name, see `join`).
     pub fn relative(&self, path: &Path) -> Option<String> {
         path.prefix_match(&self.root).map(|parts| parts.map(|p| p.as_ref().to_string()).collect::<Vec<_>>().join("/"))
     }
