@@ -141,6 +141,23 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         datafusion::logical_expr::Volatility::Volatile,
         Arc::new(pg_sleep),
     ));
+    // Month and day names of `to_char` blank-padded to nine characters (see `pad_names`).
+    ctx.register_udf(datafusion::logical_expr::create_udf(
+        PAD_NAMES,
+        vec![arrow::datatypes::DataType::Utf8],
+        arrow::datatypes::DataType::Utf8,
+        datafusion::logical_expr::Volatility::Immutable,
+        Arc::new(|args| {
+            use arrow::array::AsArray;
+            let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(args)?;
+            let Some(texts) = arrays.first() else {
+                return Err(datafusion::error::DataFusionError::Plan(format!("{PAD_NAMES} takes one argument")));
+            };
+            let texts = arrow::compute::cast(texts, &arrow::datatypes::DataType::Utf8)?;
+            let padded: arrow::array::StringArray = texts.as_string::<i32>().iter().map(|t| t.map(pad_names)).collect();
+            Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(padded)))
+        }),
+    ));
     // Upper-cased month and day names of `to_char` (see `sql::postgres_forms`).
     ctx.register_udf(datafusion::functions::string::upper().as_ref().clone().with_aliases(["__pg_upper"]));
     for function in interval::functions() {
@@ -158,6 +175,29 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
     ctx.register_udf(datafusion::functions::string::uuid().as_ref().clone().with_aliases(["gen_random_uuid"]));
     ctx.register_udtf("table_changes", Arc::new(table_changes::TableChanges { db: db.clone(), snapshots }));
     ctx.register_udtf("table_history", Arc::new(table_changes::TableHistory { db }));
+}
+
+/// The function that blank-pads the month and day names `to_char` formatted between
+/// [`NAME_START`] and [`NAME_END`] (see `sql::postgres_forms::chrono_format_with`).
+pub const PAD_NAMES: &str = "__pg_pad_names";
+/// The marks around a name to pad in a `to_char` format (control characters no pattern holds).
+pub const NAME_START: char = '\u{1}';
+pub const NAME_END: char = '\u{2}';
+
+/// `text` with each name between the marks blank-padded to nine characters (PostgreSQL's width
+/// for month and day names: `September`, `Wednesday`) and the marks removed.
+fn pad_names(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() + 16);
+    let mut rest = text;
+    while let Some((before, after)) = rest.split_once(NAME_START) {
+        out.push_str(before);
+        let (name, next) = after.split_once(NAME_END).unwrap_or((after, ""));
+        out.push_str(name);
+        out.extend(std::iter::repeat_n(' ', 9usize.saturating_sub(name.chars().count())));
+        rest = next;
+    }
+    out.push_str(rest);
+    out
 }
 
 /// DataFusion's generate_series, which takes only `bigint` literals, over arguments of any integer
@@ -353,5 +393,19 @@ pub(crate) fn rewrite_node_expressions(
         rewritten.map_data(|p| p.recompute_schema())
     } else {
         Ok(rewritten)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_between_the_marks_are_padded_to_nine_characters() {
+        let text = format!("{NAME_START}May{NAME_END}|{NAME_START}Wednesday{NAME_END}|05");
+        assert_eq!(pad_names(&text), "May      |Wednesday|05");
+        assert_eq!(pad_names("no marks"), "no marks");
+        // An unclosed mark (not made by the format) pads what follows it.
+        assert_eq!(pad_names(&format!("x{NAME_START}Mai")), "xMai      ");
     }
 }

@@ -386,9 +386,14 @@ impl Literals {
                     }
                     ("to_char" | "to_date" | "to_timestamp", _, [value, pattern]) => match string_literal(pattern) {
                         Some(pattern) => {
-                            let (format, upper) = chrono_format(pattern)?;
+                            // Only to_char pads names: parsing takes them as they come.
+                            let (format, upper) = chrono_format_with(pattern, name == "to_char")?;
+                            let padded = format.contains(crate::functions::NAME_START);
                             let literal = Expr::Value(Value::SingleQuotedString(format).into());
-                            let converted = call(&name, vec![value.clone(), literal]);
+                            let mut converted = call(&name, vec![value.clone(), literal]);
+                            if padded {
+                                converted = call(crate::functions::PAD_NAMES, vec![converted]);
+                            }
                             Some(if upper { call("__pg_upper", vec![converted]) } else { converted })
                         }
                         None => None,
@@ -571,8 +576,15 @@ fn datetime_literal(text: &str, kind: crate::datetime::Kind, data_type: &SqlType
 /// A PostgreSQL date/time pattern (`YYYY-MM-DD HH24:MI:SS`, `FMMonth DD, YYYY`) as the chrono
 /// format DataFusion's `to_char`, `to_date` and `to_timestamp` take, and whether the result is to
 /// be upper-cased (`MON`, `MONTH`, `DAY`, `DY`, `AM`). 0A000 names a pattern Sluice lacks.
-/// `Month` and `Day` are not blank-padded to nine characters as PostgreSQL pads them without `FM`.
 pub fn chrono_format(pattern: &str) -> Result<(String, bool)> {
+    chrono_format_with(pattern, false)
+}
+
+/// [`chrono_format`]; with `pad_names`, a month or day name without `FM` is put between
+/// [`crate::functions::NAME_START`] and [`crate::functions::NAME_END`], for
+/// [`crate::functions::PAD_NAMES`] to blank-pad it to nine characters as PostgreSQL's `to_char`
+/// does (chrono's formats have no width for names).
+fn chrono_format_with(pattern: &str, pad_names: bool) -> Result<(String, bool)> {
     // Longest first, so that `HH24` is not read as `HH` then `24`.
     const TOKENS: &[(&str, &str, &str)] = &[
         ("HH24", "%H", "%-H"),
@@ -632,7 +644,14 @@ pub fn chrono_format(pattern: &str) -> Result<(String, bool)> {
                 return Err(Error::NotSupported(format!("the date/time pattern {token} in \"{pattern}\"")));
             }
             upper |= matches!(*token, "MONTH" | "MON" | "DAY" | "DY");
+            let padded = pad_names && !fill && matches!(*token, "MONTH" | "Month" | "DAY" | "Day");
+            if padded {
+                out.push(crate::functions::NAME_START);
+            }
             out.push_str(if fill { filled } else { plain });
+            if padded {
+                out.push(crate::functions::NAME_END);
+            }
             fill = false;
             rest = rest.get(token.len()..).unwrap_or_default();
             continue;
