@@ -372,15 +372,10 @@ impl TableStore {
         self.forget(path);
         {
             let _writing = journal.enter().await;
-            // Small (a transaction's record always is): written here, as in `put`.
-            let outcome = if bytes.len() <= SMALL_WRITE_BYTES_MAX {
-                write_in_place(&file, &bytes)
-            } else {
-                let written = bytes.clone();
-                tokio::task::spawn_blocking(move || write_in_place(&file, &written))
-                    .await
-                    .map_err(|e| Error::store(path, object_store::Error::JoinError { source: e }))?
-            };
+            let written = bytes.clone();
+            let outcome = local_io(bytes.len(), move || write_in_place(&file, &written))
+                .await
+                .map_err(|e| Error::store(path, object_store::Error::JoinError { source: e }))?;
             outcome.map_err(|e| Error::store(path, local_error(e)))?;
             journal.record_put(&relative, &bytes)?;
         }
@@ -437,14 +432,9 @@ impl TableStore {
             let options = PutOptions { mode: PutMode::Create, ..Default::default() };
             return self.store.put_opts(path, PutPayload::from(bytes), options).await.map(|_| ());
         };
-        // Small (a log version): made here, as `put` writes small files.
-        let created = if bytes.len() <= SMALL_WRITE_BYTES_MAX {
-            create_local_file(&file, &bytes)
-        } else {
-            tokio::task::spawn_blocking(move || create_local_file(&file, &bytes))
-                .await
-                .map_err(|e| object_store::Error::JoinError { source: e })?
-        };
+        let created = local_io(bytes.len(), move || create_local_file(&file, &bytes))
+            .await
+            .map_err(|e| object_store::Error::JoinError { source: e })?;
         match created {
             Ok(true) => Ok(()),
             Ok(false) => {
@@ -567,6 +557,20 @@ fn create_local_file(file: &std::path::Path, bytes: &[u8]) -> std::io::Result<bo
 /// creates (a put-if-absent) or reads ([`TableStore::get`]) on the calling thread: for such a
 /// file the blocking pool's two thread switches cost more than the work.
 const SMALL_WRITE_BYTES_MAX: usize = 64 * 1024;
+
+/// Runs `work`, local file I/O of `bytes` bytes, on the calling thread when the file is small
+/// (a log version, a transaction's record: the blocking pool's two thread switches cost more than
+/// the work), else on the blocking pool.
+async fn local_io<T: Send + 'static>(
+    bytes: usize,
+    work: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::result::Result<std::io::Result<T>, tokio::task::JoinError> {
+    if bytes <= SMALL_WRITE_BYTES_MAX {
+        Ok(work())
+    } else {
+        tokio::task::spawn_blocking(work).await
+    }
+}
 
 /// A local file system's error, as the object store's.
 fn local_error(e: std::io::Error) -> object_store::Error {

@@ -105,9 +105,13 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
             Ok(datafusion::logical_expr::ColumnarValue::Scalar(datafusion::common::ScalarValue::Boolean(Some(false))))
         }),
     ));
-    for (name, quote) in
-        [("quote_literal", format::quote_literal as fn(&str) -> String), ("quote_ident", format::quote_ident)]
-    {
+    // Text to text, one value at a time: the quoting functions, and the blank-padding of the
+    // month and day names `to_char` formatted (see `pad_names`).
+    for (name, quote) in [
+        ("quote_literal", format::quote_literal as fn(&str) -> String),
+        ("quote_ident", format::quote_ident),
+        (PAD_NAMES, pad_names),
+    ] {
         ctx.register_udf(datafusion::logical_expr::create_udf(
             name,
             vec![arrow::datatypes::DataType::Utf8],
@@ -140,23 +144,6 @@ pub fn register(ctx: &SessionContext, db: Arc<Warehouse>, snapshots: Arc<Mutex<H
         arrow::datatypes::DataType::Utf8,
         datafusion::logical_expr::Volatility::Volatile,
         Arc::new(pg_sleep),
-    ));
-    // Month and day names of `to_char` blank-padded to nine characters (see `pad_names`).
-    ctx.register_udf(datafusion::logical_expr::create_udf(
-        PAD_NAMES,
-        vec![arrow::datatypes::DataType::Utf8],
-        arrow::datatypes::DataType::Utf8,
-        datafusion::logical_expr::Volatility::Immutable,
-        Arc::new(|args| {
-            use arrow::array::AsArray;
-            let arrays = datafusion::logical_expr::ColumnarValue::values_to_arrays(args)?;
-            let Some(texts) = arrays.first() else {
-                return Err(datafusion::error::DataFusionError::Plan(format!("{PAD_NAMES} takes one argument")));
-            };
-            let texts = arrow::compute::cast(texts, &arrow::datatypes::DataType::Utf8)?;
-            let padded: arrow::array::StringArray = texts.as_string::<i32>().iter().map(|t| t.map(pad_names)).collect();
-            Ok(datafusion::logical_expr::ColumnarValue::Array(Arc::new(padded)))
-        }),
     ));
     // Upper-cased month and day names of `to_char` (see `sql::postgres_forms`).
     ctx.register_udf(datafusion::functions::string::upper().as_ref().clone().with_aliases(["__pg_upper"]));
