@@ -1,10 +1,13 @@
-//! Row locks of READ COMMITTED transaction blocks (see [`crate::staging::isolation`]).
+//! Row locks of READ COMMITTED transaction blocks (see [`crate::staging::isolation`]) and of
+//! writers outside a block.
 //!
 //! An UPDATE or DELETE in a READ COMMITTED block locks the key of each row it changes in a keyed
 //! table, until the block ends (COMMIT, ROLLBACK, or its session's end). Another block that
 //! changes one of those rows waits until the holder's block ends, then runs its statement again
 //! on the table's latest version, as PostgreSQL re-reads a row that a concurrent UPDATE changed:
 //! the two do not both change the row from its old value, and neither is refused with 40001.
+//! An UPDATE or DELETE outside a block locks its rows the same way until it has committed (or
+//! failed): it waits for a block that holds one, and a block waits for it.
 //!
 //! The locks order writers; they do not decide correctness. What COMMIT checks is unchanged (a
 //! row two transactions changed is 40001, whatever the locks did), so a wait that is cut short
@@ -13,8 +16,8 @@
 //! goes on without the lock and the first of the two to commit wins. So a block left idle holds
 //! nobody up for long (where PostgreSQL waits for it forever), and two blocks that wait for each
 //! other's rows (PostgreSQL's deadlock, 40P01) both go on after the wait, one of them failing
-//! with 40001 at COMMIT. Writers outside a block and REPEATABLE READ or SERIALIZABLE blocks take
-//! no row locks.
+//! with 40001 at COMMIT. REPEATABLE READ and SERIALIZABLE blocks, MERGE and `INSERT ... ON
+//! CONFLICT` take no row locks.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

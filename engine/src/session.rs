@@ -509,6 +509,11 @@ impl Session {
                 (result, _) => break result,
             }
         };
+        if !self.block.in_block() {
+            // The row locks an UPDATE or DELETE outside a block held while it ran (see
+            // crate::row_locks): its commit is done, or it failed.
+            self.block.staging().release_rows(&self.query.db);
+        }
         self.block.staging().set_mode(crate::staging::Mode::Off);
         if result.is_ok() && staged {
             if let Err(e) = self.check_staged_size() {

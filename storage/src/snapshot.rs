@@ -34,8 +34,18 @@ use crate::protocol::{self, IN_COMMIT_TIMESTAMPS_KEY};
 use crate::schema::{ColumnMappingMode, StructType};
 use crate::store::TableStore;
 
-/// Versions between checkpoints when `delta.checkpointInterval` is not set.
+/// Versions between checkpoints when `delta.checkpointInterval` is not set: the least, and
+/// the step (see [`Snapshot::checkpoint_due`]).
 pub const CHECKPOINT_INTERVAL_DEFAULT: u64 = 100;
+
+/// Without `delta.checkpointInterval`, a checkpoint waits until the versions since the last one
+/// number at least its entries (live files and tombstones) divided by this: each commit then
+/// pays for a bounded number of checkpoint entries, however large the table's state grows.
+pub const CHECKPOINT_ENTRIES_PER_VERSION: u64 = 10;
+
+/// Without `delta.checkpointInterval`, the most versions between checkpoints: what a reader
+/// opening the table (Sluice, delta-rs, Spark) replays after the newest checkpoint at most.
+pub const CHECKPOINT_SPACING_MAX: u64 = 1_000;
 
 /// Default retention of removed files (for VACUUM and for tombstones in checkpoints): one week.
 pub const DELETED_FILE_RETENTION_MS_DEFAULT: i64 = 7 * 24 * 3600 * 1000;
@@ -135,6 +145,10 @@ struct Replay {
     domains: Arc<HashMap<String, DomainMetadata>>,
     version: Option<u64>,
     timestamp_ms: i64,
+    /// The schema as the snapshot replay started from parsed it (with its Arrow form and column
+    /// mapping), until a metaData action replaces it: a writer's commit then builds its snapshot
+    /// without parsing the schema string again.
+    parsed_schema: Option<(Arc<StructType>, SchemaRef, ColumnMappingMode)>,
 }
 
 impl Replay {
@@ -148,6 +162,7 @@ impl Replay {
             domains: snapshot.domains.clone(),
             version: Some(snapshot.version),
             timestamp_ms: snapshot.timestamp_ms,
+            parsed_schema: Some((snapshot.schema.clone(), snapshot.arrow_schema.clone(), snapshot.column_mapping)),
         }
     }
 
@@ -172,7 +187,10 @@ impl Replay {
                     self.tombstones.insert(key, Arc::new(remove));
                 }
                 Action::Protocol(p) => self.protocol = Some(Arc::new(p)),
-                Action::Metadata(m) => self.metadata = Some(Arc::new(m)),
+                Action::Metadata(m) => {
+                    self.metadata = Some(Arc::new(m));
+                    self.parsed_schema = None;
+                }
                 Action::Txn(t) => {
                     Arc::make_mut(&mut self.txns).insert(t.app_id.clone(), t);
                 }
@@ -221,16 +239,22 @@ impl Replay {
             message: format!("no metaData action up to version {version}"),
         })?;
         protocol::check_readable(&protocol, location)?;
-        let schema = metadata.schema()?;
-        let column_mapping = ColumnMappingMode::from_configuration(&metadata.configuration)?;
-        let arrow_schema = Arc::new(schema.to_arrow());
+        let (schema, arrow_schema, column_mapping) = match self.parsed_schema {
+            Some(parsed) => parsed,
+            None => {
+                let schema = metadata.schema()?;
+                let column_mapping = ColumnMappingMode::from_configuration(&metadata.configuration)?;
+                let arrow_schema = Arc::new(schema.to_arrow());
+                (Arc::new(schema), arrow_schema, column_mapping)
+            }
+        };
         Ok(Snapshot {
             store: store.clone(),
             version,
             timestamp_ms: self.timestamp_ms,
             protocol,
             metadata,
-            schema: Arc::new(schema),
+            schema,
             arrow_schema,
             column_mapping,
             files: self.files,
@@ -673,17 +697,35 @@ impl Snapshot {
             .unwrap_or(DELETED_FILE_RETENTION_MS_DEFAULT)
     }
 
-    /// `delta.checkpointInterval` (default 100, as delta-rs; Spark's is 10). A checkpoint holds
-    /// every live file and tombstone, so on a table of many small commits (an OLTP workload) a
-    /// checkpoint every 10 commits cost more than the commits; opening a table replays at most
-    /// 99 small commit files after its checkpoint.
-    pub fn checkpoint_interval(&self) -> u64 {
+    /// `delta.checkpointInterval`, when the table sets it.
+    fn configured_checkpoint_interval(&self) -> Option<u64> {
         self.metadata
             .configuration
             .get("delta.checkpointInterval")
             .and_then(|v| v.parse::<u64>().ok())
             .filter(|v| *v > 0)
-            .unwrap_or(CHECKPOINT_INTERVAL_DEFAULT)
+    }
+
+    /// Whether this version is due a checkpoint, the newest one being at `last` (as far as the
+    /// caller knows; 0 when there is none).
+    ///
+    /// With `delta.checkpointInterval` set, every multiple of it is. Without, a multiple of
+    /// [`CHECKPOINT_INTERVAL_DEFAULT`] is once the versions since `last` number at least the
+    /// checkpoint's entries divided by [`CHECKPOINT_ENTRIES_PER_VERSION`] (at most
+    /// [`CHECKPOINT_SPACING_MAX`]). A checkpoint holds every live file and unexpired tombstone:
+    /// on a table that takes many one-row commits (an OLTP workload keeps a week of tombstones)
+    /// a checkpoint every hundred versions grew to cost more than the commits between them.
+    pub fn checkpoint_due(&self, last: u64) -> bool {
+        if let Some(interval) = self.configured_checkpoint_interval() {
+            return self.version.is_multiple_of(interval);
+        }
+        if !self.version.is_multiple_of(CHECKPOINT_INTERVAL_DEFAULT) {
+            return false;
+        }
+        let entries = (self.files.len() + self.tombstones.len()) as u64;
+        let spacing =
+            (entries / CHECKPOINT_ENTRIES_PER_VERSION).clamp(CHECKPOINT_INTERVAL_DEFAULT, CHECKPOINT_SPACING_MAX);
+        self.version.saturating_sub(last) >= spacing
     }
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Everything that changes a table goes through [`Table::commit`], which commits a
 //! [`Transaction`], advances the cached snapshot from the commit's own actions (no re-read), and
-//! writes a checkpoint every `delta.checkpointInterval` versions. Several handles, in one process or
+//! writes a checkpoint when one is due ([`Snapshot::checkpoint_due`]: every
+//! `delta.checkpointInterval` versions, or spaced by the table's size). Several handles, in one process or
 //! many, may write the same table: the log's put-if-absent and the conflict rules in
 //! [`crate::commit`] keep them consistent.
 
@@ -56,6 +57,9 @@ pub struct Table {
     /// The oldest version whose changes a reader still needs (u64::MAX: none); see
     /// [`Table::retain_changes_from`].
     changes_needed_from: std::sync::atomic::AtomicU64,
+    /// The version of the newest checkpoint this handle wrote (0: none yet; its snapshots name
+    /// the one they were loaded from), for [`Snapshot::checkpoint_due`].
+    last_checkpoint: std::sync::atomic::AtomicU64,
 }
 
 /// A committed version due a checkpoint (see [`Table::commit_leaving_checkpoint`]).
@@ -152,6 +156,7 @@ impl Table {
             stage: None,
             log_cleaned_ms: Default::default(),
             changes_needed_from: std::sync::atomic::AtomicU64::new(u64::MAX),
+            last_checkpoint: Default::default(),
         }
     }
 
@@ -164,6 +169,7 @@ impl Table {
             stage: Some(crate::stage::Stage::new(base)),
             log_cleaned_ms: Default::default(),
             changes_needed_from: std::sync::atomic::AtomicU64::new(self.changes_needed_from()),
+            last_checkpoint: Default::default(),
         }
     }
 
@@ -470,7 +476,8 @@ impl Table {
                 .collect();
             let next = Arc::new(snapshot.apply_commits(commits)?);
             self.store_committed(next.clone());
-            if next.version() % next.checkpoint_interval() == 0 {
+            let written = self.last_checkpoint.load(std::sync::atomic::Ordering::Relaxed);
+            if next.checkpoint_due(next.checkpoint_version().unwrap_or(0).max(written)) {
                 let txn_id = committed.commits.last().and_then(|(_, _, actions)| crate::checksum::txn_id(actions));
                 return Ok((outcome, Some(CheckpointDue { snapshot: next, txn_id })));
             }
@@ -534,7 +541,9 @@ impl Table {
             &snapshot.checkpoint_actions(now_ms()),
             kind,
         )
-        .await
+        .await?;
+        self.last_checkpoint.fetch_max(snapshot.version(), std::sync::atomic::Ordering::Relaxed);
+        Ok(())
     }
 
     /// Changes table properties (and upgrades the protocol if they need it). Setting

@@ -871,14 +871,26 @@ impl QueryContext {
         Ok(Some(StatementResult::count("UPDATE", count)))
     }
 
-    /// At READ COMMITTED in a block: locks the keys of the rows `deleted` (by file) of a keyed
-    /// table, which an UPDATE or DELETE is about to change (see [`crate::row_locks`]). Returns
-    /// true when the rows may have changed since the statement read them (it took one from
-    /// another block, which has ended, or another transaction committed a change of one since
-    /// the version the statement read): the statement must then run again on the table's latest
-    /// version (prepared here). Nothing of the statement was staged yet.
+    /// At READ COMMITTED in a block, and outside a block: locks the keys of the rows `deleted`
+    /// (by file) of a keyed table, which an UPDATE or DELETE is about to change (see
+    /// [`crate::row_locks`]). Returns true when the rows may have changed since the statement
+    /// read them (it took one from another block, which has ended, or another transaction
+    /// committed a change of one since the version the statement read): the statement must then
+    /// run again on the table's latest version (prepared here). Nothing of the statement was
+    /// staged or committed yet. Outside a block the session holds the locks until the statement
+    /// ends (see `Session::run`): a block that changes one of the rows meanwhile waits for it.
     async fn lock_rows(&self, target: &Target, deleted: &[(Arc<Add>, RoaringTreemap)]) -> Result<bool> {
-        if !target.table.is_staged() || !self.staging.read_committed() || deleted.is_empty() {
+        let autocommit = !target.table.is_staged() && self.staging.outside_block();
+        let in_block = target.table.is_staged() && self.staging.read_committed();
+        if !(autocommit || in_block) || deleted.is_empty() {
+            return Ok(false);
+        }
+        // Past that many rows in the block (or the statement), a statement takes no row locks
+        // (memory stays bounded): its conflicts are found at COMMIT, as at REPEATABLE READ.
+        let owner = self.staging.owner();
+        let rows: u64 = deleted.iter().map(|(_, rows)| rows.len()).sum();
+        let held = self.db.row_locks.held_by(owner);
+        if usize::try_from(rows).map_or(true, |rows| rows + held > ROW_LOCKS_PER_BLOCK_MAX) {
             return Ok(false);
         }
         let keys = {
@@ -886,14 +898,19 @@ impl QueryContext {
             let Some(index) = guard.unique_indexes().first().copied() else { return Ok(false) };
             guard.keys_in_rows(index, &by_path_rows(deleted))
         };
-        // Past that many rows in the block, a statement takes no row locks (memory stays
-        // bounded): its conflicts are found at COMMIT, as at REPEATABLE READ.
-        let owner = self.staging.owner();
-        if keys.is_empty() || keys.len() + self.db.row_locks.held_by(owner) > ROW_LOCKS_PER_BLOCK_MAX {
+        if keys.is_empty() {
             return Ok(false);
         }
         let wait = self.db.options.row_lock_wait;
         let taken = self.db.row_locks.lock(owner, &target.entry.id, keys, wait).await;
+        if autocommit {
+            // It waited for a block that has ended: the statement runs again on the version that
+            // block committed (its commit, under the locks, then conflicts with nobody's).
+            if taken {
+                self.snapshots.lock().unwrap_or_else(|p| p.into_inner()).clear();
+            }
+            return Ok(taken);
+        }
         // Locked without a wait: their last holder may still have committed after the statement
         // read them.
         if !taken && !self.staging.rows_changed_since_read(&target.entry.id, deleted).await? {

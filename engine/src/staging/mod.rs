@@ -228,6 +228,11 @@ impl Staging {
         state.read_committed && state.mode == Mode::Stage
     }
 
+    /// Whether the running statement is outside a block (autocommit).
+    pub fn outside_block(&self) -> bool {
+        lock(self).mode == Mode::Off
+    }
+
     /// The block's id among the holders of row locks.
     pub fn owner(&self) -> u64 {
         *self.owner.get_or_init(crate::row_locks::new_owner)

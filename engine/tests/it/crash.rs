@@ -104,14 +104,29 @@ fn child() {
 }
 
 /// Runs the child from statement `done` for `running`, kills it, and returns how many statements
-/// were acknowledged in all.
-fn run_child(path: &str, done: u64, running: Duration) -> u64 {
-    let child = crate::common::ChildTest::spawn(
+/// were acknowledged in all. With `one_at_least`, the kill waits (up to two minutes) until the
+/// child has acknowledged a statement, so that a slow start on a loaded machine does not make a
+/// round in which nothing was written; a child that exits first fails the test, with what it
+/// printed.
+fn run_child(path: &str, done: u64, running: Duration, one_at_least: bool) -> u64 {
+    let mut child = crate::common::ChildTest::spawn(
         "crash::child",
         &[("SLUICE_CRASH_WAREHOUSE", path.to_string()), ("SLUICE_CRASH_START", done.to_string())],
     );
     std::thread::sleep(running);
-    crate::common::last_ok(&child.kill()).map_or(done, |n| n + 1)
+    let mut printed: Vec<String> = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    while one_at_least {
+        printed.extend(child.lines.try_iter());
+        if crate::common::last_ok(&printed).is_some() {
+            break;
+        }
+        assert!(child.running(), "the child exited before acknowledging a statement; it printed {printed:?}");
+        assert!(std::time::Instant::now() < deadline, "the child acknowledged no statement in two minutes");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    printed.extend(child.kill());
+    crate::common::last_ok(&printed).map_or(done, |n| n + 1)
 }
 
 /// How many statements the reopened warehouse holds: exactly the `acknowledged` ones, or one more
@@ -139,7 +154,7 @@ async fn killing_during_ddl_and_dml_keeps_the_warehouse_consistent() {
     let mut rng = crate::common::rng_from(crate::common::seed("crash"));
     let kills = 25;
     for round in 0..kills {
-        let acknowledged = run_child(&path, done, Duration::from_millis(rng.random_range(100..900)));
+        let acknowledged = run_child(&path, done, Duration::from_millis(rng.random_range(100..900)), false);
         done = statements_held(&path, acknowledged, &format!("round {round}")).await;
     }
     assert!(done > kills, "statements ran between the kills ({done})");
@@ -182,7 +197,7 @@ async fn a_machine_crash_is_repaired_from_the_journal() {
     let mut done = 0u64;
     for round in 0..3 {
         let before = files_under(dir.path());
-        let acknowledged = run_child(&path, done, Duration::from_millis(rng.random_range(800..1600)));
+        let acknowledged = run_child(&path, done, Duration::from_millis(rng.random_range(800..1600)), true);
         let mut damaged = 0;
         for (file, (size, modified)) in files_under(dir.path()) {
             let name = file.to_string_lossy().to_string();

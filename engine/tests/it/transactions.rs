@@ -680,6 +680,41 @@ async fn read_committed_blocks_wait_for_the_rows_another_changed() {
     assert_eq!(all, vec!["1:243", "2:6"]);
 }
 
+/// An UPDATE or DELETE outside a block waits for the rows a READ COMMITTED block changed, as in
+/// PostgreSQL: it then runs on the rows as the block committed them (a row the block deleted is
+/// not there), and the block's COMMIT is not refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn writers_outside_a_block_wait_for_the_rows_a_block_changed() {
+    // A long wait, so that the test does not depend on how fast this machine is.
+    let db = open_with_row_lock_wait("memory://autocommit-waits", Duration::from_secs(60)).await;
+    db.execute("CREATE TABLE acc (id bigint PRIMARY KEY, v bigint); INSERT INTO acc VALUES (1, 1), (2, 0), (3, 0)")
+        .await
+        .unwrap();
+    let (a, b, c) = (db.session(), db.session(), db.session());
+    a.execute("BEGIN; UPDATE acc SET v = v + 1 WHERE id = 1; DELETE FROM acc WHERE id = 3").await.unwrap();
+    let tag = |results: Vec<sluice::StatementResult>| match results.last() {
+        Some(sluice::StatementResult::Command { tag, .. }) => tag.clone(),
+        other => panic!("not a command: {other:?}"),
+    };
+    let updater = tokio::spawn(async move { tag(b.execute("UPDATE acc SET v = v * 10 WHERE id = 1").await.unwrap()) });
+    let deleter = tokio::spawn(async move { tag(c.execute("DELETE FROM acc WHERE id = 3").await.unwrap()) });
+    // A row nobody holds is written at once.
+    db.execute("UPDATE acc SET v = v + 5 WHERE id = 2").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!updater.is_finished() && !deleter.is_finished(), "the writers wait for the rows a holds");
+    a.execute("COMMIT").await.unwrap();
+    // The UPDATE multiplied the row as a committed it (2), not as it first read it (1); the row
+    // a deleted was not there for the DELETE.
+    assert_eq!(updater.await.unwrap(), "UPDATE 1");
+    assert_eq!(deleter.await.unwrap(), "DELETE 0");
+    let all = rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap());
+    assert_eq!(all, vec!["1:20", "2:5"]);
+    // The statements' locks went with them: a block takes the rows at once.
+    let started = Instant::now();
+    a.execute("BEGIN; UPDATE acc SET v = 0 WHERE id = 1; UPDATE acc SET v = 0 WHERE id = 2; COMMIT").await.unwrap();
+    assert!(started.elapsed() < Duration::from_secs(60), "no lock was left behind");
+}
+
 /// A block left idle holds the rows it changed only for `row_lock_wait`: another block's UPDATE
 /// of one of them then goes on, the first to commit wins and the other's COMMIT is 40001. Two
 /// blocks that wait for each other's rows (PostgreSQL's deadlock) end the same way.

@@ -147,6 +147,54 @@ async fn commit_txn(table: &Table, n: i64) -> u64 {
     committed(table.commit(&snapshot, transaction).await.unwrap())
 }
 
+/// Without `delta.checkpointInterval`, checkpoints come every hundred versions while the table is
+/// small, and further apart once a checkpoint would hold many entries (here 4,000 files: one per
+/// 400 versions, see `Snapshot::checkpoint_due`); the table reopens and reads the same.
+#[tokio::test]
+async fn checkpoints_of_a_large_state_are_spaced_by_its_size() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = create(dir.path(), &[], &[]).await;
+    let checkpoints = |dir: &std::path::Path| -> Vec<u64> {
+        log_names(dir)
+            .iter()
+            .filter_map(|n| sluice_storage::log::parse_file_name(n))
+            .filter(|(_, kind)| *kind == LogFileKind::ClassicCheckpoint)
+            .map(|(v, _)| v)
+            .collect()
+    };
+    for n in 1..=100 {
+        commit_txn(&table, n).await;
+    }
+    assert_eq!(checkpoints(dir.path()), [100]);
+    // Files that are never read: only their number matters here.
+    let snapshot = table.cached_snapshot();
+    let mut transaction = Transaction::new(Some(&snapshot), "WRITE");
+    transaction.add_actions((0..4_000).map(|i| {
+        Action::Add(sluice_storage::actions::Add {
+            path: format!("part-{i:05}.parquet"),
+            partition_values: Default::default(),
+            size: 100,
+            modification_time: 0,
+            data_change: true,
+            stats: None,
+            tags: None,
+            deletion_vector: None,
+            base_row_id: None,
+            default_row_commit_version: None,
+            clustering_provider: None,
+        })
+    }));
+    assert_eq!(committed(table.commit(&snapshot, transaction).await.unwrap()), 101);
+    for n in 102..=900 {
+        commit_txn(&table, n).await;
+    }
+    assert_eq!(checkpoints(dir.path()), [100, 500, 900]);
+    let reopened = Table::open_uri(dir.path().to_str().unwrap()).await.unwrap();
+    let snapshot = reopened.snapshot().await.unwrap();
+    assert_eq!((snapshot.version(), snapshot.files().count()), (900, 4_000));
+    assert_eq!(snapshot.txn_version("app"), Some(900));
+}
+
 const DELTA_RS_READS_AND_WRITES: &str = r#"
 import sys
 import pyarrow as pa
