@@ -14,10 +14,15 @@
 //! costs a retry, never a lost update. A wait lasts at most
 //! [`crate::DatabaseOptions::row_lock_wait`] (default [`WAIT_MAX`]): past that, the waiter
 //! goes on without the lock and the first of the two to commit wins. So a block left idle holds
-//! nobody up for long (where PostgreSQL waits for it forever), and two blocks that wait for each
-//! other's rows (PostgreSQL's deadlock, 40P01) both go on after the wait, one of them failing
-//! with 40001 at COMMIT. REPEATABLE READ and SERIALIZABLE blocks, MERGE and `INSERT ... ON
-//! CONFLICT` take no row locks.
+//! nobody up for long (where PostgreSQL waits for it forever).
+//!
+//! Deadlocks are found as PostgreSQL finds them: a waiter that has waited
+//! [`DEADLOCK_TIMEOUT`] (or its whole wait, if shorter) looks for a cycle of waits that leads
+//! back to itself, and if there is one its statement fails with 40P01 ([`Deadlock`]); the check
+//! and the waiter's leaving the cycle are one step under the locks' mutex, so only one of the
+//! cycle's waiters fails. A block whose statement failed releases its row locks at once (see
+//! `Session::run_with`), as PostgreSQL's aborted transaction does: the others go on.
+//! REPEATABLE READ and SERIALIZABLE blocks, MERGE and `INSERT ... ON CONFLICT` take no row locks.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -26,6 +31,20 @@ use std::time::Duration;
 /// The longest a statement waits for another block's row lock by default (PostgreSQL's
 /// `deadlock_timeout`).
 pub const WAIT_MAX: Duration = Duration::from_secs(1);
+
+/// How long a waiter waits before it looks for a deadlock (PostgreSQL's `deadlock_timeout`).
+pub const DEADLOCK_TIMEOUT: Duration = Duration::from_secs(1);
+
+/// The longest chain of waits a deadlock check follows (each owner waits for one holder at a
+/// time, so a chain longer than the owners that wait cannot be a new cycle).
+const WAIT_CHAIN_MAX: usize = 10_000;
+
+/// A lock wait that closed a cycle of waits: the statement fails with 40P01.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Deadlock {
+    /// The holder the waiter waited for.
+    pub holder: u64,
+}
 
 /// A row: its table's id and its key (in the row format of the table's first unique key).
 type RowId = (String, Vec<u8>);
@@ -42,6 +61,25 @@ struct State {
     rows: HashMap<RowId, u64>,
     /// Each holder's rows, and what tells its waiters that it released them.
     holders: HashMap<u64, Holder>,
+    /// Each waiting owner's holder, for the deadlock check.
+    waits: HashMap<u64, u64>,
+}
+
+impl State {
+    /// Whether the holders `owner` would wait for, followed from `holder`, lead back to it.
+    fn closes_a_cycle(&self, owner: u64, holder: u64) -> bool {
+        let mut current = holder;
+        for _ in 0..WAIT_CHAIN_MAX {
+            if current == owner {
+                return true;
+            }
+            match self.waits.get(&current) {
+                Some(next) => current = *next,
+                None => return false,
+            }
+        }
+        false
+    }
 }
 
 #[derive(Debug)]
@@ -58,20 +96,33 @@ impl RowLocks {
     /// Locks `keys` of table `table` for `owner` (a session's [`crate::staging::Staging`]),
     /// waiting for their holders' blocks to end (at most `wait` in all). Returns whether it took
     /// a row that another block held when it asked: that block has ended, and the row may have
-    /// changed since the statement read it. A row whose wait ran out is not taken.
-    pub async fn lock(&self, owner: u64, table: &str, keys: Vec<Vec<u8>>, wait: Duration) -> bool {
+    /// changed since the statement read it. A row whose wait ran out is not taken. A wait that
+    /// closes a cycle of waits is a [`Deadlock`] (see the module docs); the rows taken before it
+    /// stay the owner's.
+    pub async fn lock(
+        &self,
+        owner: u64,
+        table: &str,
+        keys: Vec<Vec<u8>>,
+        wait: Duration,
+    ) -> std::result::Result<bool, Deadlock> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut taken_from_another = false;
         for key in keys {
             let row = (table.to_string(), key);
             let mut waited = false;
+            let mut check_at = tokio::time::Instant::now() + DEADLOCK_TIMEOUT.min(wait);
             loop {
-                let mut released = {
+                let (mut released, holder) = {
                     let mut state = self.state();
                     match state.rows.get(&row).copied() {
                         Some(holder) if holder == owner => break,
                         Some(holder) => match state.holders.get(&holder) {
-                            Some(h) => h.released.subscribe(),
+                            Some(h) => {
+                                let released = h.released.subscribe();
+                                state.waits.insert(owner, holder);
+                                (released, holder)
+                            }
                             None => {
                                 // A holder without a record: cannot happen; the row is free.
                                 state.rows.remove(&row);
@@ -91,15 +142,25 @@ impl RowLocks {
                     }
                 };
                 waited = true;
-                let woke = tokio::time::timeout_at(deadline, released.wait_for(|done| *done)).await;
-                if woke.is_err() {
+                let woke = tokio::time::timeout_at(check_at.min(deadline), released.wait_for(|done| *done)).await;
+                let mut state = self.state();
+                state.waits.remove(&owner);
+                if woke.is_ok() {
+                    continue;
+                }
+                if state.closes_a_cycle(owner, holder) {
+                    tracing::debug!(table, owner, holder, "a row lock wait closes a cycle of waits: deadlock");
+                    return Err(Deadlock { holder });
+                }
+                if tokio::time::Instant::now() >= deadline {
                     // Waited long enough: on without the lock (see the module docs).
                     tracing::debug!(table, owner, "a row lock wait ran out; the statement goes on without it");
                     break;
                 }
+                check_at += DEADLOCK_TIMEOUT;
             }
         }
-        taken_from_another
+        Ok(taken_from_another)
     }
 
     /// Releases every row `owner` holds and wakes their waiters.
@@ -139,11 +200,11 @@ mod tests {
     #[tokio::test]
     async fn a_waiter_goes_on_when_the_holder_releases() {
         let locks = Arc::new(RowLocks::default());
-        assert!(!locks.lock(1, "t", vec![b"a".to_vec(), b"b".to_vec()], WAIT_MAX).await);
+        assert_eq!(locks.lock(1, "t", vec![b"a".to_vec(), b"b".to_vec()], WAIT_MAX).await, Ok(false));
         // Its own rows again: no wait.
-        assert!(!locks.lock(1, "t", vec![b"a".to_vec()], WAIT_MAX).await);
+        assert_eq!(locks.lock(1, "t", vec![b"a".to_vec()], WAIT_MAX).await, Ok(false));
         // Another table's row of the same key is another row.
-        assert!(!locks.lock(2, "u", vec![b"a".to_vec()], WAIT_MAX).await);
+        assert_eq!(locks.lock(2, "u", vec![b"a".to_vec()], WAIT_MAX).await, Ok(false));
         let waiter = {
             let locks = locks.clone();
             tokio::spawn(async move { locks.lock(2, "t", vec![b"b".to_vec()], WAIT_MAX).await })
@@ -151,7 +212,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiter.is_finished(), "the second owner waits for the first");
         locks.release(1);
-        assert!(waiter.await.expect("the waiter runs"), "it says that it took a row another held");
+        assert_eq!(waiter.await.expect("the waiter runs"), Ok(true), "it says that it took a row another held");
         assert_eq!(locks.locked_rows(), 2, "u/a and t/b, both the second owner's");
         locks.release(2);
         assert_eq!(locks.locked_rows(), 0);
@@ -161,12 +222,58 @@ mod tests {
     async fn a_wait_ends_after_the_longest_wait() {
         let locks = RowLocks::default();
         let wait = Duration::from_millis(100);
-        locks.lock(1, "t", vec![b"a".to_vec()], wait).await;
+        assert_eq!(locks.lock(1, "t", vec![b"a".to_vec()], wait).await, Ok(false));
         let started = std::time::Instant::now();
-        assert!(!locks.lock(2, "t", vec![b"a".to_vec(), b"b".to_vec()], wait).await, "it took no row another held");
+        assert_eq!(
+            locks.lock(2, "t", vec![b"a".to_vec(), b"b".to_vec()], wait).await,
+            Ok(false),
+            "it took no row another held"
+        );
         assert!(started.elapsed() >= wait);
         // It went on without a, and took b.
         locks.release(1);
         assert_eq!(locks.locked_rows(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_waiter_that_closes_a_cycle_fails_and_the_other_goes_on() {
+        let locks = Arc::new(RowLocks::default());
+        let wait = Duration::from_secs(60);
+        assert_eq!(locks.lock(1, "t", vec![b"a".to_vec()], wait).await, Ok(false));
+        assert_eq!(locks.lock(2, "t", vec![b"b".to_vec()], wait).await, Ok(false));
+        // 3 waits for 1 (a chain, not a cycle).
+        let chained = {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock(3, "t", vec![b"a".to_vec()], wait).await })
+        };
+        let first = {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock(1, "t", vec![b"b".to_vec()], wait).await })
+        };
+        let second = {
+            let locks = locks.clone();
+            tokio::spawn(async move { locks.lock(2, "t", vec![b"a".to_vec()], wait).await })
+        };
+        // One of the two in the cycle fails at its check (after DEADLOCK_TIMEOUT, not `wait`);
+        // its owner then releases its rows (its statement failed), and the other takes them.
+        let (failed, winner, waiting) = loop {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            if first.is_finished() {
+                break (first.await.expect("runs"), 2, second);
+            }
+            if second.is_finished() {
+                break (second.await.expect("runs"), 1, first);
+            }
+        };
+        let loser = if winner == 1 { 2 } else { 1 };
+        assert_eq!(failed, Err(Deadlock { holder: winner }));
+        assert!(!chained.is_finished(), "3 is in no cycle: it still waits");
+        locks.release(loser);
+        assert_eq!(waiting.await.expect("runs"), Ok(true));
+        locks.release(winner);
+        assert_eq!(chained.await.expect("runs"), Ok(true));
+        locks.release(3);
+        assert_eq!(locks.locked_rows(), 0);
+        assert!(locks.state().waits.is_empty());
     }
 }

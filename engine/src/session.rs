@@ -509,9 +509,13 @@ impl Session {
                 (result, _) => break result,
             }
         };
-        if !self.block.in_block() {
-            // The row locks an UPDATE or DELETE outside a block held while it ran (see
-            // crate::row_locks): its commit is done, or it failed.
+        // The row locks an UPDATE or DELETE outside a block held while it ran (see
+        // crate::row_locks): its commit is done, or it failed. A block whose statement failed
+        // can only roll back (without a savepoint to return to): its row locks go now, as an
+        // aborted PostgreSQL transaction's do, so that those waiting for them (the other side of
+        // a deadlock) go on.
+        let aborted = result.is_err() && self.block.newest_savepoint().is_none();
+        if !self.block.in_block() || aborted {
             self.block.staging().release_rows(&self.query.db);
         }
         self.block.staging().set_mode(crate::staging::Mode::Off);

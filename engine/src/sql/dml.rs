@@ -902,7 +902,16 @@ impl QueryContext {
             return Ok(false);
         }
         let wait = self.db.options.row_lock_wait;
-        let taken = self.db.row_locks.lock(owner, &target.entry.id, keys, wait).await;
+        let taken = self.db.row_locks.lock(owner, &target.entry.id, keys, wait).await.map_err(|_| {
+            Error::data(
+                "40P01",
+                format!(
+                    "deadlock detected: a row of {} this statement changes is held by a transaction that waits \
+                     for a row this transaction holds",
+                    target.name
+                ),
+            )
+        })?;
         if autocommit {
             // It waited for a block that has ended: the statement runs again on the version that
             // block committed (its commit, under the locks, then conflicts with nobody's).

@@ -166,7 +166,9 @@ async fn concurrent_transfers_between_two_tables_conserve_the_total() {
                     Ok(_) => {
                         committed.fetch_add(1, Ordering::Relaxed);
                     }
-                    Err(e) if e.sqlstate() == "40001" => {
+                    // A lost race, or two transfers that lock the same two rows in opposite
+                    // orders (a deadlock, as in PostgreSQL): the client tries again.
+                    Err(e) if matches!(e.sqlstate(), "40001" | "40P01") => {
                         retried.fetch_add(1, Ordering::Relaxed);
                         // The failed COMMIT ended the block; a failed UPDATE left it aborted.
                         let _ = session.execute("ROLLBACK").await;
@@ -212,7 +214,7 @@ async fn concurrent_transfers_between_two_tables_conserve_the_total() {
     assert_eq!(sum, vec![total.to_string()]);
     let committed = committed.load(Ordering::Relaxed);
     println!(
-        "transfers: {committed} committed, {} retried on 40001, {looks} reads, in {:?}",
+        "transfers: {committed} committed, {} retried on 40001 or 40P01, {looks} reads, in {:?}",
         retried.load(Ordering::Relaxed),
         started.elapsed()
     );
@@ -716,8 +718,9 @@ async fn writers_outside_a_block_wait_for_the_rows_a_block_changed() {
 }
 
 /// A block left idle holds the rows it changed only for `row_lock_wait`: another block's UPDATE
-/// of one of them then goes on, the first to commit wins and the other's COMMIT is 40001. Two
-/// blocks that wait for each other's rows (PostgreSQL's deadlock) end the same way.
+/// of one of them then goes on, the first to commit wins and the other's COMMIT is 40001. Of two
+/// blocks that wait for each other's rows, one fails with 40P01 (deadlock detected) as in
+/// PostgreSQL, and the other takes the row it waited for and commits.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn row_locks_of_an_idle_block_or_a_deadlock_hold_nobody_up_for_long() {
     let db = open_with_row_lock_wait("memory://idle-holder", Duration::from_millis(200)).await;
@@ -739,12 +742,23 @@ async fn row_locks_of_an_idle_block_or_a_deadlock_hold_nobody_up_for_long() {
         let a = a.clone();
         tokio::spawn(async move { a.execute("UPDATE acc SET v = 11 WHERE id = 2").await.map(|_| ()) })
     };
-    b.execute("UPDATE acc SET v = 21 WHERE id = 1").await.unwrap();
-    first.await.unwrap().unwrap();
-    b.execute("COMMIT").await.unwrap();
-    let err = a.execute("COMMIT").await.unwrap_err();
-    assert_eq!(err.sqlstate(), "40001", "{err}");
-    assert_eq!(rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()), vec!["1:21", "2:20"]);
+    let second = {
+        let b = b.clone();
+        tokio::spawn(async move { b.execute("UPDATE acc SET v = 21 WHERE id = 1").await.map(|_| ()) })
+    };
+    let (first, second) = (first.await.unwrap(), second.await.unwrap());
+    let (failed, winner, loser) = match (&first, &second) {
+        (Err(e), Ok(())) => (e, &b, &a),
+        (Ok(()), Err(e)) => (e, &a, &b),
+        other => panic!("one of the two fails with 40P01: {other:?}"),
+    };
+    assert_eq!(failed.sqlstate(), "40P01", "{failed}");
+    assert!(failed.to_string().contains("deadlock detected"), "{failed}");
+    winner.execute("COMMIT").await.unwrap();
+    // The failed block's COMMIT rolls it back, as PostgreSQL's does.
+    loser.execute("COMMIT").await.unwrap();
+    let expected = if std::ptr::eq(winner, &b) { vec!["1:21", "2:20"] } else { vec!["1:10", "2:11"] };
+    assert_eq!(rows(&db.query("SELECT id || ':' || v FROM acc ORDER BY id").await.unwrap()), expected);
 }
 
 /// A database whose READ COMMITTED statements wait at most `wait` for a row lock.
