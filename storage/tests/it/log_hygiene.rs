@@ -170,19 +170,8 @@ async fn checkpoints_of_a_large_state_are_spaced_by_its_size() {
     let snapshot = table.cached_snapshot();
     let mut transaction = Transaction::new(Some(&snapshot), "WRITE");
     transaction.add_actions((0..4_000).map(|i| {
-        Action::Add(sluice_storage::actions::Add {
-            path: format!("part-{i:05}.parquet"),
-            partition_values: Default::default(),
-            size: 100,
-            modification_time: 0,
-            data_change: true,
-            stats: None,
-            tags: None,
-            deletion_vector: None,
-            base_row_id: None,
-            default_row_commit_version: None,
-            clustering_provider: None,
-        })
+        let add = serde_json::json!({"path": format!("part-{i:05}.parquet"), "size": 100, "modificationTime": 0, "dataChange": true});
+        Action::Add(serde_json::from_value(add).unwrap())
     }));
     assert_eq!(committed(table.commit(&snapshot, transaction).await.unwrap()), 101);
     for n in 102..=900 {
